@@ -1,0 +1,95 @@
+"""The doctor's report: checks, the observed stack (lock-shaped), drift from a lock.
+
+Pydantic models with ``extra="forbid"``; ``DoctorReport.model_dump(mode="json")`` is the
+``--json`` document.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Status = Literal["ok", "warn", "fail"]
+
+STACK_KEYS: tuple[str, ...] = (
+    "driver",
+    "firmware",
+    "cann",
+    "chip",
+    "arch",
+    "os",
+    "python",
+    "torch",
+    "torch_npu",
+    "numpy",
+    "transformers",
+    "accelerate",
+)
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Check(_Model):
+    name: str
+    status: Status
+    detail: str
+    fix: str | None = None
+
+
+class ObservedValue(_Model):
+    value: str
+    source: str = Field(description="the file or command the value came from")
+    details: dict[str, str] = Field(default_factory=dict, description="related facts, e.g. the firmware's own 7.x Version")
+
+
+class Observed(_Model):
+    driver: ObservedValue | None = None
+    firmware: ObservedValue | None = None
+    cann: ObservedValue | None = None
+    chip: ObservedValue | None = None
+    arch: ObservedValue | None = None
+    os: ObservedValue | None = None
+    python: ObservedValue | None = None
+    torch: ObservedValue | None = None
+    torch_npu: ObservedValue | None = None
+    numpy: ObservedValue | None = None
+    transformers: ObservedValue | None = None
+    accelerate: ObservedValue | None = None
+
+    def stack(self) -> dict[str, str]:
+        """The plain ``{key: version}`` dict of what was observed (missing keys left out)."""
+        out: dict[str, str] = {}
+        for key in STACK_KEYS:
+            item = getattr(self, key)
+            if item is not None:
+                out[key] = item.value
+        return out
+
+
+class Drift(_Model):
+    component: str
+    locked: str | None
+    observed: str | None
+    status: Literal["match", "differs", "not observed"]
+    source: str | None = None
+
+
+class DoctorReport(_Model):
+    root: str
+    checks: list[Check]
+    observed: Observed
+    drift: list[Drift] = Field(default_factory=list)
+    failures: list[str] = Field(default_factory=list, description="'name: detail' of every failed check")
+    validation: dict[str, Any] | None = Field(None, description="the resolver's report on the observed stack")
+    lock: str | None = None
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if any(c.status == "fail" for c in self.checks) else 0
+
+    def finalize(self) -> DoctorReport:
+        self.failures = [f"{c.name}: {c.detail}" for c in self.checks if c.status == "fail"]
+        return self

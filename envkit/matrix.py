@@ -1,0 +1,306 @@
+"""Load the compatibility matrix (matrices/*.yaml), index it, and prove it consistent."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from envkit import versions
+from envkit.errors import MatrixError, Where
+from envkit.models.matrix import (
+    CannRelease,
+    Chip,
+    HdkRelease,
+    Matrix,
+    OperatingSystem,
+    Rule,
+    TorchNpuLine,
+    TorchNpuRelease,
+)
+from envkit.resources import matrices_dir
+from envkit.yamlio import fast_load, load_file
+
+# The order in which sections must appear sorted (key function, reverse).
+SORTED_SECTIONS: dict[str, tuple[str, bool]] = {
+    "hdk": ("version", False),
+    "cann": ("version", False),
+    "pythons": ("version", False),
+    "torch_npu": ("version", True),
+}
+
+
+@dataclass
+class LoadedMatrix:
+    """The matrix with its lookups, its digest and where each section came from."""
+
+    model: Matrix
+    digest: str
+    files: dict[str, Path]
+    chips: dict[str, Chip] = field(init=False)
+    oses: dict[str, OperatingSystem] = field(init=False)
+    lines: dict[str, TorchNpuLine] = field(init=False)
+    rules: dict[str, Rule] = field(init=False)
+
+    def __post_init__(self) -> None:
+        m = self.model
+        self.chips = {c.id: c for c in m.chips}
+        self.oses = {o.id: o for o in m.operating_systems}
+        self.lines = {ln.line: ln for ln in m.torch_npu_lines}
+        self.rules = {r.id: r for r in m.rules}
+
+    # --- lookups -------------------------------------------------------------------------------
+    @functools.cached_property
+    def hdk_by_key(self) -> dict[tuple, HdkRelease]:
+        out = {}
+        for h in self.model.hdk:
+            out[versions.parse(h.version).key] = h
+            for alias in h.aliases:
+                out[versions.parse(alias).key] = h
+        return out
+
+    @functools.cached_property
+    def cann_by_key(self) -> dict[tuple, CannRelease]:
+        return {versions.parse(c.version).key: c for c in self.model.cann}
+
+    @functools.cached_property
+    def torch_npu_by_key(self) -> dict[tuple, TorchNpuRelease]:
+        return {versions.parse(t.version).key: t for t in self.model.torch_npu}
+
+    @functools.cached_property
+    def firmware_alias(self) -> dict[tuple, HdkRelease]:
+        """Firmware given by its own Version= (7.x) -> the HDK release that ships it."""
+        return {versions.parse(h.firmware_version).key: h for h in self.model.hdk if h.firmware_version}
+
+    def hdk(self, version: str) -> HdkRelease | None:
+        return self.hdk_by_key.get(_key(version))
+
+    def cann(self, version: str) -> CannRelease | None:
+        return self.cann_by_key.get(_key(version))
+
+    def torch_npu(self, version: str) -> TorchNpuRelease | None:
+        return self.torch_npu_by_key.get(_key(version))
+
+    def firmware(self, version: str) -> HdkRelease | None:
+        return self.hdk(version) or self.firmware_alias.get(_key(version))
+
+    def package(self, name: str) -> list[str]:
+        for p in self.model.packages:
+            if p.name == name:
+                return list(p.recommended)
+        return []
+
+    def series_members(self, series: list[str], candidates: list[str]) -> list[str]:
+        return [c for c in candidates if any(versions.in_series(c, s) for s in series)]
+
+    def index_url(self, index_id: str) -> str:
+        for idx in self.model.indexes:
+            if idx.id == index_id:
+                return idx.url
+        raise KeyError(index_id)
+
+
+def _key(version: str) -> tuple | None:
+    try:
+        return versions.parse(version).key
+    except versions.InvalidVersion:
+        return None
+
+
+def _section_line(path: Path, loc: tuple[Any, ...], section: str) -> tuple[int | None, str]:
+    """The line of a validation error inside a matrix file, found by re-reading it with line tracking."""
+    try:
+        _, lines = load_file(path)
+    except Exception:  # noqa: BLE001 - best effort for an error message
+        return None, section
+    parts = [section, *[str(p) for p in loc[1:]]]
+    while parts:
+        key = ".".join(parts)
+        if key in lines:
+            return lines[key], key
+        parts.pop()
+    return None, section
+
+
+def load_matrix_from(folder: Path) -> LoadedMatrix:
+    files = sorted(folder.glob("*.yaml"))
+    if not files:
+        raise MatrixError(f"no matrix files in {folder}", where=Where(str(folder)))
+    merged: dict[str, Any] = {}
+    origin: dict[str, Path] = {}
+    digest = hashlib.sha256()
+    for path in files:
+        raw = path.read_bytes()
+        digest.update(path.name.encode() + b"\0" + hashlib.sha256(raw).digest())
+        try:
+            data = fast_load(path)
+        except Exception as exc:  # noqa: BLE001 - re-read with marks for the message
+            load_file(path)
+            raise MatrixError(f"{path} cannot be read: {exc}", where=Where(str(path))) from None
+        if not isinstance(data, dict):
+            raise MatrixError(f"{path} must be a mapping of sections", where=Where(str(path), 1))
+        if data.get("schema_version") != 1:
+            raise MatrixError(
+                f"{path}: schema_version must be 1, not {data.get('schema_version')!r}",
+                where=Where(str(path), None, "schema_version"),
+            )
+        for section, value in data.items():
+            if section == "schema_version":
+                continue
+            if section in merged:
+                raise MatrixError(
+                    f"section '{section}' appears in both {origin[section].name} and {path.name}",
+                    where=Where(str(path), None, section),
+                )
+            merged[section] = value
+            origin[section] = path
+    try:
+        model = Matrix.model_validate(merged)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        loc = tuple(first["loc"])
+        section = str(loc[0]) if loc else ""
+        path = origin.get(section)
+        line, key = _section_line(path, loc, section) if path else (None, section)
+        raise MatrixError(
+            f"matrix row invalid: {first['msg']} ({len(exc.errors())} error(s))",
+            where=Where(str(path) if path else None, line, ".".join(str(p) for p in loc)),
+            hint="Fix the row; every row needs source and confidence (stated | derived | inferred).",
+        ) from None
+    return LoadedMatrix(model=model, digest="sha256:" + digest.hexdigest(), files=origin)
+
+
+@functools.lru_cache(maxsize=4)
+def _load_cached(folder: str) -> LoadedMatrix:
+    return load_matrix_from(Path(folder))
+
+
+def load_matrix(folder: Path | None = None) -> LoadedMatrix:
+    """The shipped matrix (cached), or the one in `folder`."""
+    return _load_cached(str(folder or matrices_dir()))
+
+
+# --- consistency -----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Problem:
+    section: str
+    row: str
+    message: str
+
+
+def check_matrix(lm: LoadedMatrix) -> list[Problem]:
+    """Every reference resolves, no duplicates, sections sorted, every row sourced."""
+    m = lm.model
+    problems: list[Problem] = []
+    add = lambda section, row, msg: problems.append(Problem(section, row, msg))  # noqa: E731
+    chip_ids = set(lm.chips)
+    arch_ids = {a.id for a in m.arches}
+    hdk_versions = [h.version for h in m.hdk]
+    cann_versions = [c.version for c in m.cann]
+
+    def dupes(section: str, values: list[str], *, as_version: bool) -> None:
+        seen: dict[Any, str] = {}
+        for v in values:
+            k = versions.parse(v).key if as_version else v
+            if k in seen:
+                add(section, v, f"duplicate of {seen[k]}")
+            seen[k] = v
+
+    dupes("chips", [c.id for c in m.chips], as_version=False)
+    dupes("operating_systems", [o.id for o in m.operating_systems], as_version=False)
+    dupes("pythons", [p.version for p in m.pythons], as_version=True)
+    dupes("hdk", hdk_versions + [a for h in m.hdk for a in h.aliases], as_version=True)
+    dupes("cann", cann_versions, as_version=True)
+    dupes("torch_npu", [t.version for t in m.torch_npu], as_version=True)
+    dupes("torch_npu_lines", [ln.line for ln in m.torch_npu_lines], as_version=False)
+    dupes("rules", [r.id for r in m.rules], as_version=False)
+    dupes("artifacts", [a.file for a in m.artifacts], as_version=False)
+
+    for section, (attr, reverse) in SORTED_SECTIONS.items():
+        rows = [getattr(r, attr) for r in getattr(m, section)]
+        want = sorted(rows, key=versions.sort_key, reverse=reverse)
+        if rows != want:
+            first = next(i for i, (a, b) in enumerate(zip(rows, want)) if a != b)
+            add(section, rows[first], f"not sorted ({'newest' if reverse else 'oldest'} first): expected {want[first]} here")
+
+    for o in m.operating_systems:
+        for a in o.arches:
+            if a not in arch_ids:
+                add("operating_systems", o.id, f"unknown arch {a}")
+    for h in m.hdk:
+        for c in [*h.chips, *h.chip_package_versions]:
+            if c not in chip_ids:
+                add("hdk", h.version, f"unknown chip {c}")
+    for c in m.cann:
+        for chip in c.chips:
+            if chip not in chip_ids:
+                add("cann", c.version, f"unknown chip {chip}")
+        for ref in [*c.hdk_paired, *c.hdk_compatible]:
+            if not lm.series_members([ref], hdk_versions + [a for h in m.hdk for a in h.aliases]):
+                add("cann", c.version, f"HDK {ref} matches no HDK release")
+        if c.python:
+            try:
+                versions.satisfies("3.10", c.python)
+            except versions.InvalidVersion as exc:
+                add("cann", c.version, str(exc))
+    for ln in m.torch_npu_lines:
+        for chip in ln.chips:
+            if chip not in chip_ids:
+                add("torch_npu_lines", ln.line, f"unknown chip {chip}")
+        for ref in ln.cann_compatible:
+            if not lm.series_members([ref], cann_versions):
+                add("torch_npu_lines", ln.line, f"CANN {ref} matches no CANN release")
+    python_versions = {versions.parse(p.version).key for p in m.pythons}
+    for t in m.torch_npu:
+        if t.line is not None and t.line not in lm.lines:
+            add("torch_npu", t.version, f"unknown TorchNPU line {t.line}")
+        if t.cann is not None and lm.cann(t.cann) is None:
+            add("torch_npu", t.version, f"CANN {t.cann} is not a CANN release of the matrix")
+        if (t.line is None) != (t.cann is None):
+            add("torch_npu", t.version, "line and cann must both be set or both be null")
+        for p in t.python or []:
+            if versions.parse(p).key not in python_versions:
+                add("torch_npu", t.version, f"Python {p} is not in pythons")
+        for a in t.manylinux:
+            if a not in arch_ids:
+                add("torch_npu", t.version, f"unknown arch {a} in manylinux")
+        if t.line and lm.cann(t.cann or "") and not lm.series_members(lm.lines[t.line].cann_compatible, [t.cann or ""]):
+            add("torch_npu", t.version, f"paired CANN {t.cann} is not in line {t.line}'s compatible list")
+    stack_keys = {"chip", "arch", "os", "python", "driver", "firmware", "cann", "torch", "torch_npu", "numpy",
+                  "transformers", "accelerate", "glibc"}
+    for r in m.rules:
+        for k, v in [*r.when.items(), *r.requires.items()]:
+            if k not in stack_keys:
+                add("rules", r.id, f"unknown key {k}")
+            if isinstance(v, str):
+                try:
+                    versions.satisfies("1.0", v)
+                except versions.InvalidVersion as exc:
+                    add("rules", r.id, str(exc))
+        if r.forbid == bool(r.requires):
+            add("rules", r.id, "a rule either forbids or requires, exactly one")
+    for a in m.artifacts:
+        if a.chip is not None and a.chip not in chip_ids:
+            add("artifacts", a.file, f"unknown chip {a.chip}")
+        release = lm.cann(a.release) if a.component == "cann" else lm.hdk(a.release)
+        if release is None:
+            add("artifacts", a.file, f"{a.component} release {a.release} is not in the matrix")
+        if a.arch is not None and a.arch not in arch_ids:
+            add("artifacts", a.file, f"unknown arch {a.arch}")
+    for key, value in m.defaults.items():
+        if key == "chip" and value not in chip_ids:
+            add("defaults", key, f"unknown chip {value}")
+        if key == "arch" and value not in arch_ids:
+            add("defaults", key, f"unknown arch {value}")
+        if key == "os" and value not in lm.oses:
+            add("defaults", key, f"unknown os {value}")
+    for section in ("chips", "arches", "operating_systems", "pythons", "hdk", "cann", "torch_npu_lines", "torch_npu",
+                    "indexes", "packages", "rules"):
+        for row in getattr(m, section):
+            if not row.sources or any(not s.strip() for s in row.sources):
+                add(section, str(getattr(row, "id", getattr(row, "version", "?"))), "row without a source")
+    return problems

@@ -1,0 +1,35 @@
+"""Strict pydantic base: unknown keys are refused, every document is versioned."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+Confidence = Literal["stated", "derived", "inferred"]
+
+
+class StrictModel(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+class Sourced(StrictModel):
+    """A matrix row: where the fact comes from and how sure we are.
+
+    ``stated``: the source says it in so many words; ``derived``: read from a file (wheel
+    METADATA, a Dockerfile, source code); ``inferred``: not directly confirmed.
+    ``validated``: the vendor published these versions as tested together.
+    """
+
+    source: str | list[str]
+    confidence: Confidence
+    validated: bool = False
+    note: str | None = None
+
+    @property
+    def sources(self) -> list[str]:
+        return [self.source] if isinstance(self.source, str) else list(self.source)
+
+    @property
+    def source_text(self) -> str:
+        return "; ".join(self.sources)

@@ -1,0 +1,165 @@
+"""The compatibility matrix schema (matrices/*.yaml). Data only: no I/O, no logic beyond lookups."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, field_validator
+
+from envkit.models.base import Sourced, StrictModel
+from envkit.versions import InvalidVersion, parse, parse_ranges
+
+
+def _check_version(value: str) -> str:
+    try:
+        parse(value)
+    except InvalidVersion as exc:
+        raise ValueError(str(exc)) from None
+    return value
+
+
+class Chip(Sourced):
+    id: str
+    name: str
+    products: list[str]
+    npu_smi_names: list[str]
+    driver_file: str | None = Field(None, description="NPU driver installer name pattern; null where not confirmed")
+    firmware_file: str | None = Field(None, description="NPU firmware installer name pattern; null where not confirmed")
+    hdk_zip_token: str | None = Field(None, description="<chip> in the signed Ascend-hdk-<chip>-npu_<ver>_linux-<arch>.zip")
+    kernels_file: str | None = Field(None, description="operator package name pattern before CANN 8.5.0")
+    ops_file: str | None = Field(None, description="operator package name pattern from CANN 8.5.0")
+    soc_version: str | None = None
+    image_tag: str | None = Field(None, description="chip token of the official CANN container image tags")
+    davinci_devices: int | None = Field(description="/dev/davinciN nodes on one host")
+    mount_driver_dir: bool = Field(False, description="the container needs the whole driver directory mounted")
+
+
+class Arch(Sourced):
+    id: Literal["aarch64", "x86_64"]
+    hdk_file_arch: str = Field(description="arch spelling in HDK zip names (x86-64 vs x86_64)")
+
+
+class OperatingSystem(Sourced):
+    id: str
+    name: str
+    family: Literal["debian", "rhel"]
+    glibc: str
+    arches: list[str]
+
+
+class PythonRelease(Sourced):
+    version: str
+
+    _v = field_validator("version")(_check_version)
+
+
+class HdkRelease(Sourced):
+    version: str
+    aliases: list[str] = []
+    package_version: str | None = Field(None, description="version spelling in the vendor's file names, e.g. 25.0.rc1.1")
+    chip_package_versions: dict[str, str] = Field({}, description="per-chip file version where it differs (A3 25.0.rc1.3)")
+    chips: list[str]
+    firmware_version: str | None = Field(None, description="the firmware's own Version= (7.x); null where not captured")
+    compatible_firmware: str | None = Field(None, description="driver version.info compatible_version_fw")
+    compatible_driver: str | None = Field(None, description="firmware version.info compatible_version_drv")
+
+    _v = field_validator("version")(_check_version)
+
+    @field_validator("compatible_firmware", "compatible_driver")
+    @classmethod
+    def _ranges(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                parse_ranges(value)
+            except InvalidVersion as exc:
+                raise ValueError(str(exc)) from None
+        return value
+
+
+class CannRelease(Sourced):
+    version: str
+    file_version: str | None = Field(None, description="spelling in installer file names when it differs")
+    chips: list[str]
+    hdk_paired: list[str] = Field(description="the HDK releases of the vendor's version mapping")
+    hdk_compatible: list[str] = Field([], description="further compatible HDK releases or series (25.5.X)")
+    python: str | None = Field(None, description="Python range CANN supports; null where not stated")
+    layout: Literal["toolkit-latest", "cann-versioned"]
+    operator_package: Literal["kernels", "ops"]
+    nnal: bool = Field(True, description="an NNAL release of the same version exists")
+    prerelease: bool = False
+
+    _v = field_validator("version")(_check_version)
+
+
+class TorchNpuLine(Sourced):
+    line: str = Field(description="TorchNPU (Ascend Extension for PyTorch) version, e.g. 7.3.0")
+    cann_compatible: list[str]
+    chips: list[str]
+
+
+class TorchNpuRelease(Sourced):
+    version: str
+    line: str | None
+    torch: str
+    cann: str | None = Field(None, description="the CANN of the vendor's version table (validated); null: none published")
+    python: list[str] | None = Field(None, description="wheel tags on PyPI, as Python versions; null: not captured")
+    manylinux: dict[str, str] = Field(description="glibc the wheels need, per arch")
+    x86_64_torch_local: str | None = Field(None, description="local label the x86_64 wheel pins on torch (cpu)")
+    on_pypi: bool = True
+
+    _v = field_validator("version")(_check_version)
+
+
+class Index(Sourced):
+    id: str
+    url: str
+
+
+class Rule(Sourced):
+    """`when` every condition holds, every `requires` must hold (or the stack is refused when `forbid`)."""
+
+    id: str
+    when: dict[str, str | list[str]]
+    requires: dict[str, str | list[str]] = {}
+    forbid: bool = False
+    message: str
+    severity: Literal["error", "hint"] = "error"
+
+
+class PackagePolicy(Sourced):
+    name: str
+    recommended: list[str]
+
+
+class PythonDeps(Sourced):
+    requirements: list[str]
+
+
+class VendorArtifact(StrictModel):
+    component: Literal["cann", "hdk"]
+    release: str
+    kind: str
+    chip: str | None = None
+    arch: str | None = None
+    file: str
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    url: str
+    source: str
+
+
+class Matrix(StrictModel):
+    schema_version: Literal[1] = 1
+    chips: list[Chip]
+    arches: list[Arch]
+    operating_systems: list[OperatingSystem]
+    pythons: list[PythonRelease]
+    hdk: list[HdkRelease]
+    cann: list[CannRelease]
+    torch_npu_lines: list[TorchNpuLine]
+    torch_npu: list[TorchNpuRelease]
+    indexes: list[Index]
+    packages: list[PackagePolicy]
+    cann_python_deps: PythonDeps
+    rules: list[Rule]
+    artifacts: list[VendorArtifact]
+    defaults: dict[str, str]
