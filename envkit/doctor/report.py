@@ -93,3 +93,39 @@ class DoctorReport(_Model):
     def finalize(self) -> DoctorReport:
         self.failures = [f"{c.name}: {c.detail}" for c in self.checks if c.status == "fail"]
         return self
+
+
+_MARK = {"ok": "ok  ", "warn": "warn", "fail": "FAIL"}
+
+
+def render_text(report: DoctorReport) -> str:
+    """Human output: one line per check, then the fixes, the observed stack and the drift."""
+    lines = [f"envkit doctor: {report.root}" + (f" against {report.lock}" if report.lock else "")]
+    width = max((len(c.name) for c in report.checks), default=10)
+    for c in report.checks:
+        lines.append(f"{_MARK[c.status]}  {c.name:<{width}}  {c.detail}")
+    fixes = [c for c in report.checks if c.status != "ok" and c.fix]
+    if fixes:
+        lines.append("")
+        lines.append("fixes:")
+        for c in fixes:
+            lines.append(f"  {c.name}: {c.fix}")
+    lines.append("")
+    lines.append("observed stack:")
+    for key in STACK_KEYS:
+        item = getattr(report.observed, key)
+        if item is None:
+            lines.append(f"  {key:<12} -")
+        else:
+            extra = f" [{item.details['firmware_version']}]" if key == "firmware" and "firmware_version" in item.details else ""
+            lines.append(f"  {key:<12} {item.value}{extra}  ({item.source})")
+    if report.drift:
+        lines.append("")
+        lines.append("drift from the lock:")
+        for d in report.drift:
+            lines.append(f"  {d.component:<12} {d.status:<12} locked {d.locked}, observed {d.observed or '-'}")
+    fails = sum(c.status == "fail" for c in report.checks)
+    warns = sum(c.status == "warn" for c in report.checks)
+    lines.append("")
+    lines.append(f"{len(report.checks)} checks: {fails} failed, {warns} warnings")
+    return "\n".join(lines)

@@ -1,0 +1,434 @@
+"""The compatibility rules of the matrix as constraints between stack keys.
+
+Each constraint has a scope (the keys it relates), a check over a full assignment of that scope,
+and, for explanations, what the matrix says about one value of one of its keys (`says`), with
+the rule id and source of that statement. Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from envkit import versions
+from envkit.matrix import LoadedMatrix
+from envkit.models.base import Sourced
+from envkit.models.matrix import Rule
+
+Assignment = dict[str, str]
+
+
+@dataclass(frozen=True)
+class Statement:
+    """What the matrix says about one value: text, rule id, source, confidence."""
+
+    text: str
+    rule: str
+    source: str
+    confidence: str | None = None
+
+
+def _row(rule: str, row: Sourced | None, text: str) -> Statement:
+    if row is None:
+        return Statement(text, rule, "envkit matrix", None)
+    return Statement(text, rule, row.source_text, row.confidence)
+
+
+def _fmt(values: list[str], limit: int = 8) -> str:
+    if not values:
+        return "none"
+    if len(values) <= limit:
+        return ", ".join(values)
+    return ", ".join(values[:limit]) + f", … ({len(values)} in all)"
+
+
+class Constraint:
+    id: str
+    scope: tuple[str, ...]
+
+    def check(self, a: Assignment) -> bool:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def says(self, key: str, value: str) -> Statement | None:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def summary(self, a: Assignment) -> str | None:
+        """A one-line statement of the violation when every key of the scope is known."""
+        return None
+
+
+class Relation(Constraint):
+    """A binary relation given by a predicate, with per-side statements."""
+
+    def __init__(
+        self,
+        cid: str,
+        left: str,
+        right: str,
+        ok: Callable[[str, str], bool],
+        say_left: Callable[[str], Statement],
+        say_right: Callable[[str], Statement | None],
+        summary: Callable[[Assignment], str] | None = None,
+    ) -> None:
+        self.id = cid
+        self.scope = (left, right)
+        self._ok = ok
+        self._say = {left: say_left, right: say_right}
+        self._summary = summary
+
+    def summary(self, a: Assignment) -> str | None:
+        return self._summary(a) if self._summary else None
+
+    def check(self, a: Assignment) -> bool:
+        return self._ok(a[self.scope[0]], a[self.scope[1]])
+
+    def says(self, key: str, value: str) -> Statement:
+        return self._say[key](value)
+
+
+class RuleConstraint(Constraint):
+    """A generic `when ... requires ...` rule of matrices/python_packages.yaml."""
+
+    def __init__(self, rule: Rule, lm: LoadedMatrix) -> None:
+        self.rule = rule
+        self.id = f"rule:{rule.id}"
+        keys = [*rule.when, *rule.requires]
+        scope = []
+        for k in keys:
+            k = "os" if k == "glibc" else k
+            if k not in scope:
+                scope.append(k)
+        self.scope = tuple(scope)
+        self._lm = lm
+
+    def _value(self, key: str, a: Assignment) -> str:
+        if key == "glibc":
+            return self._lm.oses[a["os"]].glibc
+        return a[key]
+
+    @staticmethod
+    def _holds(value: str, cond: str | list[str]) -> bool:
+        if isinstance(cond, list):
+            return value in cond
+        return versions.satisfies(value, cond)
+
+    def applies(self, a: Assignment) -> bool:
+        return all(self._holds(self._value(k, a), c) for k, c in self.rule.when.items())
+
+    def check(self, a: Assignment) -> bool:
+        if not self.applies(a):
+            return True
+        if self.rule.forbid:
+            return False
+        return all(self._holds(self._value(k, a), c) for k, c in self.rule.requires.items())
+
+    def summary(self, a: Assignment) -> str | None:
+        return self.message(a)
+
+    def message(self, a: Assignment) -> str:
+        try:
+            return self.rule.message.format(**a)
+        except (KeyError, IndexError):
+            return self.rule.message
+
+    def says(self, key: str, value: str) -> Statement:
+        cond = "; ".join(f"{k} {v}" for k, v in self.rule.when.items())
+        if self.rule.forbid:
+            text = f"when {cond}: refused ({self.rule.message.format_map(_Blank({key: value}))})"
+        else:
+            req = "; ".join(f"{k} {v}" for k, v in self.rule.requires.items())
+            text = f"when {cond}, requires {req} ({self.rule.message.format_map(_Blank({key: value}))})"
+        return _row(self.rule.id, self.rule, text)
+
+
+class _Blank(dict):
+    def __missing__(self, key: str) -> str:
+        return "{" + key + "}"
+
+
+def build_constraints(lm: LoadedMatrix, *, strict_cann: bool = False, strict_hdk: bool = False) -> list[Constraint]:
+    """All constraints of the matrix. `strict_*` keep only vendor-paired edges (validated-first passes)."""
+    m = lm.model
+    out: list[Constraint] = []
+    hdk_versions = [h.version for h in m.hdk]
+    cann_versions = [c.version for c in m.cann]
+
+    # chip <-> cann / driver / firmware / torch_npu --------------------------------------------
+    out.append(
+        Relation(
+            "chip-cann",
+            "chip",
+            "cann",
+            lambda chip, cann: chip in lm.cann(cann).chips,
+            lambda chip: Statement(
+                f"chip {chip} is supported by CANN {_fmt([c.version for c in m.cann if chip in c.chips])}",
+                "cann/*.chips",
+                "matrices/cann.yaml (per-release chip lists)",
+            ),
+            lambda cann: _row(f"cann/{cann}", lm.cann(cann), f"CANN {cann} supports chips {_fmt(lm.cann(cann).chips)}"),
+            lambda a: f"chip {a['chip']} is not supported by CANN {a['cann']}",
+        )
+    )
+    for key in ("driver", "firmware"):
+        what = "NPU driver" if key == "driver" else "NPU firmware"
+        out.append(
+            Relation(
+                f"chip-{key}",
+                "chip",
+                key,
+                lambda chip, v: chip in lm.hdk(v).chips,
+                lambda chip, what=what: Statement(
+                    f"chip {chip}: the matrix knows {what} packages in HDK {_fmt([h.version for h in m.hdk if chip in h.chips])}",
+                    "hdk/*.chips",
+                    "matrices/hdk.yaml (per-release chip lists)",
+                ),
+                lambda v, what=what: _row(
+                    f"hdk/{lm.hdk(v).version}", lm.hdk(v), f"HDK {v} ships {what} packages for chips {_fmt(lm.hdk(v).chips)}"
+                ),
+                lambda a, key=key, what=what: f"HDK {a[key]} has no {what} package for chip {a['chip']} in the matrix",
+            )
+        )
+
+    def npu_line(v: str):
+        t = lm.torch_npu(v)
+        return lm.lines.get(t.line) if t and t.line else None
+
+    out.append(
+        Relation(
+            "chip-torch_npu",
+            "chip",
+            "torch_npu",
+            lambda chip, tn: npu_line(tn) is not None and chip in npu_line(tn).chips,
+            lambda chip: Statement(
+                f"chip {chip} is supported by TorchNPU lines {_fmt([ln.line for ln in m.torch_npu_lines if chip in ln.chips])}",
+                "torch_npu_lines/*.chips",
+                "matrices/torch_npu.yaml (TorchNPU lines)",
+            ),
+            lambda tn: _row(
+                f"torch_npu_line/{lm.torch_npu(tn).line}",
+                npu_line(tn),
+                f"torch_npu {tn} (TorchNPU {lm.torch_npu(tn).line}) supports chips {_fmt(npu_line(tn).chips)}"
+                if npu_line(tn)
+                else f"torch_npu {tn} belongs to no TorchNPU line with published hardware support",
+            ),
+            lambda a: f"chip {a['chip']} is not supported by torch_npu {a['torch_npu']}",
+        )
+    )
+
+    # driver <-> firmware ----------------------------------------------------------------------
+    def fw_ok(driver: str, firmware: str) -> bool:
+        d, f = lm.hdk(driver), lm.hdk(firmware)
+        if d is f:
+            return True
+        if strict_hdk:
+            return False
+        if not (d.compatible_firmware and f.firmware_version):
+            return False
+        if not versions.in_any_range(f.firmware_version, versions.parse_ranges(d.compatible_firmware)):
+            return False
+        if f.compatible_driver:
+            return versions.in_any_range(d.package_version or d.version, versions.parse_ranges(f.compatible_driver))
+        return True
+
+    def say_driver_fw(driver: str) -> Statement:
+        d = lm.hdk(driver)
+        text = f"driver {driver} pairs with the firmware of HDK {d.version}"
+        if d.compatible_firmware:
+            text += f"; its version.info allows firmware {d.compatible_firmware}"
+        else:
+            text += " (its compatible_version_fw range is not captured, so no other firmware is accepted)"
+        return _row(f"hdk/{d.version}", d, text)
+
+    def say_fw_driver(firmware: str) -> Statement:
+        f = lm.hdk(firmware)
+        fwv = f" (firmware Version {f.firmware_version})" if f.firmware_version else " (firmware Version not captured)"
+        text = f"the firmware of HDK {f.version}{fwv} pairs with driver {f.version}"
+        if f.compatible_driver:
+            text += f"; its version.info allows drivers {f.compatible_driver}"
+        return _row(f"hdk/{f.version}", f, text)
+
+    out.append(
+        Relation(
+            "driver-firmware", "driver", "firmware", fw_ok, say_driver_fw, say_fw_driver,
+            lambda a: f"driver {a['driver']} and the firmware of HDK {a['firmware']} are not known to be compatible",
+        )
+    )
+
+    # cann <-> driver (HDK) ----------------------------------------------------------------------
+    def cann_hdk_ok(cann: str, driver: str) -> bool:
+        c = lm.cann(cann)
+        refs = c.hdk_paired if strict_hdk else [*c.hdk_paired, *c.hdk_compatible]
+        h = lm.hdk(driver)
+        names = [h.version, *h.aliases]
+        return any(versions.in_series(n, s) for n in names for s in refs)
+
+    def say_cann_hdk(cann: str) -> Statement:
+        c = lm.cann(cann)
+        text = f"CANN {cann} pairs with HDK {_fmt(c.hdk_paired)}"
+        if c.hdk_compatible:
+            text += f" and also works with HDK {_fmt(c.hdk_compatible)}"
+        return _row(f"cann/{cann}", c, text)
+
+    def say_hdk_cann(driver: str) -> Statement:
+        ok = [c for c in cann_versions if cann_hdk_ok(c, driver)]
+        return Statement(f"HDK {driver} works with CANN {_fmt(ok)}", "cann/*.hdk", "matrices/cann.yaml (HDK mappings)")
+
+    out.append(
+        Relation(
+            "cann-driver", "cann", "driver", cann_hdk_ok, say_cann_hdk, say_hdk_cann,
+            lambda a: f"CANN {a['cann']} does not work with NPU driver (HDK) {a['driver']}",
+        )
+    )
+
+    # torch_npu <-> cann -----------------------------------------------------------------------
+    def tn_cann_ok(tn: str, cann: str) -> bool:
+        t = lm.torch_npu(tn)
+        if t.cann is None:
+            return False
+        if versions.same(t.cann, cann):
+            return True
+        if strict_cann or t.line is None:
+            return False
+        return lm.series_members(lm.lines[t.line].cann_compatible, [cann]) != []
+
+    def say_tn_cann(tn: str) -> Statement:
+        t = lm.torch_npu(tn)
+        if t.cann is None:
+            return _row(f"torch_npu/{tn}", t, f"torch_npu {tn} has no published CANN pairing")
+        ln = lm.lines[t.line]
+        text = f"torch_npu {tn} is paired with CANN {t.cann} in the vendor's table, and TorchNPU {t.line} works with CANN {_fmt(ln.cann_compatible)}"
+        return Statement(text, f"torch_npu/{tn}, torch_npu_line/{t.line}", f"{t.source_text}; {ln.source_text}", ln.confidence)
+
+    def say_cann_tn(cann: str) -> Statement:
+        ok = [t.version for t in m.torch_npu if tn_cann_ok(t.version, cann)]
+        return Statement(f"CANN {cann} works with torch_npu {_fmt(ok)}", "torch_npu/*.cann", "matrices/torch_npu.yaml")
+
+    out.append(
+        Relation(
+            "torch_npu-cann", "torch_npu", "cann", tn_cann_ok, say_tn_cann, say_cann_tn,
+            lambda a: f"torch_npu {a['torch_npu']} does not work with CANN {a['cann']}",
+        )
+    )
+
+    # torch_npu <-> torch ------------------------------------------------------------------------
+    out.append(
+        Relation(
+            "torch_npu-torch",
+            "torch_npu",
+            "torch",
+            lambda tn, torch: versions.same(lm.torch_npu(tn).torch, torch),
+            lambda tn: _row(f"torch_npu/{tn}", lm.torch_npu(tn), f"torch_npu {tn} pins torch=={lm.torch_npu(tn).torch}"),
+            lambda torch: Statement(
+                f"torch {torch} is pinned by torch_npu {_fmt([t.version for t in m.torch_npu if versions.same(t.torch, torch)])}",
+                "torch_npu/*.torch",
+                "wheel METADATA Requires-Dist torch (compat-facts §1.7)",
+            ),
+            lambda a: f"torch_npu {a['torch_npu']} needs torch {lm.torch_npu(a['torch_npu']).torch}, not {a['torch']}",
+        )
+    )
+
+    # torch_npu <-> python (wheel tags) ---------------------------------------------------------
+    def tn_py_ok(tn: str, py: str) -> bool:
+        tags = lm.torch_npu(tn).python
+        return tags is not None and any(versions.same(py, p) for p in tags)
+
+    def say_tn_py(tn: str) -> Statement:
+        t = lm.torch_npu(tn)
+        if t.python is None:
+            return _row(f"torch_npu/{tn}", t, f"torch_npu {tn}: wheel tags not captured")
+        tags = ", ".join(versions.python_tag(p) for p in t.python)
+        return _row(f"torch_npu/{tn}", t, f"torch_npu {tn} has wheels for {tags} only")
+
+    out.append(
+        Relation(
+            "torch_npu-python",
+            "torch_npu",
+            "python",
+            tn_py_ok,
+            say_tn_py,
+            lambda py: Statement(
+                f"{versions.python_tag(py)} wheels exist for torch_npu {_fmt([t.version for t in m.torch_npu if tn_py_ok(t.version, py)])}",
+                "torch_npu/*.python",
+                "PyPI torch-npu wheel tags (compat-facts §1.5)",
+            ),
+            lambda a: f"no torch_npu {a['torch_npu']} wheel for {versions.python_tag(a['python'])}"
+            + (
+                f" (wheels: {', '.join(versions.python_tag(p) for p in lm.torch_npu(a['torch_npu']).python)})"
+                if lm.torch_npu(a["torch_npu"]).python
+                else ""
+            ),
+        )
+    )
+
+    # cann <-> python ---------------------------------------------------------------------------
+    out.append(
+        Relation(
+            "cann-python",
+            "cann",
+            "python",
+            lambda cann, py: lm.cann(cann).python is None or versions.satisfies(py, lm.cann(cann).python),
+            lambda cann: _row(
+                f"cann/{cann}",
+                lm.cann(cann),
+                f"CANN {cann} supports Python {lm.cann(cann).python}" if lm.cann(cann).python else f"CANN {cann}: Python range not stated",
+            ),
+            lambda py: Statement(
+                f"Python {py} is supported by CANN {_fmt([c.version for c in m.cann if c.python is None or versions.satisfies(py, c.python)])}",
+                "cann/*.python",
+                "matrices/cann.yaml",
+            ),
+            lambda a: f"CANN {a['cann']} does not support Python {a['python']} ({lm.cann(a['cann']).python})",
+        )
+    )
+
+    # os <-> arch ------------------------------------------------------------------------------
+    out.append(
+        Relation(
+            "os-arch",
+            "os",
+            "arch",
+            lambda os_, arch: arch in lm.oses[os_].arches,
+            lambda os_: _row(f"os/{os_}", lm.oses[os_], f"{lm.oses[os_].name} runs on {_fmt(lm.oses[os_].arches)}"),
+            lambda arch: None,
+            lambda a: f"{a['os']} is not available on {a['arch']} in the matrix",
+        )
+    )
+
+    # torch_npu <-> os/arch (glibc of the manylinux tag) ---------------------------------------
+    out.append(_GlibcConstraint(lm))
+
+    # generic rules ----------------------------------------------------------------------------
+    for rule in m.rules:
+        if rule.severity == "error":
+            out.append(RuleConstraint(rule, lm))
+    return out
+
+
+class _GlibcConstraint(Constraint):
+    id = "torch_npu-glibc"
+    scope = ("torch_npu", "os", "arch")
+
+    def __init__(self, lm: LoadedMatrix) -> None:
+        self._lm = lm
+
+    def check(self, a: Assignment) -> bool:
+        need = self._lm.torch_npu(a["torch_npu"]).manylinux.get(a["arch"])
+        have = self._lm.oses[a["os"]].glibc
+        return need is not None and versions.parse(have) >= versions.parse(need)
+
+    def says(self, key: str, value: str) -> Statement:
+        lm = self._lm
+        if key == "torch_npu":
+            t = lm.torch_npu(value)
+            ml = ", ".join(f"{arch}: glibc >= {g}" for arch, g in sorted(t.manylinux.items()))
+            return _row(f"torch_npu/{value}", t, f"torch_npu {value} wheels are manylinux ({ml})")
+        if key == "os":
+            o = lm.oses[value]
+            return _row(f"os/{value}", o, f"{o.name} has glibc {o.glibc}")
+        return None
+
+    def summary(self, a: Assignment) -> str | None:
+        t = self._lm.torch_npu(a["torch_npu"])
+        o = self._lm.oses[a["os"]]
+        need = t.manylinux.get(a["arch"], "?")
+        return f"torch_npu {t.version} wheels need glibc >= {need} on {a['arch']}; {o.name} has glibc {o.glibc}"

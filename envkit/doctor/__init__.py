@@ -1,0 +1,35 @@
+"""`envkit doctor`: probe a host or a mounted image, report the observed stack, its hazards and
+its drift from a lock.
+
+Modules: ``parsers`` (pure text parsers), ``probe`` (file reads under a root and subprocesses
+with timeouts; the only module that runs commands), ``facts`` (parsed facts, one check per
+source), ``hazards`` (named failure modes, each with its fix), ``diagnose`` (observed stack,
+validation by the resolver, drift), ``report`` (pydantic models and the text rendering).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from envkit.doctor.report import DoctorReport
+
+
+def run_doctor(
+    root: str = "/",
+    *,
+    python: str | None = None,
+    env_file: str | None = None,
+    lock_stack: dict[str, Any] | None = None,
+    lock_path: str | None = None,
+    timeout: float = 20.0,
+    validator: Any = None,
+) -> DoctorReport:
+    """Probe ``root`` and return the report (never raises for what it finds on the target)."""
+    from envkit.doctor.diagnose import diagnose
+    from envkit.doctor.probe import probe
+
+    result = probe(root, python=python, env_file=env_file, timeout=timeout)
+    return diagnose(result, lock_stack=lock_stack, lock_path=lock_path, validator=validator)
+
+
+__all__ = ["DoctorReport", "run_doctor"]

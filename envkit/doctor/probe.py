@@ -1,0 +1,671 @@
+"""Read what a host (or a mounted root file system) exposes. The only doctor module that runs
+subprocesses; every subprocess has a timeout, and torch_npu is never imported.
+
+Two modes:
+- host (``root == "/"``): files under ``/``, the current environment, `npu-smi` from ``PATH``
+  (or ``/usr/local/bin``), Python packages read by running the interpreter (``--python``,
+  default the current one) with a short ``importlib.metadata`` script.
+- root (``--root PATH``, an exported image or a fixture): every file read is resolved inside
+  the root, absolute symlinks included; the environment comes from ``--env-file`` or else
+  ``<root>/etc/environment`` (never from the current process: it belongs to another system);
+  `npu-smi` is ``<root>/usr/local/bin/npu-smi`` only when it is an executable script (a fixture),
+  otherwise skipped; Python packages are read from the ``*.dist-info`` folders of the root's
+  site-packages (``--python`` then names the interpreter inside the root), nothing is executed.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+from envkit.doctor.parsers import ParseError, parse_kv
+
+MAX_READ = 1 << 20
+ASCEND_BASE = "/usr/local/Ascend"
+PACKAGES = ("torch", "torch_npu", "transformers", "accelerate", "numpy")
+ARCHES = ("aarch64", "x86_64")
+CONTROL_NODES = ("davinci_manager", "devmm_svm", "hisi_hdc")
+MAX_BOARDS = 16
+
+ENV_KEYS = (
+    "ASCEND_HOME_PATH",
+    "ASCEND_TOOLKIT_HOME",
+    "ASCEND_OPP_PATH",
+    "ASCEND_AICPU_PATH",
+    "LD_LIBRARY_PATH",
+    "ASCEND_RT_VISIBLE_DEVICES",
+    "TORCH_DEVICE_BACKEND_AUTOLOAD",
+    "ATB_HOME_PATH",
+    "PATH",
+    "HOME",
+)
+
+# Runs inside the target interpreter: metadata only, no import of torch or torch_npu.
+# Kept compatible with Python 3.7 (importlib_metadata backport) and newer.
+_PY_SCRIPT = r"""
+import json, platform, sys
+try:
+    from importlib import metadata as md
+except ImportError:
+    import importlib_metadata as md
+out = {"python": "%d.%d" % sys.version_info[:2], "python_full": platform.python_version(),
+       "executable": sys.executable, "machine": platform.machine(), "packages": {}}
+for name in NAMES:
+    dist = None
+    for cand in (name, name.replace("_", "-")):
+        try:
+            dist = md.distribution(cand)
+            break
+        except md.PackageNotFoundError:
+            pass
+    if dist is None:
+        out["packages"][name] = None
+        continue
+    cuda = []
+    if name == "torch":
+        try:
+            cuda = [str(f) for f in (dist.files or []) if "libc10_cuda" in str(f) or "libcudart" in str(f)][:5]
+        except Exception:
+            cuda = []
+    try:
+        location = str(dist.locate_file(""))
+    except Exception:
+        location = ""
+    out["packages"][name] = {"version": dist.version, "requires": list(dist.requires or []),
+                             "cuda_files": cuda, "location": location}
+print(json.dumps(out))
+"""
+
+
+@dataclass
+class Evidence:
+    """A file read (or not) in the target. ``source`` is the path as the target sees it."""
+
+    source: str
+    data: bytes | None = None
+    error: str | None = None
+
+    @property
+    def found(self) -> bool:
+        return self.data is not None
+
+
+@dataclass
+class CommandResult:
+    argv: list[str]
+    returncode: int | None = None
+    stdout: bytes = b""
+    stderr: bytes = b""
+    error: str | None = None
+
+    @property
+    def display(self) -> str:
+        return " ".join(self.argv)
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.returncode == 0
+
+
+@dataclass
+class CannInstall:
+    """One CANN found on disk: its layout, folder, version sources and operator packages."""
+
+    layout: str  # "toolkit-latest" (< 8.5), "cann-versioned" (>= 8.5), "cann" (9.x)
+    path: str  # as the target sees it
+    resolved: str  # real folder, inside the target
+    dir_version: str | None  # from the folder name (cann-8.5.0, ascend-toolkit/8.0.0)
+    version_files: list[Evidence] = field(default_factory=list)
+    package_infos: list[Evidence] = field(default_factory=list)
+    kernel_socs: list[str] = field(default_factory=list)
+    set_env: str | None = None
+    runtime_dir: bool = False
+    compiler_dir: bool = False
+
+
+@dataclass
+class PythonProbe:
+    source: str
+    data: dict | None = None
+    error: str | None = None
+    other_site_packages: list[str] = field(default_factory=list)
+
+
+@dataclass
+class ProbeResult:
+    root: str
+    host: bool
+    env: dict[str, str]
+    env_source: str
+    env_known: bool
+    install_record: Evidence
+    driver_version_info: Evidence
+    firmware_version_info: Evidence
+    cann: list[CannInstall]
+    nnal: Evidence | None
+    nnal_dir: str | None
+    os_release: Evidence
+    arch_hint: tuple[str, str] | None
+    dev_davinci: list[str]
+    dev_control: dict[str, bool]
+    npu_smi_path: str | None
+    npu_smi_skipped: str | None
+    npu_smi: CommandResult | None
+    boards: list[CommandResult]
+    python: PythonProbe
+    path_exists: dict[str, bool]
+    container: bool = False
+
+
+class Target:
+    """File access to a host (``/``) or a root file system, with symlinks kept inside the root."""
+
+    def __init__(self, root: str | os.PathLike[str] = "/") -> None:
+        self.root = Path(root).resolve()
+        self.host = str(self.root) == "/"
+
+    # paths ----------------------------------------------------------------
+    def resolve(self, path: str) -> Path:
+        """The real path of a target path; symlinks (absolute ones too) stay inside the root."""
+        if self.host:
+            return Path(path)
+        stack = [p for p in PurePosixPath(path).parts if p not in ("/", "", ".")]
+        cur = self.root
+        hops = 0
+        while stack:
+            part = stack.pop(0)
+            if part == "..":
+                if cur != self.root:
+                    cur = cur.parent
+                continue
+            nxt = cur / part
+            if nxt.is_symlink():
+                hops += 1
+                if hops > 40:
+                    raise OSError(f"too many symbolic links at {path}")
+                target = os.readlink(nxt)
+                tparts = [p for p in PurePosixPath(target).parts if p not in ("", ".")]
+                if target.startswith("/"):
+                    cur = self.root
+                    tparts = tparts[1:]
+                stack = tparts + stack
+                continue
+            cur = nxt
+        return cur
+
+    def display(self, real: Path) -> str:
+        """The target's view of a real path."""
+        if self.host:
+            return str(real)
+        try:
+            return "/" + str(real.relative_to(self.root))
+        except ValueError:
+            return str(real)
+
+    def exists(self, path: str) -> bool:
+        try:
+            return self.resolve(path).exists()
+        except OSError:
+            return False
+
+    def is_dir(self, path: str) -> bool:
+        try:
+            return self.resolve(path).is_dir()
+        except OSError:
+            return False
+
+    def listdir(self, path: str) -> list[str]:
+        try:
+            return sorted(os.listdir(self.resolve(path)))
+        except OSError:
+            return []
+
+    def read(self, path: str) -> Evidence:
+        try:
+            real = self.resolve(path)
+            if not real.exists():
+                return Evidence(path, error="not found")
+            if real.is_dir():
+                return Evidence(path, error="is a directory")
+            with open(real, "rb") as fh:
+                data = fh.read(MAX_READ + 1)
+        except OSError as exc:
+            return Evidence(path, error=exc.strerror or str(exc))
+        return Evidence(path, data=data)
+
+    def realpath(self, path: str) -> str:
+        try:
+            return self.display(self.resolve(path))
+        except OSError:
+            return path
+
+
+def run_command(argv: list[str], *, timeout: float, env: dict[str, str] | None = None, cwd: str | None = None) -> CommandResult:
+    """Run a command with a timeout; never raises."""
+    try:
+        proc = subprocess.run(
+            argv, capture_output=True, timeout=timeout, env=env, cwd=cwd, stdin=subprocess.DEVNULL, check=False
+        )
+    except subprocess.TimeoutExpired as exc:
+        return CommandResult(argv, stdout=(exc.stdout or b"")[:MAX_READ], error=f"timed out after {timeout:g} s")
+    except OSError as exc:
+        return CommandResult(argv, error=exc.strerror or str(exc))
+    return CommandResult(argv, proc.returncode, proc.stdout[:MAX_READ], proc.stderr[:MAX_READ])
+
+
+# --------------------------------------------------------------------------- environment
+
+
+def load_env(target: Target, env_file: str | None) -> tuple[dict[str, str], str, bool]:
+    """The target's environment: (values, where from, known?)."""
+    if env_file is not None:
+        try:
+            data = Path(env_file).read_bytes()
+        except OSError as exc:
+            return {}, f"{env_file} (unreadable: {exc.strerror})", False
+        try:
+            return parse_kv(data), env_file, True
+        except ParseError as exc:
+            return {}, f"{env_file} (unparsed: {exc})", False
+    if target.host:
+        return dict(os.environ), "the current environment", True
+    ev = target.read("/etc/environment")
+    if ev.data is None:
+        return {}, "unknown (no /etc/environment in the root; pass --env-file)", False
+    try:
+        return parse_kv(ev.data), "/etc/environment in the root", True
+    except ParseError as exc:
+        return {}, f"/etc/environment in the root (unparsed: {exc})", False
+
+
+# --------------------------------------------------------------------------- CANN
+
+
+def _cann_candidates(target: Target, env: dict[str, str], bases: list[str]) -> list[tuple[str, str, str | None]]:
+    """(layout, path, set_env) of every CANN-looking folder."""
+    out: list[tuple[str, str, str | None]] = []
+    for base in bases:
+        toolkit = f"{base}/ascend-toolkit"
+        toolkit_env = f"{toolkit}/set_env.sh" if target.exists(f"{toolkit}/set_env.sh") else None
+        if target.is_dir(f"{toolkit}/latest"):
+            out.append(("toolkit-latest", f"{toolkit}/latest", toolkit_env))
+        for name in target.listdir(base):
+            path = f"{base}/{name}"
+            if re.fullmatch(r"cann-\d[\w.\-]*", name) and target.is_dir(path):
+                own = f"{path}/set_env.sh" if target.exists(f"{path}/set_env.sh") else toolkit_env
+                out.append(("cann-versioned", path, own))
+            elif name == "cann" and target.is_dir(path):
+                own = f"{path}/set_env.sh" if target.exists(f"{path}/set_env.sh") else None
+                out.append(("cann", path, own))
+    for key in ("ASCEND_HOME_PATH", "ASCEND_TOOLKIT_HOME"):
+        value = env.get(key)
+        if value and value.startswith("/") and target.is_dir(value):
+            out.append(("env", value.rstrip("/"), None))
+    return out
+
+
+def _probe_cann(target: Target, env: dict[str, str], bases: list[str]) -> list[CannInstall]:
+    seen: dict[str, CannInstall] = {}
+    for layout, path, set_env in _cann_candidates(target, env, bases):
+        resolved = target.realpath(path)
+        if resolved in seen:
+            if seen[resolved].set_env is None and set_env:
+                seen[resolved].set_env = set_env
+            continue
+        leaf = PurePosixPath(resolved).name
+        dir_version = None
+        m = re.fullmatch(r"(?:cann-)?(\d[\w.\-]*)", leaf)
+        if m:
+            dir_version = m.group(1)
+        if layout == "env":
+            parent = PurePosixPath(resolved).parent.name
+            layout = "toolkit-latest" if parent == "ascend-toolkit" else ("cann" if leaf == "cann" else "cann-versioned")
+        inst = CannInstall(layout=layout, path=path, resolved=resolved, dir_version=dir_version, set_env=set_env)
+        infos: list[str] = []
+        for arch in ARCHES:
+            infos.append(f"{resolved}/{arch}-linux/ascend_toolkit_install.info")
+        infos.append(f"{resolved}/ascend_toolkit_install.info")
+        for p in infos:
+            ev = target.read(p)
+            if ev.found or ev.error not in ("not found",):
+                inst.version_files.append(ev)
+        for p in (f"{resolved}/version.cfg", f"{resolved}/compiler/version.info", f"{resolved}/opp/version.info"):
+            ev = target.read(p)
+            if ev.found:
+                inst.version_files.append(ev)
+        # operator packages and other components: ascend_*_install.info one or two levels down
+        dirs = [resolved] + [f"{resolved}/{d}" for d in target.listdir(resolved) if target.is_dir(f"{resolved}/{d}")]
+        for d in dirs[:64]:
+            for name in target.listdir(d):
+                if re.fullmatch(r"ascend_\w+_install\.info", name) and name != "ascend_toolkit_install.info":
+                    inst.package_infos.append(target.read(f"{d}/{name}"))
+        kernel = f"{resolved}/opp/built-in/op_impl/ai_core/tbe/kernel"
+        inst.kernel_socs = [n for n in target.listdir(kernel) if n.startswith("ascend") and target.is_dir(f"{kernel}/{n}")]
+        inst.runtime_dir = target.is_dir(f"{resolved}/runtime")
+        inst.compiler_dir = target.is_dir(f"{resolved}/compiler")
+        seen[resolved] = inst
+    return list(seen.values())
+
+
+# --------------------------------------------------------------------------- arch, devices
+
+
+_ELF_MACHINES = {0x3E: "x86_64", 0xB7: "aarch64"}
+
+
+def _elf_arch(target: Target) -> tuple[str, str] | None:
+    for path in ("/bin/sh", "/usr/bin/env", "/bin/bash", "/usr/bin/bash"):
+        ev = target.read(path)
+        data = ev.data
+        if data and len(data) > 20 and data[:4] == b"\x7fELF":
+            little = data[5] == 1
+            machine = int.from_bytes(data[18:20], "little" if little else "big")
+            if machine in _ELF_MACHINES:
+                return _ELF_MACHINES[machine], f"ELF header of {path}"
+    for arch in ARCHES:
+        if target.is_dir(f"/usr/lib/{arch}-linux-gnu"):
+            return arch, f"/usr/lib/{arch}-linux-gnu"
+    return None
+
+
+# --------------------------------------------------------------------------- npu-smi
+
+
+def _find_npu_smi(target: Target, env: dict[str, str]) -> tuple[str | None, str | None]:
+    """(executable, skipped reason)."""
+    if target.host:
+        found = shutil.which("npu-smi", path=env.get("PATH") or os.defpath)
+        if found:
+            return found, None
+        fallback = "/usr/local/bin/npu-smi"
+        if os.path.isfile(fallback) and os.access(fallback, os.X_OK):
+            return fallback, None
+        return None, "npu-smi not found on PATH or in /usr/local/bin"
+    try:
+        real = target.resolve("/usr/local/bin/npu-smi")
+    except OSError:
+        return None, "no /usr/local/bin/npu-smi in the root"
+    if not real.is_file():
+        return None, "no /usr/local/bin/npu-smi in the root"
+    try:
+        with open(real, "rb") as fh:
+            magic = fh.read(2)
+    except OSError as exc:
+        return None, f"cannot read {real}: {exc.strerror}"
+    if magic != b"#!" or not os.access(real, os.X_OK):
+        return None, "the root's npu-smi is a binary for that system; not run from here"
+    return str(real), None
+
+
+# --------------------------------------------------------------------------- Python
+
+
+def _dist_info(target: Target, folder: str) -> dict | None:
+    meta = target.read(f"{folder}/METADATA")
+    if meta.data is None:
+        meta = target.read(f"{folder}/PKG-INFO")
+    if meta.data is None:
+        return None
+    text = meta.data.decode("utf-8", "replace")
+    headers, _, _ = text.partition("\n\n")
+    name = version = None
+    requires: list[str] = []
+    for line in headers.splitlines():
+        key, sep, value = line.partition(":")
+        if not sep:
+            continue
+        key, value = key.strip().lower(), value.strip()
+        if key == "name":
+            name = value
+        elif key == "version":
+            version = value
+        elif key == "requires-dist":
+            requires.append(value)
+    if not name or not version:
+        return None
+    cuda: list[str] = []
+    if name.lower() == "torch":
+        record = target.read(f"{folder}/RECORD")
+        if record.data:
+            for line in record.data.decode("utf-8", "replace").splitlines():
+                path = line.split(",", 1)[0]
+                if "libc10_cuda" in path or "libcudart" in path:
+                    cuda.append(path)
+                    if len(cuda) >= 5:
+                        break
+    return {"name": name, "version": version, "requires": requires, "cuda_files": cuda, "location": folder}
+
+
+def _norm(name: str) -> str:
+    return re.sub(r"[-_.]+", "_", name).lower()
+
+
+def _scan_site_packages(target: Target, folder: str) -> dict[str, dict]:
+    found: dict[str, dict] = {}
+    wanted = {_norm(p) for p in PACKAGES}
+    for entry in target.listdir(folder):
+        if not entry.endswith((".dist-info", ".egg-info")):
+            continue
+        stem = entry.rsplit(".", 1)[0]
+        if _norm(stem.split("-", 1)[0]) not in wanted:
+            continue
+        info = _dist_info(target, f"{folder}/{entry}")
+        if info and _norm(info["name"]) in wanted:
+            found[_norm(info["name"])] = info
+    return found
+
+
+_SITE_GLOBS = (
+    "/usr/local/python3*/lib/python3*/site-packages",
+    "/usr/local/lib/python3*/site-packages",
+    "/usr/local/lib/python3*/dist-packages",
+    "/usr/lib/python3*/site-packages",
+    "/usr/lib/python3/dist-packages",
+    "/opt/conda/lib/python3*/site-packages",
+    "/opt/*/lib/python3*/site-packages",
+    "/root/.venv/lib/python3*/site-packages",
+)
+
+
+def _python_from_root(target: Target, python: str | None) -> PythonProbe:
+    if python is not None:
+        prefix = PurePosixPath(python).parent.parent
+        patterns = [f"{prefix}/lib/python3*/site-packages", f"{prefix}/lib/python3*/dist-packages"]
+    else:
+        patterns = list(_SITE_GLOBS)
+    folders: list[str] = []
+    for pattern in patterns:
+        for real in sorted(glob.glob(str(target.root) + pattern)):
+            shown = target.display(Path(real))
+            if shown not in folders and Path(real).is_dir():
+                folders.append(shown)
+    if not folders:
+        where = f"under {prefix}" if python is not None else "in the usual places"
+        return PythonProbe(source="site-packages in the root", error=f"no site-packages {where}")
+    scanned = [(f, _scan_site_packages(target, f)) for f in folders]
+
+    def rank(item: tuple[str, dict]) -> tuple[int, int, int]:
+        pkgs = item[1]
+        return ("torch_npu" in pkgs, "torch" in pkgs, len(pkgs))
+
+    best_folder, best = max(scanned, key=rank)
+    m = re.search(r"/python(3\.\d+)/", best_folder + "/")
+    packages: dict[str, dict | None] = {}
+    for name in PACKAGES:
+        info = best.get(_norm(name))
+        packages[name] = None if info is None else {k: info[k] for k in ("version", "requires", "cuda_files", "location")}
+    data = {
+        "python": m.group(1) if m else None,
+        "python_full": None,
+        "executable": python,
+        "machine": None,
+        "packages": packages,
+    }
+    return PythonProbe(
+        source=f"{best_folder}/*.dist-info",
+        data=data,
+        other_site_packages=[f for f, _ in scanned if f != best_folder],
+    )
+
+
+def _python_from_host(python: str | None, env: dict[str, str], timeout: float) -> PythonProbe:
+    exe = python or sys.executable
+    script = f"NAMES = {list(PACKAGES)!r}\n" + _PY_SCRIPT
+    argv = [exe, "-c", script]
+    shown = f"{exe} -c <importlib.metadata probe>"
+    if python is not None and not (os.path.isfile(exe) and os.access(exe, os.X_OK)) and shutil.which(exe) is None:
+        return PythonProbe(source=shown, error=f"{exe}: not an executable")
+    result = run_command(argv, timeout=timeout, env=env, cwd="/")
+    if result.error:
+        return PythonProbe(source=shown, error=result.error)
+    if result.returncode != 0:
+        tail = result.stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or ["no output"]
+        return PythonProbe(source=shown, error=f"exit {result.returncode}: {tail[0][:200]}")
+    try:
+        data = json.loads(result.stdout.decode("utf-8", "replace").strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return PythonProbe(source=shown, error="the probe printed no JSON")
+    if not isinstance(data, dict) or not isinstance(data.get("packages"), dict):
+        return PythonProbe(source=shown, error="the probe printed unexpected JSON")
+    return PythonProbe(source=shown, data=data)
+
+
+# --------------------------------------------------------------------------- entry point
+
+
+def probe(
+    root: str = "/",
+    *,
+    python: str | None = None,
+    env_file: str | None = None,
+    timeout: float = 20.0,
+) -> ProbeResult:
+    """Read everything the doctor needs from the target. Never raises for what it finds."""
+    target = Target(root)
+    env, env_source, env_known = load_env(target, env_file)
+
+    install_record = target.read("/etc/ascend_install.info")
+    driver_bases = [ASCEND_BASE]
+    firmware_bases = [ASCEND_BASE]
+    if install_record.data is not None:
+        try:
+            kv = {k.lower(): v for k, v in parse_kv(install_record.data).items()}
+            for key, bases in (("driver_install_path_param", driver_bases), ("firmware_install_path_param", firmware_bases)):
+                value = kv.get(key, "").rstrip("/")
+                if value.startswith("/") and value not in bases:
+                    bases.insert(0, value)
+        except ParseError:
+            pass
+
+    def first(paths: list[str]) -> Evidence:
+        evs = [target.read(p) for p in paths]
+        for ev in evs:
+            if ev.found or ev.error != "not found":
+                return ev
+        return evs[-1]
+
+    driver = first([f"{b}/driver/version.info" for b in driver_bases])
+    firmware = first([f"{b}/firmware/version.info" for b in firmware_bases])
+
+    cann_bases = [ASCEND_BASE]
+    home = env.get("HOME")
+    if home and home.startswith("/") and target.is_dir(f"{home}/Ascend"):
+        cann_bases.append(f"{home.rstrip('/')}/Ascend")
+    cann = _probe_cann(target, env, cann_bases)
+
+    nnal_dir = None
+    nnal_ev = None
+    for base in cann_bases:
+        atb = f"{base}/nnal/atb"
+        if target.is_dir(atb):
+            nnal_dir = atb
+            latest = f"{atb}/latest"
+            for p in (f"{latest}/version.info", f"{atb}/version.info"):
+                ev = target.read(p)
+                if ev.found:
+                    nnal_ev = ev
+                    break
+            if nnal_ev is None and target.is_dir(latest):
+                nnal_ev = Evidence(source=f"{latest} -> {target.realpath(latest)}")
+            break
+
+    arch_hint: tuple[str, str] | None
+    if target.host:
+        arch_hint = (platform.machine(), "uname -m (platform.machine())")
+    else:
+        arch_hint = _elf_arch(target)
+
+    dev = target.listdir("/dev")
+    davinci = sorted((n for n in dev if re.fullmatch(r"davinci\d+", n)), key=lambda n: int(n[7:]))
+    control = {n: n in dev for n in CONTROL_NODES}
+
+    npu_smi_path, skipped = _find_npu_smi(target, env)
+    npu_smi = None
+    boards: list[CommandResult] = []
+    run_env = dict(env) if target.host else None
+    if npu_smi_path:
+        npu_smi = run_command([npu_smi_path, "info"], timeout=timeout, env=run_env, cwd=str(target.root))
+        if npu_smi.ok:
+            from envkit.doctor.parsers import parse_npu_smi_info
+
+            try:
+                info = parse_npu_smi_info(npu_smi.stdout)
+                for npu in info.npu_ids[:MAX_BOARDS]:
+                    boards.append(
+                        run_command(
+                            [npu_smi_path, "info", "-t", "board", "-i", str(npu)],
+                            timeout=timeout,
+                            env=run_env,
+                            cwd=str(target.root),
+                        )
+                    )
+            except ParseError:
+                pass
+
+    if target.host:
+        py = _python_from_host(python, env, timeout)
+    else:
+        py = _python_from_root(target, python)
+
+    paths: dict[str, bool] = {}
+    for key in ("ASCEND_HOME_PATH", "ASCEND_OPP_PATH", "ASCEND_TOOLKIT_HOME"):
+        value = env.get(key)
+        if value:
+            paths[value] = target.is_dir(value)
+    for part in env.get("LD_LIBRARY_PATH", "").split(":"):
+        if part:
+            paths[part] = target.is_dir(part)
+
+    return ProbeResult(
+        root=str(target.root),
+        host=target.host,
+        env={k: env[k] for k in ENV_KEYS if k in env},
+        env_source=env_source,
+        env_known=env_known,
+        install_record=install_record,
+        driver_version_info=driver,
+        firmware_version_info=firmware,
+        cann=cann,
+        nnal=nnal_ev,
+        nnal_dir=nnal_dir,
+        os_release=first(["/etc/os-release", "/usr/lib/os-release"]),
+        arch_hint=arch_hint,
+        dev_davinci=davinci,
+        dev_control=control,
+        npu_smi_path=npu_smi_path,
+        npu_smi_skipped=skipped,
+        npu_smi=npu_smi,
+        boards=boards,
+        python=py,
+        path_exists=paths,
+        container=target.exists("/.dockerenv") or target.exists("/run/.containerenv"),
+    )
+

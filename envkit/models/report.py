@@ -1,0 +1,39 @@
+"""What `validate` and `resolve` say: conflicts as chains of facts, suggestions, hints."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from envkit.models.base import StrictModel
+
+FactKind = Literal["declared", "observed", "derived"]
+
+
+class Fact(StrictModel):
+    fact: str
+    rule: str
+    source: str
+    kind: FactKind
+    confidence: Literal["stated", "derived", "inferred"] | None = None
+
+
+class Conflict(StrictModel):
+    summary: str
+    pins: list[str]
+    chain: list[Fact]
+
+
+class Suggestion(StrictModel):
+    change: dict[str, dict[str, str | None]]
+    stack: dict[str, str]
+    validated: bool
+
+
+class ValidationReport(StrictModel):
+    schema_version: Literal[1] = 1
+    valid: bool
+    input: dict[str, str]
+    stack: dict[str, str] | None = None
+    conflicts: list[Conflict] = []
+    suggestions: list[Suggestion] = []
+    hints: list[str] = []

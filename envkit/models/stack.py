@@ -1,0 +1,78 @@
+"""A stack: the twelve keys that decide an Ascend PyTorch environment. All optional, exact versions."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from envkit.models.base import StrictModel
+
+STACK_KEYS: tuple[str, ...] = (
+    "chip",
+    "arch",
+    "os",
+    "python",
+    "driver",
+    "firmware",
+    "cann",
+    "torch",
+    "torch_npu",
+    "numpy",
+    "transformers",
+    "accelerate",
+)
+
+Origin = Literal["declared", "observed"]
+
+_DESCRIPTIONS = {
+    "chip": "NPU chip family: 910b (Atlas A2), 910, a3, 310p, 310b, 950",
+    "arch": "CPU architecture: aarch64 or x86_64",
+    "os": "operating system id, e.g. ubuntu22.04, openeuler24.03",
+    "python": "Python minor version, e.g. 3.11",
+    "driver": "Ascend HDK release of the NPU driver, e.g. 25.5.0",
+    "firmware": "Ascend HDK release of the NPU firmware package (version.info package_version)",
+    "cann": "CANN release, e.g. 8.5.0 or 8.3.RC1",
+    "torch": "PyTorch version (x86_64 locks record the +cpu build where torch_npu needs it)",
+    "torch_npu": "torch_npu pip version, e.g. 2.6.0.post5",
+    "numpy": "numpy version",
+    "transformers": "Transformers version",
+    "accelerate": "Accelerate version",
+}
+
+
+class Stack(StrictModel):
+    """A proposed stack (stack file) or an observed one (doctor): every key optional."""
+
+    chip: str | None = Field(None, description=_DESCRIPTIONS["chip"])
+    arch: str | None = Field(None, description=_DESCRIPTIONS["arch"])
+    os: str | None = Field(None, description=_DESCRIPTIONS["os"])
+    python: str | None = Field(None, description=_DESCRIPTIONS["python"])
+    driver: str | None = Field(None, description=_DESCRIPTIONS["driver"])
+    firmware: str | None = Field(None, description=_DESCRIPTIONS["firmware"])
+    cann: str | None = Field(None, description=_DESCRIPTIONS["cann"])
+    torch: str | None = Field(None, description=_DESCRIPTIONS["torch"])
+    torch_npu: str | None = Field(None, description=_DESCRIPTIONS["torch_npu"])
+    numpy: str | None = Field(None, description=_DESCRIPTIONS["numpy"])
+    transformers: str | None = Field(None, description=_DESCRIPTIONS["transformers"])
+    accelerate: str | None = Field(None, description=_DESCRIPTIONS["accelerate"])
+
+    def pins(self) -> dict[str, str]:
+        return {k: v for k, v in self.model_dump().items() if v is not None}
+
+
+class FullStack(StrictModel):
+    """A resolved stack: every key set to one exact version."""
+
+    chip: str = Field(description=_DESCRIPTIONS["chip"])
+    arch: str = Field(description=_DESCRIPTIONS["arch"])
+    os: str = Field(description=_DESCRIPTIONS["os"])
+    python: str = Field(description=_DESCRIPTIONS["python"])
+    driver: str = Field(description=_DESCRIPTIONS["driver"])
+    firmware: str = Field(description=_DESCRIPTIONS["firmware"])
+    cann: str = Field(description=_DESCRIPTIONS["cann"])
+    torch: str = Field(description=_DESCRIPTIONS["torch"])
+    torch_npu: str = Field(description=_DESCRIPTIONS["torch_npu"])
+    numpy: str = Field(description=_DESCRIPTIONS["numpy"])
+    transformers: str = Field(description=_DESCRIPTIONS["transformers"])
+    accelerate: str = Field(description=_DESCRIPTIONS["accelerate"])

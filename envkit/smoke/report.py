@@ -1,0 +1,95 @@
+"""The schema of `report.json` written by `envkit smoke` (schema_version 1)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal, Optional
+
+from pydantic import BaseModel, ConfigDict, Field
+
+SCHEMA_VERSION = 1
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Check(_Strict):
+    """One check: a name, ok or not, one figure, and the numbers behind it."""
+
+    name: str
+    ok: bool
+    figure: str
+    data: dict[str, Any] = Field(default_factory=dict)
+
+
+class Environment(_Strict):
+    python: str
+    platform: str
+    torch: str
+    torch_npu: Optional[str] = None
+    transformers: str
+    accelerate: Optional[str] = None
+    safetensors: Optional[str] = None
+    cuda: Optional[str] = None
+    cann: Optional[str] = None
+    ascend_home_path: Optional[str] = None
+    device_name: str
+    device_count: int
+    threads: int
+    notes: list[str] = Field(default_factory=list)
+
+
+class ModelInfo(_Strict):
+    path: str
+    builtin: bool
+    digest: str
+    architecture: str
+    parameters: int
+    layers: int
+    vocab_size: int
+    max_positions: Optional[int] = None
+
+
+class PromptInfo(_Strict):
+    name: str
+    batch: int
+    tokens: int
+    positions_kept: int
+
+
+class Timings(_Strict):
+    """Seconds, except decode_tokens_per_s. Each region ends with a device synchronisation."""
+
+    import_s: float
+    model_load_s: float
+    first_forward_s: float
+    forward_median_s: float
+    forward_runs: int
+    forward_tokens: int
+    decode_tokens_per_s: float
+    decode_tokens: int
+
+
+class Outputs(_Strict):
+    report: str
+    logits: str
+    logits_sha256: str
+    layers: bool
+
+
+class SmokeReport(_Strict):
+    schema_version: Literal[1] = SCHEMA_VERSION
+    envkit: str
+    device: str
+    device_type: Literal["npu", "cuda", "cpu"]
+    param_device: str
+    dtype: Literal["bf16", "fp16", "fp32"]
+    ok: bool
+    environment: Environment
+    model: ModelInfo
+    prompt_digest: str
+    prompts: list[PromptInfo]
+    checks: list[Check]
+    timings: Timings
+    outputs: Outputs
+    nproc: int = 1
