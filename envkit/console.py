@@ -12,6 +12,8 @@ _state = {"quiet": False, "debug": False}
 
 out = Console(soft_wrap=True, highlight=False)
 err = Console(stderr=True, soft_wrap=True, highlight=False)
+if not out.is_terminal:  # pipes and CI logs: do not squeeze tables into 80 columns
+    out.width = max(out.width, 200)
 
 
 def set_quiet(value: bool) -> None:

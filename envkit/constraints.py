@@ -45,6 +45,7 @@ def _fmt(values: list[str], limit: int = 8) -> str:
 class Constraint:
     id: str
     scope: tuple[str, ...]
+    explain_both_sides: bool = False  # both keys carry a statement that can exclude the other
 
     def check(self, a: Assignment) -> bool:  # pragma: no cover - interface
         raise NotImplementedError
@@ -247,12 +248,12 @@ def build_constraints(lm: LoadedMatrix, *, strict_cann: bool = False, strict_hdk
             text += f"; its version.info allows drivers {f.compatible_driver}"
         return _row(f"hdk/{f.version}", f, text)
 
-    out.append(
-        Relation(
-            "driver-firmware", "driver", "firmware", fw_ok, say_driver_fw, say_fw_driver,
-            lambda a: f"driver {a['driver']} and the firmware of HDK {a['firmware']} are not known to be compatible",
-        )
+    drv_fw = Relation(
+        "driver-firmware", "driver", "firmware", fw_ok, say_driver_fw, say_fw_driver,
+        lambda a: f"driver {a['driver']} and the firmware of HDK {a['firmware']} are not known to be compatible",
     )
+    drv_fw.explain_both_sides = True
+    out.append(drv_fw)
 
     # cann <-> driver (HDK) ----------------------------------------------------------------------
     def cann_hdk_ok(cann: str, driver: str) -> bool:

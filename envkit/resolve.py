@@ -81,15 +81,12 @@ class Problem:
 
 
 def _nearest(value: str, known: list[str], n: int = 5) -> list[str]:
-    close = difflib.get_close_matches(value, known, n=n, cutoff=0.4)
-    if close:
-        return close
     try:
         target = versions.parse(value)
     except versions.InvalidVersion:
-        return known[:n]
-    ranked = sorted(known, key=lambda k: _distance(target, k))
-    return ranked[:n]
+        return difflib.get_close_matches(value, known, n=n, cutoff=0.3) or known[:n]
+    ranked = sorted(known, key=lambda k: (_distance(target, k), versions.sort_key(k) if versions.is_valid(k) else ()))
+    return versions.newest_first(ranked[:n]) if all(versions.is_valid(k) for k in ranked[:n]) else ranked[:n]
 
 
 def _distance(target: versions.Version, other: str) -> tuple:
@@ -456,7 +453,8 @@ def _explain_core(lm: LoadedMatrix, core: dict[str, Pin]) -> Conflict:
             visit(k)
         if target in core:
             visit(target)
-            for k in [target, *[o for o in others if o in core]]:
+            both = getattr(c, "explain_both_sides", False)
+            for k in [target, *[o for o in others if o in core and both]]:
                 stmt = c.says(k, core[k].value)
                 if stmt is not None:
                     chain.append(_stmt_fact(stmt))

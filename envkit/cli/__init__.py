@@ -6,11 +6,10 @@ import importlib
 import sys
 from typing import Annotated, Optional
 
-import click
 import typer
 
 from envkit import __version__, console
-from envkit.errors import EXIT_BAD_INPUT, EnvkitError
+from envkit.errors import EnvkitError
 
 app = typer.Typer(
     name="envkit",
@@ -80,21 +79,9 @@ def main(argv: list[str] | None = None) -> None:
     debug = "--debug" in args
     command = typer.main.get_command(app)
     try:
-        rc = command.main(args=args, prog_name="envkit", standalone_mode=False)
+        # standalone mode: click prints usage errors itself and exits 2; our errors pass through.
+        command.main(args=args, prog_name="envkit", standalone_mode=True)
     except EnvkitError as exc:
         if debug:
             raise
         sys.exit(_report_error(exc, args))
-    except click.exceptions.Exit as exc:
-        sys.exit(exc.exit_code)
-    except click.exceptions.Abort:
-        console.err.print("aborted", markup=False)
-        sys.exit(EXIT_BAD_INPUT)
-    except click.ClickException as exc:
-        if debug:
-            raise
-        exc.show()
-        sys.exit(EXIT_BAD_INPUT)
-    except KeyboardInterrupt:
-        sys.exit(130)
-    sys.exit(rc if isinstance(rc, int) else 0)

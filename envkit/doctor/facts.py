@@ -12,6 +12,7 @@ from typing import Callable, TypeVar
 from envkit.doctor.parsers import (
     BoardInfo,
     ChipIdentity,
+    ComponentVersion,
     DriverInfo,
     FirmwareInfo,
     InstallRecord,
@@ -120,11 +121,14 @@ def _driver_firmware(f: Facts) -> None:
         where = p.driver_version_info.source
         if f.image:
             f.add("driver", "ok", f"not in the image ({where}): the host mounts the driver at run time")
-        elif p.container:
+        elif p.container and (p.dev_davinci or p.npu_smi_path):
             f.add("driver", "warn", f"not found: {where}",
                   f"mount the host's driver: -v {where}:{where} -v /usr/local/Ascend/driver/lib64/:/usr/local/Ascend/driver/lib64/")
+        elif p.dev_davinci or p.npu_smi_path:
+            f.add("driver", "warn", f"not found: {where}, yet the host has NPU devices or npu-smi",
+                  "reinstall the NPU driver (Ascend-hdk-<chip>-npu-driver_<ver>_linux-<arch>.run --full --install-for-all)")
         else:
-            f.add("driver", "warn", f"not found: {where} (no Ascend NPU driver installed)")
+            f.add("driver", "warn", f"not found: {where} (no Ascend NPU driver on this host)")
     else:
         f.add("driver", "ok", f"{f.driver.version} ({p.driver_version_info.source})")
 
@@ -159,13 +163,23 @@ def _cann_version(inst: CannInstall) -> tuple[str | None, str | None, list[str]]
         name = ev.source.rsplit("/", 1)[-1]
         if name == "version.info":
             comp, why = _parse(ev, parse_component_version_info)
-            if comp is not None and _is_version(comp.release) and comp.release == comp.version_dir:
+            if comp is not None and _is_release(comp):
                 return comp.release, ev.source, problems
             if why:
                 problems.append(why)
     if inst.dir_version and _is_version(inst.dir_version):
         return inst.dir_version, f"folder name {inst.resolved}", problems
     return None, None, problems
+
+
+def _is_release(comp: ComponentVersion) -> bool:
+    """A release (8.5.0, 9.0.0, 8.3.RC1), not an internal build number (8.5.0.2.220)."""
+    if comp.version_dir and _is_version(comp.version_dir):
+        return True
+    try:
+        return len(parse(comp.version).release) <= 3
+    except InvalidVersion:
+        return False
 
 
 def _is_version(text: str | None) -> bool:
@@ -315,8 +329,8 @@ def _os_arch(f: Facts) -> None:
     if p.host and p.arch_hint:
         arch = p.arch_hint
     elif f.cann is not None:
-        for ev in f.cann.install.version_files:
-            if ev.source.endswith("ascend_toolkit_install.info"):
+        for ev in f.cann.install.version_files + f.cann.install.package_infos:
+            if ev.source.endswith("_install.info"):
                 info, _ = _parse(ev, parse_package_install_info)
                 if info is not None and info.arch in ("aarch64", "x86_64"):
                     arch = (info.arch, ev.source)

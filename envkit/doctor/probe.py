@@ -295,8 +295,6 @@ def _cann_candidates(target: Target, env: dict[str, str], bases: list[str]) -> l
     for base in bases:
         toolkit = f"{base}/ascend-toolkit"
         toolkit_env = f"{toolkit}/set_env.sh" if target.exists(f"{toolkit}/set_env.sh") else None
-        if target.is_dir(f"{toolkit}/latest"):
-            out.append(("toolkit-latest", f"{toolkit}/latest", toolkit_env))
         for name in target.listdir(base):
             path = f"{base}/{name}"
             if re.fullmatch(r"cann-\d[\w.\-]*", name) and target.is_dir(path):
@@ -305,6 +303,9 @@ def _cann_candidates(target: Target, env: dict[str, str], bases: list[str]) -> l
             elif name == "cann" and target.is_dir(path):
                 own = f"{path}/set_env.sh" if target.exists(f"{path}/set_env.sh") else None
                 out.append(("cann", path, own))
+        # after the specific layouts: in 8.5 images ascend-toolkit/latest points at cann-<ver>
+        if target.is_dir(f"{toolkit}/latest"):
+            out.append(("toolkit-latest", f"{toolkit}/latest", toolkit_env))
     for key in ("ASCEND_HOME_PATH", "ASCEND_TOOLKIT_HOME"):
         value = env.get(key)
         if value and value.startswith("/") and target.is_dir(value):

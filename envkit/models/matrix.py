@@ -131,6 +131,19 @@ class PackagePolicy(Sourced):
     recommended: list[str]
 
 
+class CannLayoutRule(Sourced):
+    kind: Literal["toolkit-latest", "cann-versioned"]
+    home: str
+    set_env: list[str]
+    env: dict[str, str]
+
+
+class Installer(Sourced):
+    component: Literal["driver", "firmware", "cann-toolkit", "cann-ops", "cann-kernels", "cann-nnal"]
+    flags: list[str]
+    order: int
+
+
 class PythonDeps(Sourced):
     requirements: list[str]
 
@@ -160,6 +173,8 @@ class Matrix(StrictModel):
     indexes: list[Index]
     packages: list[PackagePolicy]
     cann_python_deps: PythonDeps
+    installers: list[Installer]
+    cann_layouts: list[CannLayoutRule]
     rules: list[Rule]
     artifacts: list[VendorArtifact]
     defaults: dict[str, str]

@@ -1,0 +1,151 @@
+"""`envkit matrix check | show | schema`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+from envkit import console
+from envkit.errors import EXIT_FAILED, BadInput
+
+Opt = typer.Option
+
+# component name (and aliases) -> (section, columns)
+COMPONENTS: dict[str, tuple[str, list[str]]] = {
+    "chips": ("chips", ["id", "name", "npu_smi_names", "davinci_devices", "soc_version"]),
+    "arches": ("arches", ["id", "hdk_file_arch"]),
+    "os": ("operating_systems", ["id", "name", "family", "glibc", "arches"]),
+    "python": ("pythons", ["version"]),
+    "hdk": ("hdk", ["version", "chips", "firmware_version", "compatible_firmware"]),
+    "cann": ("cann", ["version", "chips", "hdk_paired", "hdk_compatible", "python", "layout", "operator_package"]),
+    "torch_npu": ("torch_npu", ["version", "line", "torch", "cann", "python", "x86_64_torch_local"]),
+    "lines": ("torch_npu_lines", ["line", "cann_compatible", "chips"]),
+    "rules": ("rules", ["id", "when", "requires", "forbid", "severity"]),
+    "packages": ("packages", ["name", "recommended"]),
+    "artifacts": ("artifacts", ["component", "release", "kind", "chip", "arch", "file", "sha256"]),
+    "installers": ("installers", ["component", "order", "flags"]),
+}
+ALIASES = {
+    "chip": "chips",
+    "arch": "arches",
+    "driver": "hdk",
+    "firmware": "hdk",
+    "torch": "torch_npu",
+    "transformers": "rules",
+    "accelerate": "rules",
+    "numpy": "rules",
+    "operating_systems": "os",
+    "pythons": "python",
+}
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, list):
+        return ", ".join(str(v) for v in value)
+    if isinstance(value, dict):
+        return "; ".join(f"{k} {v}" for k, v in value.items())
+    if isinstance(value, str) and len(value) == 64 and all(c in "0123456789abcdef" for c in value):
+        return value[:12] + "…"
+    return str(value)
+
+
+def register(app: typer.Typer) -> None:
+    matrix_app = typer.Typer(help="Inspect and check the compatibility matrix.", no_args_is_help=True)
+    app.add_typer(matrix_app, name="matrix")
+
+    @matrix_app.command("check")
+    def check_cmd(json_out: Annotated[bool, Opt("--json", help="Machine-readable output.")] = False) -> None:
+        """Prove the matrix consistent: references resolve, no duplicates, sorted, every row sourced."""
+        from envkit.matrix import check_matrix, load_matrix
+
+        lm = load_matrix()
+        problems = check_matrix(lm)
+        m = lm.model
+        counts = {
+            "chips": len(m.chips), "operating_systems": len(m.operating_systems), "hdk": len(m.hdk),
+            "cann": len(m.cann), "torch_npu": len(m.torch_npu), "torch_npu_lines": len(m.torch_npu_lines),
+            "rules": len(m.rules), "artifacts": len(m.artifacts),
+        }
+        confidence: dict[str, int] = {}
+        for section in ("chips", "operating_systems", "hdk", "cann", "torch_npu", "torch_npu_lines", "rules"):
+            for row in getattr(m, section):
+                confidence[row.confidence] = confidence.get(row.confidence, 0) + 1
+        if json_out:
+            console.emit_json(
+                {
+                    "ok": not problems,
+                    "digest": lm.digest,
+                    "counts": counts,
+                    "confidence": confidence,
+                    "problems": [p.__dict__ for p in problems],
+                }
+            )
+        else:
+            for p in problems:
+                console.out.print(f"fail  {p.section}: {p.row}: {p.message}", markup=False)
+            summary = ", ".join(f"{v} {k}" for k, v in counts.items())
+            conf = ", ".join(f"{v} {k}" for k, v in sorted(confidence.items()))
+            status = "ok" if not problems else f"{len(problems)} problem(s)"
+            console.out.print(f"matrix {status}: {summary}; rows {conf}; digest {lm.digest}", markup=False)
+        if problems:
+            raise typer.Exit(EXIT_FAILED)
+
+    @matrix_app.command("show")
+    def show_cmd(
+        component: Annotated[str, typer.Argument(help=f"One of: {', '.join(COMPONENTS)}.")],
+        sources: Annotated[bool, Opt("--sources", help="Add the source and confidence columns.")] = False,
+        json_out: Annotated[bool, Opt("--json", help="Machine-readable output.")] = False,
+    ) -> None:
+        """Print one part of the matrix as a table."""
+        from rich.table import Table
+
+        from envkit.matrix import load_matrix
+
+        name = ALIASES.get(component, component)
+        if name not in COMPONENTS:
+            import difflib
+
+            close = difflib.get_close_matches(component, [*COMPONENTS, *ALIASES], n=1)
+            raise BadInput(
+                f"unknown matrix component {component!r}",
+                hint=(f"Did you mean '{close[0]}'? " if close else "") + f"Components: {', '.join(COMPONENTS)}.",
+            )
+        section, columns = COMPONENTS[name]
+        rows = getattr(load_matrix().model, section)
+        if json_out:
+            console.emit_json([r.model_dump(mode="json") for r in rows])
+            return
+        table = Table(title=f"matrix: {name}", box=None, header_style="bold", pad_edge=False)
+        cols = columns + (["confidence", "validated", "source"] if sources else ["confidence"])
+        has_conf = hasattr(rows[0], "confidence") if rows else False
+        for c in cols:
+            if c in ("confidence", "validated", "source") and not has_conf:
+                continue
+            table.add_column(c, overflow="fold")
+        for r in rows:
+            cells = [_cell(getattr(r, c, None)) for c in columns]
+            if has_conf:
+                cells.append(r.confidence)
+                if sources:
+                    cells.append("yes" if r.validated else "")
+                    cells.append(r.source_text)
+            table.add_row(*cells)
+        console.out.print(table)
+
+    @matrix_app.command("schema")
+    def schema_cmd(
+        out: Annotated[Optional[Path], Opt("-o", "--out", help="Write every schema into this folder.")] = None,
+    ) -> None:
+        """Print the JSON Schema of the matrix, or write the matrix, stack, lock and report schemas to a folder."""
+        from envkit.schemas import all_schemas, write_schemas
+
+        if out is None:
+            console.out.file.write(json.dumps(all_schemas()["matrix"], indent=2, sort_keys=True) + "\n")
+            return
+        for path in write_schemas(out):
+            console.progress(f"wrote {path}")

@@ -1,0 +1,79 @@
+"""`envkit smoke` and `envkit compare`. torch and transformers are imported inside the commands only."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from envkit import console
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("smoke")
+    def smoke(
+        device: Annotated[
+            str, typer.Option("--device", help="npu, cuda or cpu, optionally :N. Strict: an absent device is exit 2, never a fallback.")
+        ],
+        model: Annotated[
+            Optional[Path], typer.Option("--model", help="A local Transformers checkpoint directory (default: the embedded tiny Qwen2).")
+        ] = None,
+        dtype: Annotated[str, typer.Option("--dtype", help="bf16, fp16 or fp32.")] = "bf16",
+        out: Annotated[
+            Optional[Path], typer.Option("--out", help="Where to write report.json and logits.safetensors (default: ./envkit-smoke-DEVICE-DTYPE).")
+        ] = None,
+        json_out: Annotated[bool, typer.Option("--json", help="Print the report as one JSON document.")] = False,
+        nproc: Annotated[int, typer.Option("--nproc", help="With N > 1, also run all_reduce and all_gather across N local processes.")] = 1,
+        layers: Annotated[bool, typer.Option("--layers", help="Also save the hidden states of every layer.")] = False,
+        repeat: Annotated[int, typer.Option("--repeat", help="Forward runs for the steady-state median.")] = 10,
+    ) -> None:
+        """Run the model on one device and check it: placement, forward, cache, generate, training, collectives.
+
+        Exit 0 when every check passed, 1 when one failed, 2 when it cannot run (device absent, bad input).
+        """
+        from envkit.smoke.runner import SmokeOptions, format_report, run_smoke
+
+        result = run_smoke(
+            SmokeOptions(device=device, model=model, dtype=dtype, out=out, nproc=nproc, layers=layers, repeat=repeat),
+            progress=console.progress,
+        )
+        if json_out:
+            console.emit_json(result.report.model_dump(mode="json"))
+        else:
+            for line in format_report(result.report):
+                console.out.print(line, markup=False)
+        if result.exit_code:
+            raise typer.Exit(result.exit_code)
+
+    @app.command("compare")
+    def compare(
+        ref: Annotated[str, typer.Argument(help="The reference run: a smoke output directory or its logits.safetensors.")],
+        cand: Annotated[str, typer.Argument(help="The candidate run, likewise.")],
+        thresholds: Annotated[
+            Optional[Path], typer.Option("--thresholds", help="A thresholds YAML file, fixed before the runs (default: envkit's, per dtype pair).")
+        ] = None,
+        json_out: Annotated[bool, typer.Option("--json", help="Print the comparison as one JSON document.")] = False,
+        html: Annotated[Optional[Path], typer.Option("--html", help="Also write a self-contained HTML page with a per-layer chart.")] = None,
+    ) -> None:
+        """Compare two smoke runs: per prompt max/mean |diff|, cosine, top-1 agreement, KL; per layer with --layers.
+
+        Exit 0 within the thresholds, 1 outside, 2 bad input (different model, prompts or token ids, or a
+        file whose recorded device does not match how it was produced).
+        """
+        from envkit.compare import compare_runs, format_table
+
+        cmp = compare_runs(ref, cand, thresholds)
+        if html is not None:
+            from envkit.compare_html import render_html
+
+            html.parent.mkdir(parents=True, exist_ok=True)
+            html.write_text(render_html(cmp), encoding="utf-8")
+            console.progress(f"wrote {html}")
+        if json_out:
+            console.emit_json(cmp.to_dict())
+        else:
+            for line in format_table(cmp):
+                console.out.print(line, markup=False)
+        if not cmp.ok:
+            raise typer.Exit(1)

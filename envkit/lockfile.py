@@ -1,0 +1,302 @@
+"""Build the lock from a resolution, write it canonically and atomically, read it back strictly."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from envkit import __version__, versions
+from envkit.errors import BadInput, Where
+from envkit.fsutil import atomic_write_text
+from envkit.matrix import LoadedMatrix
+from envkit.models.lock import (
+    Artifact,
+    CannLayout,
+    Lock,
+    Provenance,
+    PythonPin,
+    PythonSection,
+    RunFile,
+    Validation,
+    ZipEdition,
+)
+from envkit.models.matrix import VendorArtifact
+from envkit.models.stack import STACK_KEYS, FullStack
+from envkit.resolve import Pin, Resolution, hints_for
+from envkit.yamlio import load_file
+
+LOCK_NAME = "envkit.lock"
+
+
+def hdk_file_version(lm: LoadedMatrix, hdk_version: str, chip: str) -> str:
+    h = lm.hdk(hdk_version)
+    if chip in h.chip_package_versions:
+        return h.chip_package_versions[chip]
+    return h.package_version or h.version.replace("RC", "rc")
+
+
+def _zip(lm: LoadedMatrix, component: str, release: str, kind: str, chip: str | None, arch: str | None) -> ZipEdition | None:
+    for a in lm.model.artifacts:
+        if (
+            a.component == component
+            and versions.same(a.release, release)
+            and a.kind == kind
+            and (chip is None or a.chip == chip)
+            and (arch is None or a.arch == arch)
+        ):
+            return _edition(a)
+    return None
+
+
+def _edition(a: VendorArtifact) -> ZipEdition:
+    return ZipEdition(file=a.file, sha256=a.sha256, url=a.url, source=a.source)
+
+
+def _flags(lm: LoadedMatrix, component: str) -> tuple[list[str], int]:
+    for inst in lm.model.installers:
+        if inst.component == component:
+            return list(inst.flags), inst.order
+    raise KeyError(component)
+
+
+def build_artifacts(lm: LoadedMatrix, stack: dict[str, str]) -> list[Artifact]:
+    chip = lm.chips[stack["chip"]]
+    arch = stack["arch"]
+    hdk_arch = next(a.hdk_file_arch for a in lm.model.arches if a.id == arch)
+    out: list[Artifact] = []
+    # driver and firmware: one signed zip per chip and arch holds both
+    driver_v = hdk_file_version(lm, stack["driver"], chip.id)
+    zip_drv = _zip(lm, "hdk", stack["driver"], "npu", chip.hdk_zip_token, arch) if chip.hdk_zip_token else None
+    if chip.driver_file:
+        flags, order = _flags(lm, "driver")
+        name = chip.driver_file.format(version=driver_v, hdk_arch=hdk_arch)
+        out.append(
+            Artifact(
+                component="driver",
+                version=stack["driver"],
+                order=order,
+                run=RunFile(file=name, pattern=chip.driver_file.format(version="*", hdk_arch=hdk_arch), flags=flags),
+                zip=zip_drv,
+            )
+        )
+    fw = lm.hdk(stack["firmware"])
+    if chip.firmware_file:
+        flags, order = _flags(lm, "firmware")
+        fw_version = fw.firmware_version
+        zip_fw = _zip(lm, "hdk", stack["firmware"], "npu", chip.hdk_zip_token, arch) if chip.hdk_zip_token else None
+        out.append(
+            Artifact(
+                component="firmware",
+                version=stack["firmware"],
+                order=order,
+                run=RunFile(
+                    file=chip.firmware_file.format(firmware=fw_version) if fw_version else None,
+                    pattern=chip.firmware_file.format(firmware="*"),
+                    flags=flags,
+                ),
+                zip=zip_fw,
+                firmware_version=fw_version,
+            )
+        )
+    cann = lm.cann(stack["cann"])
+    file_version = cann.file_version or cann.version
+    flags, order = _flags(lm, "cann-toolkit")
+    out.append(
+        Artifact(
+            component="cann-toolkit",
+            version=cann.version,
+            order=order,
+            run=RunFile(
+                file=f"Ascend-cann-toolkit_{file_version}_linux-{arch}.run",
+                pattern=f"Ascend-cann-toolkit_*_linux-{arch}.run",
+                flags=flags,
+            ),
+            zip=_zip(lm, "cann", cann.version, "toolkit", None, arch),
+        )
+    )
+    op_pattern = chip.ops_file if cann.operator_package == "ops" else chip.kernels_file
+    if op_pattern:
+        component = "cann-ops" if cann.operator_package == "ops" else "cann-kernels"
+        flags, order = _flags(lm, component)
+        out.append(
+            Artifact(
+                component=component,  # type: ignore[arg-type]
+                version=cann.version,
+                order=order,
+                run=RunFile(
+                    file=op_pattern.format(version=file_version, arch=arch),
+                    pattern=op_pattern.format(version="*", arch=arch),
+                    flags=flags,
+                ),
+                zip=_zip(lm, "cann", cann.version, cann.operator_package, chip.id, arch),
+            )
+        )
+    if cann.nnal:
+        flags, order = _flags(lm, "cann-nnal")
+        out.append(
+            Artifact(
+                component="cann-nnal",
+                version=cann.version,
+                order=order,
+                run=RunFile(
+                    file=f"Ascend-cann-nnal_{file_version}_linux-{arch}.run",
+                    pattern=f"Ascend-cann-nnal_*_linux-{arch}.run",
+                    flags=flags,
+                ),
+                zip=_zip(lm, "cann", cann.version, "nnal", None, arch),
+            )
+        )
+    return sorted(out, key=lambda a: (a.order, a.component))
+
+
+def build_layout(lm: LoadedMatrix, cann_version: str) -> CannLayout:
+    cann = lm.cann(cann_version)
+    rule = next(r for r in lm.model.cann_layouts if r.kind == cann.layout)
+    home = rule.home.format(version=cann.version)
+    return CannLayout(
+        kind=rule.kind,
+        home=home,
+        set_env=[s.format(version=cann.version) for s in rule.set_env],
+        env={k: v.format(home=home, version=cann.version) for k, v in sorted(rule.env.items())},
+    )
+
+
+def torch_spec(lm: LoadedMatrix, stack: dict[str, str]) -> tuple[str, str | None]:
+    """The exact torch version to install and the index it comes from (x86_64 +cpu builds)."""
+    t = lm.torch_npu(stack["torch_npu"])
+    public = versions.parse(stack["torch"]).public
+    if stack["arch"] == "x86_64" and t.x86_64_torch_local:
+        return f"{public}+{t.x86_64_torch_local}", "pytorch-cpu"
+    return public, None
+
+
+def build_python(lm: LoadedMatrix, stack: dict[str, str]) -> PythonSection:
+    torch_version, torch_index = torch_spec(lm, stack)
+    pins = [
+        PythonPin(name="torch", version=torch_version, index=torch_index),
+        PythonPin(name="torch_npu", version=stack["torch_npu"]),
+        PythonPin(name="numpy", version=stack["numpy"]),
+        PythonPin(name="transformers", version=stack["transformers"]),
+        PythonPin(name="accelerate", version=stack["accelerate"]),
+    ]
+    indexes = {"pypi": lm.index_url("pypi")}
+    if torch_index:
+        indexes[torch_index] = lm.index_url(torch_index)
+    return PythonSection(
+        python=stack["python"],
+        indexes=indexes,
+        requirements=pins,
+        cann_runtime=list(lm.model.cann_python_deps.requirements),
+    )
+
+
+def _provenance(lm: LoadedMatrix, res: Resolution) -> dict[str, Provenance]:
+    out: dict[str, Provenance] = {}
+    s = res.stack
+    t = lm.torch_npu(s["torch_npu"])
+    c = lm.cann(s["cann"])
+    h = lm.hdk(s["driver"])
+    derived: dict[str, tuple[str, str, str | None]] = {
+        "torch_npu": (f"torch_npu/{t.version}", t.source_text, t.confidence),
+        "torch": (f"torch_npu/{t.version} pins torch=={t.torch}", t.source_text, t.confidence),
+        "cann": (
+            f"torch_npu/{t.version} -> CANN {c.version}" + (" (vendor table)" if res.validated_cann else " (compatible line)"),
+            c.source_text,
+            c.confidence,
+        ),
+        "driver": (f"cann/{c.version} -> HDK {h.version}", h.source_text, h.confidence),
+        "firmware": (f"hdk/{s['firmware']}: firmware of the same HDK release", lm.hdk(s["firmware"]).source_text,
+                     lm.hdk(s["firmware"]).confidence),
+        "python": (f"newest Python with torch_npu {t.version} wheels and CANN {c.version} support", t.source_text, "derived"),
+        "numpy": ("newest recommended numpy that fits the rules", "matrices/python_packages.yaml", None),
+        "transformers": ("newest recommended Transformers that fits the rules", "matrices/python_packages.yaml", None),
+        "accelerate": ("newest recommended Accelerate that fits the rules", "matrices/python_packages.yaml", None),
+    }
+    defaults = lm.model.defaults
+    for key in STACK_KEYS:
+        pin = res.pins.get(key)
+        if pin is not None:
+            out[key] = Provenance(declared=pin.origin == "declared", origin=pin.origin, source=pin.where or "input")  # type: ignore[arg-type]
+        elif key in ("chip", "arch", "os"):
+            if defaults.get(key) == s[key]:
+                out[key] = Provenance(declared=False, origin="default", rule="defaults", source="matrices/platform.yaml")
+            else:
+                out[key] = Provenance(declared=False, origin="derived", rule="first that fits", source="matrices/platform.yaml")
+        else:
+            rule, source, conf = derived[key]
+            out[key] = Provenance(declared=False, origin="derived", rule=rule, source=source, confidence=conf)  # type: ignore[arg-type]
+    return out
+
+
+def build_lock(lm: LoadedMatrix, res: Resolution, generated_by: str) -> Lock:
+    stack = dict(res.stack)
+    torch_version, _ = torch_spec(lm, stack)
+    stack["torch"] = torch_version
+    return Lock(
+        envkit_version=__version__,
+        matrix_digest=lm.digest,
+        generated_by=generated_by,
+        stack=FullStack(**stack),
+        validated=Validation(torch_npu_cann=res.validated_cann, cann_hdk=res.validated_hdk),
+        provenance=_provenance(lm, res),
+        layout=build_layout(lm, stack["cann"]),
+        artifacts=build_artifacts(lm, res.stack),
+        python=build_python(lm, res.stack),
+        hints=hints_for(lm, res.stack, res.pins),
+    )
+
+
+# --- text --------------------------------------------------------------------------------------
+def dump_lock(lock: Lock) -> str:
+    data = lock.model_dump(mode="json")
+    body = yaml.safe_dump(data, sort_keys=False, default_flow_style=False, width=4096, allow_unicode=True)
+    header = (
+        f"# Generated by `{lock.generated_by}` (envkit {lock.envkit_version}); do not edit.\n"
+        "# Regenerate with the same command; check it with `envkit validate envkit.lock`.\n"
+    )
+    return header + body
+
+
+def write_lock(lock: Lock, path: Path) -> None:
+    atomic_write_text(path, dump_lock(lock))
+
+
+def parse_lock(data: Any, lines: dict[str, int], filename: str) -> Lock:
+    if not isinstance(data, dict):
+        raise BadInput(f"{filename} is not a lock (a YAML mapping)", where=Where(filename, 1))
+    if data.get("schema_version") != 1:
+        raise BadInput(
+            f"{filename}: unsupported lock schema_version {data.get('schema_version')!r}",
+            where=Where(filename, lines.get("schema_version"), "schema_version"),
+            hint="This envkit reads lock schema 1; regenerate the lock with `envkit resolve`.",
+        )
+    try:
+        return Lock.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = [str(p) for p in err["loc"]]
+        line = None
+        while loc and line is None:
+            line = lines.get(".".join(loc))
+            if line is None:
+                loc.pop()
+        key = ".".join(str(p) for p in err["loc"])
+        raise BadInput(
+            f"{filename} is not a valid lock: {key}: {err['msg']}",
+            where=Where(filename, line, key),
+            hint="Regenerate it with `envkit resolve`; do not edit a lock by hand.",
+        ) from None
+
+
+def read_lock(path: Path) -> Lock:
+    data, lines = load_file(Path(path))
+    return parse_lock(data, lines, str(path))
+
+
+def lock_pins(lm: LoadedMatrix, lock: Lock, filename: str) -> dict[str, Pin]:
+    from envkit.resolve import pins_from_mapping
+
+    return pins_from_mapping(lm, lock.stack.model_dump(), where={k: f"{filename} stack.{k}" for k in STACK_KEYS})
