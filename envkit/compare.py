@@ -245,7 +245,10 @@ def violations(m: dict[str, float], lim: Limits) -> list[str]:
 
 def layer_names(n: int) -> list[str]:
     """hidden_states[0] is the embedding output; [i] the output of decoder layer i-1 (the last after the final norm)."""
-    return ["embeddings"] + [f"layer {i}" for i in range(n - 1)]
+    names = ["embeddings"] + [f"layer {i}" for i in range(n - 1)]
+    if n > 1:
+        names[-1] += " + norm"
+    return names
 
 
 def layer_metrics(ref, cand) -> list[dict[str, float]]:

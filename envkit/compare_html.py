@@ -69,7 +69,7 @@ def layer_chart(layers: dict[str, Any], width: int = 760, height: int = 320) -> 
     if threshold:
         ty = y(threshold)
         parts.append(f'<line x1="{left}" y1="{ty:.1f}" x2="{left + pw}" y2="{ty:.1f}" stroke="#b00020" stroke-dasharray="6 4"/>')
-        parts.append(f'<text x="{left + pw + 6}" y="{ty + 4:.1f}" fill="#b00020">threshold {_g(threshold)}</text>')
+        parts.append(f'<text x="{left + pw - 4}" y="{ty - 5:.1f}" text-anchor="end" fill="#b00020">threshold {_g(threshold)}</text>')
     for k, (prompt, series) in enumerate(per_prompt.items()):
         color = _COLORS[k % len(_COLORS)]
         pts = " ".join(f"{x(i):.1f},{y(m['rel']):.1f}" for i, m in enumerate(series))

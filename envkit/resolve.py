@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 from envkit import versions
 from envkit.constraints import Assignment, Constraint, RuleConstraint, Statement, build_constraints
-from envkit.errors import BadInput, Where
+from envkit.errors import BadInput, CannotRun, Where
 from envkit.matrix import LoadedMatrix, load_matrix
 from envkit.models.report import Conflict, Fact, Suggestion, ValidationReport
 from envkit.models.stack import STACK_KEYS
@@ -59,6 +59,7 @@ CHANGE_COST: dict[str, int] = {
     "arch": 10,
     "chip": 11,
 }
+NODE_BUDGET = 200_000
 PASSES: tuple[tuple[bool, bool], ...] = ((True, True), (True, False), (False, True), (False, False))
 
 
@@ -233,6 +234,7 @@ class _Solver:
     def __init__(self, constraints: list[Constraint], domains: dict[str, list[str]]):
         self.constraints = constraints
         self.domains = domains
+        self.nodes = 0
         self.by_key: dict[str, list[Constraint]] = {k: [] for k in STACK_KEYS}
         for c in constraints:
             for k in c.scope:
@@ -240,14 +242,18 @@ class _Solver:
 
     def solve(self, start: list[str] | None = None) -> Assignment | None:
         dom = {k: list(v) for k, v in self.domains.items()}
-        if start:
-            pruned = propagate(self.by_key, dom, start)
-            if pruned is None:
-                return None
-            dom = pruned
-        return self._dfs({}, dom, 0)
+        pruned = propagate(self.by_key, dom, list(start or []))
+        if pruned is None:
+            return None
+        return self._dfs({}, pruned, 0)
 
     def _dfs(self, a: Assignment, dom: dict[str, list[str]], depth: int) -> Assignment | None:
+        self.nodes += 1
+        if self.nodes > NODE_BUDGET:
+            raise CannotRun(
+                "the resolver exceeded its search budget",
+                hint="This is a bug in envkit's matrix or resolver: report the stack that caused it.",
+            )
         if depth == len(SEARCH_ORDER):
             return dict(a)
         key = SEARCH_ORDER[depth]
@@ -297,6 +303,17 @@ def propagate(
 ) -> dict[str, list[str]] | None:
     """Arc consistency from the keys in `start`: drop values with no support. None on a wipe-out."""
     dom = dict(dom)
+    # unary constraints (a rule about one key) first
+    for key in by_key:
+        for c in by_key[key]:
+            if c.scope == (key,):
+                kept = [v for v in dom[key] if c.check({key: v})]
+                if not kept:
+                    return None
+                if len(kept) != len(dom[key]):
+                    dom[key] = kept
+                    if key not in start:
+                        start = [*start, key]
     queue = list(start)
     queued = set(queue)
     while queue:
@@ -400,8 +417,10 @@ def _explain_core(lm: LoadedMatrix, core: dict[str, Pin]) -> Conflict:
         for c in constraints:
             for target in c.scope:
                 others = [k for k in c.scope if k != target]
-                # only propagate from keys narrowed by the pins
-                if not any(k in core or reasons[k] for k in others):
+                # only propagate from keys narrowed by the pins (a one-key rule applies to its pinned key)
+                if others and not any(k in core or reasons[k] for k in others):
+                    continue
+                if not others and target not in core:
                     continue
                 kept = []
                 for v in dom[target]:
@@ -412,7 +431,7 @@ def _explain_core(lm: LoadedMatrix, core: dict[str, Pin]) -> Conflict:
                             kept.append(v)
                             break
                 if len(kept) != len(dom[target]):
-                    source_key = next((k for k in others if k in core or reasons[k]), others[0])
+                    source_key = next((k for k in others if k in core or reasons[k]), others[0] if others else target)
                     reasons[target].append((c, source_key, kept))
                     dom[target] = kept
                     changed = True
@@ -464,7 +483,9 @@ def _explain_core(lm: LoadedMatrix, core: dict[str, Pin]) -> Conflict:
                     stmt = c.says(k, v)
                     if stmt is not None:
                         chain.append(_stmt_fact(stmt))
-        if target in core:
+        if target in core and not others:
+            end = f"contradiction: {target} {core[target].value} is refused by this rule"
+        elif target in core:
             end = f"contradiction: {target} {core[target].value} is excluded by the {', '.join(others)} above"
         else:
             end = f"contradiction: no {target} is left that fits the {', '.join(others)} above"

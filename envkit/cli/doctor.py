@@ -20,7 +20,9 @@ def register(app: typer.Typer) -> None:
         ] = None,
         root: Annotated[
             Path,
-            typer.Option("--root", help="Probe a mounted root file system (an exported image, a fixture) instead of /."),
+            typer.Option(
+                "--root", help="Probe a mounted root file system (an exported image, a fixture) instead of /."
+            ),
         ] = Path("/"),
         python: Annotated[
             Optional[str],
@@ -36,7 +38,9 @@ def register(app: typer.Typer) -> None:
                 help="KEY=VALUE environment of the target (default: this process; with --root, <root>/etc/environment).",
             ),
         ] = None,
-        timeout: Annotated[float, typer.Option("--timeout", min=1.0, help="Seconds allowed to each npu-smi or Python probe.")] = 20.0,
+        timeout: Annotated[
+            float, typer.Option("--timeout", min=1.0, help="Seconds allowed to each npu-smi or Python probe.")
+        ] = 20.0,
         json_out: Annotated[bool, typer.Option("--json", help="One JSON document on stdout.")] = False,
     ) -> None:
         """Probe a host or an image: driver, firmware, CANN, npu-smi, Python packages, environment.
@@ -47,12 +51,16 @@ def register(app: typer.Typer) -> None:
         from envkit.doctor.report import render_text
 
         if not root.is_dir():
-            raise CannotRun(f"--root {root}: not a directory", hint="Mount or export the image first, e.g. `podman export`.")
+            raise CannotRun(
+                f"--root {root}: not a directory", hint="Mount or export the image first, e.g. `podman export`."
+            )
         host = root.resolve() == Path("/")
         if python is not None:
             if host:
                 if not (os.path.isfile(python) and os.access(python, os.X_OK)):
-                    raise CannotRun(f"--python {python}: not an executable file", hint="Give the interpreter's full path.")
+                    raise CannotRun(
+                        f"--python {python}: not an executable file", hint="Give the interpreter's full path."
+                    )
             elif not (root / python.lstrip("/")).exists() and not (root / python.lstrip("/")).is_symlink():
                 raise CannotRun(
                     f"--python {python}: no such file in {root}",

@@ -37,7 +37,9 @@ def observe(f: Facts) -> Observed:
         if f.firmware.compatible_drv_text:
             details["compatible_version_drv"] = f.firmware.compatible_drv_text
         if f.firmware.package_version:
-            obs["firmware"] = ObservedValue(value=f.firmware.package_version, source=p.firmware_version_info.source, details=details)
+            obs["firmware"] = ObservedValue(
+                value=f.firmware.package_version, source=p.firmware_version_info.source, details=details
+            )
     if f.cann is not None:
         details = {"layout": f.cann.install.layout, "path": f.cann.install.resolved}
         for name, version, _source in f.cann.operator_packages:
@@ -55,8 +57,11 @@ def observe(f: Facts) -> Observed:
     if f.arch is not None:
         obs["arch"] = ObservedValue(value=f.arch[0], source=f.arch[1])
     if f.os is not None:
-        obs["os"] = ObservedValue(value=f.os.key, source=p.os_release.source,
-                                  details={"pretty_name": f.os.pretty_name} if f.os.pretty_name else {})
+        obs["os"] = ObservedValue(
+            value=f.os.key,
+            source=p.os_release.source,
+            details={"pretty_name": f.os.pretty_name} if f.os.pretty_name else {},
+        )
     if f.python is not None:
         if f.python.get("python"):
             details = {"full": f.python["python_full"]} if f.python.get("python_full") else {}
@@ -107,7 +112,11 @@ def validate(observed: Observed, validator: Validator | None) -> tuple[Check, di
     if report.valid:
         hints = f"; hints: {' | '.join(report.hints)}" if getattr(report, "hints", None) else ""
         status = "warn" if unknown else "ok"
-        return Check(name=name, status=status, detail=f"the observed stack fits the matrix ({len(stack)} components){set_aside}{hints}"), dump
+        return Check(
+            name=name,
+            status=status,
+            detail=f"the observed stack fits the matrix ({len(stack)} components){set_aside}{hints}",
+        ), dump
     summaries = "; ".join(c.summary for c in report.conflicts) or "no stack satisfies the matrix"
     fix = None
     if report.suggestions:
@@ -145,11 +154,18 @@ def drift(observed: Observed, locked: dict[str, Any]) -> tuple[list[Drift], Chec
         detail = "; ".join(f"{d.component}: locked {d.locked}, observed {d.observed} ({d.source})" for d in differs)
         if missing:
             detail += f"; not observed: {', '.join(d.component for d in missing)}"
-        return out, Check(name="lock drift", status="fail", detail=detail,
-                          fix="reinstall the locked versions (`envkit provision`, or the lock's image), or re-lock")
+        return out, Check(
+            name="lock drift",
+            status="fail",
+            detail=detail,
+            fix="reinstall the locked versions (`envkit provision`, or the lock's image), or re-lock",
+        )
     if missing:
-        return out, Check(name="lock drift", status="warn",
-                          detail=f"{len(out) - len(missing)} match; not observed: {', '.join(d.component for d in missing)}")
+        return out, Check(
+            name="lock drift",
+            status="warn",
+            detail=f"{len(out) - len(missing)} match; not observed: {', '.join(d.component for d in missing)}",
+        )
     return out, Check(name="lock drift", status="ok", detail=f"all {len(out)} locked components match")
 
 

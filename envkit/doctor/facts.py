@@ -18,7 +18,6 @@ from envkit.doctor.parsers import (
     InstallRecord,
     NpuSmiInfo,
     OsRelease,
-    PackageInstallInfo,
     ParseError,
     chip_from_npu_smi,
     chip_from_package_name,
@@ -85,8 +84,11 @@ class Facts:
     @property
     def npu_evidence(self) -> bool:
         """Something says this host has an Ascend NPU."""
-        return bool(self.probe.dev_davinci) or self.npu is not None or self.npu_error is not None or (
-            self.driver is not None and not self.image
+        return (
+            bool(self.probe.dev_davinci)
+            or self.npu is not None
+            or self.npu_error is not None
+            or (self.driver is not None and not self.image)
         )
 
     def add(self, name: str, status: str, detail: str, fix: str | None = None) -> None:
@@ -110,8 +112,10 @@ def _driver_firmware(f: Facts) -> None:
     if why:
         f.add("install record", "warn", why)
     elif rec is not None:
-        bits = [f"driver under {rec.driver_install_path}" if rec.driver_install_path else None,
-                f"run user {rec.user}" if rec.user else None]
+        bits = [
+            f"driver under {rec.driver_install_path}" if rec.driver_install_path else None,
+            f"run user {rec.user}" if rec.user else None,
+        ]
         f.add("install record", "ok", f"{p.install_record.source}: " + (", ".join(b for b in bits if b) or "present"))
 
     f.driver, why = _parse(p.driver_version_info, parse_driver_version_info)
@@ -122,11 +126,19 @@ def _driver_firmware(f: Facts) -> None:
         if f.image:
             f.add("driver", "ok", f"not in the image ({where}): the host mounts the driver at run time")
         elif p.container and (p.dev_davinci or p.npu_smi_path):
-            f.add("driver", "warn", f"not found: {where}",
-                  f"mount the host's driver: -v {where}:{where} -v /usr/local/Ascend/driver/lib64/:/usr/local/Ascend/driver/lib64/")
+            f.add(
+                "driver",
+                "warn",
+                f"not found: {where}",
+                f"mount the host's driver: -v {where}:{where} -v /usr/local/Ascend/driver/lib64/:/usr/local/Ascend/driver/lib64/",
+            )
         elif p.dev_davinci or p.npu_smi_path:
-            f.add("driver", "warn", f"not found: {where}, yet the host has NPU devices or npu-smi",
-                  "reinstall the NPU driver (Ascend-hdk-<chip>-npu-driver_<ver>_linux-<arch>.run --full --install-for-all)")
+            f.add(
+                "driver",
+                "warn",
+                f"not found: {where}, yet the host has NPU devices or npu-smi",
+                "reinstall the NPU driver (Ascend-hdk-<chip>-npu-driver_<ver>_linux-<arch>.run --full --install-for-all)",
+            )
         else:
             f.add("driver", "warn", f"not found: {where} (no Ascend NPU driver on this host)")
     else:
@@ -140,7 +152,12 @@ def _driver_firmware(f: Facts) -> None:
         if f.image or p.container:
             f.add("firmware", "ok", f"not visible ({where}): normal in a container or an image")
         elif f.driver is not None:
-            f.add("firmware", "warn", f"not found: {where}", "install the NPU firmware of the driver's HDK release, then reboot")
+            f.add(
+                "firmware",
+                "warn",
+                f"not found: {where}",
+                "install the NPU firmware of the driver's HDK release, then reboot",
+            )
         else:
             f.add("firmware", "ok", f"not installed ({where})")
     else:
@@ -231,8 +248,12 @@ def _cann(f: Facts) -> None:
     detail = f"{active.version} ({active.install.layout} layout, {active.install.resolved}; from {active.source})"
     if len(found) > 1:
         others = ", ".join(f"{c.version} at {c.install.resolved}" for c in found if c is not active)
-        f.add("cann", "warn", f"{detail}; {why_active}; also installed: {others}",
-              "keep one CANN per environment, or source the set_env.sh of the one you mean")
+        f.add(
+            "cann",
+            "warn",
+            f"{detail}; {why_active}; also installed: {others}",
+            "keep one CANN per environment, or source the set_env.sh of the one you mean",
+        )
     else:
         f.add("cann", "ok", detail)
 
@@ -241,17 +262,27 @@ def _cann(f: Facts) -> None:
     if ops:
         f.add("cann operator package", "ok", "; ".join(f"{n} {v} ({s})" for n, v, s in ops))
     elif active.install.kernel_socs:
-        f.add("cann operator package", "ok",
-              f"operator kernels for {', '.join(active.install.kernel_socs)} under {active.install.resolved}/opp")
+        f.add(
+            "cann operator package",
+            "ok",
+            f"operator kernels for {', '.join(active.install.kernel_socs)} under {active.install.resolved}/opp",
+        )
     else:
-        f.add("cann operator package", "warn",
-              f"no operator package found in {active.install.resolved} (kernels before CANN 8.5, ops from 8.5)",
-              "install Ascend-cann-kernels-<chip> (< 8.5.0) or Ascend-cann-<chip>-ops (>= 8.5.0) of the same version")
+        f.add(
+            "cann operator package",
+            "warn",
+            f"no operator package found in {active.install.resolved} (kernels before CANN 8.5, ops from 8.5)",
+            "install Ascend-cann-kernels-<chip> (< 8.5.0) or Ascend-cann-<chip>-ops (>= 8.5.0) of the same version",
+        )
 
     # NNAL
     if p.nnal_dir is None:
-        f.add("nnal", "warn", "no /usr/local/Ascend/nnal/atb (NNAL/ATB, needed by vllm-ascend and torch_npu's ATB ops)",
-              "install Ascend-cann-nnal of the CANN version, then source /usr/local/Ascend/nnal/atb/set_env.sh")
+        f.add(
+            "nnal",
+            "warn",
+            "no /usr/local/Ascend/nnal/atb (NNAL/ATB, needed by vllm-ascend and torch_npu's ATB ops)",
+            "install Ascend-cann-nnal of the CANN version, then source /usr/local/Ascend/nnal/atb/set_env.sh",
+        )
     elif p.nnal is not None and p.nnal.data is not None:
         comp, why = _parse(p.nnal, parse_component_version_info)
         if comp is not None:
@@ -275,17 +306,31 @@ def _npu_smi(f: Facts) -> None:
     f.npu_source = res.display
     out_text = res.stdout.decode("utf-8", "replace") + "\n" + res.stderr.decode("utf-8", "replace")
     if res.error:
-        f.add("npu-smi", "fail", f"{res.display}: {res.error}", "check the driver: `npu-smi info` must answer within seconds")
+        f.add(
+            "npu-smi",
+            "fail",
+            f"{res.display}: {res.error}",
+            "check the driver: `npu-smi info` must answer within seconds",
+        )
         return
     busy = npu_smi_error(out_text)
     if res.returncode != 0 or (busy and "NPU" not in res.stdout.decode("utf-8", "replace")):
         if busy:
             f.npu_error = busy
-            f.add("npu-smi", "fail", f"{res.display}: {busy}", "another process holds the device; see 'NPU held by another process'")
+            f.add(
+                "npu-smi",
+                "fail",
+                f"{res.display}: {busy}",
+                "another process holds the device; see 'NPU held by another process'",
+            )
         else:
             last = (out_text.strip().splitlines() or ["no output"])[-1][:200]
-            f.add("npu-smi", "fail", f"{res.display}: exit {res.returncode}: {last}",
-                  "check the driver install and that this user is in the driver's group (HwHiAiUser)")
+            f.add(
+                "npu-smi",
+                "fail",
+                f"{res.display}: exit {res.returncode}: {last}",
+                "check the driver install and that this user is in the driver's group (HwHiAiUser)",
+            )
         return
     try:
         f.npu = parse_npu_smi_info(res.stdout)
@@ -296,14 +341,22 @@ def _npu_smi(f: Facts) -> None:
     f.chip = chip_from_npu_smi(info)
     f.chip_source = res.display
     names = ", ".join(info.names)
-    f.add("npu-smi", "ok",
-          f"{info.version or 'unknown version'}: {len(info.chips)} chip(s) on {len(info.npu_ids)} NPU(s), {names}"
-          + (f"; chip {f.chip.chip}" if f.chip.chip else "") + (f" ({f.chip.note})" if f.chip.note else ""))
+    f.add(
+        "npu-smi",
+        "ok",
+        f"{info.version or 'unknown version'}: {len(info.chips)} chip(s) on {len(info.npu_ids)} NPU(s), {names}"
+        + (f"; chip {f.chip.chip}" if f.chip.chip else "")
+        + (f" ({f.chip.note})" if f.chip.note else ""),
+    )
     bad = [c for c in info.chips if c.health.upper() != "OK"]
     if bad:
         worst = "fail" if any(c.health.lower() not in ("warning",) for c in bad) else "warn"
-        f.add("npu health", worst, "; ".join(f"NPU {c.npu} chip {c.chip}: {c.health}" for c in bad),
-              "see `npu-smi info -t health -i <NPU>` and the device log (/var/log/npu/slog)")
+        f.add(
+            "npu health",
+            worst,
+            "; ".join(f"NPU {c.npu} chip {c.chip}: {c.health}" for c in bad),
+            "see `npu-smi info -t health -i <NPU>` and the device log (/var/log/npu/slog)",
+        )
     else:
         f.add("npu health", "ok", f"all {len(info.chips)} chip(s) OK")
     for res_b in p.boards:
@@ -347,7 +400,9 @@ def _os_arch(f: Facts) -> None:
 def _python(f: Facts) -> None:
     py = f.probe.python
     if py.error or py.data is None:
-        f.add("python", "warn", f"{py.source}: {py.error}", "pass --python with the interpreter that runs your workload")
+        f.add(
+            "python", "warn", f"{py.source}: {py.error}", "pass --python with the interpreter that runs your workload"
+        )
         return
     f.python = py.data
     ver = py.data.get("python") or "unknown"
@@ -374,7 +429,14 @@ def _chip_fallback(f: Facts) -> None:
             f.chip_source = source
             return
     socs = f.cann.install.kernel_socs
-    table = {"ascend910b": "910b", "ascend910_93": "a3", "ascend910": "910", "ascend310p": "310p", "ascend310b": "310b", "ascend950": "950"}
+    table = {
+        "ascend910b": "910b",
+        "ascend910_93": "a3",
+        "ascend910": "910",
+        "ascend310p": "310p",
+        "ascend310b": "310b",
+        "ascend950": "950",
+    }
     chips = {table[s] for s in socs if s in table}
     if len(chips) == 1:
         f.chip = ChipIdentity(chip=chips.pop(), note="from the operator kernels folder")
@@ -391,4 +453,3 @@ def gather(probe: ProbeResult) -> Facts:
     _os_arch(f)
     _python(f)
     return f
-

@@ -17,7 +17,11 @@ from envkit.doctor.facts import Facts
 from envkit.doctor.report import Check
 from envkit.versions import InvalidVersion, in_any_range, parse
 
-DRIVER_LIBS = ("/usr/local/Ascend/driver/lib64", "/usr/local/Ascend/driver/lib64/common", "/usr/local/Ascend/driver/lib64/driver")
+DRIVER_LIBS = (
+    "/usr/local/Ascend/driver/lib64",
+    "/usr/local/Ascend/driver/lib64/common",
+    "/usr/local/Ascend/driver/lib64/driver",
+)
 DEVICE_FLAGS = (
     "--device /dev/davinci0 --device /dev/davinci_manager --device /dev/devmm_svm --device /dev/hisi_hdc "
     "-v /usr/local/dcmi:/usr/local/dcmi -v /usr/local/bin/npu-smi:/usr/local/bin/npu-smi "
@@ -52,7 +56,7 @@ def torch_npu_without_cann(f: Facts) -> Check:
             name,
             "fail",
             f"torch_npu {tnpu} is installed but no CANN toolkit was found; `import torch_npu` fails with "
-            "\"ImportError: libhccl.so: cannot open shared object file\"",
+            '"ImportError: libhccl.so: cannot open shared object file"',
             "install the CANN toolkit and operator package that match torch_npu (see `envkit stack`), then "
             "`source /usr/local/Ascend/ascend-toolkit/set_env.sh`",
         )
@@ -63,7 +67,7 @@ def torch_npu_without_cann(f: Facts) -> Check:
             name,
             "fail",
             f"CANN {f.cann.version} at {inst.resolved} lacks {', '.join(m + '/' for m in missing)}; torch_npu's "
-            "import check reports \"ASCEND_RUNTIME_PATH/ASCEND_COMPILER_PATH ... does not exist\"",
+            'import check reports "ASCEND_RUNTIME_PATH/ASCEND_COMPILER_PATH ... does not exist"',
             f"reinstall the CANN toolkit {f.cann.version} (a partial copy of /usr/local/Ascend is not enough)",
         )
     return _check(name, "ok", f"torch_npu {tnpu} with CANN {f.cann.version}")
@@ -98,13 +102,15 @@ def cuda_torch_with_torch_npu(f: Facts) -> Check:
     if not signals:
         return _check(name, "ok", f"torch {torch['version']} is a CPU build")
     if tnpu is None:
-        return _check(name, "ok", f"torch {torch['version']} is a CUDA build ({'; '.join(signals)}); torch_npu is not installed")
+        return _check(
+            name, "ok", f"torch {torch['version']} is a CUDA build ({'; '.join(signals)}); torch_npu is not installed"
+        )
     base = str(torch["version"]).partition("+")[0]
     return _check(
         name,
         "fail",
         f"torch {torch['version']} is a CUDA build ({'; '.join(signals)}) next to torch_npu {tnpu}; `import torch` fails with "
-        "\"RuntimeError: Two accelerators cannot be used at the same time in PyTorch: npu and cuda\"",
+        '"RuntimeError: Two accelerators cannot be used at the same time in PyTorch: npu and cuda"',
         f"pip install --force-reinstall 'torch=={base}+cpu' --index-url https://download.pytorch.org/whl/cpu "
         f"(x86_64; on aarch64 the PyPI wheel torch=={base} is the CPU build); pip uninstall the nvidia-* packages",
     )
@@ -160,7 +166,7 @@ def numpy_two(f: Facts, lock_stack: dict[str, str] | None = None) -> Check:
             return _check(
                 name,
                 "warn",
-                "numpy is not installed; CANN's Python dependencies need it (missing ones end in \"EH9999 ... 500001\")",
+                'numpy is not installed; CANN\'s Python dependencies need it (missing ones end in "EH9999 ... 500001")',
                 "pip install 'numpy<2' decorator sympy cffi pyyaml pathlib2 psutil protobuf scipy requests absl-py attrs",
             )
         return _check(name, "ok", "numpy is not installed")
@@ -176,8 +182,9 @@ def numpy_two(f: Facts, lock_stack: dict[str, str] | None = None) -> Check:
     return _check(
         name,
         "fail",
-        f"numpy {numpy} is installed but " + "; ".join(reasons)
-        + " (symptom: \"A module that was compiled using NumPy 1.x cannot be run in NumPy 2\")",
+        f"numpy {numpy} is installed but "
+        + "; ".join(reasons)
+        + ' (symptom: "A module that was compiled using NumPy 1.x cannot be run in NumPy 2")',
         "pip install 'numpy<2' (the lock's numpy if you have one)",
     )
 
@@ -189,9 +196,13 @@ def set_env_not_sourced(f: Facts) -> Check:
     env = f.probe.env
     script = _set_env_path(f)
     if not f.probe.env_known:
-        return _check(name, "warn", f"environment unknown: {f.probe.env_source}",
-                      "pass --env-file with the image's environment (podman image inspect --format "
-                      "'{{range .Config.Env}}{{println .}}{{end}}' IMAGE > env.txt)")
+        return _check(
+            name,
+            "warn",
+            f"environment unknown: {f.probe.env_source}",
+            "pass --env-file with the image's environment (podman image inspect --format "
+            "'{{range .Config.Env}}{{println .}}{{end}}' IMAGE > env.txt)",
+        )
     problems: list[str] = []
     for key in ("ASCEND_HOME_PATH", "ASCEND_OPP_PATH"):
         value = env.get(key)
@@ -200,21 +211,27 @@ def set_env_not_sourced(f: Facts) -> Check:
         elif not f.probe.path_exists.get(value, False):
             problems.append(f"{key}={value} does not exist")
     if not problems:
-        return _check(name, "ok", f"ASCEND_HOME_PATH={env['ASCEND_HOME_PATH']}, ASCEND_OPP_PATH={env['ASCEND_OPP_PATH']}")
+        return _check(
+            name, "ok", f"ASCEND_HOME_PATH={env['ASCEND_HOME_PATH']}, ASCEND_OPP_PATH={env['ASCEND_OPP_PATH']}"
+        )
     status = "fail" if f.version_of("torch_npu") else "warn"
     return _check(
         name,
         status,
-        "; ".join(problems) + f" ({f.probe.env_source}); torch_npu then says \"Please run 'source set_env.sh' in the CANN installation path.\"",
-        f"source {script}" + (" && source /usr/local/Ascend/nnal/atb/set_env.sh" if f.probe.nnal_dir else "")
+        "; ".join(problems)
+        + f" ({f.probe.env_source}); torch_npu then says \"Please run 'source set_env.sh' in the CANN installation path.\"",
+        f"source {script}"
+        + (" && source /usr/local/Ascend/nnal/atb/set_env.sh" if f.probe.nnal_dir else "")
         + " (add it to ~/.bashrc or the image's ENTRYPOINT)",
     )
 
 
 def driver_firmware_mismatch(f: Facts) -> Check:
     name = "driver/firmware compatibility"
-    fix = ("install the firmware and driver of one HDK release (upgrade: firmware first, then driver; "
-           "first install: driver, then firmware), then reboot")
+    fix = (
+        "install the firmware and driver of one HDK release (upgrade: firmware first, then driver; "
+        "first install: driver, then firmware), then reboot"
+    )
     problems: list[str] = []
     checked: list[str] = []
     drv, fw = f.driver, f.firmware
@@ -228,14 +245,18 @@ def driver_firmware_mismatch(f: Facts) -> Check:
         checked.append(f"firmware {fw_version} in driver's compatible_version_fw {drv.compatible_fw_text}")
         try:
             if not in_any_range(fw_version, drv.compatible_fw):
-                problems.append(f"firmware {fw_version} is outside the driver {drv.version}'s compatible_version_fw {drv.compatible_fw_text}")
+                problems.append(
+                    f"firmware {fw_version} is outside the driver {drv.version}'s compatible_version_fw {drv.compatible_fw_text}"
+                )
         except InvalidVersion:
             problems.append(f"unparsed: firmware version {fw_version!r}")
     if fw is not None and fw.compatible_drv and drv is not None:
         checked.append(f"driver {drv.version} in firmware's compatible_version_drv {fw.compatible_drv_text}")
         try:
             if not in_any_range(drv.version, fw.compatible_drv):
-                problems.append(f"driver {drv.version} is outside the firmware {fw.version}'s compatible_version_drv {fw.compatible_drv_text}")
+                problems.append(
+                    f"driver {drv.version} is outside the firmware {fw.version}'s compatible_version_drv {fw.compatible_drv_text}"
+                )
         except InvalidVersion:
             problems.append(f"unparsed: driver version {drv.version!r}")
     for board in f.boards:
@@ -247,7 +268,9 @@ def driver_firmware_mismatch(f: Facts) -> Check:
                     f"(driver {board.software_version}, firmware {board.firmware_version})"
                 )
     if problems:
-        return _check(name, "fail", "; ".join(problems) + " (the driver logs \"driver and firmware packages do not match\")", fix)
+        return _check(
+            name, "fail", "; ".join(problems) + ' (the driver logs "driver and firmware packages do not match")', fix
+        )
     if not checked:
         return _check(name, "ok", "not checked: driver and firmware versions are not both visible")
     return _check(name, "ok", "; ".join(checked))
@@ -316,18 +339,36 @@ def npu_devices(f: Facts) -> Check:
         if not f.npu_evidence:
             if f.image:
                 return _check(name, "ok", "no /dev/davinci* in the root: an image gets its devices at run time")
-            why = "no /dev/davinci* and no npu-smi" if p.npu_smi_path is None else "no /dev/davinci* and npu-smi lists no chip"
-            return _check(name, "warn", f"{why}: this host has no Ascend NPU",
-                          "run on an Ascend host, or in a container started with " + DEVICE_FLAGS)
-        evidence = "npu-smi lists chips" if f.npu is not None else (
-            "npu-smi answers" if f.npu_error else f"the driver is installed ({p.driver_version_info.source})")
-        return _check(name, "fail", f"device nodes missing: {evidence} but there is no /dev/davinci*",
-                      "start the container with " + DEVICE_FLAGS + "; on a host, reload the driver or reboot")
+            why = (
+                "no /dev/davinci* and no npu-smi"
+                if p.npu_smi_path is None
+                else "no /dev/davinci* and npu-smi lists no chip"
+            )
+            return _check(
+                name,
+                "warn",
+                f"{why}: this host has no Ascend NPU",
+                "run on an Ascend host, or in a container started with " + DEVICE_FLAGS,
+            )
+        evidence = (
+            "npu-smi lists chips"
+            if f.npu is not None
+            else ("npu-smi answers" if f.npu_error else f"the driver is installed ({p.driver_version_info.source})")
+        )
+        return _check(
+            name,
+            "fail",
+            f"device nodes missing: {evidence} but there is no /dev/davinci*",
+            "start the container with " + DEVICE_FLAGS + "; on a host, reload the driver or reboot",
+        )
     shown = f"/dev/{nodes[0]}" + (f"..{nodes[-1]}" if len(nodes) > 1 else "")
     if control_missing:
-        return _check(name, "fail",
-                      f"device nodes missing: {', '.join('/dev/' + n for n in control_missing)} (have {len(nodes)} davinci node(s), {shown})",
-                      "add --device /dev/davinci_manager --device /dev/devmm_svm --device /dev/hisi_hdc")
+        return _check(
+            name,
+            "fail",
+            f"device nodes missing: {', '.join('/dev/' + n for n in control_missing)} (have {len(nodes)} davinci node(s), {shown})",
+            "add --device /dev/davinci_manager --device /dev/devmm_svm --device /dev/hisi_hdc",
+        )
     detail = f"{len(nodes)} davinci node(s) ({shown}) and the control nodes"
     visible = _visible(p.env)
     ids = {int(n[7:]) for n in nodes}
@@ -337,9 +378,12 @@ def npu_devices(f: Facts) -> Check:
         else:
             beyond = sorted(v for v in visible if v >= len(nodes))
         if beyond:
-            return _check(name, "warn",
-                          f"{detail}; ASCEND_RT_VISIBLE_DEVICES={p.env['ASCEND_RT_VISIBLE_DEVICES']} names device(s) {beyond} this host does not have",
-                          "set ASCEND_RT_VISIBLE_DEVICES to ids below the chip count")
+            return _check(
+                name,
+                "warn",
+                f"{detail}; ASCEND_RT_VISIBLE_DEVICES={p.env['ASCEND_RT_VISIBLE_DEVICES']} names device(s) {beyond} this host does not have",
+                "set ASCEND_RT_VISIBLE_DEVICES to ids below the chip count",
+            )
         detail += f"; ASCEND_RT_VISIBLE_DEVICES={p.env['ASCEND_RT_VISIBLE_DEVICES']}"
     elif f.npu is not None and len(ids) < len(f.npu.chips):
         detail += f" (npu-smi lists {len(f.npu.chips)} chips: a container sees only its own)"
@@ -359,14 +403,27 @@ def driver_libraries(f: Facts) -> Check | None:
         base = f.install_record.driver_install_path.rstrip("/")
     wanted = [f"{base}/driver/lib64/common", f"{base}/driver/lib64/driver"]
     missing = [w for w in wanted if w not in entries]
-    absent = [e for e in entries if e.startswith(f"{base}/driver") and not f.probe.path_exists.get(e, False)
-              and not f.probe.path_exists.get(e + "/", False)]
+    absent = [
+        e
+        for e in entries
+        if e.startswith(f"{base}/driver")
+        and not f.probe.path_exists.get(e, False)
+        and not f.probe.path_exists.get(e + "/", False)
+    ]
     if absent:
-        return _check(name, "fail", f"LD_LIBRARY_PATH lists {', '.join(absent)} but it does not exist",
-                      "mount the driver: -v /usr/local/Ascend/driver/lib64/:/usr/local/Ascend/driver/lib64/")
+        return _check(
+            name,
+            "fail",
+            f"LD_LIBRARY_PATH lists {', '.join(absent)} but it does not exist",
+            "mount the driver: -v /usr/local/Ascend/driver/lib64/:/usr/local/Ascend/driver/lib64/",
+        )
     if missing:
-        return _check(name, "warn", f"LD_LIBRARY_PATH lacks {', '.join(missing)} (libascend_hal.so is not found at import)",
-                      f"source {_set_env_path(f)} (it adds the driver's lib64 folders)")
+        return _check(
+            name,
+            "warn",
+            f"LD_LIBRARY_PATH lacks {', '.join(missing)} (libascend_hal.so is not found at import)",
+            f"source {_set_env_path(f)} (it adds the driver's lib64 folders)",
+        )
     return _check(name, "ok", f"LD_LIBRARY_PATH has {', '.join(wanted)}")
 
 
@@ -375,9 +432,12 @@ def autoload(f: Facts) -> Check | None:
     if value is None or f.version_of("torch_npu") is None:
         return None
     if value.strip() == "0":
-        return _check("torch_npu autoload", "warn",
-                      "TORCH_DEVICE_BACKEND_AUTOLOAD=0: torch will not load torch_npu by itself",
-                      "`import torch_npu` explicitly, or unset TORCH_DEVICE_BACKEND_AUTOLOAD")
+        return _check(
+            "torch_npu autoload",
+            "warn",
+            "TORCH_DEVICE_BACKEND_AUTOLOAD=0: torch will not load torch_npu by itself",
+            "`import torch_npu` explicitly, or unset TORCH_DEVICE_BACKEND_AUTOLOAD",
+        )
     return _check("torch_npu autoload", "ok", f"TORCH_DEVICE_BACKEND_AUTOLOAD={value}")
 
 
@@ -398,4 +458,3 @@ def run_hazards(f: Facts, lock_stack: dict[str, str] | None = None) -> list[Chec
         if extra is not None:
             checks.append(extra)
     return checks
-

@@ -248,7 +248,9 @@ class Target:
             return path
 
 
-def run_command(argv: list[str], *, timeout: float, env: dict[str, str] | None = None, cwd: str | None = None) -> CommandResult:
+def run_command(
+    argv: list[str], *, timeout: float, env: dict[str, str] | None = None, cwd: str | None = None
+) -> CommandResult:
     """Run a command with a timeout; never raises."""
     try:
         proc = subprocess.run(
@@ -328,7 +330,9 @@ def _probe_cann(target: Target, env: dict[str, str], bases: list[str]) -> list[C
             dir_version = m.group(1)
         if layout == "env":
             parent = PurePosixPath(resolved).parent.name
-            layout = "toolkit-latest" if parent == "ascend-toolkit" else ("cann" if leaf == "cann" else "cann-versioned")
+            layout = (
+                "toolkit-latest" if parent == "ascend-toolkit" else ("cann" if leaf == "cann" else "cann-versioned")
+            )
         inst = CannInstall(layout=layout, path=path, resolved=resolved, dir_version=dir_version, set_env=set_env)
         infos: list[str] = []
         for arch in ARCHES:
@@ -349,7 +353,9 @@ def _probe_cann(target: Target, env: dict[str, str], bases: list[str]) -> list[C
                 if re.fullmatch(r"ascend_\w+_install\.info", name) and name != "ascend_toolkit_install.info":
                     inst.package_infos.append(target.read(f"{d}/{name}"))
         kernel = f"{resolved}/opp/built-in/op_impl/ai_core/tbe/kernel"
-        inst.kernel_socs = [n for n in target.listdir(kernel) if n.startswith("ascend") and target.is_dir(f"{kernel}/{n}")]
+        inst.kernel_socs = [
+            n for n in target.listdir(kernel) if n.startswith("ascend") and target.is_dir(f"{kernel}/{n}")
+        ]
         inst.runtime_dir = target.is_dir(f"{resolved}/runtime")
         inst.compiler_dir = target.is_dir(f"{resolved}/compiler")
         seen[resolved] = inst
@@ -502,7 +508,9 @@ def _python_from_root(target: Target, python: str | None) -> PythonProbe:
     packages: dict[str, dict | None] = {}
     for name in PACKAGES:
         info = best.get(_norm(name))
-        packages[name] = None if info is None else {k: info[k] for k in ("version", "requires", "cuda_files", "location")}
+        packages[name] = (
+            None if info is None else {k: info[k] for k in ("version", "requires", "cuda_files", "location")}
+        )
     data = {
         "python": m.group(1) if m else None,
         "python_full": None,
@@ -559,7 +567,10 @@ def probe(
     if install_record.data is not None:
         try:
             kv = {k.lower(): v for k, v in parse_kv(install_record.data).items()}
-            for key, bases in (("driver_install_path_param", driver_bases), ("firmware_install_path_param", firmware_bases)):
+            for key, bases in (
+                ("driver_install_path_param", driver_bases),
+                ("firmware_install_path_param", firmware_bases),
+            ):
                 value = kv.get(key, "").rstrip("/")
                 if value.startswith("/") and value not in bases:
                     bases.insert(0, value)
@@ -669,4 +680,3 @@ def probe(
         path_exists=paths,
         container=target.exists("/.dockerenv") or target.exists("/run/.containerenv"),
     )
-

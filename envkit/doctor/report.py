@@ -42,7 +42,9 @@ class Check(_Model):
 class ObservedValue(_Model):
     value: str
     source: str = Field(description="the file or command the value came from")
-    details: dict[str, str] = Field(default_factory=dict, description="related facts, e.g. the firmware's own 7.x Version")
+    details: dict[str, str] = Field(
+        default_factory=dict, description="related facts, e.g. the firmware's own 7.x Version"
+    )
 
 
 class Observed(_Model):
@@ -117,7 +119,11 @@ def render_text(report: DoctorReport) -> str:
         if item is None:
             lines.append(f"  {key:<12} -")
         else:
-            extra = f" [{item.details['firmware_version']}]" if key == "firmware" and "firmware_version" in item.details else ""
+            extra = (
+                f" [{item.details['firmware_version']}]"
+                if key == "firmware" and "firmware_version" in item.details
+                else ""
+            )
             lines.append(f"  {key:<12} {item.value}{extra}  ({item.source})")
     if report.drift:
         lines.append("")

@@ -63,6 +63,11 @@ _CANN_LIBS = ("libhccl.so", "libascendcl.so", "libacl_op_compiler.so", "libge_ru
               "libacl_tdt_channel.so", "libruntime.so", "libascend_hal.so", "libc_sec.so", "libmmpa.so")
 
 
+def is_npu_failure(text: str) -> bool:
+    """Whether a failure's text points at torch_npu or CANN (then `map_npu_error` explains it)."""
+    return "torch_npu" in text or "Two accelerators" in text or any(lib in text for lib in _CANN_LIBS)
+
+
 def exception_text(exc: BaseException) -> str:
     """The exception and its whole cause/context chain as `Type: message` lines."""
     lines: list[str] = []
@@ -115,7 +120,7 @@ def map_npu_error(text: str, env: Mapping[str, str] | None = None, stage: str = 
             what = f"CANN library {lib} not found"
             return MappedError(
                 "cann_missing",
-                f"{prefix}: {what}" if prefix else f"torch_npu cannot load: {what}",
+                f"{prefix}: {what}" if prefix else f"torch_npu cannot load: {what}" + ("" if stage == "import torch_npu" else f" (during {stage})"),
                 f"{unset_note}CANN is not installed, or its set_env.sh was not sourced: {SET_ENV_HINT}"
                 + autoload_hint,
                 details | {"library": lib},
@@ -153,43 +158,47 @@ def map_npu_error(text: str, env: Mapping[str, str] | None = None, stage: str = 
     )
 
 
-def no_npu_error(env: Mapping[str, str] | None = None, count: int = 0, index: int = 0) -> MappedError:
+def no_npu_error(env: Mapping[str, str] | None = None, count: int = 0, index: int = 0, requested: str = "npu") -> MappedError:
     env = os.environ if env is None else env
     if count == 0:
         visible = env.get("ASCEND_RT_VISIBLE_DEVICES")
         note = f" (ASCEND_RT_VISIBLE_DEVICES={visible})" if visible is not None else ""
         return MappedError(
             "no_device",
-            f"device 'npu' requested but torch.npu.is_available() is False{note}",
+            f"device '{requested}' requested but torch.npu.is_available() is False{note}",
             "check the driver and the device nodes: npu-smi info; in a container, map /dev/davinci*, "
             "/dev/davinci_manager, /dev/devmm_svm, /dev/hisi_hdc and the driver directory",
         )
     return MappedError(
-        "no_device", f"device 'npu:{index}' requested but only {count} NPU(s) are visible", "pick an index below the count"
+        "no_device", f"device '{requested}' requested but only {count} NPU(s) are visible", "pick an index below the count"
     )
 
 
-def no_cuda_error(cuda_build: str | None, count: int = 0, index: int = 0, torch_version: str = "") -> MappedError:
+def no_cuda_error(cuda_build: str | None, count: int = 0, index: int = 0, torch_version: str = "", requested: str = "cuda") -> MappedError:
     if cuda_build is None:
         return MappedError(
             "no_device",
-            "device 'cuda' requested but torch.cuda.is_available() is False: "
+            f"device '{requested}' requested but torch.cuda.is_available() is False: "
             f"this torch ({torch_version}) is not a CUDA build",
             "install a CUDA build of torch to test on a GPU",
         )
     if count == 0:
         return MappedError(
             "no_device",
-            f"device 'cuda' requested but torch.cuda.is_available() is False (torch built with CUDA {cuda_build})",
+            f"device '{requested}' requested but torch.cuda.is_available() is False (torch built with CUDA {cuda_build})",
             "no GPU is visible: check nvidia-smi, the driver, and CUDA_VISIBLE_DEVICES",
         )
     return MappedError(
-        "no_device", f"device 'cuda:{index}' requested but only {count} GPU(s) are visible", "pick an index below the count"
+        "no_device", f"device '{requested}' requested but only {count} GPU(s) are visible", "pick an index below the count"
     )
 
 
-def cannot_run(mapped: MappedError) -> CannotRun:
-    return CannotRun(mapped.message, hint=mapped.hint, details={"kind": mapped.kind, **mapped.details})
+def cannot_run(mapped: MappedError, requested: str | None = None) -> CannotRun:
+    message = mapped.message if requested is None or mapped.message.startswith("device ") else f"device '{requested}' requested: {mapped.message}"
+    details = {"kind": mapped.kind, **mapped.details}
+    if requested is not None:
+        details["device"] = requested
+    return CannotRun(message, hint=mapped.hint, details=details)
 
 
 # --- CANN version (pure over a directory) ------------------------------------------------------
@@ -247,14 +256,14 @@ class Device:
             torch.npu.synchronize(self.torch_device)  # type: ignore[attr-defined]
 
 
-def import_torch(env: Mapping[str, str] | None = None):
+def import_torch(env: Mapping[str, str] | None = None, requested: str | None = None):
     """`import torch`, mapping a torch_npu autoload failure to CannotRun."""
     try:
         import torch
     except Exception as exc:  # noqa: BLE001 - any failure here is mapped and re-raised as CannotRun
         text = exception_text(exc)
-        if "torch_npu" in text or "accelerators" in text:
-            raise cannot_run(map_npu_error(text, env, stage="import torch")) from exc
+        if is_npu_failure(text):
+            raise cannot_run(map_npu_error(text, env, stage="import torch"), requested) from exc
         raise CannotRun(f"import torch failed: {exc}", hint="install torch (pip install 'envkit[smoke]')") from exc
     return torch
 
@@ -272,7 +281,7 @@ def require_device(spec: DeviceSpec, env: Mapping[str, str] | None = None) -> De
     """Import torch (and torch_npu for npu), check that the device exists, or raise CannotRun."""
     env = os.environ if env is None else env
     t0 = time.perf_counter()
-    torch = import_torch(env)
+    torch = import_torch(env, str(spec))
     versions: dict[str, str | None] = {"torch": str(torch.__version__)}
     notes: list[str] = []
     cann = None
@@ -280,14 +289,14 @@ def require_device(spec: DeviceSpec, env: Mapping[str, str] | None = None) -> De
         try:
             import torch_npu  # noqa: F401
         except Exception as exc:  # noqa: BLE001 - mapped and re-raised
-            raise cannot_run(map_npu_error(exception_text(exc), env)) from exc
+            raise cannot_run(map_npu_error(exception_text(exc), env), str(spec)) from exc
         versions["torch_npu"] = str(getattr(torch_npu, "__version__", None) or _version_of("torch_npu"))
         import_s = time.perf_counter() - t0
         npu = getattr(torch, "npu", None)
         available = bool(npu is not None and npu.is_available())
         count = int(npu.device_count()) if available else 0
         if not available or spec.ordinal >= count:
-            raise cannot_run(no_npu_error(env, count, spec.ordinal))
+            raise cannot_run(no_npu_error(env, count, spec.ordinal, str(spec)), str(spec))
         name = str(npu.get_device_name(spec.ordinal))
         cann = cann_version_from_path(env.get("ASCEND_HOME_PATH"))
         if cann is None:
@@ -309,7 +318,7 @@ def require_device(spec: DeviceSpec, env: Mapping[str, str] | None = None) -> De
         available = bool(torch.cuda.is_available())
         count = int(torch.cuda.device_count()) if available else 0
         if not available or spec.ordinal >= count:
-            raise cannot_run(no_cuda_error(torch.version.cuda, count, spec.ordinal, str(torch.__version__)))
+            raise cannot_run(no_cuda_error(torch.version.cuda, count, spec.ordinal, str(torch.__version__), str(spec)), str(spec))
         name = str(torch.cuda.get_device_name(spec.ordinal))
         versions["cuda"] = torch.version.cuda
     else:

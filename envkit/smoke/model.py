@@ -193,20 +193,31 @@ def tensor_values(name: str, shape: tuple[int, ...]):  # -> numpy.ndarray (float
     return values.astype(np.float32)
 
 
+_ST_DTYPES = {"float32": "F32", "float64": "F64", "float16": "F16", "int64": "I64", "int32": "I32", "int8": "I8",
+              "uint8": "U8", "bool": "BOOL"}
+
+
 def write_safetensors(path: Path, tensors: dict[str, Any], metadata: dict[str, str] | None = None) -> None:
-    """Write float32 numpy arrays as a safetensors file (sorted names; no library needed)."""
+    """Write numpy arrays as a safetensors file, byte for byte deterministic.
+
+    Tensors in name order, header keys sorted (the safetensors library orders its metadata as a hash
+    map does: differently from one call to the next). Little-endian, as the format requires.
+    """
     header: dict[str, Any] = {}
     if metadata:
-        header["__metadata__"] = dict(metadata)
+        header["__metadata__"] = {str(k): str(v) for k, v in metadata.items()}
     offset = 0
     blobs = []
     for name in sorted(tensors):
         arr = tensors[name]
-        data = arr.astype("<f4").tobytes()
-        header[name] = {"dtype": "F32", "shape": list(arr.shape), "data_offsets": [offset, offset + len(data)]}
+        kind = _ST_DTYPES.get(arr.dtype.name)
+        if kind is None:
+            raise TypeError(f"cannot write dtype {arr.dtype} of {name} to safetensors")
+        data = arr.astype(arr.dtype.newbyteorder("<"), copy=False).tobytes(order="C")
+        header[name] = {"dtype": kind, "shape": list(arr.shape), "data_offsets": [offset, offset + len(data)]}
         offset += len(data)
         blobs.append(data)
-    raw = json.dumps(header, separators=(",", ":"), sort_keys=True).encode()
+    raw = json.dumps(header, separators=(",", ":"), sort_keys=True, ensure_ascii=False).encode()
     raw += b" " * (-len(raw) % 8)
     with open(path, "wb") as fh:
         fh.write(struct.pack("<Q", len(raw)))
@@ -281,7 +292,7 @@ def build_tiny_model(out: Path, spec: TinySpec = TinySpec()) -> None:
         out / "special_tokens_map.json",
         {"eos_token": EOS, "pad_token": EOS, "additional_special_tokens": SPECIAL_TOKENS[1:]},
     )
-    tensors = {name: tensor_values(name, shape) for name, shape in tensor_shapes(spec, vocab).items()}
+    tensors = {name: tensor_values(name, shape) for name, shape in tensor_shapes(spec, vocab).items()}  # float32
     write_safetensors(out / "model.safetensors", tensors, {"format": "pt"})
     _write_json(out / "envkit-build.json", {"recipe_digest": recipe_digest(spec), "recipe_version": RECIPE_VERSION})
 

@@ -24,8 +24,8 @@ from typing import Any, Callable
 from envkit import __version__
 from envkit.errors import BadInput, CannotRun
 from envkit.smoke import checks as C
-from envkit.smoke.device import DeviceSpec, exception_text, map_npu_error, cannot_run, parse_device, require_device
-from envkit.smoke.model import corpus_text, ensure_tiny_model, model_digest
+from envkit.smoke.device import DeviceSpec, cannot_run, exception_text, is_npu_failure, map_npu_error, parse_device, require_device
+from envkit.smoke.model import corpus_text, ensure_tiny_model, model_digest, write_safetensors
 from envkit.smoke.prompts import prompt_digest, prompt_set
 from envkit.smoke.report import Check, Environment, ModelInfo, Outputs, PromptInfo, SmokeReport, Timings
 
@@ -84,13 +84,15 @@ def validate(opts: SmokeOptions) -> DeviceSpec:
     return spec
 
 
-def _import_transformers(env):
+def _import_transformers(env, requested: str):
     try:
         import transformers
+        import transformers.generation  # noqa: F401 - the heavy imports count as import time, not load time
+        import transformers.modeling_utils  # noqa: F401
     except Exception as exc:  # noqa: BLE001 - mapped and re-raised as CannotRun
         text = exception_text(exc)
-        if "torch_npu" in text:  # transformers 5 imports torch_npu whenever it is installed
-            raise cannot_run(map_npu_error(text, env, stage="import transformers")) from exc
+        if is_npu_failure(text):  # transformers 5 imports torch_npu whenever it is installed
+            raise cannot_run(map_npu_error(text, env, stage="import transformers"), requested) from exc
         raise CannotRun(f"import transformers failed: {exc}", hint="pip install 'envkit[smoke]'") from exc
     return transformers
 
@@ -111,7 +113,7 @@ def run_smoke(opts: SmokeOptions, progress: Callable[[str], None] = lambda _m: N
     if opts.nproc > device.count and spec.type != "cpu":
         raise CannotRun(f"--nproc {opts.nproc} needs {opts.nproc} {spec.type} devices; {device.count} visible")
     t0 = time.perf_counter()
-    transformers = _import_transformers(env)
+    transformers = _import_transformers(env, str(spec))
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     import_s = device.import_s + (time.perf_counter() - t0)
@@ -136,8 +138,14 @@ def run_smoke(opts: SmokeOptions, progress: Callable[[str], None] = lambda _m: N
     try:
         tokenizer = AutoTokenizer.from_pretrained(model_dir, local_files_only=True)
         model = AutoModelForCausalLM.from_pretrained(model_dir, **_load_kwargs(transformers, torch_dtype))
-    except (OSError, ValueError, KeyError) as exc:
-        raise BadInput(f"cannot load the model at {model_dir}: {exc}") from exc
+    except Exception as exc:  # noqa: BLE001 - sorted into "cannot run here" and "bad model" below
+        text = exception_text(exc)
+        if is_npu_failure(text):
+            # transformers 5 imports torch_npu while loading whenever it is installed
+            raise cannot_run(map_npu_error(text, env, stage="load the model"), str(spec)) from exc
+        if isinstance(exc, (OSError, ValueError, KeyError, TypeError)):
+            raise BadInput(f"cannot load the model at {model_dir}: {exc}") from exc
+        raise
     model.to(device.torch_device)
     model.eval()
     device.synchronize()
@@ -220,9 +228,7 @@ def run_smoke(opts: SmokeOptions, progress: Callable[[str], None] = lambda _m: N
         "num_layers": str(getattr(config, "num_hidden_layers", "")),
     }
     logits_path = out_dir / LOGITS_FILE
-    from safetensors.torch import save_file
-
-    save_file({k: v.contiguous() for k, v in ctx.tensors.items()}, str(logits_path), metadata=meta)
+    write_safetensors(logits_path, {k: v.detach().contiguous().numpy() for k, v in ctx.tensors.items()}, meta)
     logits_sha = hashlib.sha256(logits_path.read_bytes()).hexdigest()
 
     timings = Timings(

@@ -23,7 +23,6 @@ from envkit.versions import in_any_range
 
 from .conftest import sample
 
-
 # --------------------------------------------------------------------------- version.info
 
 
@@ -145,11 +144,11 @@ def test_os_release():
     assert parse_os_release('ID="openEuler"\nVERSION_ID="24.03"\n').key == "openeuler24.03"
     assert parse_os_release("ID=kylin\nVERSION_ID=V10\n").key == "kylinv10"
     with pytest.raises(ParseError):
-        parse_os_release("ID=\"$(rm -rf /)\"\n")
+        parse_os_release('ID="$(rm -rf /)"\n')
 
 
 def test_parse_kv_quotes_comments_export():
-    kv = parse_kv('# comment\nexport A="1 2"\nB=\'x\'\n  C = 3  \nnot a line\n')
+    kv = parse_kv("# comment\nexport A=\"1 2\"\nB='x'\n  C = 3  \nnot a line\n")
     assert kv == {"A": "1 2", "B": "x", "C": "3"}
 
 

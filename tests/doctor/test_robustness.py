@@ -70,8 +70,11 @@ def test_one_corrupted_byte(idx, pos, byte):
 
 
 @FAST
-@given(lines=st.lists(st.sampled_from(
-    [ln for t in SAMPLE_TEXTS if t.startswith("+") for ln in t.splitlines()]), max_size=30))
+@given(
+    lines=st.lists(
+        st.sampled_from([ln for t in SAMPLE_TEXTS if t.startswith("+") for ln in t.splitlines()]), max_size=30
+    )
+)
 def test_shuffled_npu_smi_lines(lines):
     """Any arrangement of real npu-smi lines parses or fails with a reason; chips come in pairs."""
     try:
@@ -86,7 +89,14 @@ def test_oversized_input():
         parsers.parse_driver_version_info(b"Version=1.0\n" * 200_000)
 
 
-GARBAGE = [b"", b"\x00\x01\x02\x03", b"\xff\xfe\xfd", b"Version=", b"=====\n=====", "Version=24.1.rc3\x1b[31m\x07\x08\x0b\x0c\x0e\x0f\x10".encode()]
+GARBAGE = [
+    b"",
+    b"\x00\x01\x02\x03",
+    b"\xff\xfe\xfd",
+    b"Version=",
+    b"=====\n=====",
+    "Version=24.1.rc3\x1b[31m\x07\x08\x0b\x0c\x0e\x0f\x10".encode(),
+]
 
 
 @pytest.mark.parametrize("junk", GARBAGE)

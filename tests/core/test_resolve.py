@@ -1,0 +1,238 @@
+"""Real stacks from the sourced facts (compat-facts.md), valid and invalid, and one test per rule."""
+
+import pytest
+
+from envkit.errors import BadInput
+from envkit.resolve import pins_from_mapping, solve, validate_stack
+
+# (id, pins, expected keys of the resolved stack) -- all valid
+VALID = [
+    ("embedded-default", {}, {"chip": "910b", "arch": "aarch64", "os": "ubuntu22.04", "torch_npu": "2.12.0", "cann": "9.1.0"}),
+    ("vllm-ascend-v0.13.0", {"torch_npu": "2.8.0.post2", "torch": "2.8.0", "cann": "8.5.0", "python": "3.11", "transformers": "4.57.4"}, {"driver": "25.5.0", "numpy": "1.26.4"}),
+    ("vllm-ascend-v0.11.0rc1", {"torch_npu": "2.7.1", "cann": "8.3.RC1", "python": "3.11"}, {"driver": "25.3.RC1", "torch": "2.7.1"}),
+    ("vllm-ascend-v0.18.0", {"torch_npu": "2.9.0", "cann": "8.5.1", "python": "3.11"}, {"torch": "2.9.0"}),
+    ("vllm-ascend-v0.23.0", {"torch_npu": "2.10.0.post4", "cann": "9.1.0", "python": "3.12", "transformers": "5.5.4"}, {"driver": "26.0.RC1"}),
+    ("vllm-ascend-v0.23.0rc1", {"torch_npu": "2.10.0.post2", "cann": "9.0.1"}, {"torch": "2.10.0"}),
+    ("x86-torch-cpu-index", {"arch": "x86_64", "torch": "2.6.0"}, {"torch_npu": "2.6.0.post5"}),
+    ("a3-cann-8.5.0", {"chip": "a3", "cann": "8.5.0"}, {"driver": "25.3.RC1"}),
+    ("official-image-8.3.rc1-910b-py3.11", {"chip": "910b", "os": "ubuntu22.04", "cann": "8.3.RC1", "python": "3.11"}, {"driver": "25.3.RC1"}),
+    ("950-openeuler-9.0.0", {"chip": "950", "os": "openeuler24.03", "cann": "9.0.0"}, {"torch_npu": "2.12.0"}),
+    ("driver-24.1.rc3-firmware-24.1.rc1-in-range", {"driver": "24.1.RC3", "firmware": "24.1.RC1"}, {}),
+    ("a2-inference-8.0.RC1-24.1.RC1", {"cann": "8.0.RC1", "driver": "24.1.RC1"}, {"torch_npu": "2.2.0"}),
+    ("torch_npu-2.7.1.post4-with-9.0.0", {"torch_npu": "2.7.1.post4", "cann": "9.0.0"}, {}),
+    ("lts-2.1.0-numpy1", {"torch_npu": "2.1.0.post10", "numpy": "1.24.4"}, {"cann": "8.0.0"}),
+    ("firmware-given-as-its-own-version", {"firmware": "7.5.0.1.129"}, {"firmware": "24.1.RC3"}),
+    ("kylin-x86-2.5.1", {"os": "kylinv10", "arch": "x86_64", "torch_npu": "2.5.1"}, {"cann": "8.1.RC1"}),
+]
+
+# (id, pins, a fragment of the conflict summary)
+INVALID = [
+    ("no-cp311-wheel-for-2.2.0", {"torch_npu": "2.2.0", "python": "3.11"}, "no torch_npu 2.2.0 wheel for cp311"),
+    ("llamafactory-7986", {"torch": "2.2.0", "transformers": "4.57.1"}, "torch < 2.5.1"),
+    ("vllm-ascend-2210-numpy2-cann-8.2", {"cann": "8.2.RC1", "numpy": "2.2.6"}, "numpy <2"),
+    ("llamafactory-4382-numpy2-torch-2.1", {"torch": "2.1.0", "numpy": "2.0.0"}, "NumPy 1.x"),
+    ("two-accelerators", {"torch": "2.6.0+cu124", "chip": "910b"}, "CUDA"),
+    ("cann-8.5-needs-new-hdk", {"driver": "24.1.RC2", "cann": "8.5.0"}, "does not work with NPU driver"),
+    ("triton-ascend-328-MsprofSysCycleTime", {"torch_npu": "2.7.1", "cann": "9.0.0-beta.2"}, "torch_npu 2.7.1 does not work with CANN 9.0.0-beta.2"),
+    ("310p-not-in-26.1", {"chip": "310p", "torch_npu": "2.12.0"}, "chip 310p is not supported by torch_npu 2.12.0"),
+    ("centos7-glibc", {"os": "centos7.6", "torch_npu": "2.7.1"}, "glibc"),
+    ("driver-firmware-mismatch", {"driver": "24.1.RC3", "firmware": "25.0.RC1"}, "not known to be compatible"),
+    ("cann-9.1-not-25.0", {"cann": "9.1.0", "driver": "25.0.RC1"}, "CANN 9.1.0 does not work"),
+    ("transformers-without-npu", {"transformers": "4.31.0"}, "no Ascend NPU support"),
+    ("accelerate-without-npu", {"accelerate": "0.20.3"}, "no Ascend NPU support"),
+    ("torch_npu-without-cann-pairing", {"torch_npu": "2.14.0"}, "no published CANN pairing"),
+    ("950-needs-cann-9", {"chip": "950", "cann": "8.5.0"}, "chip 950 is not supported by CANN 8.5.0"),
+    ("torch-pin-mismatch", {"torch_npu": "2.6.0.post5", "torch": "2.5.1"}, "needs torch 2.6.0"),
+    ("alpha-python-range", {"cann": "8.5.0.alpha001", "python": "3.13"}, "Python"),
+    ("transformers-5.24-python-3.10", {"transformers": "5.24.0", "python": "3.10"}, "Python >=3.11"),
+    ("numpy-1.26-python-3.13", {"numpy": "1.26.4", "python": "3.13"}, "3.9-3.12"),
+    ("310b-has-no-driver-in-matrix", {"chip": "310b"}, "310b"),
+]
+
+
+@pytest.mark.parametrize("name,pins,expect", VALID, ids=[v[0] for v in VALID])
+def test_valid_real_stacks(lm, name, pins, expect):
+    report = validate_stack(pins, matrix=lm)
+    assert report.valid, [c.summary for c in report.conflicts]
+    for k, val in {**pins, **expect}.items():
+        if k == "firmware" and k not in expect:
+            continue
+        got = report.stack[k]
+        assert got.lower().split("+")[0] == str(val).lower().split("+")[0], (k, got, val)
+
+
+@pytest.mark.parametrize("name,pins,fragment", INVALID, ids=[v[0] for v in INVALID])
+def test_invalid_real_stacks(lm, name, pins, fragment):
+    report = validate_stack(pins, matrix=lm)
+    assert not report.valid
+    summaries = " | ".join(c.summary for c in report.conflicts)
+    assert fragment in summaries, summaries
+    for c in report.conflicts:
+        assert c.chain, c
+        assert c.chain[-1].kind == "derived"
+        assert any(f.kind == "declared" for f in c.chain)
+        assert set(c.pins) <= set(pins)
+
+
+def test_at_least_25_real_stacks():
+    assert len(VALID) + len(INVALID) >= 25
+
+
+def test_chain_goes_from_pins_to_contradiction_with_sources(lm):
+    report = validate_stack({"torch_npu": "2.12.0", "driver": "24.1.RC3"}, matrix=lm)
+    (conflict,) = report.conflicts
+    kinds = [f.kind for f in conflict.chain]
+    assert kinds[0] == "declared"
+    assert "contradiction" in conflict.chain[-1].fact
+    texts = " ".join(f.fact for f in conflict.chain)
+    assert "HDK 24.1.RC3 works with CANN" in texts
+    assert "TorchNPU 26.1.0 works with CANN 8.5.X, 9.0.X, 9.1.X" in texts
+    derived = [f for f in conflict.chain if f.kind == "derived" and f.source != "derived"]
+    assert derived and all(f.source for f in derived)
+
+
+def test_suggestions_change_one_pin_and_are_valid(lm):
+    report = validate_stack({"torch_npu": "2.2.0", "python": "3.11"}, matrix=lm)
+    assert report.suggestions
+    for s in report.suggestions:
+        assert len(s.change) == 1
+        again = validate_stack(s.stack, matrix=lm)
+        assert again.valid
+        (key,) = s.change
+        assert s.stack[key] == s.change[key]["to"]
+    changed = {next(iter(s.change)) for s in report.suggestions}
+    assert "python" in changed  # the cheapest fix: python 3.10
+
+
+def test_every_conflict_is_listed(lm):
+    report = validate_stack(
+        {"torch_npu": "2.2.0", "python": "3.11", "transformers": "4.31.0", "numpy": "2.2.6", "torch": "2.2.0"}, matrix=lm
+    )
+    summaries = " | ".join(c.summary for c in report.conflicts)
+    assert "cp311" in summaries
+    assert "no Ascend NPU support" in summaries
+    assert "numpy" in summaries
+
+
+def test_vendor_validated_preferred_over_newer(lm):
+    # pinned CANN 8.3.RC1: TorchNPU 7.3.0 (2.9.0) also works with it, but 2.8.0 is the vendor's pair
+    report = validate_stack({"cann": "8.3.RC1"}, matrix=lm)
+    assert report.stack["torch_npu"] == "2.8.0"
+    res = solve(lm, pins_from_mapping(lm, {"cann": "8.3.RC1"}))
+    assert res.validated_cann and res.validated_hdk
+
+
+def test_compatible_used_when_no_validated_pair_fits(lm):
+    res = solve(lm, pins_from_mapping(lm, {"chip": "a3", "cann": "8.5.0"}))
+    assert res.stack["driver"] == "25.3.RC1"
+    assert res.validated_cann and not res.validated_hdk
+
+
+def test_x86_hint_names_the_cpu_index(lm):
+    report = validate_stack({"arch": "x86_64", "torch_npu": "2.6.0.post5"}, matrix=lm)
+    assert any("x86_64 needs torch 2.6.0+cpu from the PyTorch CPU index" in h for h in report.hints)
+    report = validate_stack({"arch": "x86_64", "torch_npu": "2.12.0"}, matrix=lm)
+    assert not any("+cpu" in h for h in report.hints)
+
+
+def test_hint_rules_warn_but_do_not_refuse(lm):
+    report = validate_stack({"accelerate": "0.21.0", "transformers": "4.33.0", "torch_npu": "2.1.0.post10"}, matrix=lm)
+    assert report.valid
+    joined = " ".join(report.hints)
+    assert "0.22.0" in joined and "hccl" in joined
+
+
+@pytest.mark.parametrize(
+    "key,value,nearest",
+    [("cann", "8.4.0", "8.5.0"), ("torch_npu", "2.6.1", "2.6.0"), ("driver", "25.4.0", "25.5.0"), ("python", "3.7", "3.8"), ("torch", "2.0.1", "2.1.0")],
+)
+def test_unknown_versions_are_bad_input_with_nearest(lm, key, value, nearest):
+    with pytest.raises(BadInput) as err:
+        validate_stack({key: value}, matrix=lm)
+    assert nearest in err.value.details["nearest"]
+    assert err.value.exit_code == 2
+
+
+def test_unknown_chip_lists_chips(lm):
+    with pytest.raises(BadInput) as err:
+        validate_stack({"chip": "h100"}, matrix=lm)
+    assert "910b" in err.value.hint and "310p" in err.value.hint
+
+
+def test_chip_spellings_from_npu_smi(lm):
+    assert validate_stack({"chip": "910B3"}, matrix=lm).stack["chip"] == "910b"
+    assert validate_stack({"chip": "Ascend910"}, matrix=lm).stack["chip"] == "a3"
+
+
+# --- one test per rule: a stack that breaks it is refused, one that keeps it is accepted --------
+RULE_CASES = {
+    "transformers/npu-support": ({"transformers": "4.30.0"}, {"transformers": "4.32.0"}),
+    "transformers/python-4.38": ({"transformers": "4.40.0", "python": "3.8"}, {"transformers": "4.40.0", "python": "3.8"}),
+    "transformers/python-4.48": ({"transformers": "4.50.0", "python": "3.8"}, {"transformers": "4.50.0", "python": "3.9"}),
+    "transformers/python-5.0": ({"transformers": "5.0.0", "python": "3.9"}, {"transformers": "5.0.0", "python": "3.10"}),
+    "transformers/python-5.24": ({"transformers": "5.24.0", "python": "3.10"}, {"transformers": "5.24.0", "python": "3.11"}),
+    "transformers/torch-4.48": ({"transformers": "4.48.0", "torch": "2.1.0"}, {"transformers": "4.48.0", "torch": "2.1.0"}),
+    "transformers/torch-4.52": ({"transformers": "4.52.1", "torch": "2.7.1"}, {"transformers": "4.52.1", "torch": "2.6.0"}),
+    "transformers/torch-4.53": ({"transformers": "4.53.0", "torch": "2.1.0"}, {"transformers": "4.53.0", "torch": "2.5.1"}),
+    "transformers/torch-4.56": ({"transformers": "4.57.1", "torch": "2.1.0"}, {"transformers": "4.57.1", "torch": "2.5.1"}),
+    "transformers/torch-5.5": ({"transformers": "5.5.4", "torch": "2.3.1"}, {"transformers": "5.5.4", "torch": "2.5.1"}),
+    "transformers/torch-5.24": ({"transformers": "5.24.0", "torch": "2.5.1"}, {"transformers": "5.24.0", "torch": "2.6.0"}),
+    "transformers/numpy-4.42": ({"transformers": "4.42.0", "numpy": "2.2.6"}, {"transformers": "4.42.0", "numpy": "1.26.4"}),
+    "transformers/npu-torch-2.5.1": ({"transformers": "4.50.0", "torch": "2.4.0"}, {"transformers": "4.49.0", "torch": "2.4.0"}),
+    "accelerate/npu-support": ({"accelerate": "0.20.0"}, {"accelerate": "0.21.0"}),
+    "accelerate/python-0.21": ({"accelerate": "1.0.0", "python": "3.8"}, {"accelerate": "1.0.0", "python": "3.8"}),
+    "accelerate/python-1.2": ({"accelerate": "1.2.0", "python": "3.8"}, {"accelerate": "1.2.0", "python": "3.9"}),
+    "accelerate/python-1.12": ({"accelerate": "1.12.0", "python": "3.9"}, {"accelerate": "1.12.0", "python": "3.10"}),
+    "accelerate/torch-1.5": ({"accelerate": "1.5.0", "torch": "2.1.0"}, {"accelerate": "1.5.0", "torch": "2.1.0"}),
+    "numpy/python-1.24": ({"numpy": "1.24.4", "python": "3.12"}, {"numpy": "1.24.4", "python": "3.11"}),
+    "numpy/python-1.26": ({"numpy": "1.26.4", "python": "3.13"}, {"numpy": "1.26.4", "python": "3.12"}),
+    "numpy/python-2.2": ({"numpy": "2.2.6", "python": "3.9"}, {"numpy": "2.2.6", "python": "3.13"}),
+    "numpy/python-2.3": ({"numpy": "2.3.5", "os": "centos7.6"}, {"numpy": "2.3.5", "os": "centos8.2"}),
+    "numpy/torch-2.1": ({"torch": "2.1.0", "numpy": "2.0.0"}, {"torch": "2.1.0", "numpy": "1.26.4"}),
+    "numpy/torch-2.2": ({"torch": "2.2.0", "numpy": "2.0.0"}, {"torch": "2.2.0", "numpy": "1.26.4"}),
+    "numpy/cann-8.2": ({"cann": "8.2.RC1", "numpy": "2.0.0"}, {"cann": "8.2.RC1", "numpy": "1.26.4"}),
+    "numpy/cann-before-9": ({"cann": "8.5.0", "numpy": "2.2.6"}, {"cann": "9.0.0", "numpy": "2.2.6"}),
+}
+# rules whose "breaking" stack above cannot break them on its own (the witness shows the rule holds)
+# (the matrix has no torch < 2.1 and no Python < 3.8, so these can never be the deciding rule today)
+HOLDS_ONLY = {"transformers/python-4.38", "transformers/torch-4.48", "transformers/torch-4.53", "accelerate/python-0.21", "accelerate/torch-1.5"}
+
+
+def test_every_error_rule_has_a_test(lm):
+    rules = {r.id for r in lm.model.rules if r.severity == "error"}
+    assert rules == set(RULE_CASES)
+
+
+@pytest.mark.parametrize("rule_id", sorted(RULE_CASES))
+def test_rule(lm, rule_id):
+    bad, good = RULE_CASES[rule_id]
+    ok = validate_stack(good, matrix=lm)
+    assert ok.valid, (rule_id, [c.summary for c in ok.conflicts])
+    if rule_id in HOLDS_ONLY:
+        return
+    report = validate_stack(bad, matrix=lm)
+    assert not report.valid, rule_id
+    rules_named = {f.rule for c in report.conflicts for f in c.chain}
+    assert rule_id in rules_named or f"rule:{rule_id}" in rules_named, (rule_id, rules_named)
+
+
+@pytest.mark.parametrize(
+    "relation,bad,good",
+    [
+        ("chip-cann", {"chip": "950", "cann": "8.5.0"}, {"chip": "950", "cann": "9.0.0"}),
+        ("chip-driver", {"chip": "a3", "driver": "25.5.0"}, {"chip": "a3", "driver": "25.3.RC1"}),
+        ("chip-torch_npu", {"chip": "310p", "torch_npu": "2.11.0"}, {"chip": "310p", "torch_npu": "2.10.0"}),
+        ("driver-firmware", {"driver": "25.0.RC1", "firmware": "24.1.RC3"}, {"driver": "24.1.RC3", "firmware": "24.1.RC1"}),
+        ("cann-driver", {"cann": "9.1.0", "driver": "25.0.RC1"}, {"cann": "9.1.0", "driver": "25.2.0"}),
+        ("torch_npu-cann", {"torch_npu": "2.4.0", "cann": "8.5.0"}, {"torch_npu": "2.4.0.post2", "cann": "8.3.RC1"}),
+        ("torch_npu-torch", {"torch_npu": "2.9.0", "torch": "2.8.0"}, {"torch_npu": "2.9.0", "torch": "2.9.0"}),
+        ("torch_npu-python", {"torch_npu": "2.9.0", "python": "3.13"}, {"torch_npu": "2.9.0.post6", "python": "3.13"}),
+        ("cann-python", {"cann": "8.5.0.alpha001", "python": "3.12"}, {"cann": "8.5.0", "python": "3.12"}),
+        ("torch_npu-glibc", {"torch_npu": "2.6.0", "arch": "aarch64", "os": "centos7.6"}, {"torch_npu": "2.6.0", "arch": "x86_64", "os": "centos7.6"}),
+    ],
+)
+def test_relation(lm, relation, bad, good):
+    assert validate_stack(good, matrix=lm).valid
+    report = validate_stack(bad, matrix=lm)
+    assert not report.valid
+    assert any(f.rule == relation for c in report.conflicts for f in c.chain), [f.rule for c in report.conflicts for f in c.chain]
