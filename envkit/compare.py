@@ -317,6 +317,13 @@ def compare_runs(ref_arg: str | Path, cand_arg: str | Path, thresholds: Path | N
         cmp.prompts.append({"name": name, "positions": int(ref.tensors[f"logits.{name}"].shape[0]), **m, "ok": not bad, "failed": bad})
     have = [f"hidden.{n}" in ref.tensors and f"hidden.{n}" in cand.tensors for n in ref.prompts]
     if all(have):
+        import numpy as np
+
+        for n in ref.prompts:
+            ra, rb = ref.tensors.get(f"hidden_rows.{n}"), cand.tensors.get(f"hidden_rows.{n}")
+            if (ra is None) != (rb is None) or (ra is not None and not np.array_equal(ra, rb)) \
+                    or ref.tensors[f"hidden.{n}"].shape != cand.tensors[f"hidden.{n}"].shape:
+                raise BadInput(f"the hidden states of prompt '{n}' were kept at different positions or shapes")
         per_prompt = {n: layer_metrics(ref.tensors[f"hidden.{n}"], cand.tensors[f"hidden.{n}"]) for n in ref.prompts}
         n_layers = len(next(iter(per_prompt.values())))
         names = layer_names(n_layers)

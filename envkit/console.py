@@ -6,14 +6,27 @@ import json
 import sys
 from typing import Any
 
-from rich.console import Console
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 _state = {"quiet": False, "debug": False}
+_consoles: dict[str, Console] = {}
 
-out = Console(soft_wrap=True, highlight=False)
-err = Console(stderr=True, soft_wrap=True, highlight=False)
-if not out.is_terminal:  # pipes and CI logs: do not squeeze tables into 80 columns
-    out.width = max(out.width, 200)
+
+def __getattr__(name: str) -> Console:
+    """`console.out` and `console.err` are created on first use (rich costs ~40 ms to import)."""
+    if name not in ("out", "err"):
+        raise AttributeError(name)
+    if name not in _consoles:
+        from rich.console import Console
+
+        c = Console(stderr=name == "err", soft_wrap=True, highlight=False)
+        if name == "out" and not c.is_terminal:  # pipes and CI logs: do not squeeze tables into 80 columns
+            c.width = max(c.width, 200)
+        _consoles[name] = c
+    return _consoles[name]
 
 
 def set_quiet(value: bool) -> None:
@@ -35,7 +48,7 @@ def is_debug() -> bool:
 def progress(message: str) -> None:
     """A progress line on stderr, unless quiet."""
     if not _state["quiet"]:
-        err.print(message, markup=False)
+        __getattr__("err").print(message, markup=False)
 
 
 def emit_json(data: Any) -> None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -126,16 +128,64 @@ def _section_line(path: Path, loc: tuple[Any, ...], section: str) -> tuple[int |
     return None, section
 
 
-def load_matrix_from(folder: Path) -> LoadedMatrix:
+def _cache_dir() -> Path | None:
+    base = os.environ.get("ENVKIT_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "envkit"
+    )
+    return Path(base) / "matrix"
+
+
+def _from_cache(digest: str, origin_names: dict[str, str], folder: Path) -> LoadedMatrix | None:
+    cache = _cache_dir()
+    if cache is None:
+        return None
+    path = cache / f"{digest.split(':', 1)[1]}.json"
+    try:
+        raw = path.read_bytes()
+        model = Matrix.model_validate_json(raw)
+    except (OSError, ValidationError, ValueError):
+        return None
+    return LoadedMatrix(model=model, digest=digest, files={s: folder / n for s, n in origin_names.items()})
+
+
+def _to_cache(lm: LoadedMatrix) -> None:
+    cache = _cache_dir()
+    if cache is None:
+        return
+    try:
+        from envkit.fsutil import atomic_write_bytes
+
+        atomic_write_bytes(cache / f"{lm.digest.split(':', 1)[1]}.json", lm.model.model_dump_json().encode(), fsync=False)
+    except OSError:
+        pass  # a read-only home is fine: the cache is only for speed
+
+
+def _digest(files: list[Path]) -> str:
+    digest = hashlib.sha256()
+    for path in files:
+        digest.update(path.name.encode() + b"\0" + hashlib.sha256(path.read_bytes()).digest())
+    return "sha256:" + digest.hexdigest()
+
+
+def load_matrix_from(folder: Path, *, use_cache: bool = False) -> LoadedMatrix:
+    """Load and validate every matrices/*.yaml. With use_cache, a JSON copy keyed by the digest skips YAML."""
     files = sorted(folder.glob("*.yaml"))
     if not files:
         raise MatrixError(f"no matrix files in {folder}", where=Where(str(folder)))
+    digest_text = _digest(files)
+    if use_cache:
+        index = _cache_dir() / f"{digest_text.split(':', 1)[1]}.sections.json" if _cache_dir() else None
+        try:
+            names = json.loads(index.read_text()) if index else None
+        except (OSError, ValueError):
+            names = None
+        if names:
+            cached = _from_cache(digest_text, names, folder)
+            if cached is not None:
+                return cached
     merged: dict[str, Any] = {}
     origin: dict[str, Path] = {}
-    digest = hashlib.sha256()
     for path in files:
-        raw = path.read_bytes()
-        digest.update(path.name.encode() + b"\0" + hashlib.sha256(raw).digest())
         try:
             data = fast_load(path)
         except Exception as exc:  # noqa: BLE001 - re-read with marks for the message
@@ -171,12 +221,22 @@ def load_matrix_from(folder: Path) -> LoadedMatrix:
             where=Where(str(path) if path else None, line, ".".join(str(p) for p in loc)),
             hint="Fix the row; every row needs source and confidence (stated | derived | inferred).",
         ) from None
-    return LoadedMatrix(model=model, digest="sha256:" + digest.hexdigest(), files=origin)
+    lm = LoadedMatrix(model=model, digest=digest_text, files=origin)
+    if use_cache:
+        _to_cache(lm)
+        try:
+            from envkit.fsutil import atomic_write_bytes
+
+            names = json.dumps({s: p.name for s, p in origin.items()}).encode()
+            atomic_write_bytes(_cache_dir() / f"{digest_text.split(':', 1)[1]}.sections.json", names, fsync=False)
+        except OSError:
+            pass
+    return lm
 
 
 @functools.lru_cache(maxsize=4)
 def _load_cached(folder: str) -> LoadedMatrix:
-    return load_matrix_from(Path(folder))
+    return load_matrix_from(Path(folder), use_cache=True)
 
 
 def load_matrix(folder: Path | None = None) -> LoadedMatrix:

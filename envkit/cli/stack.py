@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shlex
+import sys
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -127,7 +128,7 @@ def register(app: typer.Typer) -> None:
         lock = build_lock(lm, res, shlex.join(cmd))
         text = dump_lock(lock)
         if str(output) == "-":
-            console.out.file.write(text)
+            sys.stdout.write(text)
             return
         atomic_write_text(output, text)
         if json_out:

@@ -1,6 +1,5 @@
 """Strict pydantic base: unknown keys are refused, every document is versioned."""
 
-from __future__ import annotations
 
 from typing import Literal
 

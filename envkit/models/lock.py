@@ -1,6 +1,5 @@
 """The lock (envkit.lock): one validated stack and everything the later jobs need from it."""
 
-from __future__ import annotations
 
 from typing import Literal
 

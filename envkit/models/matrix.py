@@ -1,6 +1,5 @@
 """The compatibility matrix schema (matrices/*.yaml). Data only: no I/O, no logic beyond lookups."""
 
-from __future__ import annotations
 
 from typing import Literal
 

@@ -1,6 +1,5 @@
 """What `validate` and `resolve` say: conflicts as chains of facts, suggestions, hints."""
 
-from __future__ import annotations
 
 from typing import Literal
 

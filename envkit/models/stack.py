@@ -1,6 +1,5 @@
 """A stack: the twelve keys that decide an Ascend PyTorch environment. All optional, exact versions."""
 
-from __future__ import annotations
 
 from typing import Literal
 

@@ -242,7 +242,13 @@ def check_forward(ctx: SmokeContext, enc: Encoded, prefill_diffs: dict[str, floa
         if hs is None:
             problems.append("no hidden states returned")
         else:
-            hidden = torch.stack([h[pos[:, 0], pos[:, 1]] for h in hs])
+            # at most KEEP_ELEMENTS values: a real model keeps an evenly spaced subset of the rows
+            per_row = len(hs) * int(hs[0].shape[-1])
+            rows = pos.shape[0]
+            budget = max(1, KEEP_ELEMENTS // max(1, per_row))
+            hidden_rows = torch.arange(rows) if rows <= budget else torch.linspace(0, rows - 1, budget).round().long().unique()
+            hpos = pos[hidden_rows.to(ctx.dev)]
+            hidden = torch.stack([h[hpos[:, 0], hpos[:, 1]] for h in hs])
     # prefill with the cache on: the same logits as the no-cache forward
     pre = ctx.forward(enc, use_cache=True)
     pre_diff = float((pre.logits[valid].float() - logits[valid].float()).abs().max())
@@ -256,6 +262,7 @@ def check_forward(ctx: SmokeContext, enc: Encoded, prefill_diffs: dict[str, floa
     ctx.tensors[f"positions.{enc.name}"] = enc.positions.clone()
     if hidden is not None:
         ctx.tensors[f"hidden.{enc.name}"] = hidden.float().cpu()
+        ctx.tensors[f"hidden_rows.{enc.name}"] = hidden_rows.long().cpu()
     tokens = int(enc.attention_mask.sum())
     return Check(
         name=f"forward:{enc.name}",

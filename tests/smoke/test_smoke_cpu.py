@@ -140,6 +140,7 @@ def test_absent_devices_exit_2_and_never_pass(device, needle, smoke_cache, run_c
 
 
 def test_absent_device_json_error(smoke_cache, run_cli, tmp_path):
+    pytest.importorskip("torch")
     res = run_cli("smoke", "--device", "npu", "--json", "--out", str(tmp_path / "o"))
     assert res.code == 2
     doc = json.loads(res.out)
@@ -148,6 +149,7 @@ def test_absent_device_json_error(smoke_cache, run_cli, tmp_path):
 
 @pytest.mark.parametrize("args", [["--device", "tpu"], ["--device", "cpu", "--dtype", "int8"], ["--device", "cpu", "--nproc", "0"]])
 def test_bad_input_exits_2(args, run_cli, tmp_path):
+    """Refused before torch is imported."""
     res = run_cli("smoke", *args, "--out", str(tmp_path / "o"))
     assert res.code == 2
 

@@ -1,0 +1,48 @@
+# envkit: `make demo` and `make test` each set up everything they need on a fresh machine.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+# torch for the CPU smoke test (the smoke extra). Pinned: an unpinned torch pulls a multi-GB CUDA build.
+TORCH_SPEC ?= torch==2.13.0
+DEMO_OUT ?= out/demo
+PYTEST_ARGS ?=
+
+export PIP_DISABLE_PIP_VERSION_CHECK := 1
+
+.PHONY: demo test venv bench clean schemas
+
+venv: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q -e '.[test,smoke]' '$(TORCH_SPEC)'
+	touch $@
+
+demo: venv
+	@mkdir -p $(DEMO_OUT)
+	@echo "== envkit resolve: the embedded default (Atlas A2 910b, aarch64, Ubuntu 22.04)"
+	$(BIN)/envkit resolve -o $(DEMO_OUT)/envkit.lock
+	@echo "== envkit validate"
+	$(BIN)/envkit validate $(DEMO_OUT)/envkit.lock
+	@echo "== envkit validate: a stack that cannot work, explained"
+	-$(BIN)/envkit validate tests/data/stacks/bad-cp311.yaml
+	@echo "== envkit matrix check"
+	$(BIN)/envkit matrix check
+	@echo "== envkit doctor (this machine has no NPU: the report says so)"
+	$(BIN)/envkit doctor --lock $(DEMO_OUT)/envkit.lock || test $$? -eq 1
+	@if $(BIN)/envkit smoke --help >/dev/null 2>&1; then \
+	  echo "== envkit smoke --device cpu (embedded tiny Qwen2)"; \
+	  $(BIN)/envkit smoke --device cpu --dtype fp32 --out $(DEMO_OUT)/smoke; \
+	fi
+
+test: venv
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+bench: venv
+	$(BIN)/python benchmarks/resolve.py
+
+schemas: venv
+	$(BIN)/envkit matrix schema -o envkit/schemas
+
+clean:
+	rm -rf $(VENV) out .pytest_cache .hypothesis
