@@ -100,15 +100,18 @@ def whole_process(dtype: str, runs: int) -> dict:
     with tempfile.TemporaryDirectory(prefix="envkit-bench-") as tmp:
         # build the model once so that the runs measure the smoke, not the first build
         _wall([sys.executable, "-m", "envkit", "-q", "smoke", "--device", "cpu", "--dtype", dtype, "--out", f"{tmp}/warm"], env, 1)
-        base, smoke = [], []
+        base, heavy, smoke = [], [], []
         for i in range(runs):  # interleaved
             base += _wall([sys.executable, "-c", "import torch, transformers"], env, 1)
+            # transformers imports lazily: this is what loading any model costs in imports alone
+            heavy += _wall([sys.executable, "-c", "import torch, transformers.modeling_utils, transformers.generation"], env, 1)
             smoke += _wall([sys.executable, "-m", "envkit", "-q", "smoke", "--device", "cpu", "--dtype", dtype,
                             "--out", f"{tmp}/run{i}"], env, 1)
         report = json.loads(Path(tmp, "run0", "report.json").read_text())
     b, s = statistics.median(base), statistics.median(smoke)
-    return {"runs": runs, "import_torch_transformers_s": b, "smoke_s": s, "ratio": s / b,
-            "smoke_timings": report["timings"]}
+    h = statistics.median(heavy)
+    return {"runs": runs, "import_torch_transformers_s": b, "import_modeling_s": h, "smoke_s": s, "ratio": s / b,
+            "ratio_to_modeling_imports": s / h, "smoke_timings": report["timings"]}
 
 
 def main() -> None:
@@ -135,6 +138,8 @@ def main() -> None:
           f"envkit's k-run block {o['block_ratio']:.3f}")
     print(f"whole process (median of {p['runs']}): envkit smoke --device cpu {p['smoke_s']:.2f} s, "
           f"python -c 'import torch, transformers' {p['import_torch_transformers_s']:.2f} s, ratio {p['ratio']:.2f}")
+    print(f"  (against 'import torch, transformers.modeling_utils, transformers.generation', {p['import_modeling_s']:.2f} s: "
+          f"ratio {p['ratio_to_modeling_imports']:.2f})")
     t = p["smoke_timings"]
     print(f"  inside the smoke: import {t['import_s']:.2f} s, model load {t['model_load_s']:.2f} s, "
           f"first forward {t['first_forward_s'] * 1e3:.1f} ms, forward median {t['forward_median_s'] * 1e3:.2f} ms, "
