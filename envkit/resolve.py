@@ -522,6 +522,11 @@ def _summary(core: dict[str, Pin], c: Constraint, target: str, dom: dict[str, li
             return f"{pins}: {text}"
     if isinstance(c, RuleConstraint):
         return f"{pins}: {c.rule.message.format_map(_Fmt({k: p.value for k, p in core.items()}))}"
+    free = [k for k in c.scope if k != target and k not in core]
+    if free:
+        names = {"cann": "CANN release", "driver": "HDK release", "firmware": "firmware", "torch_npu": "torch_npu release",
+                 "python": "Python", "torch": "torch", "os": "operating system", "arch": "arch", "chip": "chip"}
+        return f"{pins}: no {names.get(free[0], free[0])} works with all of them"
     return f"{pins}: no {target} fits ({c.id.replace('-', ' ↔ ')})"
 
 
@@ -646,6 +651,12 @@ def hints_for(lm: LoadedMatrix, stack: Assignment, pins: dict[str, Pin]) -> list
         out.append(
             f"chip {chip.id} ({chip.name}): official torch_npu support is contradictory (COMPATIBILITY.en.md lists it, "
             "the TorchNPU 26.1 install guide does not)"
+        )
+    fw = lm.hdk(stack["firmware"])
+    if not fw.firmware_version:
+        out.append(
+            f"the firmware Version of HDK {fw.version} is not captured in the matrix: the lock names its installer "
+            "by pattern (it is found inside the HDK package)"
         )
     inferred = []
     h = lm.hdk(stack["driver"])

@@ -9,12 +9,31 @@ from envkit.matrix import load_matrix
 from envkit.models.report import Conflict, Fact, ValidationReport
 from envkit.resolve import pins_from_mapping, validate_pins
 from envkit.stackfile import stack_from_data
-from envkit.yamlio import load_file
+from envkit.yamlio import load_text
+
+
+def _read_text(path: Path) -> str:
+    from envkit.errors import BadInput, Where
+
+    try:
+        raw = Path(path).read_bytes()
+    except FileNotFoundError:
+        raise BadInput(f"{path} does not exist", where=Where(str(path)), hint="Check the path.") from None
+    except IsADirectoryError:
+        raise BadInput(f"{path} is a directory, not a file", where=Where(str(path))) from None
+    except OSError as exc:
+        raise BadInput(f"cannot read {path}: {exc.strerror}", where=Where(str(path))) from None
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise BadInput(f"{path} is not UTF-8 text (byte {exc.start})", where=Where(str(path))) from None
 
 
 def validate_file(path: Path) -> ValidationReport:
+    """Read the file once (it may be a pipe), then judge it as a lock or as a stack file."""
     lm = load_matrix()
-    data, lines = load_file(Path(path), scalars_as_str=False)
+    text = _read_text(path)
+    data, lines = load_text(text, str(path), scalars_as_str=False)
     if isinstance(data, dict) and "schema_version" in data and "stack" in data:
         lock = parse_lock(data, lines, str(path))
         report = validate_pins(lm, lock_pins(lm, lock, str(path)))
@@ -44,6 +63,6 @@ def validate_file(path: Path) -> ValidationReport:
         return ValidationReport(
             valid=not extra, input=report.input, stack=report.stack, conflicts=extra, hints=hints
         )
-    data, lines = load_file(Path(path), scalars_as_str=True)
+    data, lines = load_text(text, str(path), scalars_as_str=True)
     values, where = stack_from_data(data, lines, str(path))
     return validate_pins(lm, pins_from_mapping(lm, values, where=where))
