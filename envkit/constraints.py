@@ -320,7 +320,9 @@ def build_constraints(lm: LoadedMatrix, *, strict_cann: bool = False, strict_hdk
             lambda tn, torch: versions.same(lm.torch_npu(tn).torch, torch),
             lambda tn: _row(f"torch_npu/{tn}", lm.torch_npu(tn), f"torch_npu {tn} pins torch=={lm.torch_npu(tn).torch}"),
             lambda torch: Statement(
-                f"torch {torch} is pinned by torch_npu {_fmt([t.version for t in m.torch_npu if versions.same(t.torch, torch)])}",
+                f"torch {torch} is pinned by torch_npu "
+                + _fmt([t.version + ("" if t.cann else " (no published CANN pairing)") for t in m.torch_npu
+                        if versions.same(t.torch, torch)]),
                 "torch_npu/*.torch",
                 "wheel METADATA Requires-Dist torch (compat-facts §1.7)",
             ),

@@ -363,4 +363,17 @@ def check_matrix(lm: LoadedMatrix) -> list[Problem]:
         for row in getattr(m, section):
             if not row.sources or any(not s.strip() for s in row.sources):
                 add(section, str(getattr(row, "id", getattr(row, "version", "?"))), "row without a source")
+    # base images (matrices/images.yaml): known OS, one row per OS, a digest only with its source
+    dupes("images", [i.os for i in m.images], as_version=False)
+    for img in m.images:
+        if img.os not in lm.oses:
+            add("images", img.os, f"unknown os {img.os}")
+        if "@" in img.image:
+            add("images", img.os, "image must be repository:tag; the digest goes in `digest`")
+        if img.python is not None and versions.parse(img.python).key not in python_versions:
+            add("images", img.os, f"Python {img.python} is not in pythons")
+        if not img.sources or any(not s.strip() for s in img.sources):
+            add("images", img.os, "row without a source")
+        if img.digest is None and not img.note:
+            add("images", img.os, "a null digest needs a note saying why none is pinned")
     return problems

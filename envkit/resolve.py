@@ -522,11 +522,14 @@ def _summary(core: dict[str, Pin], c: Constraint, target: str, dom: dict[str, li
             return f"{pins}: {text}"
     if isinstance(c, RuleConstraint):
         return f"{pins}: {c.rule.message.format_map(_Fmt({k: p.value for k, p in core.items()}))}"
+    names = {"cann": "CANN release", "driver": "HDK release", "firmware": "firmware", "torch_npu": "torch_npu release",
+             "python": "Python", "torch": "torch", "os": "operating system", "arch": "arch", "chip": "chip"}
+    them = "it" if len(core) == 1 else "all of them"
+    if target not in core:
+        return f"{pins}: no {names.get(target, target)} works with {them}"
     free = [k for k in c.scope if k != target and k not in core]
     if free:
-        names = {"cann": "CANN release", "driver": "HDK release", "firmware": "firmware", "torch_npu": "torch_npu release",
-                 "python": "Python", "torch": "torch", "os": "operating system", "arch": "arch", "chip": "chip"}
-        return f"{pins}: no {names.get(free[0], free[0])} works with all of them"
+        return f"{pins}: no {names.get(free[0], free[0])} works with {them}"
     return f"{pins}: no {target} fits ({c.id.replace('-', ' ↔ ')})"
 
 

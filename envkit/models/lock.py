@@ -59,11 +59,48 @@ class PythonPin(StrictModel):
     index: str | None = Field(None, description="index id when not the default (pytorch-cpu)")
 
 
+class ClosureTarget(StrictModel):
+    """The interpreter and platform a closure was resolved for."""
+
+    python: str = Field(description="Python minor version, e.g. 3.10")
+    arch: Literal["aarch64", "x86_64"]
+    glibc: str = Field(pattern=r"^2\.[0-9]+$", description="oldest glibc of the target (manylinux_2_<minor>)")
+    platform: str = Field(description="the most specific platform tag, e.g. manylinux_2_28_aarch64")
+
+
+class ClosurePackage(StrictModel):
+    """One wheel of the closure, exactly the file to download and install."""
+
+    name: str = Field(description="normalized project name")
+    version: str
+    filename: str
+    url: str
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    size: int = Field(ge=0)
+
+
+class PythonClosure(StrictModel):
+    """Every wheel an offline install needs, resolved for one target (`envkit lock`)."""
+
+    target: ClosureTarget
+    roots: list[str] = Field(description="the requirement strings the closure was resolved from")
+    index_url: str = Field(description="the index the closure was resolved against")
+    extra_index_urls: list[str] = []
+    find_links: list[str] = []
+    excluded: list[str] = Field([], description="projects left out on purpose, with what only they need (e.g. torch)")
+    resolver: str = Field(description="the tool and version that resolved it, e.g. uv 0.13.9")
+    packages: list[ClosurePackage] = Field(description="sorted by name")
+
+
 class PythonSection(StrictModel):
     python: str
     indexes: dict[str, str] = Field(description="index id -> URL")
     requirements: list[PythonPin]
     cann_runtime: list[str] = Field(description="CANN's own Python dependencies (pip requirement strings)")
+    closure: PythonClosure | None = Field(None, description="the target's full closure (filled by `envkit lock`)")
+    controller: PythonClosure | None = Field(
+        None, description="envkit's own runtime closure for the controller (filled by `envkit lock`)"
+    )
 
 
 class Validation(StrictModel):

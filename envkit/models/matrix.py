@@ -159,6 +159,15 @@ class VendorArtifact(StrictModel):
     source: str
 
 
+class BaseImage(Sourced):
+    """A base image for `envkit image render`: the OS it provides and its digest (null: none published)."""
+
+    os: str
+    image: str = Field(description="repository:tag, e.g. docker.io/library/ubuntu:22.04")
+    digest: str | None = Field(pattern=r"^sha256:[0-9a-f]{64}$", description="index digest from a public source; null: not found")
+    python: str | None = Field(None, description="minor version of the OS's own python3; null: not captured")
+
+
 class Matrix(StrictModel):
     schema_version: Literal[1] = 1
     chips: list[Chip]
@@ -177,3 +186,4 @@ class Matrix(StrictModel):
     rules: list[Rule]
     artifacts: list[VendorArtifact]
     defaults: dict[str, str]
+    images: list[BaseImage] = Field([], description="base images of `envkit image render` (matrices/images.yaml)")

@@ -1,0 +1,501 @@
+"""Air-gapped bundles: plan (data), assemble (directory or reproducible tar), verify.
+
+`plan_bundle` decides every entry (path, bytes or source file, sha256, size, mode) from the
+lock alone; `fetch_plan` is the only network step (the download executor); `write_dir` and
+`write_tar` turn a plan into a folder or a byte-identical archive; `verify` checks a folder or an
+archive against its manifest without extracting anything.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import io
+import json
+import os
+import posixpath
+import stat
+import tarfile
+import zipfile
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from envkit import __version__
+from envkit.errors import BadInput, CannotRun, CheckFailed, Where
+from envkit.models.bundle import BundleFile, BundleManifest, TrustedArtifact
+from envkit.models.lock import Lock, PythonClosure
+
+MANIFEST = "manifest.json"
+MTIME = 315532800  # 1980-01-01, the zip epoch: every entry gets it, so archives are reproducible
+ZIP_TIME = (1980, 1, 1, 0, 0, 0)
+
+
+@dataclass(frozen=True)
+class Entry:
+    path: str
+    sha256: str
+    size: int
+    mode: int = 0o644
+    data: bytes | None = None
+    source: Path | None = None
+    link: bool = False  # may be hard-linked from the cache into a folder bundle
+
+
+@dataclass
+class BundlePlan:
+    root: str
+    entries: list[Entry]
+    manifest: BundleManifest
+    fetch: list = field(default_factory=list)  # list[download.Fetch]
+    trusted: list[TrustedArtifact] = field(default_factory=list)
+
+    def all_entries(self) -> list[Entry]:
+        data = manifest_bytes(self.manifest)
+        m = Entry(MANIFEST, hashlib.sha256(data).hexdigest(), len(data), data=data)
+        return sorted([*self.entries, m], key=lambda e: e.path)
+
+
+def _blob(path: str, data: bytes, mode: int = 0o644) -> Entry:
+    return Entry(path, hashlib.sha256(data).hexdigest(), len(data), mode, data=data)
+
+
+def manifest_bytes(m: BundleManifest) -> bytes:
+    return (json.dumps(m.model_dump(mode="json"), indent=1, sort_keys=True, ensure_ascii=False) + "\n").encode()
+
+
+def requirements_txt(closure: PythonClosure, extra: list[tuple[str, str, str]] = ()) -> bytes:
+    lines = [f"# {len(closure.packages) + len(extra)} wheels for Python {closure.target.python} on {closure.target.platform}; "
+             "install with --no-index --no-deps --require-hashes\n"]
+    rows = [(p.name, p.version, p.sha256) for p in closure.packages] + list(extra)
+    for name, version, sha in sorted(rows):
+        lines.append(f"{name}=={version} --hash=sha256:{sha}\n")
+    return "".join(lines).encode()
+
+
+def _target_dict(c: PythonClosure) -> dict[str, str]:
+    return {k: str(v) for k, v in c.target.model_dump().items()}
+
+
+# --- envkit's own wheel, built deterministically from the running installation -------------------
+def envkit_wheel() -> tuple[str, bytes]:
+    """A wheel of the running envkit: its package, its data folders, its installed metadata. Reproducible."""
+    from importlib.metadata import distribution
+
+    from envkit.resources import _BUNDLED, DATA_FOLDERS, PACKAGE_DIR, data_dir
+
+    dist = distribution("envkit")
+    version = __version__
+    tag = "py3-none-any"
+    distinfo = f"envkit-{version}.dist-info"
+    files: dict[str, bytes] = {}
+
+    def add_tree(src: Path, prefix: str) -> None:
+        for dirpath, dirnames, filenames in os.walk(src):
+            dirnames[:] = sorted(d for d in dirnames if d not in ("__pycache__",) and not d.startswith("."))
+            if Path(dirpath) == PACKAGE_DIR:
+                dirnames[:] = [d for d in dirnames if d != "_data"]
+            for fn in sorted(filenames):
+                if fn.endswith((".pyc", ".pyo")) or fn.startswith("."):
+                    continue
+                full = Path(dirpath) / fn
+                rel = full.relative_to(src).as_posix()
+                files[f"{prefix}/{rel}"] = full.read_bytes()
+
+    add_tree(PACKAGE_DIR, "envkit")
+    for name in DATA_FOLDERS:
+        try:
+            add_tree(data_dir(name), f"envkit/_data/{name}")
+        except FileNotFoundError:
+            pass
+    _ = _BUNDLED
+    meta = dist.read_text("METADATA") or f"Metadata-Version: 2.1\nName: envkit\nVersion: {version}\n"
+    files[f"{distinfo}/METADATA"] = meta.encode()
+    files[f"{distinfo}/WHEEL"] = f"Wheel-Version: 1.0\nGenerator: envkit {version}\nRoot-Is-Purelib: true\nTag: {tag}\n".encode()
+    files[f"{distinfo}/entry_points.txt"] = (dist.read_text("entry_points.txt") or "[console_scripts]\nenvkit = envkit.cli:main\n").encode()
+    record = []
+    for name in sorted(files):
+        digest = base64.urlsafe_b64encode(hashlib.sha256(files[name]).digest()).rstrip(b"=").decode()
+        record.append(f"{name},sha256={digest},{len(files[name])}\n")
+    record.append(f"{distinfo}/RECORD,,\n")
+    files[f"{distinfo}/RECORD"] = "".join(record).encode()
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        for name in sorted(files, key=lambda n: (n.startswith(distinfo), n)):
+            info = zipfile.ZipInfo(name, date_time=ZIP_TIME)
+            info.external_attr = (0o644 | stat.S_IFREG) << 16
+            info.compress_type = zipfile.ZIP_DEFLATED
+            zf.writestr(info, files[name])
+    return f"envkit-{version}-{tag}.whl", buf.getvalue()
+
+
+# --- the plan ----------------------------------------------------------------------------------
+def _tree_entries(src: Path, prefix: str) -> list[Entry]:
+    out = []
+    for dirpath, dirnames, filenames in os.walk(src):
+        dirnames[:] = sorted(d for d in dirnames if d != "__pycache__" and not d.startswith("."))
+        for fn in sorted(filenames):
+            if fn.endswith(".pyc"):
+                continue
+            full = Path(dirpath) / fn
+            data = full.read_bytes()
+            mode = 0o755 if os.access(full, os.X_OK) else 0o644
+            out.append(_blob(f"{prefix}/{full.relative_to(src).as_posix()}", data, mode))
+    return out
+
+
+def _vendor_entries(lock: Lock, artifacts: Path | None, trust: bool, stamps) -> tuple[list[Entry], list[TrustedArtifact], list[str]]:
+    """Each vendor package once: the signed zip edition when present, else the bare .run."""
+    entries: dict[str, Entry] = {}
+    trusted: list[TrustedArtifact] = []
+    lacks: list[str] = []
+    for art in lock.artifacts:
+        candidates: list[tuple[str, str | None]] = []
+        if art.zip:
+            candidates.append((art.zip.file, art.zip.sha256))
+        if art.run.file:
+            candidates.append((art.run.file, art.run.sha256))
+        if artifacts is None:
+            if art.zip and any(art.zip.file in x for x in lacks):
+                continue
+            lacks.append(f"vendor package {candidates[0][0] if candidates else art.run.pattern} ({art.component}); "
+                         "build with --artifacts DIR to include it")
+            continue
+        chosen: tuple[Path, str | None] | None = None
+        for name, sha in candidates:
+            if (artifacts / name).is_file():
+                chosen = (artifacts / name, sha)
+                break
+        if chosen is None and not art.run.file:
+            matches = sorted(artifacts.glob(art.run.pattern))
+            if len(matches) == 1:
+                chosen = (matches[0], art.run.sha256)
+        if chosen is None:
+            names = " or ".join(n for n, _ in candidates) or art.run.pattern
+            raise CheckFailed(
+                f"vendor package for {art.component} is missing from {artifacts}: {names}",
+                where=Where(str(artifacts)),
+                hint="Download it from the vendor (the lock has its URL where known) into the --artifacts folder.",
+            )
+        path, expected = chosen
+        if path.name in entries:
+            continue
+        actual = stamps.sha256(path)
+        if expected is None:
+            if not trust:
+                raise CheckFailed(
+                    f"the lock has no sha256 for {path.name} ({art.component}); its file hashes to {actual}",
+                    where=Where(str(path)),
+                    hint="Check that hash against the vendor's published one, then rebuild with --trust-artifacts "
+                         "(the manifest records it as trusted on first use).",
+                )
+            trusted.append(TrustedArtifact(file=path.name, sha256=actual))
+        elif actual != expected:
+            raise CheckFailed(
+                f"{path.name} does not match the lock: expected sha256 {expected}, got {actual}",
+                where=Where(str(path)),
+                hint="The file is corrupt or another release; download it again from the vendor.",
+            )
+        mode = 0o755 if path.suffix == ".run" else 0o644
+        entries[path.name] = Entry(f"vendor/{path.name}", actual, path.stat().st_size, mode, source=path)
+    return list(entries.values()), trusted, lacks
+
+
+def plan_bundle(
+    lock: Lock,
+    lock_bytes: bytes,
+    *,
+    root: str,
+    cache,
+    stamps,
+    artifacts: Path | None = None,
+    trust_artifacts: bool = False,
+    controller_python: str | None = None,
+    controller_arch: str | None = None,
+    image_archive: Path | None = None,
+) -> BundlePlan:
+    from envkit.download import Fetch
+    from envkit.resources import data_dir
+
+    target, controller = lock.python.closure, lock.python.controller
+    if target is None or controller is None:
+        raise BadInput(
+            "the lock has no Python closure: it names versions, not the wheels to bundle",
+            hint="Run `envkit lock --lock envkit.lock` first (it records every wheel with URL, sha256 and size).",
+        )
+    for flag, want, have in (("--controller-python", controller_python, controller.target.python),
+                             ("--controller-arch", controller_arch, controller.target.arch)):
+        if want is not None and want != have:
+            raise BadInput(
+                f"{flag} {want} differs from the lock's controller closure ({have})",
+                hint=f"Rerun `envkit lock {flag} {want}` so the lock records the controller's wheels.",
+            )
+    entries: list[Entry] = []
+    fetch: list[Fetch] = []
+    for kind, closure in (("target", target), ("controller", controller)):
+        for p in closure.packages:
+            fetch.append(Fetch(p.url, p.sha256, p.size, p.filename))
+            entries.append(Entry(f"wheels/{kind}/{p.filename}", p.sha256, p.size, source=cache.path(p.sha256), link=True))
+    ek_name, ek_bytes = envkit_wheel()
+    entries.append(_blob(f"wheels/controller/{ek_name}", ek_bytes))
+    ek_sha = hashlib.sha256(ek_bytes).hexdigest()
+    entries.append(_blob("requirements/target.txt", requirements_txt(target)))
+    entries.append(_blob("requirements/controller.txt", requirements_txt(controller, [("envkit", __version__, ek_sha)])))
+    entries.append(_blob("envkit.lock", lock_bytes))
+    vendor, trusted, lacks = _vendor_entries(lock, artifacts, trust_artifacts, stamps)
+    entries += vendor
+    for folder in ("playbooks", "images"):
+        try:
+            entries += _tree_entries(data_dir(folder), folder)
+        except FileNotFoundError:
+            lacks.append(f"{folder}/ (not shipped with this envkit)")
+    if image_archive is not None:
+        entries.append(Entry(f"image/{image_archive.name}", stamps.sha256(image_archive), image_archive.stat().st_size,
+                             source=image_archive))
+    else:
+        lacks.append("the built container image (build with --image-archive FILE to include one)")
+    airgap = data_dir("airgap")
+    install = (airgap / "install.sh.in").read_text()
+    install = (install.replace("@ENVKIT_VERSION@", __version__)
+               .replace("@CONTROLLER_PYTHON@", controller.target.python)
+               .replace("@CONTROLLER_ARCH@", controller.target.arch))
+    entries.append(_blob("install.sh", install.encode(), 0o755))
+    if (airgap / "README.md").is_file():
+        entries.append(_blob("README.md", (airgap / "README.md").read_bytes()))
+    for name in target.excluded:
+        lacks.append(f"Python project {name} and what only it needs (excluded from the closure on purpose)")
+    entries.sort(key=lambda e: e.path)
+    dup = {e.path for e in entries if sum(1 for x in entries if x.path == e.path) > 1}
+    if dup:
+        raise BadInput(f"two bundle entries share a path: {sorted(dup)}")
+    manifest = BundleManifest(
+        envkit_version=__version__,
+        lock_sha256=hashlib.sha256(lock_bytes).hexdigest(),
+        target=_target_dict(target),
+        controller=_target_dict(controller),
+        lacks=sorted(lacks),
+        trusted_on_first_use=sorted(trusted, key=lambda t: t.file),
+        files=[BundleFile(path=e.path, sha256=e.sha256, size=e.size) for e in entries],
+        lock=lock.model_dump(mode="json"),
+    )
+    return BundlePlan(root=root, entries=entries, manifest=manifest, fetch=fetch, trusted=trusted)
+
+
+# --- writers -----------------------------------------------------------------------------------
+def _tmp_sibling(out: Path) -> Path:
+    return out.with_name(f".{out.name}.partial-{os.getpid()}")
+
+
+def write_dir(plan: BundlePlan, out: Path) -> None:
+    """A folder bundle; cache entries are hard-linked when on the same file system (read-only), else copied."""
+    import shutil
+
+    tmp = _tmp_sibling(out)
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        for e in plan.all_entries():
+            dest = tmp / e.path
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            if e.data is not None:
+                dest.write_bytes(e.data)
+                os.chmod(dest, e.mode)
+            elif e.link:
+                try:
+                    os.link(e.source, dest)
+                except OSError:
+                    shutil.copyfile(e.source, dest)
+                    os.chmod(dest, 0o444)
+            else:
+                shutil.copyfile(e.source, dest)
+                os.chmod(dest, e.mode)
+        old = out.with_name(f".{out.name}.old-{os.getpid()}")
+        if out.exists():
+            os.replace(out, old)
+        os.replace(tmp, out)
+        shutil.rmtree(old, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def write_tar(plan: BundlePlan, out: Path) -> None:
+    """A reproducible archive: sorted entries, fixed times and owners, no directories; gzip without a timestamp."""
+    import gzip
+
+    tmp = _tmp_sibling(out)
+    try:
+        with open(tmp, "wb") as raw:
+            fileobj = gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=6) \
+                if out.name.endswith((".tar.gz", ".tgz")) else raw
+            with tarfile.open(fileobj=fileobj, mode="w", format=tarfile.PAX_FORMAT) as tf:
+                for e in plan.all_entries():
+                    info = tarfile.TarInfo(f"{plan.root}/{e.path}")
+                    info.size, info.mtime, info.mode = e.size, MTIME, (0o755 if e.mode & 0o111 else 0o644)
+                    info.uid = info.gid = 0
+                    info.uname = info.gname = ""
+                    if e.data is not None:
+                        tf.addfile(info, io.BytesIO(e.data))
+                    else:
+                        with open(e.source, "rb") as fh:
+                            tf.addfile(info, fh)
+            if fileobj is not raw:
+                fileobj.close()
+            raw.flush()
+            os.fsync(raw.fileno())
+        os.replace(tmp, out)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def is_archive(path: Path) -> bool:
+    return path.name.endswith((".tar", ".tar.gz", ".tgz"))
+
+
+# --- verify ------------------------------------------------------------------------------------
+@dataclass
+class VerifyReport:
+    bundle: str
+    files: int = 0
+    bytes: int = 0
+    missing: list[str] = field(default_factory=list)
+    extra: list[str] = field(default_factory=list)
+    modified: list[dict] = field(default_factory=list)
+    digest: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return not (self.missing or self.extra or self.modified)
+
+    def to_dict(self) -> dict:
+        return {"bundle": self.bundle, "ok": self.ok, "files": self.files, "bytes": self.bytes,
+                "manifest_sha256": self.digest, "missing": self.missing, "extra": self.extra, "modified": self.modified}
+
+
+def _parse_manifest(data: bytes, where: str) -> BundleManifest:
+    from pydantic import ValidationError
+
+    try:
+        return BundleManifest.model_validate(json.loads(data))
+    except (ValueError, ValidationError) as exc:
+        raise CheckFailed(
+            f"{where}: manifest.json is not a valid bundle manifest ({str(exc).splitlines()[0]})",
+            where=Where(where),
+            hint="The manifest was altered or truncated; get the bundle again from its source.",
+        ) from None
+
+
+def check_members(tf: tarfile.TarFile, archive: str) -> tuple[str, list[tarfile.TarInfo]]:
+    """Refuse unsafe members before anything is read or written; returns the root folder and the files."""
+    filt = getattr(tarfile, "data_filter", None)
+    if filt is None:  # pragma: no cover - Python < 3.10.12 / 3.11.4
+        raise CannotRun("this Python's tarfile has no extraction filters (PEP 706)", hint="Use Python >= 3.11.4 or 3.10.12.")
+    dest = os.path.realpath("/nonexistent-envkit-verify-root")
+    files, roots = [], set()
+    for m in tf.getmembers():
+        why = None
+        if m.islnk():
+            why = "a hard link"
+        elif m.isdev() or m.isfifo():
+            why = "a device or special file"
+        else:
+            try:
+                filt(m, dest)
+            except tarfile.FilterError as exc:
+                why = str(exc)
+        if why:
+            raise CheckFailed(
+                f"{archive}: refused: member {m.name!r} is unsafe ({why}); nothing was extracted",
+                where=Where(archive, key=m.name),
+                hint="Do not extract this archive; get the bundle again from a trusted source.",
+            )
+        parts = posixpath.normpath(m.name).split("/")
+        roots.add(parts[0])
+        if m.isfile() and len(parts) > 1:
+            files.append(m)
+    if len(roots) != 1:
+        raise BadInput(f"{archive}: not an envkit bundle (expected one top folder, found {sorted(roots)[:5]})")
+    return roots.pop(), files
+
+
+def _hash_stream(fh) -> tuple[str, int]:
+    h, n = hashlib.sha256(), 0
+    while chunk := fh.read(1 << 20):
+        h.update(chunk)
+        n += len(chunk)
+    return h.hexdigest(), n
+
+
+def verify(path: Path, expect_digest: str | None = None, jobs: int | None = None) -> VerifyReport:
+    path = Path(path)
+    if not path.exists():
+        raise BadInput(f"{path}: no such bundle", where=Where(str(path)))
+    rep = VerifyReport(bundle=str(path))
+    actual: dict[str, tuple[str, int]] = {}
+    if path.is_dir():
+        mpath = path / MANIFEST
+        if not mpath.is_file():
+            raise BadInput(f"{path}: not an envkit bundle (no {MANIFEST})", where=Where(str(path)))
+        mdata = mpath.read_bytes()
+        manifest_obj = _parse_manifest(mdata, str(path))
+        present = []
+        for dirpath, dirnames, filenames in os.walk(path):
+            dirnames.sort()
+            for fn in filenames:
+                full = Path(dirpath) / fn
+                rel = full.relative_to(path).as_posix()
+                if rel != MANIFEST:
+                    present.append(rel)
+        expected = {f.path: f for f in manifest_obj.files}
+
+        def h(rel: str) -> tuple[str, tuple[str, int]]:
+            full = path / rel
+            if full.is_symlink() or not full.is_file():
+                return rel, ("not a regular file", -1)
+            with open(full, "rb", buffering=0) as fh:
+                return rel, _hash_stream(fh)
+
+        with ThreadPoolExecutor(max_workers=jobs or min(8, (os.cpu_count() or 2))) as pool:
+            # biggest first keeps every worker busy to the end
+            order = sorted(present, key=lambda r: -(expected[r].size if r in expected else 0))
+            for rel, res in pool.map(h, order):
+                actual[rel] = res
+    else:
+        if not is_archive(path):
+            raise BadInput(f"{path}: not a bundle folder or a .tar/.tar.gz archive", where=Where(str(path)))
+        try:
+            tf = tarfile.open(path, "r:*")
+        except tarfile.TarError as exc:
+            raise CheckFailed(f"{path}: not a readable archive ({exc})", where=Where(str(path))) from None
+        with tf:
+            root, members = check_members(tf, str(path))
+            mdata = None
+            for m in members:
+                rel = m.name[len(root) + 1:]
+                fh = tf.extractfile(m)
+                if rel == MANIFEST:
+                    mdata = fh.read()
+                else:
+                    actual[rel] = _hash_stream(fh)
+            if mdata is None:
+                raise BadInput(f"{path}: not an envkit bundle (no {root}/{MANIFEST})", where=Where(str(path)))
+            manifest_obj = _parse_manifest(mdata, str(path))
+            expected = {f.path: f for f in manifest_obj.files}
+    rep.digest = hashlib.sha256(mdata).hexdigest()
+    if expect_digest is not None and expect_digest.removeprefix("sha256:") != rep.digest:
+        raise CheckFailed(
+            f"{path}: manifest.json has sha256 {rep.digest}, not the expected {expect_digest.removeprefix('sha256:')}",
+            hint="The bundle is not the one that was published; do not install it.",
+        )
+    for rel, f in sorted(expected.items()):
+        if rel not in actual:
+            rep.missing.append(rel)
+            continue
+        sha, size = actual[rel]
+        if sha != f.sha256 or size != f.size:
+            rep.modified.append({"path": rel, "expected_sha256": f.sha256, "actual_sha256": sha,
+                                 "expected_size": f.size, "actual_size": size})
+        rep.files += 1
+        rep.bytes += max(size, 0)
+    rep.extra = sorted(set(actual) - set(expected))
+    return rep

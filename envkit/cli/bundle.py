@@ -1,0 +1,193 @@
+"""`envkit lock` (the full Python closure into the lock) and `envkit bundle build | verify`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from envkit import console
+from envkit.errors import EXIT_FAILED
+
+Opt = typer.Option
+Arg = typer.Argument
+
+
+def _csv(value: Optional[str]) -> list[str]:
+    return [x.strip() for x in (value or "").split(",") if x.strip()]
+
+
+def register(app: typer.Typer) -> None:
+    bundle_app = typer.Typer(help="Air-gapped bundles: build, verify.", no_args_is_help=True, rich_markup_mode=None)
+    app.add_typer(bundle_app, name="bundle")
+
+    @app.command("lock")
+    def lock_cmd(
+        lock: Annotated[Path, Opt("--lock", "-l", help="The lock to complete (from `envkit resolve`).")] = Path("envkit.lock"),
+        output: Annotated[Optional[Path], Opt("-o", "--output", help="Where to write (default: the lock itself).")] = None,
+        target_python: Annotated[Optional[str], Opt("--target-python", help="Target Python (default: the lock's).")] = None,
+        target_arch: Annotated[Optional[str], Opt("--target-arch", help="Target arch (default: the lock's).")] = None,
+        glibc: Annotated[Optional[str], Opt("--glibc", help="Target's oldest glibc, e.g. 2.28 (default: from the lock's OS).")] = None,
+        controller_python: Annotated[Optional[str], Opt("--controller-python", help="Controller Python (default: this one).")] = None,
+        controller_arch: Annotated[Optional[str], Opt("--controller-arch", help="Controller arch (default: this one).")] = None,
+        controller_glibc: Annotated[Optional[str], Opt("--controller-glibc", help="Controller glibc (default: this one's, or 2.28).")] = None,
+        only: Annotated[Optional[str], Opt("--only", help="Comma-separated: keep only these of the lock's requirements.")] = None,
+        exclude: Annotated[Optional[str], Opt("--exclude", help="Comma-separated projects to leave out, with what only they need (recorded).")] = None,
+        index_url: Annotated[str, Opt("--index-url", help="Index to resolve against (recorded).")] = "https://pypi.org/simple",
+        extra_index_url: Annotated[Optional[list[str]], Opt("--extra-index-url", help="More indexes (recorded), e.g. a PyTorch CPU index.")] = None,
+        find_links: Annotated[Optional[list[str]], Opt("--find-links", help="Local wheel folders (recorded).")] = None,
+        json_out: Annotated[bool, Opt("--json", help="Machine-readable output.")] = False,
+    ) -> None:
+        """Record the full Python closure (every wheel: URL, sha256, size) for the target and the controller."""
+        import tempfile
+
+        from envkit import closure as cl
+        from envkit.errors import BadInput
+        from envkit.lockfile import read_lock, write_lock
+
+        lk = read_lock(lock)
+        py = target_python or lk.stack.python
+        arch = target_arch or lk.stack.arch
+        if py != lk.stack.python or arch != lk.stack.arch:
+            raise BadInput(
+                f"--target-python/--target-arch ({py}, {arch}) differ from the lock's stack ({lk.stack.python}, {lk.stack.arch})",
+                hint=f"Resolve for that target first: envkit resolve --python {py} --arch {arch} -o {lock}",
+            )
+        target = cl.make_target(py, arch, glibc or cl.OS_GLIBC.get(lk.stack.os, cl.DEFAULT_GLIBC))
+        ctl_target = cl.make_target(
+            controller_python or cl.host_python(), controller_arch or cl.host_arch(),
+            controller_glibc or (cl.host_glibc() if controller_arch in (None, cl.host_arch()) else cl.DEFAULT_GLIBC),
+        )
+        excluded = tuple(sorted({cl.normalize(x) for x in _csv(exclude)}))
+        sources = dict(index_url=index_url, extra_index_urls=tuple(extra_index_url or ()), find_links=tuple(find_links or ()))
+        tplan = cl.ClosurePlan(roots=tuple(cl.target_roots(lk, _csv(only), list(excluded))), target=target,
+                               excluded=excluded, **sources)
+        cplan = cl.ClosurePlan(roots=tuple(cl.controller_roots()), target=ctl_target, **sources)
+        console.progress(f"resolving the closure for Python {target.python} on {target.platform} ...")
+        with tempfile.TemporaryDirectory(prefix="envkit-lock-") as tmp:
+            tclos = cl.run_uv(tplan, Path(tmp) / "target")
+            console.progress(f"resolving envkit's own closure for the controller (Python {ctl_target.python} on {ctl_target.platform}) ...")
+            cclos = cl.run_uv(cplan, Path(tmp) / "controller")
+        python = lk.python.model_copy(update={"closure": tclos, "controller": cclos})
+        new = lk.model_copy(update={"python": python})
+        out = output or lock
+        write_lock(new, out)
+        summary = {
+            "lock": str(out),
+            "target": {"platform": target.platform, "python": target.python, "wheels": len(tclos.packages),
+                       "bytes": sum(p.size for p in tclos.packages), "excluded": list(excluded)},
+            "controller": {"platform": ctl_target.platform, "python": ctl_target.python, "wheels": len(cclos.packages),
+                           "bytes": sum(p.size for p in cclos.packages)},
+        }
+        if json_out:
+            console.emit_json(summary)
+            return
+        t, c = summary["target"], summary["controller"]
+        console.out.print(f"locked {t['wheels']} target wheels ({t['bytes'] / 1e6:.1f} MB, Python {t['python']}, {t['platform']}) "
+                          f"and {c['wheels']} controller wheels ({c['bytes'] / 1e6:.1f} MB, Python {c['python']}, {c['platform']}) -> {out}",
+                          markup=False)
+        if excluded:
+            console.out.print(f"excluded on purpose (recorded in the lock): {', '.join(excluded)}", markup=False)
+
+    @bundle_app.command("build")
+    def build_cmd(
+        lock: Annotated[Path, Opt("--lock", "-l", help="The lock with its closure (`envkit lock`).")] = Path("envkit.lock"),
+        output: Annotated[Path, Opt("-o", "--output", help="A folder, or an archive ending in .tar / .tar.gz.")] = Path("envkit-bundle.tar"),
+        artifacts: Annotated[Optional[Path], Opt("--artifacts", help="Folder with the vendor .run / .zip packages.")] = None,
+        trust_artifacts: Annotated[bool, Opt("--trust-artifacts", help="Accept vendor files the lock has no hash for; record the hash seen.")] = False,
+        image: Annotated[bool, Opt("--image", help="Include the built image archive (needs --image-archive).")] = False,
+        image_archive: Annotated[Optional[Path], Opt("--image-archive", help="An image archive (docker/podman save) to include.")] = None,
+        controller_python: Annotated[Optional[str], Opt("--controller-python", help="Must match the lock's controller closure.")] = None,
+        controller_arch: Annotated[Optional[str], Opt("--controller-arch", help="Must match the lock's controller closure.")] = None,
+        jobs: Annotated[int, Opt("--jobs", "-j", help="Parallel downloads.")] = 8,
+        json_out: Annotated[bool, Opt("--json", help="Machine-readable output.")] = False,
+    ) -> None:
+        """Download every wheel into the cache, check the vendor packages, and write the bundle."""
+        import hashlib
+        import time
+
+        from envkit import bundle as bd
+        from envkit.download import HashStamps, WheelCache, fetch_with_progress
+        from envkit.errors import BadInput, CannotRun
+        from envkit.lockfile import read_lock
+
+        if image and image_archive is None:
+            raise CannotRun("--image needs an image archive: building one here is not wired yet",
+                            hint="Build and save the image (`podman save -o image.tar ...`), then pass --image-archive image.tar.")
+        if artifacts is not None and not artifacts.is_dir():
+            raise BadInput(f"--artifacts {artifacts}: no such folder")
+        t0 = time.perf_counter()
+        lk = read_lock(lock)
+        lock_bytes = lock.read_bytes()
+        cache = WheelCache()
+        stamps = HashStamps(cache.base)
+        name = output.name
+        for suffix in (".tar.gz", ".tgz", ".tar"):
+            if name.endswith(suffix):
+                name = name[: -len(suffix)]
+        plan = bd.plan_bundle(lk, lock_bytes, root=name or "envkit-bundle", cache=cache, stamps=stamps, artifacts=artifacts,
+                              trust_artifacts=trust_artifacts, controller_python=controller_python,
+                              controller_arch=controller_arch, image_archive=image_archive)
+        status = fetch_with_progress(plan.fetch, cache, jobs=jobs)
+        fetched = sum(1 for v in status.values() if v == "fetched")
+        output.parent.mkdir(parents=True, exist_ok=True)
+        if bd.is_archive(output):
+            bd.write_tar(plan, output)
+        else:
+            bd.write_dir(plan, output)
+        entries = plan.all_entries()
+        mdigest = next(e.sha256 for e in entries if e.path == bd.MANIFEST)
+        result = {
+            "bundle": str(output), "files": len(entries), "bytes": sum(e.size for e in entries),
+            "wheels_fetched": fetched, "wheels_cached": len(status) - fetched,
+            "manifest_sha256": mdigest, "lacks": plan.manifest.lacks,
+            "trusted_on_first_use": [t.model_dump() for t in plan.trusted],
+            "seconds": round(time.perf_counter() - t0, 3),
+        }
+        if bd.is_archive(output):
+            h = hashlib.sha256()
+            with open(output, "rb") as fh:
+                while chunk := fh.read(1 << 20):
+                    h.update(chunk)
+            result["archive_sha256"] = h.hexdigest()
+        if json_out:
+            console.emit_json(result)
+            return
+        out = console.out
+        out.print(f"bundle -> {output}: {result['files']} files, {result['bytes'] / 1e6:.1f} MB "
+                  f"({fetched} wheels downloaded, {result['wheels_cached']} from the cache) in {result['seconds']} s", markup=False)
+        out.print(f"manifest digest: sha256:{mdigest}  (publish it; install.sh checks ENVKIT_BUNDLE_DIGEST)", markup=False)
+        for t in plan.trusted:
+            out.print(f"trusted on first use: {t.file} sha256 {t.sha256} (the lock has no hash for it)", markup=False)
+        for item in plan.manifest.lacks:
+            out.print(f"lacks: {item}", markup=False)
+
+    @bundle_app.command("verify")
+    def verify_cmd(
+        bundle: Annotated[Path, Arg(help="A bundle folder or archive (.tar, .tar.gz).")],
+        expect_digest: Annotated[Optional[str], Opt("--expect-digest", help="sha256 of manifest.json as published.")] = None,
+        json_out: Annotated[bool, Opt("--json", help="Machine-readable output.")] = False,
+    ) -> None:
+        """Check every file against the manifest; refuse unsafe archives without extracting anything."""
+        from envkit import bundle as bd
+
+        rep = bd.verify(bundle, expect_digest)
+        if json_out:
+            console.emit_json(rep.to_dict())
+        else:
+            out = console.out
+            if rep.ok:
+                out.print(f"bundle {bundle}: OK, {rep.files} files, {rep.bytes / 1e6:.1f} MB match the manifest "
+                          f"(sha256:{rep.digest})", markup=False)
+            else:
+                out.print(f"bundle {bundle}: FAILED", markup=False)
+                for p in rep.missing:
+                    out.print(f"  missing:  {p}", markup=False)
+                for m in rep.modified:
+                    out.print(f"  modified: {m['path']}: expected sha256 {m['expected_sha256']} ({m['expected_size']} bytes), "
+                              f"got {m['actual_sha256']} ({m['actual_size']} bytes)", markup=False)
+                for p in rep.extra:
+                    out.print(f"  extra:    {p} (not in the manifest)", markup=False)
+        if not rep.ok:
+            raise typer.Exit(EXIT_FAILED)

@@ -1,0 +1,154 @@
+"""`envkit image render | build | run-args`: container images rendered from the lock."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from typer import Option as Opt
+
+from envkit import console
+
+
+def _command(lock: Path, base: Optional[str], artifacts: Optional[Path], requirements: Optional[Path], tail: list[str]) -> str:
+    cmd = ["envkit", "image", *tail[:1], "--lock", str(lock)]
+    if base:
+        cmd += ["--base", base]
+    if artifacts:
+        cmd += ["--artifacts", str(artifacts)]
+    if requirements:
+        cmd += ["--requirements", str(requirements)]
+    return " ".join(cmd + tail[1:])
+
+
+def _plan(lock: Path, base: Optional[str], artifacts: Optional[Path], requirements: Optional[Path], generated_by: str):  # noqa: ANN202
+    from envkit.image import plan_build
+    from envkit.lockfile import read_lock
+    from envkit.matrix import load_matrix
+
+    return plan_build(
+        load_matrix(), read_lock(lock), generated_by=generated_by, base=base, artifacts=artifacts, requirements=requirements
+    )
+
+
+LockOpt = Annotated[Path, Opt("--lock", help="The lock to build from.")]
+BaseOpt = Annotated[Optional[str], Opt("--base", help="Base image IMAGE@sha256:DIGEST (or a local image); default: matrices/images.yaml.")]
+ArtOpt = Annotated[
+    Optional[Path], Opt("--artifacts", help="Folder with the vendor CANN packages (.run or signed .zip) and optionally wheels/ for an offline install.")
+]
+ReqOpt = Annotated[Optional[Path], Opt("--requirements", help="Hashed requirements (name==ver --hash=sha256:...) covering the lock's Python pins.")]
+
+
+def register(app: typer.Typer) -> None:
+    image_app = typer.Typer(help="Container images rendered from the lock, built through the Docker API.", no_args_is_help=True)
+    app.add_typer(image_app, name="image")
+
+    @image_app.command("render")
+    def render_cmd(
+        lock: LockOpt = Path("envkit.lock"),
+        output: Annotated[Path, Opt("-o", "--output", help="Folder of the build context.")] = Path("image"),
+        base: BaseOpt = None,
+        artifacts: ArtOpt = None,
+        requirements: ReqOpt = None,
+        json_out: Annotated[bool, Opt("--json", help="Machine-readable output.")] = False,
+    ) -> None:
+        """Write a build context (Dockerfile, hashed requirements, the vendor packages) for the lock."""
+        from envkit.render import write_context
+
+        plan = _plan(lock, base, artifacts, requirements, _command(lock, base, artifacts, requirements, ["render", "-o", str(output)]))
+        files = write_context(plan, output)
+        _report(plan, output, files, json_out)
+
+    @image_app.command("build")
+    def build_cmd(
+        lock: LockOpt = Path("envkit.lock"),
+        tag: Annotated[Optional[str], Opt("--tag", "-t", help="Image tag (default: envkit/<chip>:cann<ver>-torch<ver>-py<ver>).")] = None,
+        base: BaseOpt = None,
+        artifacts: ArtOpt = None,
+        requirements: ReqOpt = None,
+        context: Annotated[Optional[Path], Opt("--context", help="Where to render the build context (default: a temporary folder).")] = None,
+        json_out: Annotated[bool, Opt("--json", help="Machine-readable output.")] = False,
+    ) -> None:
+        """Render, then build with the engine at DOCKER_HOST (Docker, or Podman's Docker API socket)."""
+        import tempfile
+
+        from envkit.engine import Engine
+        from envkit.errors import BadInput
+        from envkit.render import write_context
+
+        plan = _plan(lock, base, artifacts, requirements, _command(lock, base, artifacts, requirements, ["render", "-o", "CONTEXT"]))
+        missing = [s.file for s in plan.steps if s.source is None]
+        if missing:
+            raise BadInput(
+                "the vendor packages are not handed in: " + ", ".join(missing),
+                hint="Pass --artifacts DIR holding them (the signed .zip edition or the bare .run).",
+            )
+        s = plan.lock.stack
+        tag = tag or f"envkit/{s.chip}:cann{s.cann}-torch{s.torch.replace('+', '-')}-py{s.python}".lower()
+        engine = Engine()
+        info = engine.version()
+        console.progress(f"engine {info['version']} (API {info['api']}) at {info['url']}")
+        with tempfile.TemporaryDirectory(prefix="envkit-image-") as tmp:
+            ctx = context or Path(tmp)
+            write_context(plan, ctx)
+            console.progress(f"building {tag} from {ctx}")
+            t0 = time.monotonic()
+            result = engine.build(ctx, tag, on_line=lambda line: console.progress("  " + line) if line.strip() else None)
+            took = time.monotonic() - t0
+        summary = {"tag": tag, "image_id": result.image_id, "seconds": round(took, 1), "lock_digest": plan.lock_digest}
+        if json_out:
+            console.emit_json(summary)
+        else:
+            console.out.print(f"built {tag} ({result.image_id[:19]}) in {took:.1f} s", markup=False)
+
+    @image_app.command("run-args")
+    def run_args_cmd(
+        chip: Annotated[str, Opt("--chip", help="Chip: 910b, 910, a3, 310p, 950.")],
+        devices: Annotated[Optional[str], Opt("--devices", help="NPU ids, e.g. 0-7 or 0,2 (default: every NPU of the chip).")] = None,
+        fmt: Annotated[str, Opt("--format", help="flags, json or compose.")] = "flags",
+    ) -> None:
+        """The container runtime options for a chip: devices and host mounts (or the Ascend Docker Runtime)."""
+        import shlex
+
+        from envkit.errors import BadInput
+        from envkit.image import run_args
+        from envkit.matrix import load_matrix
+
+        ra = run_args(load_matrix(), chip, devices)
+        if fmt == "json":
+            console.emit_json(ra.to_json())
+        elif fmt == "compose":
+            typer.echo(ra.compose(), nl=False)
+        elif fmt == "flags":
+            typer.echo(" \\\n  ".join(" ".join(shlex.quote(x) for x in pair) for pair in zip(ra.flags()[::2], ra.flags()[1::2])))
+            typer.echo("# or, with the Ascend Docker Runtime: " + " ".join(ra.runtime_flags()))
+            for note in ra.notes:
+                typer.echo(f"# {note}")
+        else:
+            raise BadInput(f"--format {fmt!r}: expected flags, json or compose")
+
+
+def _report(plan, output: Path, files: list[Path], json_out: bool) -> None:  # noqa: ANN001
+    if json_out:
+        console.emit_json(
+            {
+                "context": str(output),
+                "base": plan.base.ref,
+                "lock_digest": plan.lock_digest,
+                "steps": [{"component": s.component, "version": s.version, "file": s.file, "sha256": s.sha256,
+                           "sha256_from": s.sha256_from} for s in plan.steps],
+                "python": {"requirements": len(plan.requirements), "offline": plan.offline, "indexes": plan.indexes},
+                "notes": plan.notes,
+            }
+        )
+        return
+    console.out.print(f"rendered {output}/Dockerfile ({len(files)} files) from lock {plan.lock_digest[:19]}", markup=False)
+    console.out.print(f"  base    {plan.base.ref}", markup=False)
+    for s in plan.steps:
+        console.out.print(f"  {s.component:<13} {s.version:<10} {s.file}", markup=False)
+    mode = "offline wheelhouse" if plan.offline else "index " + ", ".join(plan.indexes)
+    console.out.print(f"  python  {len(plan.requirements)} hashed pins, {mode}", markup=False)
+    for note in plan.notes:
+        console.out.print(f"  note: {note}", markup=False)

@@ -1,0 +1,304 @@
+"""Content-addressed download cache: parallel, resumable, atomic, sha256-verified, TLS verified.
+
+Layout: `$ENVKIT_CACHE_DIR` (default `~/.cache/envkit`) `/wheels/sha256/<hash>`; a download in
+progress is `<hash>.part` (resumed with an HTTP Range request), and a file only takes its final
+name after its sha256 matched, by an atomic rename. So a build killed at any point leaves either
+nothing, a resumable `.part`, or a complete verified entry; never a corrupt entry.
+
+`<hash>.ok` records the size, mtime and inode the entry had when it was last hashed (like git's
+index): a warm rebuild trusts an unchanged entry without re-reading it; any change to the file
+(a write, a replacement) makes it hashed again, and a mismatch deletes it and fetches it again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass
+from pathlib import Path
+
+from envkit.errors import CannotRun, CheckFailed
+
+CHUNK = 1 << 20
+
+
+@dataclass(frozen=True)
+class Fetch:
+    url: str
+    sha256: str
+    size: int | None
+    name: str
+
+
+def cache_root() -> Path:
+    base = os.environ.get("ENVKIT_CACHE_DIR")
+    root = Path(base) if base else Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "envkit"
+    return root
+
+
+def sha256_file(path: Path, chunk: int = CHUNK) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb", buffering=0) as fh:
+        buf = bytearray(chunk)
+        view = memoryview(buf)
+        while True:
+            n = fh.readinto(buf)
+            if not n:
+                break
+            h.update(view[:n])
+    return h.hexdigest()
+
+
+def _stamp_of(st: os.stat_result) -> str:
+    return f"{st.st_size} {st.st_mtime_ns} {st.st_ino} {st.st_dev}"
+
+
+class HashStamps:
+    """Remember the sha256 of files by (size, mtime, inode, device) so unchanged files are not re-read."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root / "stamps"
+
+    def _key(self, path: Path) -> Path:
+        return self.root / hashlib.sha256(str(Path(path).resolve()).encode()).hexdigest()
+
+    def sha256(self, path: Path) -> str:
+        st = os.stat(path)
+        key = self._key(path)
+        try:
+            stamp, digest = key.read_text().split("\n")[:2]
+            if stamp == _stamp_of(st):
+                return digest
+        except (OSError, ValueError):
+            pass
+        digest = sha256_file(path)
+        try:
+            key.parent.mkdir(parents=True, exist_ok=True)
+            tmp = key.with_name(f".{key.name}.{os.getpid()}.{threading.get_ident()}")
+            tmp.write_text(f"{_stamp_of(st)}\n{digest}\n")
+            os.replace(tmp, key)
+        except OSError:
+            pass
+        return digest
+
+
+class WheelCache:
+    def __init__(self, root: Path | None = None) -> None:
+        self.base = root or cache_root()
+        self.root = self.base / "wheels" / "sha256"
+
+    def path(self, sha256: str) -> Path:
+        return self.root / sha256
+
+    def valid(self, sha256: str, size: int | None = None) -> bool:
+        """True for a complete, verified entry. A changed entry is re-hashed; a corrupt one is deleted."""
+        p = self.path(sha256)
+        try:
+            st = p.stat()
+        except FileNotFoundError:
+            return False
+        if size is not None and st.st_size != size:
+            self._drop(sha256)
+            return False
+        ok = p.with_name(sha256 + ".ok")
+        try:
+            if ok.read_text() == _stamp_of(st):
+                return True
+        except OSError:
+            pass
+        if sha256_file(p) != sha256:
+            self._drop(sha256)
+            return False
+        self._stamp(sha256)
+        return True
+
+    def _stamp(self, sha256: str) -> None:
+        p = self.path(sha256)
+        ok = p.with_name(sha256 + ".ok")
+        tmp = p.with_name(f".{sha256}.ok.{os.getpid()}.{threading.get_ident()}")
+        tmp.write_text(_stamp_of(p.stat()))
+        os.replace(tmp, ok)
+
+    def _drop(self, sha256: str) -> None:
+        for suffix in ("", ".ok"):
+            try:
+                self.path(sha256).with_name(sha256 + suffix).unlink()
+            except FileNotFoundError:
+                pass
+
+
+def _session():
+    import requests
+    from requests.adapters import HTTPAdapter
+
+    s = requests.Session()
+    # TLS is always verified: an explicit CA bundle from the environment, else certifi's.
+    s.verify = os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("SSL_CERT_FILE") or True
+    s.headers["User-Agent"] = "envkit-bundle"
+    adapter = HTTPAdapter(pool_connections=4, pool_maxsize=4)
+    s.mount("https://", adapter)
+    s.mount("http://", adapter)
+    return s
+
+
+class _Retry(Exception):
+    pass
+
+
+class Downloader:
+    """Fetch files into the cache. `jobs` threads; `retries` attempts each with exponential back-off."""
+
+    def __init__(self, cache: WheelCache, jobs: int = 8, retries: int = 5, backoff: float = 0.5,
+                 timeout: float = 60.0) -> None:
+        self.cache = cache
+        self.jobs = jobs
+        self.retries = retries
+        self.backoff = backoff
+        self.timeout = timeout
+        self._local = threading.local()
+
+    def _s(self):
+        s = getattr(self._local, "session", None)
+        if s is None:
+            s = self._local.session = _session()
+        return s
+
+    def fetch_all(self, items: Iterable[Fetch], on_bytes: Callable[[int], None] | None = None) -> dict[str, str]:
+        """Every item into the cache; returns {sha256: 'cached'|'fetched'}. Raises on the first hard failure."""
+        uniq: dict[str, Fetch] = {}
+        for it in items:
+            uniq.setdefault(it.sha256, it)
+        self.cache.root.mkdir(parents=True, exist_ok=True)
+        todo = []
+        result: dict[str, str] = {}
+        for sha, it in uniq.items():
+            if self.cache.valid(sha, it.size):
+                result[sha] = "cached"
+                if on_bytes and it.size:
+                    on_bytes(it.size)
+            else:
+                todo.append(it)
+        if not todo:
+            return result
+        errors: list[BaseException] = []
+        with ThreadPoolExecutor(max_workers=max(1, self.jobs)) as pool:
+            futs = {pool.submit(self._fetch_one, it, on_bytes): it for it in todo}
+            for fut in as_completed(futs):
+                try:
+                    fut.result()
+                    result[futs[fut].sha256] = "fetched"
+                except BaseException as exc:  # noqa: BLE001 - collected, first one raised
+                    errors.append(exc)
+        if errors:
+            raise errors[0]
+        return result
+
+    def _fetch_one(self, it: Fetch, on_bytes: Callable[[int], None] | None) -> Path:
+        import fcntl
+
+        final = self.cache.path(it.sha256)
+        part = final.with_name(it.sha256 + ".part")
+        lock_path = final.with_name(it.sha256 + ".lock")
+        with open(lock_path, "a") as lockf:
+            fcntl.flock(lockf, fcntl.LOCK_EX)  # one writer per entry, across processes too
+            if self.cache.valid(it.sha256, it.size):
+                return final
+            last: BaseException | None = None
+            for attempt in range(self.retries):
+                try:
+                    self._attempt(it, part, on_bytes)
+                    os.chmod(part, 0o444)
+                    os.replace(part, final)
+                    self.cache._stamp(it.sha256)
+                    return final
+                except _Retry as exc:
+                    last = exc.__cause__ or exc
+                    time.sleep(self.backoff * (2**attempt))
+            raise CannotRun(
+                f"could not download {it.name} after {self.retries} attempts: {last}",
+                hint="Check the network or the index; rerun to resume where it stopped.",
+            )
+
+    def _attempt(self, it: Fetch, part: Path, on_bytes: Callable[[int], None] | None) -> None:
+        import requests
+
+        h = hashlib.sha256()
+        have = part.stat().st_size if part.exists() else 0
+        if it.size is not None and have > it.size:
+            part.unlink()
+            have = 0
+        if have:  # resume: hash what is there, then append
+            with open(part, "rb") as fh:
+                while chunk := fh.read(CHUNK):
+                    h.update(chunk)
+            if on_bytes:
+                on_bytes(have)
+        if it.url.startswith("file://"):
+            from urllib.parse import unquote, urlparse
+
+            src = Path(unquote(urlparse(it.url).path))
+            with open(src, "rb") as fin, open(part, "r+b" if have else "wb") as fout:
+                fin.seek(have)
+                fout.seek(have)
+                while chunk := fin.read(CHUNK):
+                    fout.write(chunk)
+                    h.update(chunk)
+                    if on_bytes:
+                        on_bytes(len(chunk))
+        elif it.size is None or have < it.size:
+            headers = {"Range": f"bytes={have}-"} if have else {}
+            try:
+                with self._s().get(it.url, headers=headers, stream=True, timeout=(15, self.timeout)) as r:
+                    if r.status_code == 416:
+                        part.unlink(missing_ok=True)
+                        raise _Retry("range not satisfiable")
+                    if r.status_code in (429, 500, 502, 503, 504):
+                        raise _Retry(f"HTTP {r.status_code}")
+                    if r.status_code == 404:
+                        raise CannotRun(f"{it.name}: HTTP 404 at {it.url}", hint="The lock names a file the index no longer has.")
+                    r.raise_for_status()
+                    if have and r.status_code == 200:  # the server ignored Range: start again
+                        have = 0
+                        h = hashlib.sha256()
+                    with open(part, "ab" if have else "wb") as fout:
+                        for chunk in r.iter_content(CHUNK):
+                            fout.write(chunk)
+                            h.update(chunk)
+                            if on_bytes:
+                                on_bytes(len(chunk))
+                        fout.flush()
+                        os.fsync(fout.fileno())
+            except (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError) as exc:
+                raise _Retry(str(exc)) from exc
+        digest = h.hexdigest()
+        if digest != it.sha256:
+            part.unlink(missing_ok=True)
+            exc = CheckFailed(f"{it.name}: sha256 {digest} does not match the lock's {it.sha256}")
+            raise _Retry(str(exc)) from exc
+
+
+def fetch_with_progress(items: list[Fetch], cache: WheelCache, jobs: int = 8) -> dict[str, str]:
+    """Fetch with a byte progress bar on stderr (silenced by --quiet)."""
+    from envkit import console
+
+    total = sum(i.size or 0 for i in {i.sha256: i for i in items}.values())
+    if console.is_quiet():
+        return Downloader(cache, jobs=jobs).fetch_all(items)
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
+
+    lock = threading.Lock()
+    with Progress(
+        TextColumn("wheels"), BarColumn(), DownloadColumn(), TransferSpeedColumn(), TimeRemainingColumn(),
+        console=console.err, transient=True,
+    ) as prog:
+        task = prog.add_task("wheels", total=total)
+
+        def on_bytes(n: int) -> None:
+            with lock:
+                prog.advance(task, n)
+
+        return Downloader(cache, jobs=jobs).fetch_all(items, on_bytes)

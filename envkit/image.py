@@ -1,0 +1,510 @@
+"""The image build plan: everything `envkit image render` writes, decided from the lock. Pure: no docker, no subprocess.
+
+`plan_build()` turns a lock (plus the files the user hands in) into a `BuildPlan`; `envkit.render` turns
+that plan into a build context; `envkit.engine` builds it. `run_args()` gives the container runtime
+options of a chip from the matrix.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from envkit import __version__, versions
+from envkit.errors import BadInput, CheckFailed, Where
+from envkit.matrix import LoadedMatrix
+from envkit.models.lock import Artifact, Lock
+
+# Where the image puts things. The venv is the one Python the image runs.
+VENV = "/opt/envkit/venv"
+ASCEND = "/usr/local/Ascend"
+DRIVER = f"{ASCEND}/driver"
+LOCK_IN_IMAGE = "/etc/envkit/envkit.lock"
+LABEL_PREFIX = "io.envkit"
+CANN_COMPONENTS = ("cann-toolkit", "cann-ops", "cann-kernels", "cann-nnal")
+_WHEEL = re.compile(r"^(?P<name>[^-]+)-(?P<version>[^-]+)(-\d[^-]*)?-[^-]+-[^-]+-[^-]+\.whl$")
+_REQ = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)(\[[^\]]*\])?\s*==\s*(?P<version>[^\s;\\]+)")
+_HASH = re.compile(r"--hash[= ]sha256:([0-9a-f]{64})")
+
+
+def normalize(name: str) -> str:
+    """PEP 503 project name."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+@dataclass(frozen=True)
+class InstallStep:
+    """One vendor CANN package: the file the context holds, its hash, and how to run it."""
+
+    component: str
+    version: str
+    file: str  # name in the build context (artifacts/<file>)
+    sha256: str
+    sha256_from: str  # "lock" or "file" (recorded from the file handed in; the lock has none)
+    run: str  # the .run installer (== file, or a member of the zip edition)
+    zip_member: bool
+    flags: tuple[str, ...]
+    source: Path | None  # where the file is on this machine (None: render without --artifacts)
+    needs_toolkit_env: bool
+
+
+@dataclass(frozen=True)
+class Requirement:
+    name: str
+    version: str
+    hashes: tuple[str, ...]
+
+    def line(self) -> str:
+        hashes = " ".join(f"--hash=sha256:{h}" for h in self.hashes)
+        return f"{self.name}=={self.version} {hashes}"
+
+
+@dataclass(frozen=True)
+class BaseRef:
+    ref: str  # what FROM names
+    os: str
+    family: str
+    python: str | None  # the base's python3 minor, when known
+    from_matrix: bool
+    source: str
+
+
+@dataclass
+class BuildPlan:
+    generated_by: str
+    lock: Lock
+    lock_text: str
+    lock_digest: str
+    base: BaseRef
+    steps: list[InstallStep]
+    requirements: list[Requirement]
+    wheels: list[Path]  # offline mode: the wheels copied into the context (python/wheels)
+    indexes: list[str]  # online mode: index URLs, the first is --index-url
+    env: list[tuple[str, str]]
+    labels: list[tuple[str, str]]
+    atb_cxx_abi: int
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def offline(self) -> bool:
+        return bool(self.wheels)
+
+
+# --- base image ----------------------------------------------------------------------------------
+def choose_base(lm: LoadedMatrix, lock: Lock, base: str | None) -> BaseRef:
+    os_id = lock.stack.os
+    osrow = lm.oses.get(os_id)
+    family = osrow.family if osrow else "debian"
+    row = next((i for i in lm.model.images if i.os == os_id), None)
+    if base:
+        return BaseRef(ref=base, os=os_id, family=family, python=None, from_matrix=False, source="--base")
+    if row is None:
+        known = ", ".join(i.os for i in lm.model.images)
+        raise BadInput(
+            f"no base image for {os_id} in the matrix (known: {known})",
+            where=Where("matrices/images.yaml", None, "images"),
+            hint="Pass --base IMAGE@sha256:DIGEST (an image of that OS), or resolve for one of the known OSes.",
+        )
+    if row.digest is None:
+        raise BadInput(
+            f"the base image {row.image} of {os_id} has no pinned digest: {row.note or 'none was found in a public source'}",
+            where=Where("matrices/images.yaml", None, f"images.{os_id}.digest"),
+            hint=f"Pass --base {row.image.split(':')[0]}@sha256:<digest you verified> (or a local image).",
+        )
+    if row.python and not versions.same(row.python, lock.stack.python):
+        raise BadInput(
+            f"the lock pins Python {lock.stack.python}, but the python3 of {row.image} is {row.python}",
+            where=Where("matrices/images.yaml", None, f"images.{os_id}.python"),
+            hint=(
+                f"Resolve with --python {row.python}, or pass --base with an image of {os_id} whose python3 is "
+                f"{lock.stack.python} (the build checks it)."
+            ),
+        )
+    return BaseRef(
+        ref=f"{row.image}@{row.digest}", os=os_id, family=family, python=row.python, from_matrix=True, source=row.source_text
+    )
+
+
+# --- vendor packages ------------------------------------------------------------------------------
+def _find(artifacts: Path | None, name: str | None, pattern: str) -> Path | None:
+    if artifacts is None:
+        return None
+    if name and (artifacts / name).is_file():
+        return artifacts / name
+    if name is None:
+        hits = sorted(artifacts.glob(pattern))
+        return hits[0] if hits else None
+    return None
+
+
+def _member(zip_path: Path, pattern: str) -> str | None:
+    import fnmatch
+    import zipfile
+
+    with zipfile.ZipFile(zip_path) as zf:
+        names = sorted(n for n in zf.namelist() if fnmatch.fnmatch(n.rsplit("/", 1)[-1], pattern))
+    return names[0] if names else None
+
+
+def plan_steps(lock: Lock, artifacts: Path | None) -> list[InstallStep]:
+    steps: list[InstallStep] = []
+    for art in sorted(lock.artifacts, key=lambda a: (a.order, a.component)):
+        if art.component not in CANN_COMPONENTS:
+            continue  # driver and firmware live on the host, never in the image
+        steps.append(_step(art, artifacts))
+    return steps
+
+
+def _step(art: Artifact, artifacts: Path | None) -> InstallStep:
+    run_name = art.run.file
+    needs_env = art.component == "cann-nnal"
+    flags = tuple(art.run.flags)
+    zip_path = _find(artifacts, art.zip.file, art.zip.file) if art.zip else None
+    if art.zip and zip_path is not None:
+        got = sha256_file(zip_path)
+        if got != art.zip.sha256:
+            raise CheckFailed(
+                f"{art.zip.file}: sha256 {got} differs from the lock's {art.zip.sha256}",
+                where=Where(str(zip_path)),
+                hint=f"Download it again from {art.zip.url}.",
+            )
+        member = _member(zip_path, art.run.file or art.run.pattern)
+        if member is None:
+            raise CheckFailed(f"{art.zip.file} holds no {art.run.file or art.run.pattern}", where=Where(str(zip_path)))
+        return InstallStep(art.component, art.version, art.zip.file, got, "lock", member, True, flags, zip_path, needs_env)
+    run_path = _find(artifacts, run_name, art.run.pattern)
+    if run_path is not None:
+        got = sha256_file(run_path)
+        if art.run.sha256 and got != art.run.sha256:
+            raise CheckFailed(
+                f"{run_path.name}: sha256 {got} differs from the lock's {art.run.sha256}",
+                where=Where(str(run_path)),
+            )
+        return InstallStep(
+            art.component, art.version, run_path.name, got, "lock" if art.run.sha256 else "file", run_path.name, False,
+            flags, run_path, needs_env,
+        )
+    if artifacts is None:
+        if art.zip:
+            member = run_name or art.run.pattern
+            return InstallStep(art.component, art.version, art.zip.file, art.zip.sha256, "lock", member, True, flags, None, needs_env)
+        if art.run.sha256 and run_name:
+            return InstallStep(art.component, art.version, run_name, art.run.sha256, "lock", run_name, False, flags, None, needs_env)
+        raise BadInput(
+            f"{art.component} {art.version}: the lock has no sha256 for {run_name or art.run.pattern}",
+            hint="Pass --artifacts DIR holding the vendor package: envkit records its hash and the build checks it.",
+        )
+    wanted = " or ".join(x for x in (art.zip.file if art.zip else None, run_name or art.run.pattern) if x)
+    raise BadInput(
+        f"{art.component} {art.version}: {wanted} is not in {artifacts}",
+        where=Where(str(artifacts)),
+        hint="Put the vendor package there (the signed .zip edition or the bare .run).",
+    )
+
+
+# --- python -----------------------------------------------------------------------------------------
+def parse_requirements(text: str, filename: str) -> list[Requirement]:
+    """A hashed requirements file: every requirement `name==version` with at least one sha256."""
+    joined = re.sub(r"\\\s*\n", " ", text)
+    out: list[Requirement] = []
+    for n, raw in enumerate(joined.splitlines(), 1):
+        line = raw.split(" #", 1)[0].strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith("-"):
+            raise BadInput(f"{filename}: option lines are not allowed: {line}", where=Where(filename, n))
+        m = _REQ.match(line)
+        if not m:
+            raise BadInput(f"{filename}: not pinned with ==: {line}", where=Where(filename, n),
+                           hint="Use a fully pinned, hashed file (pip-compile --generate-hashes).")
+        hashes = tuple(sorted(set(_HASH.findall(line))))
+        if not hashes:
+            raise BadInput(f"{filename}: {m['name']} has no --hash=sha256:", where=Where(filename, n))
+        out.append(Requirement(normalize(m["name"]), m["version"], hashes))
+    return _merge(out)
+
+
+def _merge(reqs: list[Requirement]) -> list[Requirement]:
+    by: dict[str, Requirement] = {}
+    for r in reqs:
+        old = by.get(r.name)
+        if old and old.version != r.version:
+            raise BadInput(f"{r.name} is pinned twice: {old.version} and {r.version}")
+        by[r.name] = Requirement(r.name, r.version, tuple(sorted(set((old.hashes if old else ()) + r.hashes))))
+    return [by[k] for k in sorted(by)]
+
+
+def wheel_requirements(wheels: list[Path]) -> list[Requirement]:
+    out = []
+    for w in wheels:
+        m = _WHEEL.match(w.name)
+        if not m:
+            raise BadInput(f"{w.name} is not a wheel file name", where=Where(str(w)))
+        out.append(Requirement(normalize(m["name"]), m["version"], (sha256_file(w),)))
+    return _merge(out)
+
+
+def check_closure(lock: Lock, reqs: list[Requirement], origin: str) -> None:
+    """Every pin of the lock at exactly its version, and every CANN runtime dependency, are in the closure."""
+    by = {r.name: r for r in reqs}
+    for pin in lock.python.requirements:
+        r = by.get(normalize(pin.name))
+        if r is None:
+            raise BadInput(f"{origin} lacks {pin.name}=={pin.version} of the lock", hint="Add it (with its hash).")
+        if not versions.same(r.version, pin.version) or ("+" in pin.version) != ("+" in r.version):
+            raise BadInput(f"{origin} pins {pin.name}=={r.version}, the lock {pin.version}",
+                           hint="The lock decides: regenerate the hashed requirements from it.")
+    for spec in lock.python.cann_runtime:
+        m = re.match(r"^([A-Za-z0-9._-]+)\s*(.*)$", spec)
+        assert m is not None
+        r = by.get(normalize(m[1]))
+        if r is None:
+            raise BadInput(f"{origin} lacks {m[1]}, a Python dependency of CANN ({spec})", hint="Add it (with its hash).")
+        if m[2] and not versions.satisfies(r.version, m[2]):
+            raise BadInput(f"{origin} pins {r.name}=={r.version}, CANN needs {spec}")
+
+
+def plan_python(lock: Lock, artifacts: Path | None, requirements: Path | None) -> tuple[list[Requirement], list[Path], list[str]]:
+    wheels: list[Path] = []
+    if artifacts is not None:
+        wheel_dir = artifacts / "wheels" if (artifacts / "wheels").is_dir() else artifacts
+        wheels = sorted(wheel_dir.glob("*.whl"))
+    if requirements is not None:
+        reqs = parse_requirements(Path(requirements).read_text(), str(requirements))
+        origin = str(requirements)
+        if wheels:  # the offline wheelhouse must hold every hash the file names: pip checks that in the build
+            have = {sha256_file(w) for w in wheels}
+            for r in reqs:
+                if not set(r.hashes) & have:
+                    raise BadInput(f"no wheel in {artifacts} matches the hashes of {r.name}=={r.version}")
+    elif wheels:
+        reqs = wheel_requirements(wheels)
+        origin = f"the wheels in {artifacts}"
+    else:
+        raise BadInput(
+            "no hashed Python pins: the image installs the Python stack only with --require-hashes",
+            hint=(
+                "Pass --requirements FILE (fully pinned, with --hash=sha256:...) or put the wheels in\n"
+                "--artifacts DIR/wheels (installed offline; envkit hashes them)."
+            ),
+        )
+    check_closure(lock, reqs, origin)
+    indexes = [] if wheels else list(lock.python.indexes.values())
+    return reqs, wheels, indexes
+
+
+# --- environment and labels ---------------------------------------------------------------------
+def atb_abi(lock: Lock) -> int:
+    """NNAL ships cxx_abi_0 and cxx_abi_1 builds; pip torch wheels use the new C++ ABI from 2.7 on."""
+    return 1 if versions.parse(lock.stack.torch).series(2) >= (2, 7) else 0
+
+
+def plan_env(lock: Lock, arch: str) -> list[tuple[str, str]]:
+    home = lock.layout.home
+    abi = atb_abi(lock)
+    atb = f"{ASCEND}/nnal/atb/latest/atb/cxx_abi_{abi}"
+    env = dict(lock.layout.env)
+    has_nnal = any(a.component == "cann-nnal" for a in lock.artifacts)
+    ld = [
+        f"{DRIVER}/lib64",
+        f"{DRIVER}/lib64/common",
+        f"{DRIVER}/lib64/driver",
+        f"{home}/lib64",
+        f"{home}/runtime/lib64",
+        f"{home}/lib64/plugin/opskernel",
+        f"{home}/lib64/plugin/nnengine",
+        f"{home}/opp/built-in/op_impl/ai_core/tbe/op_tiling/lib/linux/{arch}",
+    ]
+    if has_nnal:
+        env["ATB_HOME_PATH"] = atb
+        ld = [f"{atb}/lib", f"{atb}/examples", f"{atb}/tests/atbopstest", *ld]
+    env["LD_LIBRARY_PATH"] = ":".join(ld)
+    env["PYTHONPATH"] = f"{home}/python/site-packages:{home}/opp/built-in/op_impl/ai_core/tbe"
+    env["PATH"] = f"{VENV}/bin:{home}/bin:{home}/compiler/ccec_compiler/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+    env["VIRTUAL_ENV"] = VENV
+    env["ENVKIT_LOCK"] = LOCK_IN_IMAGE
+    return sorted(env.items())
+
+
+def plan_labels(lock: Lock, lock_digest: str, base: BaseRef) -> list[tuple[str, str]]:
+    s = lock.stack
+    labels = {
+        "org.opencontainers.image.title": f"envkit {s.chip} CANN {s.cann} torch {s.torch}",
+        "org.opencontainers.image.description": "Ascend NPU PyTorch stack rendered from an envkit lock",
+        "org.opencontainers.image.version": f"cann{s.cann}-torch{s.torch}-py{s.python}",
+        "org.opencontainers.image.base.name": base.ref,
+        f"{LABEL_PREFIX}.lock.digest": lock_digest,
+        f"{LABEL_PREFIX}.lock.matrix_digest": lock.matrix_digest,
+        f"{LABEL_PREFIX}.envkit.version": __version__,
+        f"{LABEL_PREFIX}.cann.layout": lock.layout.kind,
+        f"{LABEL_PREFIX}.driver.expected": f"{s.driver} (mounted from the host)",
+    }
+    if "@" in base.ref:
+        labels["org.opencontainers.image.base.digest"] = base.ref.rsplit("@", 1)[1]
+    for key, value in s.model_dump().items():
+        labels[f"{LABEL_PREFIX}.stack.{key}"] = str(value)
+    for art in lock.artifacts:
+        if art.component in CANN_COMPONENTS:
+            labels[f"{LABEL_PREFIX}.component.{art.component}"] = art.version
+    return sorted(labels.items())
+
+
+def lock_digest(lock_text: str) -> str:
+    return "sha256:" + hashlib.sha256(lock_text.encode()).hexdigest()
+
+
+def plan_build(
+    lm: LoadedMatrix,
+    lock: Lock,
+    *,
+    generated_by: str,
+    base: str | None = None,
+    artifacts: Path | None = None,
+    requirements: Path | None = None,
+) -> BuildPlan:
+    from envkit.lockfile import dump_lock
+
+    if artifacts is not None and not Path(artifacts).is_dir():
+        raise BadInput(f"--artifacts {artifacts} is not a directory", where=Where(str(artifacts)))
+    text = dump_lock(lock)
+    digest = lock_digest(text)
+    base_ref = choose_base(lm, lock, base)
+    steps = plan_steps(lock, artifacts)
+    reqs, wheels, indexes = plan_python(lock, artifacts, requirements)
+    notes = []
+    recorded = [s.file for s in steps if s.sha256_from == "file"]
+    if recorded:
+        notes.append("sha256 recorded from the files handed in (the lock has none): " + ", ".join(recorded))
+    if not base_ref.from_matrix:
+        notes.append(f"base {base_ref.ref} given with --base: the build checks that its python3 is {lock.stack.python}")
+    return BuildPlan(
+        generated_by=generated_by,
+        lock=lock,
+        lock_text=text,
+        lock_digest=digest,
+        base=base_ref,
+        steps=steps,
+        requirements=reqs,
+        wheels=wheels,
+        indexes=indexes,
+        env=plan_env(lock, lock.stack.arch),
+        labels=plan_labels(lock, digest, base_ref),
+        atb_cxx_abi=atb_abi(lock),
+        notes=notes,
+    )
+
+
+# --- run-args --------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class RunArgs:
+    chip: str
+    devices: list[str]
+    mounts: list[tuple[str, str, str]]  # (host, container, mode)
+    runtime_env: dict[str, str]  # the Ascend Docker Runtime alternative
+    notes: list[str]
+
+    def flags(self) -> list[str]:
+        out = []
+        for d in self.devices:
+            out += ["--device", d]
+        for host, ctr, mode in self.mounts:
+            out += ["-v", f"{host}:{ctr}:{mode}"]
+        return out
+
+    def runtime_flags(self) -> list[str]:
+        return ["--runtime", "ascend", *[x for k, v in self.runtime_env.items() for x in ("-e", f"{k}={v}")]]
+
+    def to_json(self) -> dict:
+        return {
+            "chip": self.chip,
+            "devices": self.devices,
+            "mounts": [{"source": h, "target": c, "mode": m} for h, c, m in self.mounts],
+            "flags": self.flags(),
+            "ascend_docker_runtime": {"runtime": "ascend", "env": self.runtime_env, "flags": self.runtime_flags()},
+            "notes": self.notes,
+        }
+
+    def compose(self) -> str:
+        lines = ["# envkit image run-args --chip " + self.chip + " --format compose", "services:", "  app:", "    devices:"]
+        lines += [f"      - {d}:{d}" for d in self.devices]
+        lines += ["    volumes:"]
+        lines += [f"      - {h}:{c}:{m}" for h, c, m in self.mounts]
+        lines += [
+            "# With the Ascend Docker Runtime instead of the lists above:",
+            "#   runtime: ascend",
+            "#   environment:",
+        ]
+        lines += [f"#     - {k}={v}" for k, v in self.runtime_env.items()]
+        return "\n".join(lines) + "\n"
+
+
+def parse_devices(text: str) -> list[int]:
+    out: set[int] = set()
+    for part in text.split(","):
+        part = part.strip()
+        m = re.fullmatch(r"(\d+)(?:-(\d+))?", part)
+        if not m:
+            raise BadInput(f"--devices {text!r}: expected ids and ranges like 0-3,7")
+        lo, hi = int(m[1]), int(m[2] or m[1])
+        if hi < lo:
+            raise BadInput(f"--devices {text!r}: range {part} goes backwards")
+        out.update(range(lo, hi + 1))
+    return sorted(out)
+
+
+def run_args(lm: LoadedMatrix, chip_id: str, devices: str | None) -> RunArgs:
+    chip = lm.chips.get(chip_id)
+    if chip is None:
+        raise BadInput(f"unknown chip {chip_id!r}", hint="Known chips: " + ", ".join(lm.chips))
+    notes = []
+    if devices is None:
+        if chip.davinci_devices is None:
+            raise BadInput(
+                f"the number of /dev/davinciN on a {chip.name} host depends on the cards installed",
+                hint="Pass --devices, e.g. --devices 0-3 (see `ls /dev/davinci*` on the host).",
+            )
+        ids = list(range(chip.davinci_devices))
+    else:
+        ids = parse_devices(devices)
+        if chip.davinci_devices is not None and ids and ids[-1] >= chip.davinci_devices:
+            raise BadInput(f"--devices {devices}: a {chip.name} host has /dev/davinci0..{chip.davinci_devices - 1}")
+    devs = [f"/dev/davinci{i}" for i in ids] + ["/dev/davinci_manager", "/dev/devmm_svm", "/dev/hisi_hdc"]
+    mounts = [
+        ("/usr/local/dcmi", "/usr/local/dcmi", "ro"),
+        ("/usr/local/bin/npu-smi", "/usr/local/bin/npu-smi", "ro"),
+        ("/etc/ascend_install.info", "/etc/ascend_install.info", "ro"),
+    ]
+    if chip.mount_driver_dir:
+        mounts.append((DRIVER, DRIVER, "ro"))
+        notes.append(f"{chip.name} needs the whole driver directory ({DRIVER}) mounted")
+    else:
+        mounts += [
+            (f"{DRIVER}/lib64", f"{DRIVER}/lib64", "ro"),
+            (f"{DRIVER}/version.info", f"{DRIVER}/version.info", "ro"),
+            (f"{DRIVER}/tools/hccn_tool", f"{DRIVER}/tools/hccn_tool", "ro"),
+        ]
+    env = {"ASCEND_VISIBLE_DEVICES": _ranges(ids)}
+    if chip.mount_driver_dir:
+        notes.append(f"with the Ascend Docker Runtime, also mount {DRIVER} (-v {DRIVER}:{DRIVER}:ro)")
+    return RunArgs(chip=chip.id, devices=devs, mounts=sorted(mounts, key=lambda m: m[1]), runtime_env=env, notes=notes)
+
+
+def _ranges(ids: list[int]) -> str:
+    parts, i = [], 0
+    while i < len(ids):
+        j = i
+        while j + 1 < len(ids) and ids[j + 1] == ids[j] + 1:
+            j += 1
+        parts.append(str(ids[i]) if i == j else f"{ids[i]}-{ids[j]}")
+        i = j + 1
+    return ",".join(parts)

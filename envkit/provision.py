@@ -1,0 +1,472 @@
+"""Provisioning, the pure part: the vars file rendered from a lock and a bundle, and the run's summary.
+
+`envkit provision` = `render_vars()` (lock + bundle -> the vars the hand-written roles in playbooks/
+read) -> `envkit.ansible_runner` (ansible-playbook, JSON-lines events) -> `summarize()` (events ->
+per-host rows, plans, smoke verdicts) -> a table and an exit code.
+
+The bundle is a plain directory (the interface issue 5's bundle builder fills):
+
+    DIR/vendor/     the lock's vendor files, named as in the lock: bare `.run` installers
+                    (run.file, or a name matching run.pattern) and/or the signed `.zip` editions
+    DIR/vendor/SHA256SUMS   `sha256sum` lines for files whose hash the lock does not carry
+    DIR/wheels/     every wheel of the Python stack (envkit's own wheel included, for the smoke step)
+    DIR/wheels/requirements.txt   `name==version --hash=sha256:...` for each wheel (pip --require-hashes)
+
+`--artifacts DIR` and `--wheels DIR` name the two folders separately.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+from envkit.errors import BadInput
+from envkit.models.lock import Artifact, Lock
+
+DEFAULT_INSTALL_PATH = "/usr/local/Ascend"
+SUMS_NAME = "SHA256SUMS"
+REQUIREMENTS_NAME = "requirements.txt"
+
+_INFO_FILE = {
+    "cann-toolkit": "{home}/{arch}-linux/ascend_toolkit_install.info",
+    "cann-ops": "{home}/{arch}-linux/ascend_ops_install.info",
+    "cann-kernels": "{home}/{arch}-linux/ascend_kernels_install.info",
+    "cann-nnal": "{install_path}/nnal/atb/latest/version.info",
+}
+
+
+# --- the bundle ---------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class BundlePaths:
+    vendor: Path
+    wheels: Path | None
+    requirements: Path | None
+
+
+def locate_bundle(bundle: Path | None, artifacts: Path | None, wheels: Path | None) -> BundlePaths:
+    """The vendor and wheels folders from `--bundle DIR` or `--artifacts`/`--wheels` (which win)."""
+    vendor = artifacts or (bundle / "vendor" if bundle else None)
+    wheel_dir = wheels or (bundle / "wheels" if bundle else None)
+    if vendor is None:
+        raise BadInput(
+            "no vendor files given",
+            hint="Pass --bundle DIR (with DIR/vendor/ and DIR/wheels/) or --artifacts DIR.",
+        )
+    if not vendor.is_dir():
+        raise BadInput(f"{vendor}: not a directory", hint="The bundle's vendor/ folder holds the lock's .run/.zip files.")
+    if wheel_dir is not None and not wheel_dir.is_dir():
+        if wheels is not None:
+            raise BadInput(f"--wheels {wheel_dir}: not a directory")
+        wheel_dir = None
+    req = None
+    if wheel_dir is not None:
+        req = wheel_dir / REQUIREMENTS_NAME
+        if not req.is_file():
+            raise BadInput(
+                f"{req}: missing",
+                hint="The wheels folder needs a hashed requirements.txt (`name==version --hash=sha256:...` per wheel).",
+            )
+        check_requirements(req.read_text(), str(req))
+    return BundlePaths(vendor=vendor.resolve(), wheels=wheel_dir.resolve() if wheel_dir else None,
+                       requirements=req.resolve() if req else None)
+
+
+def check_requirements(text: str, filename: str) -> None:
+    """Every requirement pinned with `==` and hashed, as `pip --require-hashes` demands (checked early)."""
+    logical: list[str] = []
+    buf = ""
+    for raw in text.splitlines():
+        line = raw.split("#", 1)[0].rstrip() if not raw.lstrip().startswith("--hash") else raw.rstrip()
+        if line.endswith("\\"):
+            buf += line[:-1] + " "
+            continue
+        buf += line
+        if buf.strip():
+            logical.append(buf.strip())
+        buf = ""
+    for req in logical:
+        if req.startswith("-"):
+            continue
+        name = req.split()[0]
+        if "==" not in name or "--hash=sha256:" not in req:
+            raise BadInput(
+                f"{filename}: `{name}` is not pinned with == and a --hash=sha256",
+                hint="The targets install with --no-index --require-hashes: pin and hash every wheel.",
+            )
+
+
+def read_sums(vendor: Path) -> dict[str, str]:
+    path = vendor / SUMS_NAME
+    if not path.is_file():
+        return {}
+    out: dict[str, str] = {}
+    for line in path.read_text().splitlines():
+        m = re.match(r"^([0-9a-fA-F]{64})\s+\*?(.+)$", line.strip())
+        if m:
+            out[Path(m.group(2)).name] = m.group(1).lower()
+    return out
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+@dataclass(frozen=True)
+class Staged:
+    """One lock artifact as the bundle holds it."""
+
+    component: str
+    version: str
+    src: str
+    edition: str  # "run" or "zip"
+    sha256: str
+    run_pattern: str
+    flags: list[str]
+
+
+def select_file(art: Artifact, names: Iterable[str]) -> tuple[str, str] | None:
+    """(file name, edition) of the artifact in a folder: the bare .run first, then the zip edition."""
+    names = sorted(names)
+    if art.run.file and art.run.file in names:
+        return art.run.file, "run"
+    if not art.run.file:
+        hits = [n for n in names if fnmatch.fnmatchcase(n, art.run.pattern)]
+        if hits:
+            return hits[-1], "run"
+    if art.zip and art.zip.file in names:
+        return art.zip.file, "zip"
+    return None
+
+
+def stage_artifacts(lock: Lock, vendor: Path, *, verify: bool = True) -> list[Staged]:
+    """Find each artifact in the vendor folder and its expected sha256 (lock first, then SHA256SUMS)."""
+    names = [p.name for p in vendor.iterdir() if p.is_file()]
+    sums = read_sums(vendor)
+    out: list[Staged] = []
+    missing: list[str] = []
+    for art in lock.artifacts:
+        hit = select_file(art, names)
+        if hit is None:
+            wanted = art.run.file or art.run.pattern
+            missing.append(f"{art.component}: {wanted}" + (f" or {art.zip.file}" if art.zip else ""))
+            continue
+        name, edition = hit
+        lock_sha = art.run.sha256 if edition == "run" else (art.zip.sha256 if art.zip else None)
+        expected = lock_sha or sums.get(name)
+        if expected is None:
+            raise BadInput(
+                f"{vendor / name}: no sha256 in the lock or in {SUMS_NAME}",
+                hint=f"Add `sha256sum {name} >> {SUMS_NAME}` from a trusted source; every vendor file is checksum-verified.",
+            )
+        if verify:
+            actual = sha256_file(vendor / name)
+            if actual != expected:
+                where = "the lock" if lock_sha else SUMS_NAME
+                raise BadInput(
+                    f"{vendor / name}: sha256 {actual} does not match {where} ({expected})",
+                    hint="The file is not the one the lock names: fetch it again from the vendor.",
+                )
+        out.append(
+            Staged(
+                component=art.component, version=art.version, src=name, edition=edition, sha256=expected,
+                run_pattern=art.run.file or art.run.pattern, flags=list(art.run.flags),
+            )
+        )
+    if missing:
+        raise BadInput(
+            f"{vendor}: missing vendor files for " + "; ".join(missing),
+            hint="Put the lock's files in the bundle's vendor/ folder (names as in the lock).",
+        )
+    return out
+
+
+# --- the vars file ------------------------------------------------------------------------------
+def _hdk_details(lock: Lock) -> dict[str, dict[str, Any]]:
+    """package_version (as version.info writes it), firmware Version and compatible range, from the matrix."""
+    from envkit.lockfile import hdk_file_version
+    from envkit.matrix import load_matrix
+
+    out: dict[str, dict[str, Any]] = {"driver": {}, "firmware": {}}
+    stack = lock.stack
+    try:
+        lm = load_matrix()
+        drv = lm.hdk(stack.driver)
+        fw = lm.hdk(stack.firmware)
+        out["driver"] = {
+            "package_version": hdk_file_version(lm, stack.driver, stack.chip).lower(),
+            "compatible_firmware": drv.compatible_firmware or "",
+        }
+        out["firmware"] = {
+            "package_version": (fw.package_version or fw.version).lower(),
+            "firmware_version": fw.firmware_version or "",
+        }
+    except (KeyError, LookupError, ValueError):  # a lock from another matrix: fall back to its file names
+        for art in lock.artifacts:
+            if art.component == "driver" and art.run.file:
+                m = re.search(r"npu-driver_(.+?)_linux", art.run.file)
+                out["driver"] = {"package_version": (m.group(1) if m else art.version).lower(), "compatible_firmware": ""}
+            if art.component == "firmware":
+                out["firmware"] = {"package_version": art.version.lower(), "firmware_version": art.firmware_version or ""}
+    return out
+
+
+def firmware_in_range(firmware_version: str, ranges: str) -> bool | None:
+    """Is the firmware Version inside the driver's `compatible_version_fw` ranges? None when unknown."""
+    from packaging.version import InvalidVersion, Version
+
+    pairs = re.findall(r"\[([^,\]]+),([^\]]+)\]", ranges or "")
+    if not firmware_version or not pairs:
+        return None
+
+    def v(text: str) -> Version:
+        text = text.strip()
+        if text.endswith("."):
+            text += "999999"
+        return Version(text)
+
+    try:
+        fw = v(firmware_version)
+        return any(v(lo) <= fw <= v(hi) for lo, hi in pairs)
+    except InvalidVersion:
+        return None
+
+
+def render_vars(
+    lock: Lock,
+    *,
+    lock_path: Path,
+    bundle: BundlePaths,
+    report_dir: Path,
+    staged: list[Staged] | None = None,
+) -> dict[str, Any]:
+    """The vars file: everything the roles need from the lock and the bundle, role-prefixed."""
+    staged = staged if staged is not None else stage_artifacts(lock, bundle.vendor)
+    by_comp = {s.component: s for s in staged}
+    details = _hdk_details(lock)
+    stack = lock.stack
+    arch = stack.arch
+    from envkit.matrix import load_matrix
+
+    family, npu_names = "", []
+    try:
+        lm = load_matrix()
+        family = next((o.family for o in lm.model.operating_systems if o.id == stack.os), "")
+        chip = lm.chips.get(stack.chip)
+        npu_names = list(chip.npu_smi_names or []) if chip else []
+    except Exception:  # noqa: BLE001 - the matrix only adds checks
+        pass
+
+    def hdk(comp: str) -> dict[str, Any]:
+        s = by_comp.get(comp)
+        if s is None:
+            return {}
+        return {
+            "version": s.version, "src": s.src, "edition": s.edition, "sha256": s.sha256,
+            "run_pattern": s.run_pattern, "flags": s.flags, **details[comp],
+        }
+
+    driver, firmware = hdk("driver"), hdk("firmware")
+    if driver and firmware:
+        ok = firmware_in_range(firmware.get("firmware_version", ""), driver.get("compatible_firmware", ""))
+        if ok is False:
+            raise BadInput(
+                f"the lock pairs firmware {firmware['firmware_version']} with driver {driver['package_version']}, "
+                f"whose compatible firmware range is {driver['compatible_firmware']}",
+                hint="Use the firmware of the driver's HDK release (envkit resolve --firmware).",
+            )
+    home = lock.layout.home
+    packages = []
+    for comp in ("cann-toolkit", "cann-ops", "cann-kernels", "cann-nnal"):
+        s = by_comp.get(comp)
+        if s is None:
+            continue
+        packages.append(
+            {
+                "component": comp, "version": s.version, "src": s.src, "edition": s.edition, "sha256": s.sha256,
+                "run_pattern": s.run_pattern, "flags": s.flags,
+                "info_file": _INFO_FILE[comp].format(home=home, arch=arch, install_path=DEFAULT_INSTALL_PATH),
+                "needs_env": comp == "cann-nnal",
+            }
+        )
+    toolkit_env = next((p for p in lock.layout.set_env if p.endswith("ascend-toolkit/set_env.sh")),
+                       f"{DEFAULT_INSTALL_PATH}/ascend-toolkit/set_env.sh")
+    req_sha = sha256_file(bundle.requirements) if bundle.requirements else ""
+    vendor = str(bundle.vendor)
+    return {
+        "envkit_lock": {"path": str(lock_path), "stack": lock.stack.model_dump(mode="json")},
+        "envkit_preflight_lock_arch": arch,
+        "envkit_preflight_lock_os": stack.os,
+        "envkit_preflight_lock_os_family": family or "debian",
+        "envkit_preflight_lock_chip": stack.chip,
+        "envkit_preflight_npu_smi_names": npu_names,
+        "envkit_hdk_artifacts_dir": vendor,
+        "envkit_hdk_driver": driver,
+        "envkit_hdk_firmware": firmware,
+        "envkit_cann_artifacts_dir": vendor,
+        "envkit_cann_packages": packages,
+        "envkit_cann_set_env": toolkit_env,
+        "envkit_python_enabled": bundle.requirements is not None,
+        "envkit_python_wheels_dir": str(bundle.wheels) if bundle.wheels else "",
+        "envkit_python_requirements": str(bundle.requirements) if bundle.requirements else "",
+        "envkit_python_requirements_sha256": req_sha,
+        "envkit_python_lock_python": stack.python,
+        "envkit_python_cann_home": home,
+        "envkit_python_cann_set_env": list(lock.layout.set_env),
+        "envkit_python_cann_env": dict(sorted(lock.layout.env.items())),
+        "envkit_smoke_lock_src": str(lock_path),
+        "envkit_smoke_report_dir": str(report_dir),
+    }
+
+
+def dump_vars(data: dict[str, Any], command: str) -> str:
+    import yaml
+
+    header = f"# GENERATED by `{command}` from the lock and the bundle; DO NOT EDIT (rerun the command).\n"
+    return header + "---\n" + yaml.safe_dump(data, sort_keys=True, default_flow_style=False, width=4096)
+
+
+# --- the run's summary --------------------------------------------------------------------------
+@dataclass
+class HostRow:
+    host: str
+    ok: int = 0
+    changed: int = 0
+    failed: int = 0
+    unreachable: int = 0
+    skipped: int = 0
+    smoke: str = "not run"
+    doctor: str = "not run"
+    plan: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    ran: bool = False
+
+    @property
+    def status(self) -> str:
+        if self.unreachable:
+            return "unreachable"
+        if self.failed:
+            return "failed"
+        if not self.ran:
+            return "not run"
+        return "changed" if self.changed else "ok"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "host": self.host, "status": self.status, "ok": self.ok, "changed": self.changed, "failed": self.failed,
+            "unreachable": self.unreachable, "skipped": self.skipped, "smoke": self.smoke, "doctor": self.doctor,
+            "plan": self.plan, "errors": self.errors,
+        }
+
+
+@dataclass
+class Summary:
+    hosts: dict[str, HostRow]
+    check: bool
+    complete: bool  # the run reached its stats (ansible did not crash)
+
+    @property
+    def bad_hosts(self) -> list[HostRow]:
+        return [h for h in self.hosts.values() if h.status in ("failed", "unreachable", "not run")]
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if (self.bad_hosts or not self.complete) else 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "check": self.check,
+            "complete": self.complete,
+            "exit_code": self.exit_code,
+            "hosts": [self.hosts[h].to_dict() for h in sorted(self.hosts)],
+        }
+
+
+def _msg_list(msg: Any) -> list[str]:
+    if isinstance(msg, list):
+        return [str(m) for m in msg if str(m).strip()]
+    if isinstance(msg, str) and msg.strip():
+        return [msg.strip()]
+    return []
+
+
+def summarize(events: Iterable[dict[str, Any]], hosts: Iterable[str] = ()) -> Summary:
+    """Fold the callback's JSON events into one row per host."""
+    rows: dict[str, HostRow] = {h: HostRow(h) for h in hosts}
+    check = False
+    complete = False
+    for ev in events:
+        kind = ev.get("event")
+        if kind == "play":
+            check = check or bool(ev.get("check"))
+            for h in ev.get("hosts") or []:
+                rows.setdefault(h, HostRow(h))
+        elif kind == "result":
+            host = ev.get("host", "?")
+            row = rows.setdefault(host, HostRow(host))
+            row.ran = True
+            task = ev.get("task", "")
+            status = ev.get("status")
+            if status in ("failed", "unreachable"):
+                text = ev.get("msg") or ev.get("stderr") or ""
+                row.errors.append(f"{task}: {str(text).strip()}"[:600])
+            if status in ("ok", "changed") and task.endswith("| Report plan"):
+                row.plan.extend(_msg_list(ev.get("msg")))
+            if status in ("ok", "changed") and task == "Smoke | Report verdict":
+                msg = ev.get("msg")
+                if isinstance(msg, dict):
+                    row.smoke = str(msg.get("smoke", row.smoke)).strip()
+                    row.doctor = str(msg.get("doctor", row.doctor)).strip()
+        elif kind == "stats":
+            complete = True
+            for host, s in (ev.get("hosts") or {}).items():
+                row = rows.setdefault(host, HostRow(host))
+                row.ran = True
+                row.ok, row.changed, row.failed = s.get("ok", 0), s.get("changed", 0), s.get("failed", 0)
+                row.unreachable, row.skipped = s.get("unreachable", 0), s.get("skipped", 0)
+    return Summary(hosts=rows, check=check, complete=complete)
+
+
+def parse_lines(lines: Iterable[str]) -> list[dict[str, Any]]:
+    """JSON lines from the callback; any other line (a stray print) is ignored."""
+    out = []
+    for line in lines:
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                out.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue
+    return out
+
+
+def format_table(summary: Summary) -> list[str]:
+    head = ("host", "status", "ok", "changed", "failed", "unreachable", "smoke", "doctor")
+    rows = [head] + [
+        (r.host, r.status, str(r.ok), str(r.changed), str(r.failed), str(r.unreachable), r.smoke, r.doctor)
+        for r in (summary.hosts[h] for h in sorted(summary.hosts))
+    ]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
+    return ["  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in rows]
+
+
+def format_plan(summary: Summary) -> list[str]:
+    lines = []
+    for h in sorted(summary.hosts):
+        row = summary.hosts[h]
+        if row.status in ("failed", "unreachable", "not run"):
+            lines.append(f"{h}: {row.status}" + (f" ({row.errors[0]})" if row.errors else ""))
+        elif row.plan:
+            lines.append(f"{h}: would change")
+            lines.extend(f"  - {p}" for p in row.plan)
+        else:
+            lines.append(f"{h}: nothing to change")
+    return lines

@@ -1,0 +1,85 @@
+"""Text from templates: the one Jinja environment, and the build context of `envkit image render`."""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+from envkit.fsutil import atomic_write_text
+from envkit.resources import data_dir
+
+
+@functools.lru_cache(maxsize=1)
+def environment() -> Any:
+    import jinja2
+
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(data_dir("images"))),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        autoescape=False,
+    )
+    env.filters["shq"] = _shell_quote
+    env.filters["dq"] = _docker_quote
+    return env
+
+
+def _shell_quote(value: str) -> str:
+    import shlex
+
+    return shlex.quote(str(value))
+
+
+def _docker_quote(value: str) -> str:
+    """A double-quoted value for ENV and LABEL lines."""
+    return '"' + str(value).replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def render(name: str, **context: Any) -> str:
+    return environment().get_template(name).render(**context)
+
+
+def dockerfile(plan: Any) -> str:
+    from envkit.image import LOCK_IN_IMAGE, VENV
+
+    return render("Dockerfile.j2", plan=plan, venv=VENV, lock_path=LOCK_IN_IMAGE)
+
+
+def _place(src: Path, dst: Path) -> None:
+    """Hard-link a large input into the context when possible (same file system), else copy it."""
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    if dst.exists():
+        dst.unlink()
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
+
+
+def write_context(plan: Any, out: Path) -> list[Path]:
+    """Write the build context: Dockerfile, the lock, hashed requirements, and the inputs handed in."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    files = {
+        "Dockerfile": dockerfile(plan),
+        "envkit.lock": plan.lock_text,
+        "python/requirements.txt": render("requirements.txt.j2", plan=plan),
+        ".dockerignore": render("dockerignore.j2", plan=plan),
+    }
+    for rel, text in files.items():
+        atomic_write_text(out / rel, text)
+        written.append(out / rel)
+    for step in plan.steps:
+        if step.source is not None:
+            _place(step.source, out / "artifacts" / step.file)
+            written.append(out / "artifacts" / step.file)
+    for wheel in plan.wheels:
+        _place(wheel, out / "python" / "wheels" / wheel.name)
+        written.append(out / "python" / "wheels" / wheel.name)
+    return written
