@@ -410,6 +410,7 @@ def build_constraints(lm: LoadedMatrix, *, strict_cann: bool = False, strict_hdk
 class _GlibcConstraint(Constraint):
     id = "torch_npu-glibc"
     scope = ("torch_npu", "os", "arch")
+    summary_with_free = True  # the arch left free: the summary names the first one
 
     def __init__(self, lm: LoadedMatrix) -> None:
         self._lm = lm
@@ -433,5 +434,8 @@ class _GlibcConstraint(Constraint):
     def summary(self, a: Assignment) -> str | None:
         t = self._lm.torch_npu(a["torch_npu"])
         o = self._lm.oses[a["os"]]
-        need = t.manylinux.get(a["arch"], "?")
-        return f"torch_npu {t.version} wheels need glibc >= {need} on {a['arch']}; {o.name} has glibc {o.glibc}"
+        if a.get("arch"):
+            need = f"glibc >= {t.manylinux.get(a['arch'], '?')} on {a['arch']}"
+        else:
+            need = ", ".join(f"glibc >= {g} on {arch}" for arch, g in sorted(t.manylinux.items()))
+        return f"torch_npu {t.version} wheels need {need}; {o.name} has glibc {o.glibc}"

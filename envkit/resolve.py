@@ -528,6 +528,11 @@ def _summary(core: dict[str, Pin], c: Constraint, target: str, dom: dict[str, li
     if target not in core:
         return f"{pins}: no {names.get(target, target)} works with {them}"
     free = [k for k in c.scope if k != target and k not in core]
+    if free and getattr(c, "summary_with_free", False):
+        a = {k: (core[k].value if k in core else (dom[k][0] if dom[k] else "")) for k in c.scope}
+        text = c.summary(a)
+        if text:
+            return f"{pins}: {text}"
     if free:
         return f"{pins}: no {names.get(free[0], free[0])} works with {them}"
     return f"{pins}: no {target} fits ({c.id.replace('-', ' ↔ ')})"
