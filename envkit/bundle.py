@@ -400,7 +400,9 @@ def check_members(tf: tarfile.TarFile, archive: str) -> tuple[str, list[tarfile.
             why = "a device or special file"
         else:
             try:
-                filt(m, dest)
+                safe = filt(m, dest)
+                if safe.name != m.name or (safe.linkname or "") != (m.linkname or ""):
+                    why = "an absolute path"  # the filter would rewrite it: refuse rather than guess
             except tarfile.FilterError as exc:
                 why = str(exc)
         if why:

@@ -1,0 +1,151 @@
+"""Bundle plan, build, verify: vendor checks, reproducibility, missing/extra/modified, hostile archives."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from envkit import bundle as bd
+from envkit.errors import BadInput, CheckFailed
+
+HERE = Path(__file__).resolve().parent
+
+
+def _installers(lock, out: Path, as_zip: bool = True) -> list[Path]:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("mk", HERE.parent / "fixtures" / "installers" / "make_installers.py")
+    mk = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mk)
+    return mk.write_installers(lock.model_dump(mode="json"), out, as_zip=as_zip)
+
+
+def test_build_is_reproducible_and_verifies(offline_lock, tmp_path, cli):
+    path, _ = offline_lock
+    a, b = tmp_path / "a" / "bundle.tar", tmp_path / "b" / "bundle.tar"
+    for out in (a, b):
+        r = cli("bundle", "build", "--lock", str(path), "-o", str(out), "--json")
+        assert r.returncode == 0, r.stderr
+    assert a.read_bytes() == b.read_bytes()
+    info = json.loads(r.stdout)
+    assert info["wheels_cached"] == 3 and any("vendor package" in x for x in info["lacks"])
+    r = cli("bundle", "verify", str(a), "--json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    rep = json.loads(r.stdout)
+    assert rep["ok"] and rep["files"] > 5
+    names = tarfile.open(a).getnames()
+    assert "bundle/wheels/target/alpha-1.0-py3-none-any.whl" in names
+    assert "bundle/wheels/controller/gamma-1.0-py3-none-any.whl" in names
+    assert any(n.startswith("bundle/wheels/controller/envkit-") for n in names)
+    assert "bundle/install.sh" in names and "bundle/manifest.json" in names
+
+
+def test_folder_bundle_reports_missing_extra_and_modified(offline_lock, tmp_path, cli):
+    path, _ = offline_lock
+    out = tmp_path / "bundle"
+    assert cli("bundle", "build", "--lock", str(path), "-o", str(out)).returncode == 0
+    (out / "wheels" / "target" / "alpha-1.0-py3-none-any.whl").unlink()
+    (out / "stray.txt").write_text("x")
+    beta = out / "wheels" / "target" / "beta-1.0-py3-none-any.whl"
+    data = beta.read_bytes()
+    beta.unlink()  # hard-linked from the cache: replace, never write through
+    beta.write_bytes(data[:10] + bytes([data[10] ^ 0xFF]) + data[11:])
+    r = cli("bundle", "verify", str(out), "--json")
+    assert r.returncode == 1
+    rep = json.loads(r.stdout)
+    assert rep["missing"] == ["wheels/target/alpha-1.0-py3-none-any.whl"]
+    assert rep["extra"] == ["stray.txt"]
+    assert [m["path"] for m in rep["modified"]] == ["wheels/target/beta-1.0-py3-none-any.whl"]
+    r = cli("bundle", "verify", str(out))
+    assert "missing:  wheels/target/alpha" in r.stdout and "expected sha256" in r.stdout
+
+
+def test_vendor_packages_checked_against_the_lock(offline_lock, tmp_path, cli):
+    path, lock = offline_lock
+    arts = tmp_path / "arts"
+    _installers(lock, arts, as_zip=True)
+    # the fixture zips are not the vendor's: their hashes differ from the lock's -> refused, naming both hashes
+    r = cli("bundle", "build", "--lock", str(path), "--artifacts", str(arts), "-o", str(tmp_path / "o.tar"))
+    assert r.returncode == 1
+    assert "does not match the lock: expected sha256" in r.stderr and ".zip" in r.stderr
+    # bare .run files: the lock has no hash for them -> stop unless --trust-artifacts
+    arts2 = tmp_path / "arts2"
+    _installers(lock, arts2, as_zip=False)
+    r = cli("bundle", "build", "--lock", str(path), "--artifacts", str(arts2), "-o", str(tmp_path / "o.tar"))
+    assert r.returncode == 1 and "has no sha256" in r.stderr and "--trust-artifacts" in r.stderr
+    r = cli("bundle", "build", "--lock", str(path), "--artifacts", str(arts2), "--trust-artifacts",
+            "-o", str(tmp_path / "o.tar"), "--json")
+    assert r.returncode == 0, r.stderr
+    trusted = json.loads(r.stdout)["trusted_on_first_use"]
+    assert {t["file"] for t in trusted} >= {"Ascend-cann-toolkit_9.1.0_linux-aarch64.run"}
+    m = json.loads(tarfile.open(tmp_path / "o.tar").extractfile("o/manifest.json").read())
+    assert m["trusted_on_first_use"] == sorted(trusted, key=lambda t: t["file"])
+    # a missing vendor file is named
+    next(arts2.glob("Ascend-cann-toolkit_*")).unlink()
+    r = cli("bundle", "build", "--lock", str(path), "--artifacts", str(arts2), "--trust-artifacts", "-o", str(tmp_path / "p.tar"))
+    assert r.returncode == 1 and "missing" in r.stderr and "Ascend-cann-toolkit_9.1.0_linux-aarch64.run" in r.stderr
+
+
+def test_lock_without_closure_is_bad_input(tmp_path, cli):
+    lock = tmp_path / "envkit.lock"
+    assert cli("resolve", "-o", str(lock)).returncode == 0
+    r = cli("validate", str(lock))
+    assert r.returncode == 0
+    r = cli("bundle", "build", "--lock", str(lock), "-o", str(tmp_path / "x.tar"))
+    assert r.returncode == 2 and "envkit lock" in r.stderr
+
+
+# --- hostile archives --------------------------------------------------------------------------
+def _tar(path: Path, members: list[tarfile.TarInfo]) -> Path:
+    with tarfile.open(path, "w") as tf:
+        good = tarfile.TarInfo("bundle/manifest.json")
+        good.size = 2
+        tf.addfile(good, io.BytesIO(b"{}"))
+        for m in members:
+            tf.addfile(m, io.BytesIO(b"x" * m.size) if m.isfile() else None)
+    return path
+
+
+def _member(name: str, kind: bytes = tarfile.REGTYPE, linkname: str = "") -> tarfile.TarInfo:
+    m = tarfile.TarInfo(name)
+    m.type = kind
+    m.linkname = linkname
+    m.size = 1 if kind == tarfile.REGTYPE else 0
+    return m
+
+
+@pytest.mark.parametrize(
+    "member",
+    [
+        _member("bundle/../../evil"),
+        _member("/etc/evil"),
+        _member("bundle/link", tarfile.SYMTYPE, "../../../etc/passwd"),
+        _member("bundle/abslink", tarfile.SYMTYPE, "/etc/passwd"),
+        _member("bundle/hard", tarfile.LNKTYPE, "bundle/manifest.json"),
+        _member("bundle/dev", tarfile.CHRTYPE),
+        _member("bundle/fifo", tarfile.FIFOTYPE),
+    ],
+    ids=["tar-slip", "absolute", "symlink-escape", "symlink-absolute", "hard-link", "device", "fifo"],
+)
+def test_hostile_archives_are_refused_before_anything_is_written(tmp_path, member, cli, monkeypatch):
+    arc = _tar(tmp_path / "evil.tar", [member])
+    monkeypatch.chdir(tmp_path)
+    before = sorted(os.listdir(tmp_path))
+    with pytest.raises(CheckFailed, match="refused: member .* is unsafe"):
+        bd.verify(arc)
+    r = cli("bundle", "verify", str(arc))
+    assert r.returncode == 1 and "unsafe" in r.stderr and "nothing was extracted" in r.stderr
+    assert sorted(os.listdir(tmp_path)) == before
+
+
+def test_not_a_bundle(tmp_path):
+    with pytest.raises(BadInput):
+        bd.verify(tmp_path)
+    (tmp_path / "manifest.json").write_text("{not json")
+    with pytest.raises(CheckFailed, match="not a valid bundle manifest"):
+        bd.verify(tmp_path)
