@@ -30,10 +30,13 @@ demo: venv
 	$(BIN)/envkit matrix check
 	@echo "== envkit doctor (this machine has no NPU: the report says so)"
 	$(BIN)/envkit doctor --lock $(DEMO_OUT)/envkit.lock || test $$? -eq 1
-	@if $(BIN)/envkit smoke --help >/dev/null 2>&1; then \
-	  echo "== envkit smoke --device cpu (embedded tiny Qwen2)"; \
-	  $(BIN)/envkit smoke --device cpu --dtype fp32 --out $(DEMO_OUT)/smoke; \
-	fi
+	@echo "== envkit lock + bundle: this host's Python part (a small real closure from PyPI), offline bundle, verified"
+	$(BIN)/envkit resolve --python 3.11 --arch x86_64 -o $(DEMO_OUT)/host.lock
+	$(BIN)/envkit lock --lock $(DEMO_OUT)/host.lock --only pyyaml,decorator
+	$(BIN)/envkit bundle build --lock $(DEMO_OUT)/host.lock -o $(DEMO_OUT)/bundle.tar
+	$(BIN)/envkit bundle verify $(DEMO_OUT)/bundle.tar
+	@echo "== envkit smoke --device cpu (embedded tiny Qwen2), with its report"
+	$(BIN)/envkit smoke --device cpu --dtype fp32 --out $(DEMO_OUT)/smoke
 
 test: venv
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
