@@ -68,12 +68,13 @@ class Engine:
         on_line: Callable[[str], None] | None = None,
         buildargs: dict[str, str] | None = None,
         pull: bool = False,
+        nocache: bool = False,
     ) -> BuildResult:
         """Build `context` (holding a Dockerfile), streaming each output line to `on_line`."""
         log: list[str] = []
         image_id = None
         stream = self.client.api.build(
-            path=str(context), tag=tag, rm=True, forcerm=True, pull=pull, decode=True, buildargs=buildargs or {}
+            path=str(context), tag=tag, rm=True, forcerm=True, pull=pull, nocache=nocache, decode=True, buildargs=buildargs or {}
         )
         for chunk in _chunks(stream):
             if "error" in chunk or "errorDetail" in chunk:

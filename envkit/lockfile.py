@@ -215,7 +215,12 @@ def _provenance(lm: LoadedMatrix, res: Resolution) -> dict[str, Provenance]:
         "driver": (f"cann/{c.version} -> HDK {h.version}", h.source_text, h.confidence),
         "firmware": (f"hdk/{s['firmware']}: firmware of the same HDK release", lm.hdk(s["firmware"]).source_text,
                      lm.hdk(s["firmware"]).confidence),
-        "python": (f"newest Python with torch_npu {t.version} wheels and CANN {c.version} support", t.source_text, "derived"),
+        "python": (
+            (f"the python3 {lm.oses[s['os']].name} ships" if lm.oses[s["os"]].system_python == s["python"] else "newest Python")
+            + f" with torch_npu {t.version} wheels and CANN {c.version} support",
+            t.source_text + "; " + lm.oses[s["os"]].source_text,
+            "derived",
+        ),
         "numpy": ("newest recommended numpy that fits the rules", "matrices/python_packages.yaml", None),
         "transformers": ("newest recommended Transformers that fits the rules", "matrices/python_packages.yaml", None),
         "accelerate": ("newest recommended Accelerate that fits the rules", "matrices/python_packages.yaml", None),

@@ -231,9 +231,12 @@ def _domains(lm: LoadedMatrix, pins: dict[str, Pin], strict_cann: bool) -> dict[
 
 # --- search ----------------------------------------------------------------------------------
 class _Solver:
-    def __init__(self, constraints: list[Constraint], domains: dict[str, list[str]]):
+    def __init__(
+        self, constraints: list[Constraint], domains: dict[str, list[str]], lm: LoadedMatrix | None = None
+    ):
         self.constraints = constraints
         self.domains = domains
+        self.lm = lm
         self.nodes = 0
         self.by_key: dict[str, list[Constraint]] = {k: [] for k in STACK_KEYS}
         for c in constraints:
@@ -257,7 +260,13 @@ class _Solver:
         if depth == len(SEARCH_ORDER):
             return dict(a)
         key = SEARCH_ORDER[depth]
-        for value in dom[key]:
+        values = dom[key]
+        if key == "python" and self.lm is not None and "os" in a:
+            # prefer the python3 the OS ships (no Python to build), then newest
+            system = self.lm.oses[a["os"]].system_python
+            if system in values:
+                values = [system] + [v for v in values if v != system]
+        for value in values:
             a[key] = value
             if self._consistent(key, a):
                 pruned = self._forward(key, a, dom)
@@ -354,7 +363,7 @@ def solve(lm: LoadedMatrix, pins: dict[str, Pin]) -> Resolution | None:
     """The best full stack that keeps every pin, or None."""
     for strict_cann, strict_hdk in PASSES:
         constraints = _constraints(lm, strict_cann, strict_hdk)
-        found = _Solver(constraints, _domains(lm, pins, strict_cann)).solve(list(pins))
+        found = _Solver(constraints, _domains(lm, pins, strict_cann), lm).solve(list(pins))
         if found is not None:
             return Resolution(found, strict_cann, strict_hdk, pins)
     return None

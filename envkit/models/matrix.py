@@ -43,6 +43,7 @@ class OperatingSystem(Sourced):
     name: str
     family: Literal["debian", "rhel"]
     glibc: str
+    system_python: str | None = Field(None, description="the python3 the OS ships (resolve prefers it)")
     arches: list[str]
 
 

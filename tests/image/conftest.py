@@ -1,0 +1,76 @@
+"""Helpers of the image tests: locks resolved from the shipped matrix, fixture CANN installers, hashed pins."""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+GOLDEN = ROOT / "tests" / "golden" / "images"
+sys.path.insert(0, str(ROOT / "tests" / "fixtures" / "installers"))
+
+# name -> the `envkit resolve` arguments of the golden lock
+GOLDEN_CASES = {
+    "910b-aarch64-cann8.0.0": ["--chip", "910b", "--arch", "aarch64", "--cann", "8.0.0", "--python", "3.10"],
+    "a3-aarch64-cann8.5.0": ["--chip", "a3", "--arch", "aarch64", "--cann", "8.5.0", "--python", "3.10"],
+    "910b-x86_64-cpu-torch": ["--chip", "910b", "--arch", "x86_64", "--torch", "2.9.0", "--python", "3.10"],
+}
+
+
+def resolve_lock(args: list[str], out: Path) -> Path:
+    from envkit.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["-q", "resolve", *args, "-o", str(out)])
+    assert exc.value.code in (0, None), f"resolve {args} failed"
+    return out
+
+
+def fake_requirements(lock_path: Path, out: Path) -> Path:
+    """A hashed requirements file for the lock: the lock's pins and CANN's deps, with stand-in hashes."""
+    from envkit.lockfile import read_lock
+
+    lock = read_lock(lock_path)
+    pins = {p.name: p.version for p in lock.python.requirements}
+    for spec in lock.python.cann_runtime:
+        name, _, ver = spec.partition("==")
+        pins.setdefault(name, ver or "1.0.0")
+    lines = []
+    for name, ver in sorted(pins.items()):
+        h = hashlib.sha256(f"{name}=={ver}".encode()).hexdigest()
+        lines.append(f"{name}=={ver} \\\n    --hash=sha256:{h}")
+    out.write_text("\n".join(lines) + "\n")
+    return out
+
+
+def fixture_installers(lock_path: Path, out: Path, *, as_zip: bool = False) -> Path:
+    import yaml
+    from make_installers import write_installers
+
+    write_installers(yaml.safe_load(lock_path.read_text()), out, as_zip=as_zip)
+    return out
+
+
+@pytest.fixture(scope="session")
+def golden_inputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, Path, Path]]:
+    """name -> (lock, artifacts dir, requirements), made once per session."""
+    base = tmp_path_factory.mktemp("golden-inputs")
+    out = {}
+    for name, args in GOLDEN_CASES.items():
+        d = base / name
+        d.mkdir()
+        lock = resolve_lock(args, d / "envkit.lock")
+        out[name] = (lock, fixture_installers(lock, d / "artifacts"), fake_requirements(lock, d / "requirements.txt"))
+    return out
+
+
+def have(cmd: str) -> bool:
+    try:
+        subprocess.run([cmd, "--version"], capture_output=True, check=False)
+    except OSError:
+        return False
+    return True

