@@ -307,6 +307,19 @@ class _Solver:
         return new
 
 
+def supported(c: Constraint, target: str, others: list[str], dom: dict[str, list[str]]) -> list[str]:
+    """The values of `target` that some combination of the other keys' values allows under `c`."""
+    kept = []
+    for v in dom[target]:
+        for combo in itertools.product(*(dom[k] for k in others)):
+            a = dict(zip(others, combo))
+            a[target] = v
+            if c.check(a):
+                kept.append(v)
+                break
+    return kept
+
+
 def propagate(
     by_key: dict[str, list[Constraint]], dom: dict[str, list[str]], start: list[str]
 ) -> dict[str, list[str]] | None:
@@ -333,14 +346,7 @@ def propagate(
                 if target == key:
                     continue
                 others = [k for k in c.scope if k != target]
-                kept = []
-                for v in dom[target]:
-                    for combo in itertools.product(*(dom[k] for k in others)):
-                        a = dict(zip(others, combo))
-                        a[target] = v
-                        if c.check(a):
-                            kept.append(v)
-                            break
+                kept = supported(c, target, others, dom)
                 if len(kept) != len(dom[target]):
                     if not kept:
                         return None
@@ -431,14 +437,7 @@ def _explain_core(lm: LoadedMatrix, core: dict[str, Pin]) -> Conflict:
                     continue
                 if not others and target not in core:
                     continue
-                kept = []
-                for v in dom[target]:
-                    for combo in itertools.product(*(dom[k] for k in others)):
-                        a = dict(zip(others, combo))
-                        a[target] = v
-                        if c.check(a):
-                            kept.append(v)
-                            break
+                kept = supported(c, target, others, dom)
                 if len(kept) != len(dom[target]):
                     source_key = next((k for k in others if k in core or reasons[k]), others[0] if others else target)
                     reasons[target].append((c, source_key, kept))

@@ -9,30 +9,13 @@ from envkit.matrix import load_matrix
 from envkit.models.report import Conflict, Fact, ValidationReport
 from envkit.resolve import pins_from_mapping, validate_pins
 from envkit.stackfile import stack_from_data
-from envkit.yamlio import load_text
-
-
-def _read_text(path: Path) -> str:
-    from envkit.errors import BadInput, Where
-
-    try:
-        raw = Path(path).read_bytes()
-    except FileNotFoundError:
-        raise BadInput(f"{path} does not exist", where=Where(str(path)), hint="Check the path.") from None
-    except IsADirectoryError:
-        raise BadInput(f"{path} is a directory, not a file", where=Where(str(path))) from None
-    except OSError as exc:
-        raise BadInput(f"cannot read {path}: {exc.strerror}", where=Where(str(path))) from None
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise BadInput(f"{path} is not UTF-8 text (byte {exc.start})", where=Where(str(path))) from None
+from envkit.yamlio import load_text, read_text
 
 
 def validate_file(path: Path) -> ValidationReport:
     """Read the file once (it may be a pipe), then judge it as a lock or as a stack file."""
     lm = load_matrix()
-    text = _read_text(path)
+    text = read_text(path)
     data, lines = load_text(text, str(path), scalars_as_str=False)
     if isinstance(data, dict) and "schema_version" in data and "stack" in data:
         lock = parse_lock(data, lines, str(path))

@@ -67,7 +67,9 @@ def load_text(text: str, filename: str, *, scalars_as_str: bool = False) -> tupl
     return data, lines
 
 
-def load_file(path: Path, *, scalars_as_str: bool = False) -> tuple[Any, dict[str, int]]:
+def read_text(path: Path) -> str:
+    """A file's UTF-8 text, read once (it may be a pipe); BadInput (exit 2) with the reason otherwise."""
+    path = Path(path)
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
@@ -77,10 +79,13 @@ def load_file(path: Path, *, scalars_as_str: bool = False) -> tuple[Any, dict[st
     except OSError as exc:
         raise BadInput(f"cannot read {path}: {exc.strerror}", where=Where(str(path))) from None
     try:
-        text = raw.decode("utf-8")
+        return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise BadInput(f"{path} is not UTF-8 text (byte {exc.start})", where=Where(str(path))) from None
-    return load_text(text, str(path), scalars_as_str=scalars_as_str)
+
+
+def load_file(path: Path, *, scalars_as_str: bool = False) -> tuple[Any, dict[str, int]]:
+    return load_text(read_text(path), str(path), scalars_as_str=scalars_as_str)
 
 
 def fast_load(path: Path) -> Any:
