@@ -49,6 +49,7 @@ class BundlePlan:
     manifest: BundleManifest
     fetch: list = field(default_factory=list)  # list[download.Fetch]
     trusted: list[TrustedArtifact] = field(default_factory=list)
+    state: Path | None = None  # where write_tar records the archives it wrote (the cache's folder), if anywhere
 
     def all_entries(self) -> list[Entry]:
         data = manifest_bytes(self.manifest)
@@ -278,7 +279,9 @@ def plan_bundle(
         files=[BundleFile(path=e.path, sha256=e.sha256, size=e.size) for e in entries],
         lock=lock.model_dump(mode="json"),
     )
-    return BundlePlan(root=root, entries=entries, manifest=manifest, fetch=fetch, trusted=trusted)
+    base = getattr(cache, "base", None)
+    return BundlePlan(root=root, entries=entries, manifest=manifest, fetch=fetch, trusted=trusted,
+                      state=Path(base) / "bundles" if base is not None else None)
 
 
 # --- writers -----------------------------------------------------------------------------------
@@ -318,19 +321,104 @@ def write_dir(plan: BundlePlan, out: Path) -> None:
         raise
 
 
-def write_tar(plan: BundlePlan, out: Path) -> None:
-    """A reproducible archive: sorted entries, fixed times and owners, no directories; gzip without a timestamp."""
+class _HashingWriter:
+    """A write-only file that hashes what passes through it (the archive's sha256 without reading it back)."""
+
+    def __init__(self, raw) -> None:
+        self.raw, self.h, self.n = raw, hashlib.sha256(), 0
+
+    def write(self, b) -> int:
+        self.h.update(b)
+        self.n += len(b)
+        return self.raw.write(b)
+
+    def tell(self) -> int:
+        return self.n
+
+    def flush(self) -> None:
+        self.raw.flush()
+
+
+def _tar_mode(e: Entry) -> int:
+    return 0o755 if e.mode & 0o111 else 0o644
+
+
+def archive_key(plan: BundlePlan, out: Path) -> str:
+    """Everything the bytes of `write_tar(plan, out)` depend on: equal keys, byte-identical archives.
+
+    Each entry by path, sha256, size and mode (the manifest's digest among them), the root folder, the
+    compression, and the writers (envkit's, Python's tarfile, zlib's deflate)."""
+    import sys
+    import zlib
+
+    gz = out.name.endswith((".tar.gz", ".tgz"))
+    doc = {"v": 1, "envkit": __version__, "python": sys.version, "zlib": zlib.ZLIB_RUNTIME_VERSION if gz else None,
+           "gzip": gz, "root": plan.root,
+           "entries": [[e.path, e.sha256, e.size, _tar_mode(e)] for e in plan.all_entries()]}
+    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
+
+
+def _archive_stamp(st: os.stat_result) -> str:
+    # ctime too: unlike mtime it cannot be set back after an in-place write
+    return f"{st.st_size} {st.st_mtime_ns} {st.st_ctime_ns} {st.st_ino} {st.st_dev}"
+
+
+def _record_path(plan: BundlePlan, out: Path) -> Path | None:
+    if plan.state is None:
+        return None
+    return plan.state / hashlib.sha256(str(Path(out).resolve()).encode()).hexdigest()
+
+
+def _reusable(plan: BundlePlan, out: Path, key: str) -> str | None:
+    """The sha256 of `out` when envkit wrote it from an identical plan and it has not changed since; else None."""
+    rec = _record_path(plan, out)
+    if rec is None:
+        return None
+    try:
+        lines = rec.read_text().split("\n")
+        st = os.stat(out)
+    except OSError:
+        return None
+    if len(lines) >= 3 and lines[0] == key and lines[1] == _archive_stamp(st) and len(lines[2]) == 64:
+        return lines[2]
+    return None
+
+
+def _remember(plan: BundlePlan, out: Path, key: str, digest: str) -> None:
+    rec = _record_path(plan, out)
+    if rec is None:
+        return
+    try:
+        rec.parent.mkdir(parents=True, exist_ok=True)
+        tmp = rec.with_name(f".{rec.name}.{os.getpid()}")
+        tmp.write_text(f"{key}\n{_archive_stamp(os.stat(out))}\n{digest}\n")
+        os.replace(tmp, rec)
+    except OSError:
+        pass
+
+
+def write_tar(plan: BundlePlan, out: Path) -> str:
+    """A reproducible archive: sorted entries, fixed times and owners, no directories; gzip without a timestamp.
+
+    Returns the archive's sha256. When `out` is an archive this envkit wrote from an identical plan (same
+    `archive_key`) and it is unchanged since (size, mtime, ctime, inode, device, recorded in the cache like the
+    wheel entries' `.ok`), it is kept as it is: writing it again would give the same bytes."""
     import gzip
 
+    key = archive_key(plan, out)
+    digest = _reusable(plan, out, key)
+    if digest is not None:
+        return digest
     tmp = _tmp_sibling(out)
     try:
         with open(tmp, "wb") as raw:
-            fileobj = gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=6) \
-                if out.name.endswith((".tar.gz", ".tgz")) else raw
-            with tarfile.open(fileobj=fileobj, mode="w", format=tarfile.PAX_FORMAT) as tf:
+            hashing = _HashingWriter(raw)
+            fileobj = gzip.GzipFile(filename="", mode="wb", fileobj=hashing, mtime=0, compresslevel=6) \
+                if out.name.endswith((".tar.gz", ".tgz")) else hashing
+            with tarfile.open(fileobj=fileobj, mode="w", format=tarfile.PAX_FORMAT, copybufsize=1 << 20) as tf:
                 for e in plan.all_entries():
                     info = tarfile.TarInfo(f"{plan.root}/{e.path}")
-                    info.size, info.mtime, info.mode = e.size, MTIME, (0o755 if e.mode & 0o111 else 0o644)
+                    info.size, info.mtime, info.mode = e.size, MTIME, _tar_mode(e)
                     info.uid = info.gid = 0
                     info.uname = info.gname = ""
                     if e.data is not None:
@@ -338,7 +426,7 @@ def write_tar(plan: BundlePlan, out: Path) -> None:
                     else:
                         with open(e.source, "rb") as fh:
                             tf.addfile(info, fh)
-            if fileobj is not raw:
+            if fileobj is not hashing:
                 fileobj.close()
             raw.flush()
             os.fsync(raw.fileno())
@@ -346,6 +434,9 @@ def write_tar(plan: BundlePlan, out: Path) -> None:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+    digest = hashing.h.hexdigest()
+    _remember(plan, out, key, digest)
+    return digest
 
 
 def is_archive(path: Path) -> bool:
@@ -472,13 +563,35 @@ def verify(path: Path, expect_digest: str | None = None, jobs: int | None = None
         with tf:
             root, members = check_members(tf, str(path))
             mdata = None
+            # an uncompressed archive: each member's bytes lie at a known offset, so they hash in parallel
+            plain = isinstance(tf.fileobj, io.BufferedReader)
+            todo = []
             for m in members:
                 rel = m.name[len(root) + 1:]
-                fh = tf.extractfile(m)
                 if rel == MANIFEST:
-                    mdata = fh.read()
+                    mdata = tf.extractfile(m).read()
+                elif plain and not m.issparse():
+                    todo.append((rel, m))
                 else:
-                    actual[rel] = _hash_stream(fh)
+                    actual[rel] = _hash_stream(tf.extractfile(m))
+            if todo:
+                fd = tf.fileobj.fileno()
+
+                def h_member(m: tarfile.TarInfo) -> tuple[str, int]:
+                    hm, off, end = hashlib.sha256(), m.offset_data, m.offset_data + m.size
+                    while off < end:
+                        chunk = os.pread(fd, min(1 << 20, end - off), off)
+                        if not chunk:
+                            raise CheckFailed(f"{path}: truncated archive (member {m.name!r})", where=Where(str(path)))
+                        hm.update(chunk)
+                        off += len(chunk)
+                    return hm.hexdigest(), m.size
+
+                with ThreadPoolExecutor(max_workers=jobs or min(8, (os.cpu_count() or 2))) as pool:
+                    order = sorted(todo, key=lambda t: -t[1].size)  # biggest first keeps every worker busy
+                    done = dict(zip((id(m) for _, m in order), pool.map(h_member, (m for _, m in order))))
+                for rel, m in todo:  # in archive order: a later member of the same name wins, as before
+                    actual[rel] = done[id(m)]
             if mdata is None:
                 raise BadInput(f"{path}: not an envkit bundle (no {root}/{MANIFEST})", where=Where(str(path)))
             manifest_obj = _parse_manifest(mdata, str(path))

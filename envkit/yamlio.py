@@ -15,6 +15,9 @@ except ImportError:  # pragma: no cover - depends on how PyYAML was built
     from yaml import SafeLoader as _Loader  # type: ignore[assignment]
 
 
+_SCALARS = yaml.constructor.SafeConstructor()  # resolves a scalar node's tag (int, float, bool, null, str)
+
+
 def _construct(node: yaml.Node, path: tuple[str, ...], lines: dict[str, int], scalars_as_str: bool) -> Any:
     lines.setdefault(".".join(path), node.start_mark.line + 1)
     if isinstance(node, yaml.MappingNode):
@@ -36,7 +39,7 @@ def _construct(node: yaml.Node, path: tuple[str, ...], lines: dict[str, int], sc
         if node.tag == "tag:yaml.org,2002:null" or (node.value in ("", "~", "null") and node.style is None):
             return None
         return str(node.value)
-    return yaml.load(yaml.serialize(node), Loader=_Loader)  # noqa: S506 - safe loader
+    return _SCALARS.construct_object(node)
 
 
 def load_text(text: str, filename: str, *, scalars_as_str: bool = False) -> tuple[Any, dict[str, int]]:

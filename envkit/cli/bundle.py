@@ -104,7 +104,6 @@ def register(app: typer.Typer) -> None:
         json_out: Annotated[bool, Opt("--json", help="Machine-readable output.")] = False,
     ) -> None:
         """Download every wheel into the cache, check the vendor packages, and write the bundle."""
-        import hashlib
         import time
 
         from envkit import bundle as bd
@@ -132,8 +131,9 @@ def register(app: typer.Typer) -> None:
         status = fetch_with_progress(plan.fetch, cache, jobs=jobs)
         fetched = sum(1 for v in status.values() if v == "fetched")
         output.parent.mkdir(parents=True, exist_ok=True)
+        archive_sha256 = None
         if bd.is_archive(output):
-            bd.write_tar(plan, output)
+            archive_sha256 = bd.write_tar(plan, output)
         else:
             bd.write_dir(plan, output)
         entries = plan.all_entries()
@@ -145,12 +145,8 @@ def register(app: typer.Typer) -> None:
             "trusted_on_first_use": [t.model_dump() for t in plan.trusted],
             "seconds": round(time.perf_counter() - t0, 3),
         }
-        if bd.is_archive(output):
-            h = hashlib.sha256()
-            with open(output, "rb") as fh:
-                while chunk := fh.read(1 << 20):
-                    h.update(chunk)
-            result["archive_sha256"] = h.hexdigest()
+        if archive_sha256 is not None:
+            result["archive_sha256"] = archive_sha256
         if json_out:
             console.emit_json(result)
             return

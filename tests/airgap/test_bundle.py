@@ -149,3 +149,51 @@ def test_not_a_bundle(tmp_path):
     (tmp_path / "manifest.json").write_text("{not json")
     with pytest.raises(CheckFailed, match="not a valid bundle manifest"):
         bd.verify(tmp_path)
+
+
+def test_warm_rebuild_keeps_an_unchanged_identical_archive_and_rewrites_a_changed_one(offline_lock, tmp_path):
+    from envkit.download import Downloader, HashStamps, WheelCache
+    from envkit.lockfile import read_lock
+
+    path, _ = offline_lock
+    cache = WheelCache()
+
+    def plan():
+        p = bd.plan_bundle(read_lock(path), path.read_bytes(), root="bundle", cache=cache, stamps=HashStamps(cache.base))
+        Downloader(cache).fetch_all(p.fetch)
+        return p
+
+    out, fresh = tmp_path / "out" / "bundle.tar", tmp_path / "fresh" / "bundle.tar"
+    out.parent.mkdir()
+    fresh.parent.mkdir()
+    digest = bd.write_tar(plan(), out)
+    st = out.stat()
+    assert bd.write_tar(plan(), out) == digest
+    st2 = out.stat()
+    assert (st2.st_ino, st2.st_mtime_ns, st2.st_ctime_ns) == (st.st_ino, st.st_mtime_ns, st.st_ctime_ns), "kept as it was"
+    # an identical plan writes identical bytes anyway: the kept archive is the one a fresh build gives
+    assert bd.write_tar(plan(), fresh) == digest and fresh.read_bytes() == out.read_bytes()
+    # changed in place with its size and mtime put back: ctime tells, and it is written again
+    good = out.read_bytes()
+    with open(out, "r+b") as fh:
+        fh.seek(700)
+        fh.write(bytes([good[700] ^ 0xFF]))
+    os.utime(out, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert bd.write_tar(plan(), out) == digest and out.read_bytes() == good
+    # a different plan (another root folder) is not the same archive
+    other = plan()
+    other.root = "other"
+    assert bd.write_tar(other, out) != digest
+    assert tarfile.open(out).getnames()[0].startswith("other/")
+    # verify reads a plain archive in parallel and reports as before
+    tampered = bytearray(good)
+    m = next(x for x in tarfile.open(fresh).getmembers() if x.name.endswith("alpha-1.0-py3-none-any.whl"))
+    tampered[m.offset_data + 5] ^= 0xFF
+    bad = tmp_path / "bad.tar"
+    bad.write_bytes(bytes(tampered))
+    rep = bd.verify(bad)
+    assert [x["path"] for x in rep.modified] == ["wheels/target/alpha-1.0-py3-none-any.whl"] and not rep.missing
+    assert bd.verify(fresh).ok
+    gz = tmp_path / "bundle.tar.gz"
+    bd.write_tar(plan(), gz)
+    assert bd.verify(gz).ok
