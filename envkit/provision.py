@@ -52,6 +52,13 @@ def locate_bundle(bundle: Path | None, artifacts: Path | None, wheels: Path | No
     """The vendor and wheels folders from `--bundle DIR` or `--artifacts`/`--wheels` (which win)."""
     vendor = artifacts or (bundle / "vendor" if bundle else None)
     wheel_dir = wheels or (bundle / "wheels" if bundle else None)
+    if bundle is not None and wheels is None and (bundle / "requirements" / "target.txt").is_file():
+        # the layout `envkit bundle build` writes: wheels/target/ + requirements/target.txt + manifest.json
+        req = bundle / "requirements" / "target.txt"
+        check_requirements(req.read_text(), str(req))
+        if vendor is None or not vendor.is_dir():
+            raise BadInput(f"{vendor}: not a directory", hint="The bundle's vendor/ folder holds the lock's .run/.zip files.")
+        return BundlePaths(vendor=vendor.resolve(), wheels=(bundle / "wheels" / "target").resolve(), requirements=req.resolve())
     if vendor is None:
         raise BadInput(
             "no vendor files given",
@@ -101,10 +108,19 @@ def check_requirements(text: str, filename: str) -> None:
 
 
 def read_sums(vendor: Path) -> dict[str, str]:
+    """Hashes of vendor files from vendor/SHA256SUMS, or from the bundle's manifest.json (files[].path/sha256)."""
+    out: dict[str, str] = {}
+    manifest = vendor.parent / "manifest.json"
+    if manifest.is_file():
+        try:
+            for f in json.loads(manifest.read_text()).get("files", []):
+                if str(f.get("path", "")).startswith("vendor/") and f.get("sha256"):
+                    out[Path(f["path"]).name] = str(f["sha256"]).lower()
+        except (ValueError, AttributeError):
+            pass
     path = vendor / SUMS_NAME
     if not path.is_file():
-        return {}
-    out: dict[str, str] = {}
+        return out
     for line in path.read_text().splitlines():
         m = re.match(r"^([0-9a-fA-F]{64})\s+\*?(.+)$", line.strip())
         if m:
@@ -189,6 +205,36 @@ def stage_artifacts(lock: Lock, vendor: Path, *, verify: bool = True) -> list[St
     return out
 
 
+def pack_wheels(wheels: Path, dest: Path, requirements: Path | None = None) -> Path:
+    """wheels/ (+ requirements.txt) as one deterministic tar: one transfer per host, reused when unchanged."""
+    import tarfile
+
+    files = sorted((p for p in wheels.iterdir() if p.is_file() and p.name != REQUIREMENTS_NAME), key=lambda p: p.name)
+    req = requirements or (wheels / REQUIREMENTS_NAME)
+    if req.is_file():
+        files.append(req)
+    key = hashlib.sha256()
+    for p in files:
+        st = p.stat()
+        key.update(f"{p}:{st.st_size}:{st.st_mtime_ns}".encode())
+    target = dest / f"wheels-{key.hexdigest()[:16]}.tar"
+    if target.is_file():
+        return target
+    dest.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_suffix(".tmp")
+    with tarfile.open(tmp, "w", format=tarfile.GNU_FORMAT) as tar:
+        for p in files:
+            info = tar.gettarinfo(str(p), arcname=REQUIREMENTS_NAME if p == req else p.name)
+            info.mtime, info.uid, info.gid, info.uname, info.gname, info.mode = 0, 0, 0, "root", "root", 0o644
+            with open(p, "rb") as fh:
+                tar.addfile(info, fh)
+    tmp.rename(target)
+    for old in dest.glob("wheels-*.tar"):
+        if old != target:
+            old.unlink()
+    return target
+
+
 # --- the vars file ------------------------------------------------------------------------------
 def _hdk_details(lock: Lock) -> dict[str, dict[str, Any]]:
     """package_version (as version.info writes it), firmware Version and compatible range, from the matrix."""
@@ -247,6 +293,7 @@ def render_vars(
     bundle: BundlePaths,
     report_dir: Path,
     staged: list[Staged] | None = None,
+    wheels_archive: Path | None = None,
 ) -> dict[str, Any]:
     """The vars file: everything the roles need from the lock and the bundle, role-prefixed."""
     staged = staged if staged is not None else stage_artifacts(lock, bundle.vendor)
@@ -318,6 +365,7 @@ def render_vars(
         "envkit_python_wheels_dir": str(bundle.wheels) if bundle.wheels else "",
         "envkit_python_requirements": str(bundle.requirements) if bundle.requirements else "",
         "envkit_python_requirements_sha256": req_sha,
+        "envkit_python_wheels_archive": str(wheels_archive) if wheels_archive else "",
         "envkit_python_lock_python": stack.python,
         "envkit_python_cann_home": home,
         "envkit_python_cann_set_env": list(lock.layout.set_env),
@@ -420,7 +468,7 @@ def summarize(events: Iterable[dict[str, Any]], hosts: Iterable[str] = ()) -> Su
                 row.errors.append(f"{task}: {str(text).strip()}"[:600])
             if status in ("ok", "changed") and task.endswith("| Report plan"):
                 row.plan.extend(_msg_list(ev.get("msg")))
-            if status in ("ok", "changed") and task == "Smoke | Report verdict":
+            if status in ("ok", "changed") and task.endswith("Smoke | Report verdict"):
                 msg = ev.get("msg")
                 if isinstance(msg, dict):
                     row.smoke = str(msg.get("smoke", row.smoke)).strip()

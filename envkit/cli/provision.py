@@ -53,7 +53,15 @@ def register(app: typer.Typer) -> None:
         from envkit.errors import BadInput, CannotRun, CheckFailed
         from envkit.fsutil import atomic_write_text
         from envkit.lockfile import read_lock
-        from envkit.provision import dump_vars, format_plan, format_table, locate_bundle, render_vars, summarize
+        from envkit.provision import (
+            dump_vars,
+            format_plan,
+            format_table,
+            locate_bundle,
+            pack_wheels,
+            render_vars,
+            summarize,
+        )
         from envkit.resources import data_dir
 
         if not lock.is_file():
@@ -66,7 +74,8 @@ def register(app: typer.Typer) -> None:
         out = out.resolve()
         reports = out / "reports"
         reports.mkdir(parents=True, exist_ok=True)
-        variables = render_vars(the_lock, lock_path=lock.resolve(), bundle=paths, report_dir=reports)
+        archive = pack_wheels(paths.wheels, out, paths.requirements) if paths.wheels else None
+        variables = render_vars(the_lock, lock_path=lock.resolve(), bundle=paths, report_dir=reports, wheels_archive=archive)
         vars_file = out / "vars.yml"
         atomic_write_text(vars_file, dump_vars(variables, f"envkit provision --lock {lock}"))
         playbooks = data_dir("playbooks")

@@ -1,0 +1,254 @@
+"""envkit provision without hosts: vars rendering, bundle checks, event parsing, argv, role conventions."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from envkit.ansible_runner import PlaybookRun, playbook_command, playbook_env
+from envkit.errors import BadInput
+from envkit.lockfile import read_lock
+from envkit.provision import (
+    BundlePaths,
+    check_requirements,
+    firmware_in_range,
+    format_plan,
+    format_table,
+    locate_bundle,
+    pack_wheels,
+    parse_lines,
+    render_vars,
+    stage_artifacts,
+    summarize,
+)
+from tests.provision.fleet import resolve_lock, sha256, with_fixture_zip_hashes, write_vendor
+
+ROOT = Path(__file__).resolve().parents[2]
+PLAYBOOKS = ROOT / "playbooks"
+ROLES = sorted(p for p in (PLAYBOOKS / "roles").iterdir() if p.is_dir())
+
+
+@pytest.fixture(scope="module")
+def locks(tmp_path_factory):
+    d = tmp_path_factory.mktemp("locks")
+    return {"old": resolve_lock(d / "old.lock", "--cann", "8.3.RC1"), "new": resolve_lock(d / "new.lock")}
+
+
+def _wheels(d: Path) -> Path:
+    d.mkdir(parents=True)
+    (d / "six-1.17.0-py2.py3-none-any.whl").write_bytes(b"not really a wheel")
+    (d / "requirements.txt").write_text(f"six==1.17.0 --hash=sha256:{sha256(d / 'six-1.17.0-py2.py3-none-any.whl')}\n")
+    return d
+
+
+def test_render_vars_old_layout(tmp_path, locks):
+    write_vendor(locks["old"], tmp_path / "vendor")
+    paths = locate_bundle(None, tmp_path / "vendor", _wheels(tmp_path / "wheels"))
+    lock = read_lock(locks["old"])
+    v = render_vars(lock, lock_path=locks["old"], bundle=paths, report_dir=tmp_path / "r")
+    assert v["envkit_hdk_driver"]["package_version"] == "25.3.rc1"
+    assert v["envkit_hdk_driver"]["flags"] == ["--full", "--install-for-all"]
+    assert v["envkit_hdk_firmware"]["edition"] == "run"
+    assert v["envkit_hdk_firmware"]["src"].startswith("Ascend-hdk-910b-npu-firmware_")
+    comps = [p["component"] for p in v["envkit_cann_packages"]]
+    assert comps == ["cann-toolkit", "cann-kernels", "cann-nnal"]
+    assert v["envkit_cann_packages"][0]["info_file"] == "/usr/local/Ascend/ascend-toolkit/latest/x86_64-linux/ascend_toolkit_install.info"
+    assert [p["needs_env"] for p in v["envkit_cann_packages"]] == [False, False, True]
+    assert v["envkit_preflight_lock_os_family"] == "debian" and v["envkit_preflight_lock_arch"] == "x86_64"
+    assert v["envkit_python_enabled"] is True and len(v["envkit_python_requirements_sha256"]) == 64
+    # every vendor sha256 is the file's
+    for art in [v["envkit_hdk_driver"], v["envkit_hdk_firmware"], *v["envkit_cann_packages"]]:
+        assert art["sha256"] == sha256(tmp_path / "vendor" / art["src"])
+
+
+def test_render_vars_new_layout_zip_editions(tmp_path, locks):
+    write_vendor(locks["new"], tmp_path / "vendor", as_zip=True)
+    lock_path = with_fixture_zip_hashes(locks["new"], tmp_path / "vendor", tmp_path / "zip.lock")
+    (tmp_path / "vendor" / "SHA256SUMS").unlink()  # the zip hashes come from the lock itself
+    (tmp_path / "vendor" / "SHA256SUMS").write_text("\n".join(
+        f"{sha256(p)}  {p.name}" for p in (tmp_path / "vendor").glob("*.run")) + "\n")
+    lock = read_lock(lock_path)
+    v = render_vars(lock, lock_path=lock_path, bundle=BundlePaths(tmp_path / "vendor", None, None), report_dir=tmp_path)
+    assert v["envkit_hdk_driver"]["edition"] == "zip" and v["envkit_hdk_firmware"]["edition"] == "zip"
+    assert v["envkit_hdk_firmware"]["run_pattern"] == "Ascend-hdk-910b-npu-firmware_*.run"
+    assert [p["component"] for p in v["envkit_cann_packages"]] == ["cann-toolkit", "cann-ops", "cann-nnal"]
+    assert v["envkit_cann_packages"][1]["info_file"] == "/usr/local/Ascend/cann-9.1.0/x86_64-linux/ascend_ops_install.info"
+    assert v["envkit_python_enabled"] is False
+
+
+def test_zip_hash_must_match_the_lock(tmp_path, locks):
+    write_vendor(locks["new"], tmp_path / "vendor", as_zip=True)
+    with pytest.raises(BadInput, match="does not match the lock"):
+        stage_artifacts(read_lock(locks["new"]), tmp_path / "vendor")
+
+
+def test_missing_file_and_missing_hash(tmp_path, locks):
+    write_vendor(locks["old"], tmp_path / "vendor")
+    lock = read_lock(locks["old"])
+    (tmp_path / "vendor" / "SHA256SUMS").unlink()
+    with pytest.raises(BadInput, match="no sha256"):
+        stage_artifacts(lock, tmp_path / "vendor")
+    write_vendor(locks["old"], tmp_path / "vendor")
+    next((tmp_path / "vendor").glob("Ascend-cann-nnal_*")).unlink()
+    with pytest.raises(BadInput, match="missing vendor files for cann-nnal"):
+        stage_artifacts(lock, tmp_path / "vendor")
+    bad = tmp_path / "vendor" / next(p.name for p in (tmp_path / "vendor").glob("Ascend-cann-toolkit_*"))
+    write_vendor(locks["old"], tmp_path / "vendor")
+    bad.write_text("tampered")
+    with pytest.raises(BadInput, match="does not match SHA256SUMS"):
+        stage_artifacts(lock, tmp_path / "vendor")
+
+
+@pytest.mark.parametrize(
+    "text, ok",
+    [
+        ("six==1.17.0 --hash=sha256:" + "a" * 64, True),
+        ("six==1.17.0 \\\n    --hash=sha256:" + "a" * 64 + "\n# comment\n", True),
+        ("six>=1.0 --hash=sha256:" + "a" * 64, False),
+        ("six==1.17.0", False),
+    ],
+)
+def test_check_requirements(text, ok):
+    if ok:
+        check_requirements(text, "r.txt")
+    else:
+        with pytest.raises(BadInput):
+            check_requirements(text, "r.txt")
+
+
+@pytest.mark.parametrize(
+    "fw, ranges, expected",
+    [
+        ("7.5.0.1.129", "[7.0.0,7.5.99]", True),
+        ("7.8.0.2.212", "[7.0.0,7.5.99]", False),
+        ("7.8.0.2.212", "[6.4.0,6.4.99],[7.0.0,8.9.9]", True),
+        ("24.1.0", "[23.0.0,23.0.0.],[24.0,24.0.],[24.1,24.1.]", True),
+        ("", "[7.0.0,7.5.99]", None),
+        ("7.5.0", "", None),
+    ],
+)
+def test_firmware_in_range(fw, ranges, expected):
+    assert firmware_in_range(fw, ranges) is expected
+
+
+def test_summarize_events():
+    lines = [
+        json.dumps({"event": "play", "check": True, "hosts": ["a", "b", "c"]}),
+        "a stray line",
+        json.dumps({"event": "result", "host": "a", "task": "envkit_hdk : HDK | Report plan", "status": "changed",
+                    "msg": ["firmware 25.3.rc1 -> 26.0.rc1", "driver 25.3.rc1 -> 26.0.rc1"]}),
+        json.dumps({"event": "result", "host": "a", "task": "envkit_smoke : Smoke | Report verdict", "status": "ok",
+                    "msg": {"smoke": "skipped: torch not in this stack's venv", "doctor": "ok"}}),
+        json.dumps({"event": "result", "host": "b", "task": "Gathering Facts", "status": "unreachable",
+                    "msg": "Failed to connect to the host via ssh"}),
+        json.dumps({"event": "stats", "hosts": {"a": {"ok": 9, "changed": 1, "failed": 0, "unreachable": 0},
+                                                 "b": {"ok": 0, "changed": 0, "failed": 0, "unreachable": 1}}}),
+    ]
+    s = summarize(parse_lines(lines))
+    assert s.check and s.complete
+    assert s.hosts["a"].plan == ["firmware 25.3.rc1 -> 26.0.rc1", "driver 25.3.rc1 -> 26.0.rc1"]
+    assert s.hosts["a"].smoke.startswith("skipped") and s.hosts["a"].doctor == "ok"
+    assert s.hosts["b"].status == "unreachable" and s.hosts["c"].status == "not run"
+    assert s.exit_code == 1
+    assert [h.host for h in s.bad_hosts] == ["b", "c"]
+    table = format_table(s)
+    assert table[0].split() == ["host", "status", "ok", "changed", "failed", "unreachable", "smoke", "doctor"]
+    plan = format_plan(s)
+    assert plan[0] == "a: would change" and plan[1] == "  - firmware 25.3.rc1 -> 26.0.rc1"
+    assert plan[-1] == "c: not run"
+
+
+def test_playbook_command_and_env(tmp_path):
+    run = PlaybookRun(playbook=Path("/p/site.yml"), inventory="inv.ini", vars_file=Path("/o/vars.yml"), check=True,
+                      limit="node1", forks=20, serial=2, extra_vars=("a=1",))
+    assert playbook_command(run) == [
+        "ansible-playbook", "-i", "inv.ini", "-e", "@/o/vars.yml", "--check", "--diff", "--limit", "node1",
+        "--forks", "20", "-e", "envkit_serial=2", "-e", "envkit_max_fail_percentage=0", "-e", "a=1", "/p/site.yml",
+    ]
+    env = playbook_env(PLAYBOOKS, base={"PATH": "/usr/bin"})
+    assert env["ANSIBLE_STDOUT_CALLBACK"] == "envkit_jsonl"
+    assert env["ANSIBLE_ROLES_PATH"] == str(PLAYBOOKS / "roles")
+
+
+def test_pack_wheels_is_deterministic_and_reused(tmp_path):
+    w = _wheels(tmp_path / "wheels")
+    a = pack_wheels(w, tmp_path / "out")
+    b = pack_wheels(w, tmp_path / "out")
+    assert a == b and a.is_file()
+    import tarfile
+
+    with tarfile.open(a) as t:
+        assert sorted(t.getnames()) == ["requirements.txt", "six-1.17.0-py2.py3-none-any.whl"]
+
+
+@pytest.mark.parametrize("role", ROLES, ids=lambda p: p.name)
+def test_role_conventions(role):
+    """argument_specs mirror defaults (spec defaults are not applied); every variable carries the role prefix;
+    command/shell tasks have creates: or changed_when:."""
+    defaults = yaml.safe_load((role / "defaults" / "main.yml").read_text()) or {}
+    spec = yaml.safe_load((role / "meta" / "argument_specs.yml").read_text())["argument_specs"]["main"]["options"]
+    assert set(spec) == set(defaults)
+    for name, value in defaults.items():
+        assert name.startswith(role.name + "_"), name
+        assert spec[name]["default"] == value, name
+    assert (role / "meta" / "main.yml").is_file()
+    for tasks_file in (role / "tasks").glob("*.yml"):
+        stack = list(yaml.safe_load(tasks_file.read_text()) or [])
+        while stack:
+            task = stack.pop()
+            stack.extend(task.get("block", []))
+            for mod in ("ansible.builtin.command", "ansible.builtin.shell"):
+                if mod in task:
+                    args = task[mod] if isinstance(task[mod], dict) else {}
+                    assert "changed_when" in task or "creates" in args, f"{tasks_file.name}: {task.get('name')}"
+
+
+def test_vars_cover_the_role_inputs(tmp_path, locks):
+    """Every variable envkit renders is one a role declares (no typo reaches a playbook silently)."""
+    write_vendor(locks["old"], tmp_path / "vendor")
+    v = render_vars(read_lock(locks["old"]), lock_path=locks["old"],
+                    bundle=locate_bundle(None, tmp_path / "vendor", _wheels(tmp_path / "wheels")), report_dir=tmp_path)
+    declared = set()
+    for role in ROLES:
+        declared |= set(yaml.safe_load((role / "defaults" / "main.yml").read_text()))
+    assert set(v) - {"envkit_lock"} <= declared, set(v) - declared
+
+
+def test_syntax_check():
+    ap = Path(sys.executable).parent / "ansible-playbook"
+    if not ap.exists():
+        pytest.skip("ansible-playbook not installed beside this interpreter")
+    env = playbook_env(PLAYBOOKS)
+    p = subprocess.run([str(ap), "-i", "localhost,", "--syntax-check", str(PLAYBOOKS / "site.yml")],
+                       env=env, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+
+
+def test_ansible_lint_offline():
+    lint = shutil.which("ansible-lint") or (str(Path(sys.executable).parent / "ansible-lint")
+                                             if (Path(sys.executable).parent / "ansible-lint").exists() else None)
+    if not lint:
+        pytest.skip("ansible-lint not installed")
+    p = subprocess.run([lint, "--offline", "-q", "."], cwd=PLAYBOOKS, capture_output=True, text=True, timeout=300,
+                       env={**playbook_env(PLAYBOOKS), "ANSIBLE_LINT_NODEPS": "1"})
+    assert p.returncode == 0, p.stdout + p.stderr
+
+
+def test_cli_bad_inputs(tmp_path, locks):
+    from typer.testing import CliRunner
+
+    from envkit.cli import app
+
+    inv = tmp_path / "inv.ini"
+    inv.write_text("[a]\nh1\n")
+    r = CliRunner().invoke(app, ["provision", "-i", str(inv), "--lock", str(locks["old"])])
+    assert r.exit_code != 0 and "no vendor files" in str(r.exception)
+    r = CliRunner().invoke(app, ["provision", "-i", str(tmp_path / "nope.ini"), "--lock", str(locks["old"]),
+                                 "--artifacts", str(tmp_path)])
+    assert "no such inventory" in str(r.exception)
