@@ -35,6 +35,13 @@ demo: venv
 	$(BIN)/envkit lock --lock $(DEMO_OUT)/host.lock --only pyyaml,decorator
 	$(BIN)/envkit bundle build --lock $(DEMO_OUT)/host.lock -o $(DEMO_OUT)/bundle.tar
 	$(BIN)/envkit bundle verify $(DEMO_OUT)/bundle.tar
+	@if [ -n "$(INVENTORY)" ]; then \
+	  echo "== envkit provision --check ($(INVENTORY))"; \
+	  $(BIN)/envkit provision -i $(INVENTORY) --lock $(DEMO_OUT)/envkit.lock --bundle $(or $(BUNDLE),$(DEMO_OUT)/bundle) --check --out $(DEMO_OUT)/provision; \
+	else \
+	  echo "== envkit provision: give INVENTORY=hosts.ini [BUNDLE=dir] to plan against your hosts, i.e."; \
+	  echo "   $(BIN)/envkit provision -i hosts.ini --lock $(DEMO_OUT)/envkit.lock --bundle $(DEMO_OUT)/bundle --check"; \
+	fi
 	@echo "== envkit smoke --device cpu (embedded tiny Qwen2), with its report"
 	$(BIN)/envkit smoke --device cpu --dtype fp32 --out $(DEMO_OUT)/smoke
 
