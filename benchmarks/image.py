@@ -20,7 +20,6 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests" / "fixtures" / "installers"))
 
 from envkit.engine import Engine  # noqa: E402
 from envkit.image import plan_build  # noqa: E402
@@ -37,8 +36,6 @@ def _du(eng: Engine, tag: str, path: str) -> int:
 
 
 def _build(eng: Engine, lock: dict, arts: Path, base: str, tag: str, nocache: bool) -> float:
-    from make_installers import write_installers  # noqa: F401 - the artifacts are already there
-
     lm = load_matrix()
     plan = plan_build(lm, parse_lock(lock, {}, "bench.lock"), generated_by="benchmarks/image.py", base=base, artifacts=arts)
     with tempfile.TemporaryDirectory(prefix="image-bench-") as ctx:
@@ -52,15 +49,17 @@ def main() -> int:
     base = os.environ.get("ENVKIT_TEST_BASE")
     lock_file = WORK / "bench" / "envkit.lock"
     arts = WORK / "bench" / "artifacts"
-    if not base or not lock_file.exists():
+    # the Python-only change: the same lock but another accelerate pin (and its wheel in artifacts2/wheels)
+    lock2_file = WORK / "bench" / "envkit2.lock"
+    arts2 = WORK / "bench" / "artifacts2"
+    if not base or not lock_file.exists() or not lock2_file.exists():
         print("run the podman integration test first (it leaves the benchmark inputs in $ENVKIT_PODMAN_WORK/bench)")
         return 2
     eng = Engine()
     lock = yaml.safe_load(lock_file.read_text())
     first = _build(eng, lock, arts, base, "localhost/envkit-bench:first", nocache=True)
-    lock["python"]["requirements"] = [r for r in lock["python"]["requirements"] if r["name"] != "accelerate"]
-    lock["stack"]["accelerate"] = lock["stack"]["accelerate"]
-    second = _build(eng, lock, arts, base, "localhost/envkit-bench:second", nocache=False)
+    lock2 = yaml.safe_load(lock2_file.read_text())
+    second = _build(eng, lock2, arts2, base, "localhost/envkit-bench:second", nocache=False)
     tag = "localhost/envkit-bench:first"
     size = eng.inspect(tag)["Size"]
     base_size = eng.inspect(base)["Size"]
@@ -71,6 +70,7 @@ def main() -> int:
         "size_ratio": round(size / parts, 3),
         "first_build_s": round(first, 1),
         "python_only_rebuild_s": round(second, 1),
+        "python_only_change": f"accelerate {lock['stack']['accelerate']} -> {lock2['stack']['accelerate']}",
         "rebuild_ratio": round(second / first, 3),
         "rebuild_target": 0.3,
     }

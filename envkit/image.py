@@ -24,6 +24,9 @@ DRIVER = f"{ASCEND}/driver"
 LOCK_IN_IMAGE = "/etc/envkit/envkit.lock"
 LABEL_PREFIX = "io.envkit"
 CANN_COMPONENTS = ("cann-toolkit", "cann-ops", "cann-kernels", "cann-nnal")
+# The heavy, rarely-changing Python projects: installed in their own earlier layer, so that a change of
+# any other pin (transformers, accelerate, ...) rebuilds only the small layer after it.
+HEAVY = ("torch", "torch-npu")
 _WHEEL = re.compile(r"^(?P<name>[^-]+)-(?P<version>[^-]+)(-\d[^-]*)?-[^-]+-[^-]+-[^-]+\.whl$")
 _REQ = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)(\[[^\]]*\])?\s*==\s*(?P<version>[^\s;\\]+)")
 _HASH = re.compile(r"--hash[= ]sha256:([0-9a-f]{64})")
@@ -88,16 +91,35 @@ class BuildPlan:
     base: BaseRef
     steps: list[InstallStep]
     requirements: list[Requirement]
-    wheels: list[Path]  # offline mode: the wheels copied into the context (python/wheels)
+    wheels: list[Path]  # offline mode: the wheels copied into the context (python/{torch,rest}/wheels)
     indexes: list[str]  # online mode: index URLs, the first is --index-url
     env: list[tuple[str, str]]
     labels: list[tuple[str, str]]
     atb_cxx_abi: int
     notes: list[str] = field(default_factory=list)
+    python_source: str = ""  # where the hashed pins come from: "closure", "requirements" or "wheels" (+ a note)
 
     @property
     def offline(self) -> bool:
         return bool(self.wheels)
+
+    @property
+    def heavy_requirements(self) -> list[Requirement]:
+        """torch (and torch_npu): the first Python layer."""
+        return [r for r in self.requirements if r.name in HEAVY]
+
+    @property
+    def rest_requirements(self) -> list[Requirement]:
+        """Everything else: the second Python layer."""
+        return [r for r in self.requirements if r.name not in HEAVY]
+
+    @property
+    def heavy_wheels(self) -> list[Path]:
+        return [w for w in self.wheels if wheel_name(w) in HEAVY]
+
+    @property
+    def rest_wheels(self) -> list[Path]:
+        return [w for w in self.wheels if wheel_name(w) not in HEAVY]
 
 
 # --- base image ----------------------------------------------------------------------------------
@@ -274,11 +296,91 @@ def check_closure(lock: Lock, reqs: list[Requirement], origin: str) -> None:
             raise BadInput(f"{origin} pins {r.name}=={r.version}, CANN needs {spec}")
 
 
-def plan_python(lock: Lock, artifacts: Path | None, requirements: Path | None) -> tuple[list[Requirement], list[Path], list[str]]:
-    wheels: list[Path] = []
-    if artifacts is not None:
-        wheel_dir = artifacts / "wheels" if (artifacts / "wheels").is_dir() else artifacts
-        wheels = sorted(wheel_dir.glob("*.whl"))
+def wheel_name(path: Path) -> str | None:
+    m = _WHEEL.match(path.name)
+    return normalize(m["name"]) if m else None
+
+
+def _wheelhouse(artifacts: Path | None) -> list[Path]:
+    if artifacts is None:
+        return []
+    wheel_dir = artifacts / "wheels" if (artifacts / "wheels").is_dir() else artifacts
+    return sorted(wheel_dir.glob("*.whl"))
+
+
+def closure_requirements(lock: Lock, wheels: list[Path]) -> tuple[list[Requirement], list[Path], list[str]]:
+    """The lock's hashed closure (`envkit lock`) as requirements, only its files for the image's platform.
+
+    With a wheelhouse (--artifacts DIR/wheels) every closure file must be there (matched by sha256) and the
+    build installs offline; without one, it installs from the closure's indexes with the same hashes.
+    """
+    from envkit.closure import DEFAULT_GLIBC, OS_GLIBC, make_target, tag_order, wheel_rank
+
+    closure = lock.python.closure
+    assert closure is not None
+    s = lock.stack
+    if not versions.same(closure.target.python, s.python) or closure.target.arch != s.arch:
+        raise BadInput(
+            f"the lock's Python closure is for Python {closure.target.python} {closure.target.arch}, "
+            f"the image for Python {s.python} {s.arch}",
+            where=Where("envkit.lock", None, "python.closure.target"),
+            hint=f"Rerun `envkit lock` for --target-python {s.python} --target-arch {s.arch}.",
+        )
+    order = tag_order(make_target(s.python, s.arch, OS_GLIBC.get(s.os, DEFAULT_GLIBC)))
+    by_name: dict[str, list] = {}
+    for pkg in closure.packages:
+        by_name.setdefault(normalize(pkg.name), []).append(pkg)
+    chosen = []
+    for name, pkgs in sorted(by_name.items()):
+        fits = sorted((wheel_rank(p.filename, order), p.filename, p) for p in pkgs if wheel_rank(p.filename, order) is not None)
+        if not fits:
+            raise BadInput(
+                f"the lock's Python closure has no file of {name} for Python {s.python} on {s.os} {s.arch}: "
+                + ", ".join(p.filename for p in pkgs),
+                where=Where("envkit.lock", None, "python.closure.packages"),
+                hint="Rerun `envkit lock` for the image's target.",
+            )
+        chosen.append(fits[0][2])
+    reqs = _merge([Requirement(normalize(p.name), p.version, (p.sha256,)) for p in chosen])
+    if wheels:
+        have = {sha256_file(w): w for w in wheels}
+        missing = [p.filename for p in chosen if p.sha256 not in have]
+        if missing:
+            raise BadInput(
+                f"the wheelhouse lacks {len(missing)} file(s) of the lock's closure (by sha256): " + ", ".join(missing[:8])
+                + (" ..." if len(missing) > 8 else ""),
+                hint="Download them (`envkit download` / `envkit bundle build`), or render without the wheels "
+                "to install from the closure's indexes.",
+            )
+        return reqs, sorted(have[p.sha256] for p in chosen), []
+    local = [p.filename for p in chosen if p.url.startswith("file:")]
+    if local:
+        raise BadInput(
+            "the lock's closure names local files the build cannot fetch: " + ", ".join(local[:8]),
+            hint="Put the wheels in --artifacts DIR/wheels (the build then installs offline).",
+        )
+    return reqs, [], [closure.index_url, *closure.extra_index_urls]
+
+
+def plan_python(
+    lock: Lock, artifacts: Path | None, requirements: Path | None
+) -> tuple[list[Requirement], list[Path], list[str], str]:
+    """The hashed pins, the wheels (offline) or the indexes (online), and where the pins came from.
+
+    Order: --requirements FILE when given; else the lock's closure (`envkit lock`); else the wheels in
+    --artifacts DIR/wheels. Without any of them render refuses (exit 2).
+    """
+    wheels = _wheelhouse(artifacts)
+    closure_error: BadInput | None = None
+    if requirements is None and lock.python.closure is not None and lock.python.closure.packages:
+        try:
+            reqs, cwheels, indexes = closure_requirements(lock, wheels)
+            check_closure(lock, reqs, "the lock's Python closure (python.closure)")
+            return reqs, cwheels, indexes, "closure"
+        except BadInput as exc:
+            if not wheels:
+                raise
+            closure_error = exc  # the wheelhouse alone is the fallback
     if requirements is not None:
         reqs = parse_requirements(Path(requirements).read_text(), str(requirements))
         origin = str(requirements)
@@ -294,13 +396,17 @@ def plan_python(lock: Lock, artifacts: Path | None, requirements: Path | None) -
         raise BadInput(
             "no hashed Python pins: the image installs the Python stack only with --require-hashes",
             hint=(
-                "Pass --requirements FILE (fully pinned, with --hash=sha256:...) or put the wheels in\n"
-                "--artifacts DIR/wheels (installed offline; envkit hashes them)."
+                "Run `envkit lock` (the lock then holds the hashed closure), or pass --requirements FILE\n"
+                "(fully pinned, with --hash=sha256:...), or put the wheels in --artifacts DIR/wheels\n"
+                "(installed offline; envkit hashes them)."
             ),
         )
     check_closure(lock, reqs, origin)
     indexes = [] if wheels else list(lock.python.indexes.values())
-    return reqs, wheels, indexes
+    kind = "requirements" if requirements is not None else "wheels"
+    if closure_error is not None:
+        kind += f"; the lock's closure was not usable: {closure_error.message}"
+    return reqs, wheels, indexes, kind
 
 
 # --- environment and labels ---------------------------------------------------------------------
@@ -380,11 +486,16 @@ def plan_build(
     digest = lock_digest(text)
     base_ref = choose_base(lm, lock, base)
     steps = plan_steps(lock, artifacts)
-    reqs, wheels, indexes = plan_python(lock, artifacts, requirements)
+    reqs, wheels, indexes, py_source = plan_python(lock, artifacts, requirements)
     notes = []
     recorded = [s.file for s in steps if s.sha256_from == "file"]
     if recorded:
         notes.append("sha256 recorded from the files handed in (the lock has none): " + ", ".join(recorded))
+    if requirements is not None and lock.python.closure is not None:
+        notes.append("--requirements given: the lock's python.closure is not used")
+    if "; " in py_source:
+        py_source, why = py_source.split("; ", 1)
+        notes.append(f"Python pins from the wheels handed in: {why}")
     if not base_ref.from_matrix:
         notes.append(f"base {base_ref.ref} given with --base: the build checks that its python3 is {lock.stack.python}")
     return BuildPlan(
@@ -401,6 +512,7 @@ def plan_build(
         labels=plan_labels(lock, digest, base_ref),
         atb_cxx_abi=atb_abi(lock),
         notes=notes,
+        python_source=py_source,
     )
 
 

@@ -51,7 +51,11 @@ def dockerfile(plan: Any) -> str:
 
 
 def _place(src: Path, dst: Path) -> None:
-    """Hard-link a large input into the context when possible (same file system), else copy it."""
+    """Hard-link a large input into the context when possible (same file system), else copy it.
+
+    A symlink is resolved first: a hard link to the link itself would dangle in the engine's context.
+    """
+    src = Path(src).resolve()
     dst.parent.mkdir(parents=True, exist_ok=True)
     if dst.exists():
         dst.unlink()
@@ -62,14 +66,29 @@ def _place(src: Path, dst: Path) -> None:
 
 
 def write_context(plan: Any, out: Path) -> list[Path]:
-    """Write the build context: Dockerfile, the lock, hashed requirements, and the inputs handed in."""
+    """Write the build context: Dockerfile, the lock, hashed requirements, and the inputs handed in.
+
+    The Python files go to python/torch/ (torch, torch_npu: the first, heavy layer) and python/rest/
+    (every other pin), so that each layer's COPY changes only with its own pins.
+    """
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
+    py = out / "python"
+    for stale in (py / "requirements.txt", py / "wheels", py / "torch" / "wheels", py / "rest" / "wheels"):
+        if stale.is_dir():
+            shutil.rmtree(stale)
+        elif stale.exists():
+            stale.unlink()
     written = []
     files = {
         "Dockerfile": dockerfile(plan),
         "envkit.lock": plan.lock_text,
-        "python/requirements.txt": render("requirements.txt.j2", plan=plan),
+        "python/torch/requirements.txt": render(
+            "requirements.txt.j2", plan=plan, reqs=plan.heavy_requirements, title="The first layer (torch, torch_npu)"
+        ),
+        "python/rest/requirements.txt": render(
+            "requirements.txt.j2", plan=plan, reqs=plan.rest_requirements, title="The second layer (every other pin)"
+        ),
         ".dockerignore": render("dockerignore.j2", plan=plan),
     }
     for rel, text in files.items():
@@ -79,7 +98,8 @@ def write_context(plan: Any, out: Path) -> list[Path]:
         if step.source is not None:
             _place(step.source, out / "artifacts" / step.file)
             written.append(out / "artifacts" / step.file)
-    for wheel in plan.wheels:
-        _place(wheel, out / "python" / "wheels" / wheel.name)
-        written.append(out / "python" / "wheels" / wheel.name)
+    for part, wheels in (("torch", plan.heavy_wheels), ("rest", plan.rest_wheels)):
+        for wheel in wheels:
+            _place(wheel, out / "python" / part / "wheels" / wheel.name)
+            written.append(out / "python" / part / "wheels" / wheel.name)
     return written

@@ -38,7 +38,11 @@ BaseOpt = Annotated[Optional[str], Opt("--base", help="Base image IMAGE@sha256:D
 ArtOpt = Annotated[
     Optional[Path], Opt("--artifacts", help="Folder with the vendor CANN packages (.run or signed .zip) and optionally wheels/ for an offline install.")
 ]
-ReqOpt = Annotated[Optional[Path], Opt("--requirements", help="Hashed requirements (name==ver --hash=sha256:...) covering the lock's Python pins.")]
+ReqOpt = Annotated[
+    Optional[Path],
+    Opt("--requirements", help="Hashed requirements (name==ver --hash=sha256:...) covering the lock's Python pins; "
+        "default: the lock's closure (`envkit lock`), else the wheels in --artifacts DIR/wheels."),
+]
 
 
 def register(app: typer.Typer) -> None:
@@ -139,7 +143,8 @@ def _report(plan, output: Path, files: list[Path], json_out: bool) -> None:  # n
                 "lock_digest": plan.lock_digest,
                 "steps": [{"component": s.component, "version": s.version, "file": s.file, "sha256": s.sha256,
                            "sha256_from": s.sha256_from} for s in plan.steps],
-                "python": {"requirements": len(plan.requirements), "offline": plan.offline, "indexes": plan.indexes},
+                "python": {"requirements": len(plan.requirements), "torch_layer": [r.name for r in plan.heavy_requirements],
+                           "source": plan.python_source, "offline": plan.offline, "indexes": plan.indexes},
                 "notes": plan.notes,
             }
         )
@@ -149,6 +154,10 @@ def _report(plan, output: Path, files: list[Path], json_out: bool) -> None:  # n
     for s in plan.steps:
         console.out.print(f"  {s.component:<13} {s.version:<10} {s.file}", markup=False)
     mode = "offline wheelhouse" if plan.offline else "index " + ", ".join(plan.indexes)
-    console.out.print(f"  python  {len(plan.requirements)} hashed pins, {mode}", markup=False)
+    source = {"closure": "the lock's closure", "requirements": "--requirements"}.get(plan.python_source, "the wheels")
+    heavy = ", ".join(r.name for r in plan.heavy_requirements) or "none"
+    console.out.print(
+        f"  python  {len(plan.requirements)} hashed pins from {source} ({heavy} in their own layer), {mode}", markup=False
+    )
     for note in plan.notes:
         console.out.print(f"  note: {note}", markup=False)

@@ -24,7 +24,10 @@ pytestmark = [pytest.mark.podman, pytest.mark.root, pytest.mark.slow]
 
 WORK = Path(os.environ.get("ENVKIT_PODMAN_WORK", "/var/tmp/envkit-podman"))
 TORCH = "2.13.0+cpu"  # the CPU wheel this CI has locally (pip find-links)
+TORCH_NPU = "2.13.0"  # torch_npu 2.13.0 requires torch==2.13.0.*: installed so that smoke meets the missing CANN libs
 EXTRA = ["transformers", "accelerate", "safetensors"]
+PLATFORMS = ["--platform", "manylinux_2_28_x86_64", "--platform", "manylinux2014_x86_64", "--platform", "manylinux_2_17_x86_64"]
+NO_AUTOLOAD = {"TORCH_DEVICE_BACKEND_AUTOLOAD": "0"}  # no CANN libs in the test image: cpu runs without torch_npu
 
 
 def _skip_reason() -> str | None:
@@ -45,9 +48,21 @@ def _pip(*args: str) -> None:
     subprocess.run([sys.executable, "-m", "pip", *args], check=True, capture_output=True, text=True)
 
 
+def _download(dest: Path, *reqs: str, deps: bool = True) -> None:
+    _pip("download", "-q", "--only-binary=:all:", "--python-version", "3.11", *PLATFORMS, "-d", str(dest),
+         *([] if deps else ["--no-deps"]), *reqs)
+
+
+def _link_wheels(src: list[Path], dest: Path) -> None:
+    dest.mkdir(parents=True)
+    for w in src:
+        (dest / w.name).symlink_to(w)
+
+
 @pytest.fixture(scope="module")
 def inputs(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    """An x86_64 Python 3.11 lock (the base's python3), torch +cpu, fixture CANN, a wheelhouse."""
+    """An x86_64 Python 3.11 lock (the base's python3), torch +cpu with torch_npu, fixture CANN, a wheelhouse;
+    and a second lock that differs only in the accelerate pin (the Python-only change)."""
     d = tmp_path_factory.mktemp("podman")
     lock_path = resolve_lock(["--chip", "910b", "--arch", "x86_64", "--python", "3.11", "--torch", "2.9.0"], d / "resolved.lock")
     lock = yaml.safe_load(lock_path.read_text())
@@ -57,32 +72,33 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> dict:
     for old in wheels.glob("envkit-*.whl"):
         old.unlink()
     _pip("wheel", "--no-deps", "-q", "-w", str(wheels), str(ROOT))
+    envkit_whl = [str(w) for w in wheels.glob("envkit-*.whl")]
     cann = [r for r in lock["python"]["cann_runtime"]]
-    want = [f"torch=={TORCH}", f"numpy=={lock['stack']['numpy']}", *EXTRA, *cann]
-    marker = wheels / ".complete"
-    if not marker.exists():
-        _pip("download", "-q", "--only-binary=:all:", "--python-version", "3.11", "--platform", "manylinux_2_28_x86_64",
-             "--platform", "manylinux2014_x86_64", "--platform", "manylinux_2_17_x86_64", "-d", str(wheels), *want,
-             *[str(w) for w in wheels.glob("envkit-*.whl")])
-        marker.write_text("ok\n")
-    else:  # the envkit wheel's own dependencies may have changed
-        _pip("download", "-q", "--only-binary=:all:", "--python-version", "3.11", "--platform", "manylinux_2_28_x86_64",
-             "--platform", "manylinux2014_x86_64", "--platform", "manylinux_2_17_x86_64", "-d", str(wheels),
-             *[str(w) for w in wheels.glob("envkit-*.whl")])
+    want = [f"torch=={TORCH}", f"torch-npu=={TORCH_NPU}", f"numpy=={lock['stack']['numpy']}", *EXTRA, *cann]
+    marker = wheels / ".complete-2"
+    # the first time everything; later only what the envkit wheel's own dependencies may have changed
+    _download(wheels, *(want if not marker.exists() else []), *envkit_whl)
+    marker.write_text("ok\n")
     got = {}
     for w in wheels.glob("*.whl"):
         name, ver = w.name.split("-")[:2]
         got[name.lower().replace("_", "-")] = ver
-    # the test lock: this CI's torch wheel; torch_npu is left out of the Python pins (its wheel pins a
-    # torch this CI does not have, and it cannot import without a driver anyway)
+    # an older accelerate (a light, pure-Python wheel) for the Python-only change
+    alt = WORK / "wheels-alt"
+    alt.mkdir(exist_ok=True)
+    if not list(alt.glob("accelerate-*.whl")):
+        _download(alt, f"accelerate<{got['accelerate']}", deps=False)
+    alt_whl = sorted(alt.glob("accelerate-*.whl"))[-1]
+    # the test lock: this CI's torch wheel and the torch_npu that pairs with it
     lock["stack"]["torch"] = TORCH
+    lock["stack"]["torch_npu"] = TORCH_NPU
     lock["validated"] = {"torch_npu_cann": False, "cann_hdk": lock["validated"]["cann_hdk"]}
     reqs = []
     for r in lock["python"]["requirements"]:
-        if r["name"] == "torch_npu":
-            continue
         if r["name"] == "torch":
             r = {**r, "version": TORCH}
+        elif r["name"] == "torch_npu":
+            r = {**r, "version": TORCH_NPU}
         elif r["name"] in ("transformers", "accelerate"):
             r = {**r, "version": got[r["name"]]}
             lock["stack"][r["name"]] = r["version"]
@@ -92,12 +108,33 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> dict:
     lock_path = d / "envkit.lock"
     lock_path.write_text(yaml.safe_dump(lock, sort_keys=False))
     arts = fixture_installers(lock_path, d / "artifacts")
-    (arts / "wheels").symlink_to(wheels)
+    all_wheels = sorted(wheels.glob("*.whl"))
+    _link_wheels(all_wheels, arts / "wheels")
+    # the Python-only change: accelerate pinned to the older wheel, the same CANN files
+    alt_ver = alt_whl.name.split("-")[1]
+    lock2 = yaml.safe_load(lock_path.read_text())
+    lock2["stack"]["accelerate"] = alt_ver
+    lock2["python"]["requirements"] = [{**r, "version": alt_ver} if r["name"] == "accelerate" else r
+                                       for r in lock2["python"]["requirements"]]
+    lock2_path = d / "envkit2.lock"
+    lock2_path.write_text(yaml.safe_dump(lock2, sort_keys=False))
+    arts2 = d / "artifacts2"
+    arts2.mkdir()
+    for f in arts.iterdir():
+        if f.name != "wheels":
+            (arts2 / f.name).symlink_to(f)
+    _link_wheels([w for w in all_wheels if not w.name.startswith("accelerate-")] + [alt_whl], arts2 / "wheels")
     bench = WORK / "bench"  # inputs for benchmarks/image.py
     shutil.rmtree(bench, ignore_errors=True)
-    shutil.copytree(arts, bench / "artifacts", symlinks=True)
+    bench.mkdir(parents=True)
+    shutil.copytree(arts, bench / "artifacts", symlinks=False, ignore=shutil.ignore_patterns("wheels"))
+    _link_wheels(all_wheels, bench / "artifacts" / "wheels")
+    shutil.copytree(bench / "artifacts", bench / "artifacts2", symlinks=True, ignore=shutil.ignore_patterns("wheels"))
+    _link_wheels([w for w in all_wheels if not w.name.startswith("accelerate-")] + [alt_whl], bench / "artifacts2" / "wheels")
     shutil.copy2(lock_path, bench / "envkit.lock")
-    return {"dir": d, "lock": lock_path, "artifacts": arts, "wheels": wheels}
+    shutil.copy2(lock2_path, bench / "envkit2.lock")
+    return {"dir": d, "lock": lock_path, "artifacts": arts, "lock2": lock2_path, "artifacts2": arts2, "wheels": wheels,
+            "accelerate": (got["accelerate"], alt_ver)}
 
 
 def _envkit(*args: str, timeout: int = 900) -> subprocess.CompletedProcess:
@@ -109,6 +146,8 @@ def _layers(engine, ref: str) -> list[str]:
 
 
 def test_build_run_and_rebuild(inputs) -> None:
+    """One build (the engine's layer cache is used: torch and CANN layers of earlier sessions are reused),
+    the checks inside it, then the rebuild after a Python-only change (the accelerate pin)."""
     from envkit.engine import Engine
     from envkit.lockfile import read_lock
 
@@ -135,42 +174,45 @@ def test_build_run_and_rebuild(inputs) -> None:
     assert "/usr/local/Ascend/driver/lib64" in out and "groups=1000(HwHiAiUser)" in out
     rc, out = eng.run(tag, ["bash", "-c", "ls /usr/local/Ascend/nnal/atb/latest/atb && ls /tmp/envkit-cann 2>&1 | wc -l"])
     assert rc == 0 and "cxx_abi_1" in out, out
-    rc, out = eng.run(tag, ["python", "-c", "import torch, numpy; print(torch.__version__, numpy.__version__)"])
-    assert rc == 0 and out.split()[0] == TORCH, out
+    # torch and numpy from the torch layer and the rest layer; torch_npu installed beside torch
+    rc, out = eng.run(tag, ["python", "-c", "import importlib.metadata as m, torch, numpy, accelerate; "
+                            "print(torch.__version__, numpy.__version__, m.version('torch_npu'), accelerate.__version__)"],
+                      env=NO_AUTOLOAD)
+    assert rc == 0, out
+    assert out.split()[:4] == [TORCH, lock.stack.numpy, TORCH_NPU, inputs["accelerate"][0]], out
 
-    # envkit smoke inside: cpu passes, npu is refused (exit 2) for the missing driver
-    rc, out = eng.run(tag, ["envkit", "smoke", "--device", "cpu", "--dtype", "fp32", "--out", "/tmp/smoke", "--repeat", "2"])
+    # envkit smoke inside: cpu passes, npu is refused (exit 2) for the missing CANN libraries / driver.
+    # The fixture CANN has no real libraries, so torch_npu cannot load here, and transformers/accelerate
+    # import it whenever it is installed: the cpu run gets a throwaway container without torch_npu.
+    rc, out = eng.run(tag, ["bash", "-c", "pip uninstall -q -y torch_npu && exec envkit smoke --device cpu --dtype fp32 "
+                            "--out /tmp/smoke --repeat 2"], env=NO_AUTOLOAD, user="root")
     assert rc == 0, out[-3000:]
-    rc, out = eng.run(tag, ["envkit", "smoke", "--device", "npu", "--out", "/tmp/smoke-npu"])
+    # torch_npu is there, so smoke gets to CANN: the fixture's libraries are zero-byte placeholders
+    # ("file too short"), and without them (as without a CANN install or the driver mount) the mapped message
+    # names the missing library
+    rc, out = eng.run(tag, ["envkit", "smoke", "--device", "npu", "--out", "/tmp/smoke-npu", "--json"])
     assert rc == 2, out[-3000:]
-    # this test image has no torch_npu (see `inputs`), so smoke stops at that before it reaches the
-    # driver check; with torch_npu in the lock's pins the message names the missing driver instead
-    assert "driver" in out.lower() or "torch_npu is not installed" in out, out[-3000:]
+    assert "torch_npu is not installed" not in out and "libhccl.so" in out, out[-3000:]
+    rc, out = eng.run(tag, ["bash", "-c", "find /usr/local/Ascend -name 'lib*.so*' -size 0 -delete && "
+                            "exec envkit smoke --device npu --out /tmp/smoke-npu"], user="root")
+    assert rc == 2, out[-3000:]
+    assert "CANN library lib" in out and "not found" in out, out[-3000:]
     # envkit doctor inside reports the image's stack
     rc, out = eng.run(tag, ["envkit", "doctor", "--json"])
     assert rc in (0, 1), out[-3000:]
-    assert lock.stack.cann in out and TORCH.split("+")[0] in out
+    assert lock.stack.cann in out and TORCH.split("+")[0] in out and TORCH_NPU in out
 
-    # rebuild after a Python-only change: the CANN layers are reused
-    lock2 = yaml.safe_load(inputs["lock"].read_text())
-    for p in lock2["python"]["requirements"]:
-        if p["name"] == "accelerate":
-            p["version"] = p["version"]  # same pin; the change is a pin added below
-    lock2["python"]["requirements"].append({"name": "safetensors", "version": _ver(inputs["wheels"], "safetensors"), "index": None})
-    lock2_path = inputs["dir"] / "envkit2.lock"
-    lock2_path.write_text(yaml.safe_dump(lock2, sort_keys=False))
+    # rebuild after a Python-only change (accelerate): the CANN and torch layers are reused
     tag2 = "localhost/envkit-test:second"
-    r = _envkit("image", "build", "--lock", str(lock2_path), "--artifacts", str(inputs["artifacts"]),
+    r = _envkit("image", "build", "--lock", str(inputs["lock2"]), "--artifacts", str(inputs["artifacts2"]),
                 "--base", base, "--tag", tag2, "--json")
     assert r.returncode == 0, r.stderr[-4000:]
     second = json.loads(r.stdout)
     l1, l2 = _layers(eng, tag), _layers(eng, tag2)
-    # base + os layers, then the CANN copy (/usr/local/Ascend, /etc/Ascend): identical
+    # base + os layers, the CANN copy (/usr/local/Ascend, /etc/Ascend) and the torch venv: identical;
+    # only the rest-of-Python layer and the lock copy after it differ
     n_same = next((i for i, (a, b) in enumerate(zip(l1, l2)) if a != b), len(l1))
-    assert n_same >= 3, (l1, l2)
-    assert second["seconds"] < first["seconds"]
+    assert len(l1) == len(l2) and 3 <= n_same < len(l1) and n_same >= len(l1) - 3, (l1, l2)
+    rc, out = eng.run(tag2, ["python", "-c", "import accelerate; print(accelerate.__version__)"], env=NO_AUTOLOAD)
+    assert rc == 0 and out.split()[0] == inputs["accelerate"][1], out
     (WORK / "last-build-times.json").write_text(json.dumps({"first": first["seconds"], "python_only": second["seconds"]}))
-
-
-def _ver(wheels: Path, name: str) -> str:
-    return next(w.name.split("-")[1] for w in wheels.glob(f"{name}-*.whl"))

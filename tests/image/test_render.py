@@ -41,7 +41,7 @@ def test_golden(name: str, golden_inputs, tmp_path: Path) -> None:
     lock, arts, reqs = golden_inputs[name]
     plan = _plan(lock, arts, reqs)
     write_context(plan, tmp_path / "ctx")
-    for rel in ("Dockerfile", "python/requirements.txt"):
+    for rel in ("Dockerfile", "python/torch/requirements.txt", "python/rest/requirements.txt"):
         got = _mask((tmp_path / "ctx" / rel).read_text())
         golden = GOLDEN / name / rel.replace("/", "_")
         if UPDATE:
@@ -96,10 +96,11 @@ def test_cpu_torch_and_labels(golden_inputs) -> None:
 def test_python_layers_after_cann(golden_inputs) -> None:
     """A Python pin only enters the `python` stage and the runtime layers after the CANN copy."""
     text = dockerfile(_plan(*golden_inputs["a3-aarch64-cann8.5.0"]))
-    cann_stage = text[text.index("AS cann"):text.index("AS python")]
+    cann_stage = text[text.index("AS cann"):text.index("AS torch")]
     assert "requirements" not in cann_stage and "python/" not in cann_stage
     runtime = text[text.index("AS runtime"):]
-    assert runtime.index("COPY --from=cann") < runtime.index("COPY --from=python") < runtime.index("LABEL")
+    assert (runtime.index("COPY --from=cann") < runtime.index("COPY --from=torch") < runtime.index("COPY --from=python")
+            < runtime.index("LABEL"))
 
 
 def test_zip_edition_is_unpacked(tmp_path: Path) -> None:
@@ -167,7 +168,7 @@ def test_offline_wheelhouse(golden_inputs, tmp_path: Path) -> None:
     plan = _plan(lock, art2, None)
     assert plan.offline
     text = dockerfile(plan)
-    assert "--no-index --find-links ./wheels" in text
+    assert "--no-index --find-links ./torch/wheels" in text and "--no-index --find-links ./rest/wheels" in text
     whl = sorted((art2 / "wheels").glob("*.whl"))[0]
     assert any(sha256_file(whl) in r.hashes for r in plan.requirements)
 
@@ -198,3 +199,108 @@ def test_hadolint_clean(name: str, golden_inputs, tmp_path: Path) -> None:
     write_context(_plan(*golden_inputs[name]), tmp_path / "ctx")
     r = subprocess.run([exe, "--no-color", str(tmp_path / "ctx" / "Dockerfile")], capture_output=True, text=True)
     assert r.returncode == 0 and not r.stdout.strip(), r.stdout + r.stderr
+
+
+def test_python_layers_split(golden_inputs, tmp_path: Path) -> None:
+    """torch (and torch_npu) get their own first layer; a change of another pin changes only the second file."""
+    lock, arts, reqs = golden_inputs["910b-x86_64-cpu-torch"]
+    plan = _plan(lock, arts, reqs)
+    assert {r.name for r in plan.heavy_requirements} == {"torch", "torch-npu"}
+    assert not {r.name for r in plan.rest_requirements} & {"torch", "torch-npu"}
+    write_context(plan, tmp_path / "a")
+    bumped = tmp_path / "bumped.txt"
+    text = reqs.read_text()
+    # the same lock, the accelerate line with another hash: only python/rest changes
+    import re
+
+    bumped.write_text(re.sub(r"(accelerate==\S+ \\\n    --hash=sha256:)[0-9a-f]{64}", r"\g<1>" + "a" * 64, text))
+    assert bumped.read_text() != text
+    write_context(_plan(lock, arts, bumped), tmp_path / "b")
+    same = lambda rel: (tmp_path / "a" / rel).read_text() == (tmp_path / "b" / rel).read_text()  # noqa: E731
+    assert same("python/torch/requirements.txt") and same("Dockerfile")
+    assert not same("python/rest/requirements.txt")
+    # another lock (here: another generating command and digest) leaves the torch layer's input alone
+    from dataclasses import replace
+
+    write_context(replace(plan, generated_by="envkit image render --lock other.lock", lock_digest="sha256:" + "b" * 64),
+                  tmp_path / "c")
+    assert (tmp_path / "a" / "python/torch/requirements.txt").read_bytes() == (
+        tmp_path / "c" / "python/torch/requirements.txt").read_bytes()
+    text = dockerfile(plan)
+    torch_stage = text[text.index("AS torch"):text.index("AS python")]
+    assert "python/torch/" in torch_stage and "python/rest/" not in torch_stage and "--no-deps" in torch_stage
+
+
+def _with_closure(lock_path: Path, *, python: str | None = None, drop: str | None = None):
+    """The lock with a hashed closure as `envkit lock` writes it: one wheel per project, torch for two arches."""
+    import hashlib
+
+    from envkit.models.lock import ClosurePackage, ClosureTarget, PythonClosure
+
+    lk = read_lock(lock_path)
+    s = lk.stack
+    pins = {p.name.replace("_", "-"): p.version for p in lk.python.requirements}
+    for spec in lk.python.cann_runtime:
+        n, _, v = spec.partition("==")
+        pins.setdefault(n, v or "1.0.0")
+    tag = "cp" + s.python.replace(".", "")
+    pkgs = []
+    for name, ver in sorted(pins.items()):
+        if name == drop:
+            continue
+        files = [f"{name.replace('-', '_')}-{ver}-py3-none-any.whl"]
+        if name == "torch":
+            files = [f"torch-{ver}-{tag}-{tag}-manylinux_2_28_{a}.whl" for a in ("aarch64", "x86_64")]
+        for f in files:
+            pkgs.append(ClosurePackage(name=name, version=ver, filename=f, url=f"https://files.example/{f}",
+                                       sha256=hashlib.sha256(f.encode()).hexdigest(), size=1))
+    target = ClosureTarget(python=python or s.python, arch=s.arch, glibc="2.28", platform=f"manylinux_2_28_{s.arch}")
+    closure = PythonClosure(target=target, roots=[], index_url="https://pypi.org/simple",
+                            extra_index_urls=["https://download.pytorch.org/whl/cpu"], resolver="uv 0.0", packages=pkgs)
+    return lk.model_copy(update={"python": lk.python.model_copy(update={"closure": closure})})
+
+
+def test_closure_from_the_lock(golden_inputs, tmp_path: Path) -> None:
+    """The lock's hashed closure is the source of the pins: only the target platform's files, no --requirements."""
+    import hashlib
+
+    lock, arts, _ = golden_inputs["910b-x86_64-cpu-torch"]
+    lk = _with_closure(lock)
+    plan = plan_build(load_matrix(), lk, generated_by="t", artifacts=arts)
+    assert plan.python_source == "closure" and not plan.offline
+    torch = next(r for r in plan.requirements if r.name == "torch")
+    x86 = next(p.filename for p in lk.python.closure.packages if p.name == "torch" and "x86_64" in p.filename)
+    assert torch.hashes == (hashlib.sha256(x86.encode()).hexdigest(),)
+    assert plan.indexes == ["https://pypi.org/simple", "https://download.pytorch.org/whl/cpu"]
+    write_context(plan, tmp_path / "ctx")
+    assert "Pins from the lock's python.closure." in (tmp_path / "ctx" / "python/rest/requirements.txt").read_text()
+    # closure for another Python: refused (no fallback handed in)
+    with pytest.raises(BadInput, match="closure is for Python 3.11"):
+        plan_build(load_matrix(), _with_closure(lock, python="3.11"), generated_by="t", artifacts=arts)
+    # a closure without a pin of the lock: refused, naming it
+    with pytest.raises(BadInput, match="lacks accelerate"):
+        plan_build(load_matrix(), _with_closure(lock, drop="accelerate"), generated_by="t", artifacts=arts)
+    # offline: the wheelhouse must hold the closure's files (by sha256); then exactly those are copied
+    art2 = tmp_path / "arts"
+    shutil.copytree(arts, art2)
+    (art2 / "wheels").mkdir()
+    for p in lk.python.closure.packages:
+        (art2 / "wheels" / p.filename).write_bytes(p.filename.encode())  # sha256 of the content == the fake hash
+    lk_real = lk.model_copy(update={"python": lk.python.model_copy(update={"closure": lk.python.closure.model_copy(update={
+        "packages": [p.model_copy(update={"sha256": hashlib.sha256(p.filename.encode()).hexdigest()})
+                     for p in lk.python.closure.packages]})})})
+    plan = plan_build(load_matrix(), lk_real, generated_by="t", artifacts=art2)
+    assert plan.offline and plan.python_source == "closure"
+    assert not any("aarch64" in w.name for w in plan.wheels)
+    assert [w.name for w in plan.heavy_wheels] == [x86, next(p.filename for p in lk.python.closure.packages if p.name == "torch-npu")]
+
+
+def test_no_python_pins_exit_2(golden_inputs, tmp_path: Path, capsys) -> None:
+    from envkit.cli import main
+
+    lock, arts, _ = golden_inputs["910b-aarch64-cann8.0.0"]
+    with pytest.raises(SystemExit) as exc:
+        main(["image", "render", "--lock", str(lock), "--artifacts", str(arts), "-o", str(tmp_path / "ctx")])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "no hashed Python pins" in err and "envkit lock" in err
