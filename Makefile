@@ -35,6 +35,12 @@ demo: venv
 	$(BIN)/envkit lock --lock $(DEMO_OUT)/host.lock --only pyyaml,decorator
 	$(BIN)/envkit bundle build --lock $(DEMO_OUT)/host.lock -o $(DEMO_OUT)/bundle.tar
 	$(BIN)/envkit bundle verify $(DEMO_OUT)/bundle.tar
+	@echo "== envkit image render: the default stack, with fixture vendor packages and stand-in hashed pins (no real CANN here)"
+	$(BIN)/python tests/fixtures/installers/make_installers.py --lock $(DEMO_OUT)/envkit.lock --out $(DEMO_OUT)/vendor --zip >/dev/null
+	$(BIN)/python -c 'import sys; sys.path.insert(0, "."); from pathlib import Path; from tests.image.conftest import fake_requirements; fake_requirements(Path(sys.argv[1]), Path(sys.argv[2]))' $(DEMO_OUT)/envkit.lock $(DEMO_OUT)/requirements.txt
+	$(BIN)/envkit image render --lock $(DEMO_OUT)/envkit.lock --artifacts $(DEMO_OUT)/vendor --requirements $(DEMO_OUT)/requirements.txt -o $(DEMO_OUT)/image
+	@echo "== envkit image run-args --chip 910b"
+	$(BIN)/envkit image run-args --chip 910b
 	@if [ -n "$(INVENTORY)" ]; then \
 	  echo "== envkit provision --check ($(INVENTORY))"; \
 	  $(BIN)/envkit provision -i $(INVENTORY) --lock $(DEMO_OUT)/envkit.lock --bundle $(or $(BUNDLE),$(DEMO_OUT)/bundle) --check --out $(DEMO_OUT)/provision; \
