@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from envkit.errors import CannotRun, CheckFailed
+from envkit.fsutil import sha256_file as _sha256_file
 
 CHUNK = 1 << 20
 
@@ -41,16 +42,7 @@ def cache_root() -> Path:
 
 
 def sha256_file(path: Path, chunk: int = CHUNK) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb", buffering=0) as fh:
-        buf = bytearray(chunk)
-        view = memoryview(buf)
-        while True:
-            n = fh.readinto(buf)
-            if not n:
-                break
-            h.update(view[:n])
-    return h.hexdigest()
+    return _sha256_file(path, chunk)
 
 
 def _stamp_of(st: os.stat_result) -> str:

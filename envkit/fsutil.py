@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import tempfile
 from pathlib import Path
@@ -29,3 +30,17 @@ def atomic_write_bytes(path: Path, data: bytes, mode: int = 0o644, *, fsync: boo
 
 def atomic_write_text(path: Path, text: str, mode: int = 0o644) -> None:
     atomic_write_bytes(path, text.encode("utf-8"), mode)
+
+
+def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
+    """The sha256 of a file, read in chunks into one reused buffer."""
+    h = hashlib.sha256()
+    with open(path, "rb", buffering=0) as fh:
+        buf = bytearray(chunk)
+        view = memoryview(buf)
+        while True:
+            n = fh.readinto(buf)
+            if not n:
+                break
+            h.update(view[:n])
+    return h.hexdigest()

@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from envkit.fsutil import sha256_file  # noqa: F401 - re-exported
 from envkit import __version__, versions
 from envkit.errors import BadInput, CheckFailed, Where
 from envkit.matrix import LoadedMatrix
@@ -35,14 +36,6 @@ _HASH = re.compile(r"--hash[= ]sha256:([0-9a-f]{64})")
 def normalize(name: str) -> str:
     """PEP 503 project name."""
     return re.sub(r"[-_.]+", "-", name).lower()
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
+from envkit.fsutil import sha256_file  # noqa: F401 - re-exported
 from envkit.errors import BadInput
 from envkit.models.lock import Artifact, Lock
 
@@ -126,14 +127,6 @@ def read_sums(vendor: Path) -> dict[str, str]:
         if m:
             out[Path(m.group(2)).name] = m.group(1).lower()
     return out
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 @dataclass(frozen=True)
