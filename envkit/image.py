@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from envkit.fsutil import sha256_file  # noqa: F401 - re-exported
+from envkit.fsutil import sha256_file
 from envkit import __version__, versions
 from envkit.errors import BadInput, CheckFailed, Where
 from envkit.matrix import LoadedMatrix

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from envkit.fsutil import sha256_file  # noqa: F401 - re-exported
+from envkit.fsutil import sha256_file
 from envkit.errors import BadInput
 from envkit.models.lock import Artifact, Lock
 
