@@ -87,22 +87,3 @@ def envkit_subprocess(*args: str, env: dict[str, str] | None = None, pythonpath:
         [sys.executable, "-m", "envkit", *args], capture_output=True, text=True, env=full_env, timeout=timeout, cwd=str(REPO)
     )
     return Result(proc.returncode, proc.stdout, proc.stderr)
-
-
-@pytest.fixture
-def run_cli(capsys):
-    """Run the CLI in-process through its real entry point (error boundary included)."""
-
-    def _run(*args: str) -> Result:
-        from envkit.cli import main
-
-        capsys.readouterr()
-        try:
-            main(list(args))
-            code = 0
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-        captured = capsys.readouterr()
-        return Result(code, captured.out, captured.err)
-
-    return _run
