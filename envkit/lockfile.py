@@ -28,8 +28,6 @@ from envkit.models.stack import STACK_KEYS, FullStack
 from envkit.resolve import Pin, Resolution, hints_for
 from envkit.yamlio import load_file
 
-LOCK_NAME = "envkit.lock"
-
 try:  # the C emitter is several times faster
     from yaml import CSafeDumper as _Dumper
 except ImportError:  # pragma: no cover

@@ -128,7 +128,7 @@ def _section_line(path: Path, loc: tuple[Any, ...], section: str) -> tuple[int |
     return None, section
 
 
-def _cache_dir() -> Path | None:
+def _cache_dir() -> Path:
     base = os.environ.get("ENVKIT_CACHE_DIR") or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "envkit"
     )
@@ -136,10 +136,7 @@ def _cache_dir() -> Path | None:
 
 
 def _from_cache(digest: str, origin_names: dict[str, str], folder: Path) -> LoadedMatrix | None:
-    cache = _cache_dir()
-    if cache is None:
-        return None
-    path = cache / f"{digest.split(':', 1)[1]}.json"
+    path = _cache_dir() / f"{digest.split(':', 1)[1]}.json"
     try:
         raw = path.read_bytes()
         model = Matrix.model_validate_json(raw)
@@ -150,8 +147,6 @@ def _from_cache(digest: str, origin_names: dict[str, str], folder: Path) -> Load
 
 def _to_cache(lm: LoadedMatrix) -> None:
     cache = _cache_dir()
-    if cache is None:
-        return
     try:
         from envkit.fsutil import atomic_write_bytes
 
@@ -174,9 +169,9 @@ def load_matrix_from(folder: Path, *, use_cache: bool = False) -> LoadedMatrix:
         raise MatrixError(f"no matrix files in {folder}", where=Where(str(folder)))
     digest_text = _digest(files)
     if use_cache:
-        index = _cache_dir() / f"{digest_text.split(':', 1)[1]}.sections.json" if _cache_dir() else None
+        index = _cache_dir() / f"{digest_text.split(':', 1)[1]}.sections.json"
         try:
-            names = json.loads(index.read_text()) if index else None
+            names = json.loads(index.read_text())
         except (OSError, ValueError):
             names = None
         if names:

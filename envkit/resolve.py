@@ -160,27 +160,22 @@ def canonical_pin(lm: LoadedMatrix, key: str, given: str, where: str = "", origi
             if versions.same(p.version, short):
                 return Pin(key, p.version, given, where, origin)
         raise _unknown(key, value, [p.version for p in m.pythons], where, "Python version")
-    if key == "driver":
-        h = lm.hdk(value)
-        if h is None:
-            raise _unknown(key, value, [x.version for x in m.hdk], where, "HDK (driver) release")
-        return Pin(key, h.version, given, where, origin)
-    if key == "firmware":
-        h = lm.firmware(value)
-        if h is None:
-            known = [x.version for x in m.hdk] + [x.firmware_version for x in m.hdk if x.firmware_version]
-            raise _unknown(key, value, known, where, "firmware (HDK release or firmware Version)")
-        return Pin(key, h.version, given, where, origin)
-    if key == "cann":
-        c = lm.cann(value)
-        if c is None:
-            raise _unknown(key, value, [x.version for x in m.cann], where, "CANN release")
-        return Pin(key, c.version, given, where, origin)
-    if key == "torch_npu":
-        t = lm.torch_npu(value)
-        if t is None:
-            raise _unknown(key, value, [x.version for x in m.torch_npu], where, "torch_npu release")
-        return Pin(key, t.version, given, where, origin)
+    releases = {
+        "driver": (lm.hdk, lambda: [x.version for x in m.hdk], "HDK (driver) release"),
+        "firmware": (
+            lm.firmware,
+            lambda: [x.version for x in m.hdk] + [x.firmware_version for x in m.hdk if x.firmware_version],
+            "firmware (HDK release or firmware Version)",
+        ),
+        "cann": (lm.cann, lambda: [x.version for x in m.cann], "CANN release"),
+        "torch_npu": (lm.torch_npu, lambda: [x.version for x in m.torch_npu], "torch_npu release"),
+    }
+    if key in releases:
+        lookup, known, what = releases[key]
+        row = lookup(value)
+        if row is None:
+            raise _unknown(key, value, known(), where, what)
+        return Pin(key, row.version, given, where, origin)
     if key == "torch":
         known = _torch_versions(lm, mapped_only=False)
         for k in known:
@@ -573,25 +568,20 @@ def _pin_checks(lm: LoadedMatrix, pins: dict[str, Pin]) -> list[Conflict]:
                 ],
             )
         )
-    for key in ("torch_npu",):
-        pin = pins.get(key)
-        if pin:
-            t = lm.torch_npu(pin.value)
-            if t.cann is None:
-                out.append(
-                    Conflict(
-                        summary=f"torch_npu {pin.value} has no published CANN pairing, so no stack with it can be validated",
-                        pins=[key],
-                        chain=[
-                            _fact_of_pin(pin),
-                            Fact(fact=f"torch_npu {pin.value} is on PyPI, but no source read maps it to a CANN release",
-                                 rule=f"torch_npu/{pin.value}", source=t.source_text, kind="derived", confidence=t.confidence),
-                        ],
-                    )
-                )
-    cann = pins.get("cann")
-    if cann and lm.cann(cann.value).prerelease:
-        pass  # prereleases are allowed when pinned; noted as a hint
+    pin = pins.get("torch_npu")
+    t = lm.torch_npu(pin.value) if pin else None
+    if pin and t.cann is None:
+        out.append(
+            Conflict(
+                summary=f"torch_npu {pin.value} has no published CANN pairing, so no stack with it can be validated",
+                pins=["torch_npu"],
+                chain=[
+                    _fact_of_pin(pin),
+                    Fact(fact=f"torch_npu {pin.value} is on PyPI, but no source read maps it to a CANN release",
+                         rule=f"torch_npu/{pin.value}", source=t.source_text, kind="derived", confidence=t.confidence),
+                ],
+            )
+        )
     return out
 
 
