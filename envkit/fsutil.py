@@ -7,11 +7,20 @@ import os
 import tempfile
 from pathlib import Path
 
+from envkit.errors import CannotRun, Where
+
 
 def atomic_write_bytes(path: Path, data: bytes, mode: int = 0o644, *, fsync: bool = True) -> None:
+    """Write `data` to `path` all at once or not at all; an unwritable place is CannotRun (exit 2)."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:
+        raise CannotRun(
+            f"cannot write {path}: {exc.strerror or exc}", where=Where(str(path)),
+            hint="Choose a writable output path.",
+        ) from None
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)

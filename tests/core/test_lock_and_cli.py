@@ -239,3 +239,13 @@ def test_resolve_imports_neither_docker_ansible_nor_torch(tmp_path):
     )
     p = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=120)
     assert "LOADED []" in p.stdout, p.stdout + p.stderr
+
+
+def test_unwritable_output_is_a_clear_error_and_writes_nothing(run_cli, tmp_path):
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    (ro / "file").write_text("x")
+    r = run_cli("resolve", "-o", str(ro / "file" / "envkit.lock"))  # a file where a folder should be
+    assert r.code == 2, (r.out, r.err)
+    assert "cannot write" in r.err and "Traceback" not in r.err
+    assert sorted(p.name for p in ro.iterdir()) == ["file"]
