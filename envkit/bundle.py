@@ -238,10 +238,12 @@ def plan_bundle(
             fetch.append(Fetch(p.url, p.sha256, p.size, p.filename))
             entries.append(Entry(f"wheels/{kind}/{p.filename}", p.sha256, p.size, source=cache.path(p.sha256), link=True))
     ek_name, ek_bytes = envkit_wheel()
-    entries.append(_blob(f"wheels/controller/{ek_name}", ek_bytes))
     ek_sha = hashlib.sha256(ek_bytes).hexdigest()
-    entries.append(_blob("requirements/target.txt", requirements_txt(target)))
-    entries.append(_blob("requirements/controller.txt", requirements_txt(controller, [("envkit", __version__, ek_sha)])))
+    ek_row = [("envkit", __version__, ek_sha)]
+    # envkit runs on the controller (provision) and on every target (the smoke role's smoke and doctor)
+    for kind, closure in (("target", target), ("controller", controller)):
+        entries.append(_blob(f"wheels/{kind}/{ek_name}", ek_bytes))
+        entries.append(_blob(f"requirements/{kind}.txt", requirements_txt(closure, ek_row)))
     entries.append(_blob("envkit.lock", lock_bytes))
     vendor, trusted, lacks = _vendor_entries(lock, artifacts, trust_artifacts, stamps)
     entries += vendor

@@ -101,8 +101,11 @@ def target_roots(lock: Lock, only: list[str] | None = None, exclude: list[str] |
     return roots
 
 
-def controller_roots() -> list[str]:
-    """envkit's own runtime requirements (no extras), and envkit is added to the bundle as a wheel."""
+def envkit_roots() -> list[str]:
+    """envkit's own runtime requirements (no extras); envkit itself is added to a bundle as a wheel.
+
+    The controller needs them to run `envkit provision`; every target needs them too, because the smoke
+    role runs `envkit smoke` and `envkit doctor` from the stack's venv."""
     from importlib.metadata import PackageNotFoundError, requires
 
     try:

@@ -61,9 +61,9 @@ def register(app: typer.Typer) -> None:
         )
         excluded = tuple(sorted({cl.normalize(x) for x in _csv(exclude)}))
         sources = dict(index_url=index_url, extra_index_urls=tuple(extra_index_url or ()), find_links=tuple(find_links or ()))
-        tplan = cl.ClosurePlan(roots=tuple(cl.target_roots(lk, _csv(only), list(excluded))), target=target,
+        tplan = cl.ClosurePlan(roots=tuple(cl.target_roots(lk, _csv(only), list(excluded)) + cl.envkit_roots()), target=target,
                                excluded=excluded, **sources)
-        cplan = cl.ClosurePlan(roots=tuple(cl.controller_roots()), target=ctl_target, **sources)
+        cplan = cl.ClosurePlan(roots=tuple(cl.envkit_roots()), target=ctl_target, **sources)
         console.progress(f"resolving the closure for Python {target.python} on {target.platform} ...")
         with tempfile.TemporaryDirectory(prefix="envkit-lock-") as tmp:
             tclos = cl.run_uv(tplan, Path(tmp) / "target")

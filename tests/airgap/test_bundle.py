@@ -41,7 +41,10 @@ def test_build_is_reproducible_and_verifies(offline_lock, tmp_path, cli):
     names = tarfile.open(a).getnames()
     assert "bundle/wheels/target/alpha-1.0-py3-none-any.whl" in names
     assert "bundle/wheels/controller/gamma-1.0-py3-none-any.whl" in names
-    assert any(n.startswith("bundle/wheels/controller/envkit-") for n in names)
+    for kind in ("controller", "target"):  # envkit runs on both: provision there, smoke and doctor here
+        assert any(n.startswith(f"bundle/wheels/{kind}/envkit-") for n in names)
+        req = tarfile.open(a).extractfile(f"bundle/requirements/{kind}.txt").read().decode()
+        assert any(line.startswith("envkit==") and "--hash=sha256:" in line for line in req.splitlines())
     assert "bundle/install.sh" in names and "bundle/manifest.json" in names
 
 

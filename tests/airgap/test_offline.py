@@ -158,6 +158,12 @@ def test_install_offline_and_envkit_runs(installed, tmp_path):
             f"assert yaml.__file__.startswith({str(target)!r}) and decorator.__file__.startswith({str(target)!r})")
     r = _offline([str(venv / "bin" / "python"), "-c", code])
     assert r.returncode == 0, r.stdout + r.stderr
+    # envkit and its runtime dependencies are in the target closure too (the smoke role runs envkit on each host)
+    # the base interpreter without any site-packages: only the target folder can provide envkit and its deps
+    r = _offline([getattr(sys, "_base_executable", sys.executable), "-I", "-S", "-c", f"import sys; sys.path.insert(0, {str(target)!r}); "
+                  "import envkit, pydantic; from envkit.cli import main; sys.argv = ['envkit', '--version']; main()"])
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.strip().endswith(__import__("envkit").__version__), r.stdout
 
 
 def test_removed_wheel_is_caught_by_verify_and_by_pip(installed, tmp_path):
