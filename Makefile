@@ -30,11 +30,12 @@ demo: venv
 	$(BIN)/envkit matrix check
 	@echo "== envkit doctor (this machine has no NPU: the report says so)"
 	$(BIN)/envkit doctor --lock $(DEMO_OUT)/envkit.lock || test $$? -eq 1
-	@echo "== envkit lock + bundle: this host's Python part (a small real closure from PyPI), offline bundle, verified"
-	$(BIN)/envkit resolve --python 3.11 --arch x86_64 -o $(DEMO_OUT)/host.lock
-	$(BIN)/envkit lock --lock $(DEMO_OUT)/host.lock --only pyyaml,decorator
-	$(BIN)/envkit bundle build --lock $(DEMO_OUT)/host.lock -o $(DEMO_OUT)/bundle.tar
-	$(BIN)/envkit bundle verify $(DEMO_OUT)/bundle.tar
+	@echo "== envkit lock: the default target's Python closure (aarch64, Python 3.10, from PyPI) and this controller's"
+	@echo "   torch and torch_npu are left out here (recorded in the lock): PyPI's aarch64 torch pulls ~2 GB of CUDA wheels"
+	$(BIN)/envkit lock --lock $(DEMO_OUT)/envkit.lock -o $(DEMO_OUT)/bundle.lock --exclude torch,torch-npu
+	@echo "== envkit bundle build + verify: the offline bundle of that lock (no vendor packages here: it says what it lacks)"
+	$(BIN)/envkit bundle build --lock $(DEMO_OUT)/bundle.lock -o $(DEMO_OUT)/bundle
+	$(BIN)/envkit bundle verify $(DEMO_OUT)/bundle
 	@echo "== envkit image render: the default stack, with fixture vendor packages and stand-in hashed pins (no real CANN here)"
 	$(BIN)/python tests/fixtures/installers/make_installers.py --lock $(DEMO_OUT)/envkit.lock --out $(DEMO_OUT)/vendor --zip >/dev/null
 	$(BIN)/python -c 'import sys; sys.path.insert(0, "."); from pathlib import Path; from tests.image.conftest import fake_requirements; fake_requirements(Path(sys.argv[1]), Path(sys.argv[2]))' $(DEMO_OUT)/envkit.lock $(DEMO_OUT)/requirements.txt

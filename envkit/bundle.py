@@ -27,6 +27,7 @@ from envkit.models.bundle import BundleFile, BundleManifest, TrustedArtifact
 from envkit.models.lock import Lock, PythonClosure
 
 MANIFEST = "manifest.json"
+IMAGE_DIR = "image"
 MTIME = 315532800  # 1980-01-01, the zip epoch: every entry gets it, so archives are reproducible
 ZIP_TIME = (1980, 1, 1, 0, 0, 0)
 
@@ -42,6 +43,17 @@ class Entry:
     link: bool = False  # may be hard-linked from the cache into a folder bundle
 
 
+@dataclass(frozen=True)
+class ImageContext:
+    """The rendered image build context a bundle carries: its text files are bundle entries under
+    image/context/; its large inputs (vendor packages, wheels) are the bundle's own files, listed in
+    image/context.sha256 and linked into place by image/assemble.sh (never stored twice)."""
+
+    tag: str
+    key: str  # sha256 over every file of the context (path and sha256): equal keys, equal contexts
+    links: tuple[tuple[str, str, str], ...]  # (sha256, path in the context, path in the bundle)
+
+
 @dataclass
 class BundlePlan:
     root: str
@@ -50,11 +62,42 @@ class BundlePlan:
     fetch: list = field(default_factory=list)  # list[download.Fetch]
     trusted: list[TrustedArtifact] = field(default_factory=list)
     state: Path | None = None  # where write_tar records the archives it wrote (the cache's folder), if anywhere
+    image: ImageContext | None = None
+    _all: list[Entry] | None = field(default=None, repr=False)
+
+    def entry(self, path: str) -> Entry:
+        return next(e for e in self.entries if e.path == path)
+
+    def assemble_image_context(self, out: Path) -> Path:
+        """Write the image build context into `out` from the plan's own entries (the executor then builds it)."""
+        import shutil
+
+        assert self.image is not None
+        prefix = f"{IMAGE_DIR}/context/"
+        for e in self.entries:
+            if e.path.startswith(prefix):
+                dest = out / e.path[len(prefix):]
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                dest.write_bytes(e.data if e.data is not None else Path(e.source).read_bytes())
+        for _sha, rel, src in self.image.links:
+            e = self.entry(src)
+            dest = out / rel
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            if e.data is not None:
+                dest.write_bytes(e.data)
+            else:
+                try:
+                    os.link(e.source, dest)
+                except OSError:
+                    shutil.copyfile(e.source, dest)
+        return out
 
     def all_entries(self) -> list[Entry]:
-        data = manifest_bytes(self.manifest)
-        m = Entry(MANIFEST, hashlib.sha256(data).hexdigest(), len(data), data=data)
-        return sorted([*self.entries, m], key=lambda e: e.path)
+        if self._all is None:
+            data = manifest_bytes(self.manifest)
+            m = Entry(MANIFEST, hashlib.sha256(data).hexdigest(), len(data), data=data)
+            self._all = sorted([*self.entries, m], key=lambda e: e.path)
+        return list(self._all)
 
 
 def _blob(path: str, data: bytes, mode: int = 0o644) -> Entry:
@@ -79,17 +122,11 @@ def _target_dict(c: PythonClosure) -> dict[str, str]:
 
 
 # --- envkit's own wheel, built deterministically from the running installation -------------------
-def envkit_wheel() -> tuple[str, bytes]:
-    """A wheel of the running envkit: its package, its data folders, its installed metadata. Reproducible."""
-    from importlib.metadata import distribution
+def _envkit_sources() -> list[tuple[str, Path]]:
+    """(name in the wheel, file) for envkit's package and its data folders, sorted."""
+    from envkit.resources import DATA_FOLDERS, PACKAGE_DIR, data_dir
 
-    from envkit.resources import _BUNDLED, DATA_FOLDERS, PACKAGE_DIR, data_dir
-
-    dist = distribution("envkit")
-    version = __version__
-    tag = "py3-none-any"
-    distinfo = f"envkit-{version}.dist-info"
-    files: dict[str, bytes] = {}
+    out: list[tuple[str, Path]] = []
 
     def add_tree(src: Path, prefix: str) -> None:
         for dirpath, dirnames, filenames in os.walk(src):
@@ -100,8 +137,7 @@ def envkit_wheel() -> tuple[str, bytes]:
                 if fn.endswith((".pyc", ".pyo")) or fn.startswith("."):
                     continue
                 full = Path(dirpath) / fn
-                rel = full.relative_to(src).as_posix()
-                files[f"{prefix}/{rel}"] = full.read_bytes()
+                out.append((f"{prefix}/{full.relative_to(src).as_posix()}", full))
 
     add_tree(PACKAGE_DIR, "envkit")
     for name in DATA_FOLDERS:
@@ -109,28 +145,111 @@ def envkit_wheel() -> tuple[str, bytes]:
             add_tree(data_dir(name), f"envkit/_data/{name}")
         except FileNotFoundError:
             pass
-    _ = _BUNDLED
+    return out
+
+
+def envkit_wheel(cache_dir: Path | None = None) -> tuple[str, bytes]:
+    """A wheel of the running envkit: its package, its data folders, its installed metadata. Reproducible.
+
+    With `cache_dir`, the wheel is kept there under a key of every source file's name, size and mtime (as make
+    does), so that a rebuild with unchanged sources does not compress the package again."""
+    from importlib.metadata import distribution
+
+    dist = distribution("envkit")
+    version = __version__
+    tag = "py3-none-any"
+    name = f"envkit-{version}-{tag}.whl"
+    sources = _envkit_sources()
     meta = dist.read_text("METADATA") or f"Metadata-Version: 2.1\nName: envkit\nVersion: {version}\n"
+    entry_points = dist.read_text("entry_points.txt") or "[console_scripts]\nenvkit = envkit.cli:main\n"
+    cached = None
+    if cache_dir is not None:
+        key = hashlib.sha256(json.dumps([version, meta, entry_points, [
+            [arc, str(p), st.st_size, st.st_mtime_ns] for arc, p in sources for st in [p.stat()]]]).encode()).hexdigest()
+        cached = Path(cache_dir) / "self" / f"{key[:32]}.whl"
+        try:
+            return name, cached.read_bytes()
+        except OSError:
+            pass
+    distinfo = f"envkit-{version}.dist-info"
+    files = {arc: p.read_bytes() for arc, p in sources}
     files[f"{distinfo}/METADATA"] = meta.encode()
     files[f"{distinfo}/WHEEL"] = f"Wheel-Version: 1.0\nGenerator: envkit {version}\nRoot-Is-Purelib: true\nTag: {tag}\n".encode()
-    files[f"{distinfo}/entry_points.txt"] = (dist.read_text("entry_points.txt") or "[console_scripts]\nenvkit = envkit.cli:main\n").encode()
+    files[f"{distinfo}/entry_points.txt"] = entry_points.encode()
     record = []
-    for name in sorted(files):
-        digest = base64.urlsafe_b64encode(hashlib.sha256(files[name]).digest()).rstrip(b"=").decode()
-        record.append(f"{name},sha256={digest},{len(files[name])}\n")
+    for arc in sorted(files):
+        digest = base64.urlsafe_b64encode(hashlib.sha256(files[arc]).digest()).rstrip(b"=").decode()
+        record.append(f"{arc},sha256={digest},{len(files[arc])}\n")
     record.append(f"{distinfo}/RECORD,,\n")
     files[f"{distinfo}/RECORD"] = "".join(record).encode()
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_DEFLATED) as zf:
-        for name in sorted(files, key=lambda n: (n.startswith(distinfo), n)):
-            info = zipfile.ZipInfo(name, date_time=ZIP_TIME)
+        for arc in sorted(files, key=lambda n: (n.startswith(distinfo), n)):
+            info = zipfile.ZipInfo(arc, date_time=ZIP_TIME)
             info.external_attr = (0o644 | stat.S_IFREG) << 16
             info.compress_type = zipfile.ZIP_DEFLATED
-            zf.writestr(info, files[name])
-    return f"envkit-{version}-{tag}.whl", buf.getvalue()
+            zf.writestr(info, files[arc])
+    data = buf.getvalue()
+    if cached is not None:
+        try:
+            cached.parent.mkdir(parents=True, exist_ok=True)
+            tmp = cached.with_name(f".{cached.name}.{os.getpid()}")
+            tmp.write_bytes(data)
+            os.replace(tmp, cached)
+        except OSError:
+            pass  # a read-only cache only costs the compression next time
+    return name, data
 
 
 # --- the plan ----------------------------------------------------------------------------------
+def image_tag(lock: Lock) -> str:
+    s = lock.stack
+    return f"envkit/{s.chip}:cann{s.cann}-torch{s.torch.replace('+', '-')}-py{s.python}".lower()
+
+
+def _image_entries(lock: Lock, artifacts: Path | None, stamps, have: dict[str, Entry], envkit_row: tuple[str, str, str],
+                   base: str | None = None) -> tuple[list[Entry], ImageContext | None, list[str]]:
+    """The rendered build context of the lock's image, against the bundle's own files (pure: no engine).
+
+    `have` is the bundle's entries by path. A lock whose closure cannot make the image (an `--only` part of
+    the stack, another Python) gets no context, and the bundle says why in `lacks`."""
+    from envkit import image as im
+    from envkit import render
+    from envkit.matrix import load_matrix
+
+    ek_name, ek_version, ek_sha = envkit_row
+    try:
+        chosen = [p for p in im.closure_files(lock) if im.normalize(p.name) != "envkit"]  # the bundle's envkit wins
+        reqs = im._merge([im.Requirement(im.normalize(p.name), p.version, (p.sha256,)) for p in chosen]
+                         + [im.Requirement("envkit", ek_version, (ek_sha,))])
+        im.check_closure(lock, reqs, "the lock's Python closure (python.closure)")
+        wheels = sorted([Path(p.filename) for p in chosen] + [Path(ek_name)], key=lambda w: w.name)
+        plan = im.plan_build(load_matrix(), lock, generated_by="envkit bundle build", artifacts=artifacts, base=base,
+                             hasher=stamps.sha256, python=(reqs, wheels, [], "bundle"))
+    except BadInput as exc:
+        return [], None, [f"the image build context ({exc.message})"]
+    wheel_sha = {p.filename: p.sha256 for p in chosen} | {ek_name: ek_sha}
+    entries = [_blob(f"{IMAGE_DIR}/context/{rel}", text.encode()) for rel, text in sorted(render.context_files(plan).items())]
+    links, lacks = [], []
+    for rel, _source, sha in render.context_inputs(plan):
+        name = rel.rsplit("/", 1)[-1]
+        src = f"vendor/{name}" if rel.startswith("artifacts/") else f"wheels/target/{name}"
+        sha = sha or wheel_sha[name]
+        if src not in have:
+            lacks.append(f"{src}, which the image build context needs as {rel}")
+        links.append((sha, rel, src))
+    links.sort(key=lambda t: t[1])
+    listing = "".join(f"{sha} {rel} {src}\n" for sha, rel, src in links)
+    entries.append(_blob(f"{IMAGE_DIR}/context.sha256", (
+        "# sha256, path in the image build context, path in the bundle: `sh image/assemble.sh DIR` links them into place\n"
+        + listing).encode()))
+    from envkit.resources import data_dir
+
+    entries.append(_blob(f"{IMAGE_DIR}/assemble.sh", (data_dir("airgap") / "assemble-image.sh").read_bytes(), 0o755))
+    key = hashlib.sha256(json.dumps(sorted([[e.path, e.sha256] for e in entries] + [list(x) for x in links])).encode())
+    return entries, ImageContext(tag=image_tag(lock), key=key.hexdigest(), links=tuple(links)), lacks
+
+
 def _tree_entries(src: Path, prefix: str) -> list[Entry]:
     out = []
     for dirpath, dirnames, filenames in os.walk(src):
@@ -211,33 +330,29 @@ def plan_bundle(
     stamps,
     artifacts: Path | None = None,
     trust_artifacts: bool = False,
-    controller_python: str | None = None,
-    controller_arch: str | None = None,
+    controller: PythonClosure | None = None,
     image_archive: Path | None = None,
+    base: str | None = None,
 ) -> BundlePlan:
+    """`controller`: envkit's closure for the controller, when not the lock's (`bundle build --controller-python`)."""
     from envkit.download import Fetch
     from envkit.resources import data_dir
 
-    target, controller = lock.python.closure, lock.python.controller
+    target, locked_controller = lock.python.closure, lock.python.controller
+    controller = controller or locked_controller
     if target is None or controller is None:
         raise BadInput(
             "the lock has no Python closure: it names versions, not the wheels to bundle",
             hint="Run `envkit lock --lock envkit.lock` first (it records every wheel with URL, sha256 and size).",
         )
-    for flag, want, have in (("--controller-python", controller_python, controller.target.python),
-                             ("--controller-arch", controller_arch, controller.target.arch)):
-        if want is not None and want != have:
-            raise BadInput(
-                f"{flag} {want} differs from the lock's controller closure ({have})",
-                hint=f"Rerun `envkit lock {flag} {want}` so the lock records the controller's wheels.",
-            )
     entries: list[Entry] = []
     fetch: list[Fetch] = []
     for kind, closure in (("target", target), ("controller", controller)):
         for p in closure.packages:
             fetch.append(Fetch(p.url, p.sha256, p.size, p.filename))
             entries.append(Entry(f"wheels/{kind}/{p.filename}", p.sha256, p.size, source=cache.path(p.sha256), link=True))
-    ek_name, ek_bytes = envkit_wheel()
+    base_dir = getattr(cache, "base", None)
+    ek_name, ek_bytes = envkit_wheel(Path(base_dir) if base_dir is not None else None)
     ek_sha = hashlib.sha256(ek_bytes).hexdigest()
     ek_row = [("envkit", __version__, ek_sha)]
     # envkit runs on the controller (provision) and on every target (the smoke role's smoke and doctor)
@@ -247,16 +362,19 @@ def plan_bundle(
     entries.append(_blob("envkit.lock", lock_bytes))
     vendor, trusted, lacks = _vendor_entries(lock, artifacts, trust_artifacts, stamps)
     entries += vendor
-    for folder in ("playbooks", "images"):
-        try:
-            entries += _tree_entries(data_dir(folder), folder)
-        except FileNotFoundError:
-            lacks.append(f"{folder}/ (not shipped with this envkit)")
+    try:
+        entries += _tree_entries(data_dir("playbooks"), "playbooks")
+    except FileNotFoundError:
+        lacks.append("playbooks/ (not shipped with this envkit)")
+    image_entries, image_ctx, image_lacks = _image_entries(lock, artifacts, stamps, {e.path: e for e in entries},
+                                                           (ek_name, __version__, ek_sha), base)
+    entries += image_entries
+    lacks += image_lacks
     if image_archive is not None:
-        entries.append(Entry(f"image/{image_archive.name}", stamps.sha256(image_archive), image_archive.stat().st_size,
+        entries.append(Entry(f"{IMAGE_DIR}/{image_archive.name}", stamps.sha256(image_archive), image_archive.stat().st_size,
                              source=image_archive))
     else:
-        lacks.append("the built container image (build with --image-archive FILE to include one)")
+        lacks.append("the built container image (build with --image, or --image-archive FILE, to include one)")
     airgap = data_dir("airgap")
     install = (airgap / "install.sh.in").read_text()
     install = (install.replace("@ENVKIT_VERSION@", __version__)
@@ -275,7 +393,8 @@ def plan_bundle(
         envkit_version=__version__,
         lock_sha256=hashlib.sha256(lock_bytes).hexdigest(),
         target=_target_dict(target),
-        controller=_target_dict(controller),
+        controller=_target_dict(controller) | ({} if controller == locked_controller else
+                                                {"resolved": f"at bundle build by {controller.resolver}, not in the lock"}),
         lacks=sorted(lacks),
         trusted_on_first_use=sorted(trusted, key=lambda t: t.file),
         files=[BundleFile(path=e.path, sha256=e.sha256, size=e.size) for e in entries],
@@ -283,7 +402,7 @@ def plan_bundle(
     )
     base = getattr(cache, "base", None)
     return BundlePlan(root=root, entries=entries, manifest=manifest, fetch=fetch, trusted=trusted,
-                      state=Path(base) / "bundles" if base is not None else None)
+                      state=Path(base) / "bundles" if base is not None else None, image=image_ctx)
 
 
 # --- writers -----------------------------------------------------------------------------------

@@ -127,6 +127,27 @@ class Engine:
                 pass
         return rc, out
 
+    def save(self, ref: str, dest: Path, on_bytes: Callable[[int], None] | None = None) -> str:
+        """`docker save REF` into `dest` (a docker-archive tar), atomically; returns its sha256."""
+        import hashlib
+
+        tmp = dest.with_name(f".{dest.name}.partial-{os.getpid()}")
+        h = hashlib.sha256()
+        try:
+            with open(tmp, "wb") as fh:
+                for chunk in self.client.api.get_image(ref):
+                    fh.write(chunk)
+                    h.update(chunk)
+                    if on_bytes is not None:
+                        on_bytes(len(chunk))
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, dest)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+        return h.hexdigest()
+
     def remove_image(self, ref: str) -> None:
         try:
             self.client.images.remove(ref, force=True)

@@ -11,12 +11,13 @@ import hashlib
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 from envkit.fsutil import sha256_file
 from envkit import __version__, versions
 from envkit.errors import BadInput, CheckFailed, Where
 from envkit.matrix import LoadedMatrix
-from envkit.models.lock import Artifact, Lock
+from envkit.models.lock import Artifact, ClosurePackage, Lock
 
 # Where the image puts things. The venv is the one Python the image runs.
 VENV = "/opt/envkit/venv"
@@ -171,22 +172,23 @@ def _member(zip_path: Path, pattern: str) -> str | None:
     return names[0] if names else None
 
 
-def plan_steps(lock: Lock, artifacts: Path | None) -> list[InstallStep]:
+def plan_steps(lock: Lock, artifacts: Path | None, hasher: Callable[[Path], str] = sha256_file) -> list[InstallStep]:
+    """The CANN installs in the lock's order; `hasher` hashes a file handed in (a bundle passes its stat cache)."""
     steps: list[InstallStep] = []
     for art in sorted(lock.artifacts, key=lambda a: (a.order, a.component)):
         if art.component not in CANN_COMPONENTS:
             continue  # driver and firmware live on the host, never in the image
-        steps.append(_step(art, artifacts))
+        steps.append(_step(art, artifacts, hasher))
     return steps
 
 
-def _step(art: Artifact, artifacts: Path | None) -> InstallStep:
+def _step(art: Artifact, artifacts: Path | None, hasher: Callable[[Path], str] = sha256_file) -> InstallStep:
     run_name = art.run.file
     needs_env = art.component == "cann-nnal"
     flags = tuple(art.run.flags)
     zip_path = _find(artifacts, art.zip.file, art.zip.file) if art.zip else None
     if art.zip and zip_path is not None:
-        got = sha256_file(zip_path)
+        got = hasher(zip_path)
         if got != art.zip.sha256:
             raise CheckFailed(
                 f"{art.zip.file}: sha256 {got} differs from the lock's {art.zip.sha256}",
@@ -199,7 +201,7 @@ def _step(art: Artifact, artifacts: Path | None) -> InstallStep:
         return InstallStep(art.component, art.version, art.zip.file, got, "lock", member, True, flags, zip_path, needs_env)
     run_path = _find(artifacts, run_name, art.run.pattern)
     if run_path is not None:
-        got = sha256_file(run_path)
+        got = hasher(run_path)
         if art.run.sha256 and got != art.run.sha256:
             raise CheckFailed(
                 f"{run_path.name}: sha256 {got} differs from the lock's {art.run.sha256}",
@@ -307,6 +309,31 @@ def closure_requirements(lock: Lock, wheels: list[Path]) -> tuple[list[Requireme
     With a wheelhouse (--artifacts DIR/wheels) every closure file must be there (matched by sha256) and the
     build installs offline; without one, it installs from the closure's indexes with the same hashes.
     """
+    chosen = closure_files(lock)
+    reqs = _merge([Requirement(normalize(p.name), p.version, (p.sha256,)) for p in chosen])
+    if wheels:
+        have = {sha256_file(w): w for w in wheels}
+        missing = [p.filename for p in chosen if p.sha256 not in have]
+        if missing:
+            raise BadInput(
+                f"the wheelhouse lacks {len(missing)} file(s) of the lock's closure (by sha256): " + ", ".join(missing[:8])
+                + (" ..." if len(missing) > 8 else ""),
+                hint="Download them (`envkit download` / `envkit bundle build`), or render without the wheels "
+                "to install from the closure's indexes.",
+            )
+        return reqs, sorted(have[p.sha256] for p in chosen), []
+    local = [p.filename for p in chosen if p.url.startswith("file:")]
+    if local:
+        raise BadInput(
+            "the lock's closure names local files the build cannot fetch: " + ", ".join(local[:8]),
+            hint="Put the wheels in --artifacts DIR/wheels (the build then installs offline).",
+        )
+    assert lock.python.closure is not None
+    return reqs, [], [lock.python.closure.index_url, *lock.python.closure.extra_index_urls]
+
+
+def closure_files(lock: Lock) -> list[ClosurePackage]:
+    """For each project of the lock's closure, the one file the image's pip would pick (by tag preference)."""
     from envkit.closure import DEFAULT_GLIBC, OS_GLIBC, make_target, tag_order, wheel_rank
 
     closure = lock.python.closure
@@ -334,25 +361,7 @@ def closure_requirements(lock: Lock, wheels: list[Path]) -> tuple[list[Requireme
                 hint="Rerun `envkit lock` for the image's target.",
             )
         chosen.append(fits[0][2])
-    reqs = _merge([Requirement(normalize(p.name), p.version, (p.sha256,)) for p in chosen])
-    if wheels:
-        have = {sha256_file(w): w for w in wheels}
-        missing = [p.filename for p in chosen if p.sha256 not in have]
-        if missing:
-            raise BadInput(
-                f"the wheelhouse lacks {len(missing)} file(s) of the lock's closure (by sha256): " + ", ".join(missing[:8])
-                + (" ..." if len(missing) > 8 else ""),
-                hint="Download them (`envkit download` / `envkit bundle build`), or render without the wheels "
-                "to install from the closure's indexes.",
-            )
-        return reqs, sorted(have[p.sha256] for p in chosen), []
-    local = [p.filename for p in chosen if p.url.startswith("file:")]
-    if local:
-        raise BadInput(
-            "the lock's closure names local files the build cannot fetch: " + ", ".join(local[:8]),
-            hint="Put the wheels in --artifacts DIR/wheels (the build then installs offline).",
-        )
-    return reqs, [], [closure.index_url, *closure.extra_index_urls]
+    return chosen
 
 
 def plan_python(
@@ -470,7 +479,11 @@ def plan_build(
     base: str | None = None,
     artifacts: Path | None = None,
     requirements: Path | None = None,
+    hasher: Callable[[Path], str] = sha256_file,
+    python: tuple[list[Requirement], list[Path], list[str], str] | None = None,
 ) -> BuildPlan:
+    """`python`, when given, replaces the choice of `plan_python` (pins, wheels, indexes, source): a bundle
+    renders its context against its own wheels."""
     from envkit.lockfile import dump_lock
 
     if artifacts is not None and not Path(artifacts).is_dir():
@@ -478,8 +491,8 @@ def plan_build(
     text = dump_lock(lock)
     digest = lock_digest(text)
     base_ref = choose_base(lm, lock, base)
-    steps = plan_steps(lock, artifacts)
-    reqs, wheels, indexes, py_source = plan_python(lock, artifacts, requirements)
+    steps = plan_steps(lock, artifacts, hasher)
+    reqs, wheels, indexes, py_source = python or plan_python(lock, artifacts, requirements)
     notes = []
     recorded = [s.file for s in steps if s.sha256_from == "file"]
     if recorded:

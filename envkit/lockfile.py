@@ -26,7 +26,7 @@ from envkit.models.lock import (
 from envkit.models.matrix import VendorArtifact
 from envkit.models.stack import STACK_KEYS, FullStack
 from envkit.resolve import Pin, Resolution, hints_for
-from envkit.yamlio import load_file
+from envkit.yamlio import load_text
 
 try:  # the C emitter is several times faster
     from yaml import CSafeDumper as _Dumper
@@ -300,7 +300,21 @@ def parse_lock(data: Any, lines: dict[str, int], filename: str) -> Lock:
 
 
 def read_lock(path: Path) -> Lock:
-    data, lines = load_file(Path(path))
+    """The lock at `path`. A valid lock parses with the C loader; only a bad one is parsed again with line
+    tracking, so that the error names file:line."""
+    import yaml
+
+    from envkit.errors import EnvkitError
+    from envkit.yamlio import read_text
+
+    text = read_text(Path(path))
+    loader = getattr(yaml, "CSafeLoader", None)
+    if loader is not None:
+        try:
+            return parse_lock(yaml.load(text, Loader=loader), {}, str(path))  # noqa: S506 - a safe loader
+        except (yaml.YAMLError, EnvkitError):
+            pass
+    data, lines = load_text(text, str(path))
     return parse_lock(data, lines, str(path))
 
 

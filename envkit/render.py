@@ -65,22 +65,9 @@ def _place(src: Path, dst: Path) -> None:
         shutil.copy2(src, dst)
 
 
-def write_context(plan: Any, out: Path) -> list[Path]:
-    """Write the build context: Dockerfile, the lock, hashed requirements, and the inputs handed in.
-
-    The Python files go to python/torch/ (torch, torch_npu: the first, heavy layer) and python/rest/
-    (every other pin), so that each layer's COPY changes only with its own pins.
-    """
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    py = out / "python"
-    for stale in (py / "requirements.txt", py / "wheels", py / "torch" / "wheels", py / "rest" / "wheels"):
-        if stale.is_dir():
-            shutil.rmtree(stale)
-        elif stale.exists():
-            stale.unlink()
-    written = []
-    files = {
+def context_files(plan: Any) -> dict[str, str]:
+    """The text files of the build context, by path inside it."""
+    return {
         "Dockerfile": dockerfile(plan),
         "envkit.lock": plan.lock_text,
         "python/torch/requirements.txt": render(
@@ -91,15 +78,38 @@ def write_context(plan: Any, out: Path) -> list[Path]:
         ),
         ".dockerignore": render("dockerignore.j2", plan=plan),
     }
-    for rel, text in files.items():
-        atomic_write_text(out / rel, text)
-        written.append(out / rel)
+
+
+def context_inputs(plan: Any) -> list[tuple[str, Any, str | None]]:
+    """The large inputs of the build context: (path inside it, the file handed in or None, sha256 when known).
+
+    The Python files go to python/torch/ (torch, torch_npu: the first, heavy layer) and python/rest/
+    (every other pin), so that each layer's COPY changes only with its own pins."""
+    out: list[tuple[str, Any, str | None]] = []
     for step in plan.steps:
-        if step.source is not None:
-            _place(step.source, out / "artifacts" / step.file)
-            written.append(out / "artifacts" / step.file)
+        out.append((f"artifacts/{step.file}", step.source, step.sha256))
     for part, wheels in (("torch", plan.heavy_wheels), ("rest", plan.rest_wheels)):
         for wheel in wheels:
-            _place(wheel, out / "python" / part / "wheels" / wheel.name)
-            written.append(out / "python" / part / "wheels" / wheel.name)
+            out.append((f"python/{part}/wheels/{Path(wheel).name}", wheel, None))
+    return out
+
+
+def write_context(plan: Any, out: Path) -> list[Path]:
+    """Write the build context: Dockerfile, the lock, hashed requirements, and the inputs handed in."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    py = out / "python"
+    for stale in (py / "requirements.txt", py / "wheels", py / "torch" / "wheels", py / "rest" / "wheels"):
+        if stale.is_dir():
+            shutil.rmtree(stale)
+        elif stale.exists():
+            stale.unlink()
+    written = []
+    for rel, text in context_files(plan).items():
+        atomic_write_text(out / rel, text)
+        written.append(out / rel)
+    for rel, source, _sha in context_inputs(plan):
+        if source is not None:
+            _place(source, out / rel)
+            written.append(out / rel)
     return written

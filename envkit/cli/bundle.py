@@ -96,10 +96,12 @@ def register(app: typer.Typer) -> None:
         output: Annotated[Path, Opt("-o", "--output", help="A folder, or an archive ending in .tar / .tar.gz.")] = Path("envkit-bundle.tar"),
         artifacts: Annotated[Optional[Path], Opt("--artifacts", help="Folder with the vendor .run / .zip packages.")] = None,
         trust_artifacts: Annotated[bool, Opt("--trust-artifacts", help="Accept vendor files the lock has no hash for; record the hash seen.")] = False,
-        image: Annotated[bool, Opt("--image", help="Include the built image archive (needs --image-archive).")] = False,
-        image_archive: Annotated[Optional[Path], Opt("--image-archive", help="An image archive (docker/podman save) to include.")] = None,
-        controller_python: Annotated[Optional[str], Opt("--controller-python", help="Must match the lock's controller closure.")] = None,
-        controller_arch: Annotated[Optional[str], Opt("--controller-arch", help="Must match the lock's controller closure.")] = None,
+        image: Annotated[bool, Opt("--image", help="Build the image through the engine at DOCKER_HOST and include its archive.")] = False,
+        base: Annotated[Optional[str], Opt("--base", help="Base image of the image context (default: matrices/images.yaml).")] = None,
+        image_archive: Annotated[Optional[Path], Opt("--image-archive", help="Include an image archive built elsewhere (docker/podman save).")] = None,
+        controller_python: Annotated[Optional[str], Opt("--controller-python", help="Controller Python (default: the lock's controller closure).")] = None,
+        controller_arch: Annotated[Optional[str], Opt("--controller-arch", help="Controller arch (default: the lock's controller closure).")] = None,
+        controller_glibc: Annotated[Optional[str], Opt("--controller-glibc", help="Controller glibc when it is resolved here (default 2.28).")] = None,
         jobs: Annotated[int, Opt("--jobs", "-j", help="Parallel downloads.")] = 8,
         json_out: Annotated[bool, Opt("--json", help="Machine-readable output.")] = False,
     ) -> None:
@@ -111,9 +113,10 @@ def register(app: typer.Typer) -> None:
         from envkit.errors import BadInput, CannotRun
         from envkit.lockfile import read_lock
 
-        if image and image_archive is None:
-            raise CannotRun("--image needs an image archive: building one here is not wired yet",
-                            hint="Build and save the image (`podman save -o image.tar ...`), then pass --image-archive image.tar.")
+        if image and image_archive is not None:
+            raise BadInput("--image builds the image here; --image-archive includes one built elsewhere: pass one of them")
+        if image_archive is not None and not image_archive.is_file():
+            raise BadInput(f"--image-archive {image_archive}: no such file")
         if artifacts is not None and not artifacts.is_dir():
             raise BadInput(f"--artifacts {artifacts}: no such folder")
         t0 = time.perf_counter()
@@ -121,14 +124,20 @@ def register(app: typer.Typer) -> None:
         lock_bytes = lock.read_bytes()
         cache = WheelCache()
         stamps = HashStamps(cache.base)
+        controller = _controller_closure(lk, controller_python, controller_arch, controller_glibc)
         name = output.name
         for suffix in (".tar.gz", ".tgz", ".tar"):
             if name.endswith(suffix):
                 name = name[: -len(suffix)]
-        plan = bd.plan_bundle(lk, lock_bytes, root=name or "envkit-bundle", cache=cache, stamps=stamps, artifacts=artifacts,
-                              trust_artifacts=trust_artifacts, controller_python=controller_python,
-                              controller_arch=controller_arch, image_archive=image_archive)
+
+        def plan_with(archive: Optional[Path]) -> "bd.BundlePlan":
+            return bd.plan_bundle(lk, lock_bytes, root=name or "envkit-bundle", cache=cache, stamps=stamps, artifacts=artifacts,
+                                  trust_artifacts=trust_artifacts, controller=controller, image_archive=archive, base=base)
+
+        plan = plan_with(image_archive)
         status = fetch_with_progress(plan.fetch, cache, jobs=jobs)
+        if image:
+            plan = plan_with(_build_image(plan, cache.base))
         fetched = sum(1 for v in status.values() if v == "fetched")
         output.parent.mkdir(parents=True, exist_ok=True)
         archive_sha256 = None
@@ -158,6 +167,61 @@ def register(app: typer.Typer) -> None:
             out.print(f"trusted on first use: {t.file} sha256 {t.sha256} (the lock has no hash for it)", markup=False)
         for item in plan.manifest.lacks:
             out.print(f"lacks: {item}", markup=False)
+
+    def _controller_closure(lk, python: Optional[str], arch: Optional[str], glibc: Optional[str]):  # noqa: ANN001, ANN202
+        """The lock's controller closure, or, for another controller Python/arch, one resolved now (recorded in
+        the manifest: such a bundle is reproducible only as long as the index serves the same files)."""
+        from envkit import closure as cl
+        from envkit.errors import BadInput
+
+        have = lk.python.controller
+        if have is None or (python in (None, have.target.python) and arch in (None, have.target.arch)):
+            return have
+        target = cl.make_target(python or have.target.python, arch or have.target.arch,
+                                glibc or (have.target.glibc if arch in (None, have.target.arch) else cl.DEFAULT_GLIBC))
+        if lk.python.closure is None:
+            raise BadInput("the lock has no Python closure", hint="Run `envkit lock --lock envkit.lock` first.")
+        src = have
+        plan = cl.ClosurePlan(roots=tuple(cl.envkit_roots()), target=target, index_url=src.index_url,
+                              extra_index_urls=tuple(src.extra_index_urls), find_links=tuple(src.find_links))
+        console.progress(f"resolving envkit's closure for the controller (Python {target.python} on {target.platform}); "
+                         "the lock has one for " f"Python {have.target.python} on {have.target.platform} ...")
+        import tempfile
+
+        with tempfile.TemporaryDirectory(prefix="envkit-ctl-") as tmp:
+            return cl.run_uv(plan, Path(tmp))
+
+    def _build_image(plan, cache_base: Path) -> Path:  # noqa: ANN001
+        """Build the bundle's image context through the engine and save it, once per context (cached by its key)."""
+        import tempfile
+
+        from envkit.engine import Engine
+        from envkit.errors import BadInput
+
+        if plan.image is None:
+            why = next((x for x in plan.manifest.lacks if x.startswith("the image build context")), "no image context")
+            raise BadInput(f"--image: the lock cannot make the image: {why}",
+                           hint="Lock the whole stack (`envkit lock` without --only) for the image's Python and arch.")
+        have = {e.path for e in plan.entries}
+        missing = sorted({src for _, _, src in plan.image.links if src not in have})
+        if missing:
+            raise BadInput("--image: the bundle lacks files the image needs: " + ", ".join(missing),
+                           hint="Pass --artifacts DIR with the vendor packages.")
+        dest = Path(cache_base) / "images" / plan.image.key / "image.tar"
+        if dest.is_file():
+            console.progress(f"image archive of this context from the cache: {dest}")
+            return dest
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        engine = Engine()
+        info = engine.version()
+        console.progress(f"engine {info['version']} (API {info['api']}) at {info['url']}")
+        with tempfile.TemporaryDirectory(prefix=".ctx-", dir=dest.parent) as tmp:  # same file system: hard links
+            ctx = plan.assemble_image_context(Path(tmp) / "context")
+            console.progress(f"building {plan.image.tag} from the bundle's context")
+            engine.build(ctx, plan.image.tag, on_line=lambda line: console.progress("  " + line) if line.strip() else None)
+        console.progress(f"saving {plan.image.tag} -> {dest}")
+        engine.save(plan.image.tag, dest)
+        return dest
 
     @bundle_app.command("verify")
     def verify_cmd(

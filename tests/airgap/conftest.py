@@ -19,13 +19,13 @@ def fake_wheel(name: str, version: str) -> tuple[str, bytes]:
     return f"{name}-{version}-py3-none-any.whl", buf.getvalue()
 
 
-@pytest.fixture
-def offline_lock(tmp_path, monkeypatch):
-    """A real resolved lock whose closure names small wheels on a local 127.0.0.1 server (no PyPI)."""
+def _lock_with_closure(tmp_path: Path, monkeypatch, target: list[tuple[str, str]]):
+    """A real resolved lock (the default stack, Python 3.10) whose closure names small stand-in wheels served
+    from a local 127.0.0.1 server (no PyPI): `target` as (name, version), and `gamma` for the controller."""
+    from envkit.closure import make_target
     from envkit.lockfile import build_lock, dump_lock
     from envkit.matrix import load_matrix
     from envkit.models.lock import ClosurePackage, PythonClosure
-    from envkit.closure import make_target
     from envkit.resolve import pins_from_mapping, solve
     from tests.airgap.httpserve import Server
 
@@ -34,24 +34,51 @@ def offline_lock(tmp_path, monkeypatch):
     res = solve(lm, pins_from_mapping(lm, {"python": "3.10"}))
     lock = build_lock(lm, res, "envkit resolve --python 3.10")
     srv_dir = tmp_path / "srv"
-    srv_dir.mkdir()
+    srv_dir.mkdir(parents=True)
     server = Server(srv_dir).__enter__()
 
-    def closure(names, py, arch):
+    def closure(rows, py, arch):
         pkgs = []
-        for n in names:
-            fn, data = fake_wheel(n, "1.0")
+        for n, v in rows:
+            fn, data = fake_wheel(n.replace("-", "_"), v)
             (srv_dir / fn).write_bytes(data)
-            pkgs.append(ClosurePackage(name=n, version="1.0", filename=fn, url=f"{server.url}/{fn}",
+            pkgs.append(ClosurePackage(name=n, version=v, filename=fn, url=f"{server.url}/{fn}",
                                        sha256=hashlib.sha256(data).hexdigest(), size=len(data)))
-        return PythonClosure(target=make_target(py, arch), roots=list(names), index_url=server.url, resolver="test",
-                             packages=pkgs)
+        return PythonClosure(target=make_target(py, arch), roots=[n for n, _ in rows], index_url=server.url,
+                             resolver="test", packages=pkgs)
 
-    python = lock.python.model_copy(update={"closure": closure(["alpha", "beta"], "3.10", "aarch64"),
-                                            "controller": closure(["gamma"], "3.11", "x86_64")})
+    python = lock.python.model_copy(update={"closure": closure(target, "3.10", lock.stack.arch),
+                                            "controller": closure([("gamma", "1.0")], "3.11", "x86_64")})
     lock = lock.model_copy(update={"python": python})
     path = tmp_path / "envkit.lock"
     path.write_text(dump_lock(lock))
+    return path, lock, server
+
+
+@pytest.fixture
+def offline_lock(tmp_path, monkeypatch):
+    """A lock whose closure is a part of the stack (two stand-in wheels): no image context can be made."""
+    path, lock, server = _lock_with_closure(tmp_path, monkeypatch, [("alpha", "1.0"), ("beta", "1.0")])
+    yield path, lock
+    server.__exit__(None, None, None)
+
+
+@pytest.fixture
+def full_offline_lock(tmp_path, monkeypatch):
+    """A lock whose closure covers every pin of the stack and CANN's Python dependencies (stand-in wheels)."""
+    import re
+
+    from envkit.lockfile import read_lock
+
+    probe = _lock_with_closure(tmp_path / "probe", monkeypatch, [])
+    probe[2].__exit__(None, None, None)
+    lock = probe[1]
+    rows = {p.name.replace("_", "-"): p.version for p in lock.python.requirements}
+    for spec in lock.python.cann_runtime:
+        m = re.match(r"^([A-Za-z0-9._-]+)\s*(?:==\s*([^\s,;]+))?", spec)
+        rows.setdefault(m[1].replace("_", "-"), m[2] or "1.0")
+    path, lock, server = _lock_with_closure(tmp_path, monkeypatch, sorted(rows.items()))
+    assert read_lock(path).python.closure is not None
     yield path, lock
     server.__exit__(None, None, None)
 
