@@ -117,6 +117,12 @@ def requirements_txt(closure: PythonClosure, extra: list[tuple[str, str, str]] =
     return "".join(lines).encode()
 
 
+def _requires_python() -> str:
+    from importlib.metadata import metadata
+
+    return metadata("envkit").get("Requires-Python") or "any"
+
+
 def _target_dict(c: PythonClosure) -> dict[str, str]:
     return {k: str(v) for k, v in c.target.model_dump().items()}
 
@@ -207,7 +213,7 @@ def image_tag(lock: Lock) -> str:
     return f"envkit/{s.chip}:cann{s.cann}-torch{s.torch.replace('+', '-')}-py{s.python}".lower()
 
 
-def _image_entries(lock: Lock, artifacts: Path | None, stamps, have: dict[str, Entry], envkit_row: tuple[str, str, str],
+def _image_entries(lock: Lock, artifacts: Path | None, stamps, have: dict[str, Entry], envkit_row: tuple[str, str, str] | None,
                    base: str | None = None) -> tuple[list[Entry], ImageContext | None, list[str]]:
     """The rendered build context of the lock's image, against the bundle's own files (pure: no engine).
 
@@ -217,18 +223,18 @@ def _image_entries(lock: Lock, artifacts: Path | None, stamps, have: dict[str, E
     from envkit import render
     from envkit.matrix import load_matrix
 
-    ek_name, ek_version, ek_sha = envkit_row
+    ek = [] if envkit_row is None else [envkit_row]  # (wheel, version, sha256): envkit in the image, as on the hosts
     try:
         chosen = [p for p in im.closure_files(lock) if im.normalize(p.name) != "envkit"]  # the bundle's envkit wins
         reqs = im._merge([im.Requirement(im.normalize(p.name), p.version, (p.sha256,)) for p in chosen]
-                         + [im.Requirement("envkit", ek_version, (ek_sha,))])
+                         + [im.Requirement("envkit", version, (sha,)) for _, version, sha in ek])
         im.check_closure(lock, reqs, "the lock's Python closure (python.closure)")
-        wheels = sorted([Path(p.filename) for p in chosen] + [Path(ek_name)], key=lambda w: w.name)
+        wheels = sorted([Path(p.filename) for p in chosen] + [Path(name) for name, _, _ in ek], key=lambda w: w.name)
         plan = im.plan_build(load_matrix(), lock, generated_by="envkit bundle build", artifacts=artifacts, base=base,
                              hasher=stamps.sha256, python=(reqs, wheels, [], "bundle"))
     except BadInput as exc:
         return [], None, [f"the image build context ({exc.message})"]
-    wheel_sha = {p.filename: p.sha256 for p in chosen} | {ek_name: ek_sha}
+    wheel_sha = {p.filename: p.sha256 for p in chosen} | {name: sha for name, _, sha in ek}
     entries = [_blob(f"{IMAGE_DIR}/context/{rel}", text.encode()) for rel, text in sorted(render.context_files(plan).items())]
     links, lacks = [], []
     for rel, _source, sha in render.context_inputs(plan):
@@ -355,10 +361,16 @@ def plan_bundle(
     ek_name, ek_bytes = envkit_wheel(Path(base_dir) if base_dir is not None else None)
     ek_sha = hashlib.sha256(ek_bytes).hexdigest()
     ek_row = [("envkit", __version__, ek_sha)]
-    # envkit runs on the controller (provision) and on every target (the smoke role's smoke and doctor)
+    # envkit runs on the controller (provision) and on every target (the smoke role's smoke and doctor),
+    # where the target's Python allows it
+    from envkit.closure import envkit_supports
+
+    on_target = envkit_supports(target.target.python)
     for kind, closure in (("target", target), ("controller", controller)):
-        entries.append(_blob(f"wheels/{kind}/{ek_name}", ek_bytes))
-        entries.append(_blob(f"requirements/{kind}.txt", requirements_txt(closure, ek_row)))
+        with_envkit = kind == "controller" or on_target
+        if with_envkit:
+            entries.append(_blob(f"wheels/{kind}/{ek_name}", ek_bytes))
+        entries.append(_blob(f"requirements/{kind}.txt", requirements_txt(closure, ek_row if with_envkit else [])))
     entries.append(_blob("envkit.lock", lock_bytes))
     vendor, trusted, lacks = _vendor_entries(lock, artifacts, trust_artifacts, stamps)
     entries += vendor
@@ -367,7 +379,7 @@ def plan_bundle(
     except FileNotFoundError:
         lacks.append("playbooks/ (not shipped with this envkit)")
     image_entries, image_ctx, image_lacks = _image_entries(lock, artifacts, stamps, {e.path: e for e in entries},
-                                                           (ek_name, __version__, ek_sha), base)
+                                                           (ek_name, __version__, ek_sha) if on_target else None, base)
     entries += image_entries
     lacks += image_lacks
     if image_archive is not None:
@@ -383,6 +395,9 @@ def plan_bundle(
     entries.append(_blob("install.sh", install.encode(), 0o755))
     if (airgap / "README.md").is_file():
         entries.append(_blob("README.md", (airgap / "README.md").read_bytes()))
+    if not on_target:
+        lacks.append(f"envkit on the targets: it needs Python {_requires_python()}, the targets have {target.target.python} "
+                     "(provisioning skips its smoke and doctor steps there)")
     for name in target.excluded:
         lacks.append(f"Python project {name} and what only it needs (excluded from the closure on purpose)")
     entries.sort(key=lambda e: e.path)

@@ -115,6 +115,19 @@ def envkit_roots() -> list[str]:
     return sorted(r for r in reqs if "extra ==" not in r)
 
 
+def envkit_supports(python: str) -> bool:
+    """Whether envkit itself installs on `python` (its Requires-Python); older targets get the stack without it."""
+    from importlib.metadata import PackageNotFoundError, metadata
+
+    from packaging.specifiers import SpecifierSet
+
+    try:
+        spec = metadata("envkit").get("Requires-Python") or ""
+    except PackageNotFoundError:  # pragma: no cover - envkit always installed when it runs
+        return True
+    return SpecifierSet(spec).contains(f"{python}.0", prereleases=True)
+
+
 def host_python() -> str:
     import sys
 

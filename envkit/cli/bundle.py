@@ -61,7 +61,9 @@ def register(app: typer.Typer) -> None:
         )
         excluded = tuple(sorted({cl.normalize(x) for x in _csv(exclude)}))
         sources = dict(index_url=index_url, extra_index_urls=tuple(extra_index_url or ()), find_links=tuple(find_links or ()))
-        tplan = cl.ClosurePlan(roots=tuple(cl.target_roots(lk, _csv(only), list(excluded)) + cl.envkit_roots()), target=target,
+        # envkit runs on every target (the smoke role), where its Python allows it
+        ek_roots = cl.envkit_roots() if cl.envkit_supports(target.python) else []
+        tplan = cl.ClosurePlan(roots=tuple(cl.target_roots(lk, _csv(only), list(excluded)) + ek_roots), target=target,
                                excluded=excluded, **sources)
         cplan = cl.ClosurePlan(roots=tuple(cl.envkit_roots()), target=ctl_target, **sources)
         console.progress(f"resolving the closure for Python {target.python} on {target.platform} ...")

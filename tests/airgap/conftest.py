@@ -19,7 +19,7 @@ def fake_wheel(name: str, version: str) -> tuple[str, bytes]:
     return f"{name}-{version}-py3-none-any.whl", buf.getvalue()
 
 
-def _lock_with_closure(tmp_path: Path, monkeypatch, target: list[tuple[str, str]]):
+def _lock_with_closure(tmp_path: Path, monkeypatch, target: list[tuple[str, str]], python: str = "3.10"):
     """A real resolved lock (the default stack, Python 3.10) whose closure names small stand-in wheels served
     from a local 127.0.0.1 server (no PyPI): `target` as (name, version), and `gamma` for the controller."""
     from envkit.closure import make_target
@@ -31,8 +31,8 @@ def _lock_with_closure(tmp_path: Path, monkeypatch, target: list[tuple[str, str]
 
     monkeypatch.setenv("ENVKIT_CACHE_DIR", str(tmp_path / "cache"))
     lm = load_matrix()
-    res = solve(lm, pins_from_mapping(lm, {"python": "3.10"}))
-    lock = build_lock(lm, res, "envkit resolve --python 3.10")
+    res = solve(lm, pins_from_mapping(lm, {"python": python}))
+    lock = build_lock(lm, res, f"envkit resolve --python {python}")
     srv_dir = tmp_path / "srv"
     srv_dir.mkdir(parents=True)
     server = Server(srv_dir).__enter__()
@@ -47,7 +47,7 @@ def _lock_with_closure(tmp_path: Path, monkeypatch, target: list[tuple[str, str]
         return PythonClosure(target=make_target(py, arch), roots=[n for n, _ in rows], index_url=server.url,
                              resolver="test", packages=pkgs)
 
-    python = lock.python.model_copy(update={"closure": closure(target, "3.10", lock.stack.arch),
+    python = lock.python.model_copy(update={"closure": closure(target, python, lock.stack.arch),
                                             "controller": closure([("gamma", "1.0")], "3.11", "x86_64")})
     lock = lock.model_copy(update={"python": python})
     path = tmp_path / "envkit.lock"

@@ -252,3 +252,20 @@ def test_image_flag_refuses_a_partial_closure(offline_lock, tmp_path, cli):
     assert not (tmp_path / "b.tar").exists()
     r = cli("bundle", "build", "--lock", str(path), "--json", "-o", str(tmp_path / "c.tar"))
     assert any(x.startswith("the image build context") for x in json.loads(r.stdout)["lacks"])
+
+
+def test_targets_older_than_envkits_python_get_the_stack_without_envkit(tmp_path, monkeypatch, cli):
+    from tests.airgap.conftest import _lock_with_closure
+
+    path, _lock, server = _lock_with_closure(tmp_path, monkeypatch, [("alpha", "1.0")], python="3.9")
+    try:
+        r = cli("bundle", "build", "--lock", str(path), "-o", str(tmp_path / "b"), "--json")
+    finally:
+        server.__exit__(None, None, None)
+    assert r.returncode == 0, r.stderr
+    b = tmp_path / "b"
+    assert not list((b / "wheels" / "target").glob("envkit-*")) and list((b / "wheels" / "controller").glob("envkit-*"))
+    assert "envkit==" not in (b / "requirements" / "target.txt").read_text()
+    assert "envkit==" in (b / "requirements" / "controller.txt").read_text()
+    assert any(x.startswith("envkit on the targets: it needs Python >=3.10, the targets have 3.9")
+               for x in json.loads(r.stdout)["lacks"])
