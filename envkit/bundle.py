@@ -383,8 +383,9 @@ def plan_bundle(
     entries += image_entries
     lacks += image_lacks
     if image_archive is not None:
+        in_cache = base_dir is not None and Path(image_archive).resolve().is_relative_to(Path(base_dir).resolve())
         entries.append(Entry(f"{IMAGE_DIR}/{image_archive.name}", stamps.sha256(image_archive), image_archive.stat().st_size,
-                             source=image_archive))
+                             source=image_archive, link=in_cache))  # the cache's own archive may be hard-linked
     else:
         lacks.append("the built container image (build with --image, or --image-archive FILE, to include one)")
     airgap = data_dir("airgap")

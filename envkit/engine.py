@@ -142,6 +142,7 @@ class Engine:
                         on_bytes(len(chunk))
                 fh.flush()
                 os.fsync(fh.fileno())
+            os.chmod(tmp, 0o444)  # read-only: bundles may hard-link it
             os.replace(tmp, dest)
         except BaseException:
             tmp.unlink(missing_ok=True)

@@ -216,3 +216,66 @@ def test_build_run_and_rebuild(inputs) -> None:
     rc, out = eng.run(tag2, ["python", "-c", "import accelerate; print(accelerate.__version__)"], env=NO_AUTOLOAD)
     assert rc == 0 and out.split()[0] == inputs["accelerate"][1], out
     (WORK / "last-build-times.json").write_text(json.dumps({"first": first["seconds"], "python_only": second["seconds"]}))
+
+
+def _closure_from_wheelhouse(lock_path: Path, wheels: list[Path], out: Path) -> Path:
+    """The test lock plus a Python closure naming the local wheelhouse (file:// URLs; this CI's torch +cpu wheel
+    is not on PyPI). envkit itself is left out: the bundle brings its own wheel."""
+    import hashlib
+
+    from packaging.version import Version
+
+    from envkit.closure import OS_GLIBC, make_target, normalize
+    from envkit.lockfile import dump_lock, read_lock
+    from envkit.models.lock import ClosurePackage, PythonClosure
+
+    lock = read_lock(lock_path)
+    newest: dict[str, Path] = {}
+    for w in wheels:
+        w = w.resolve()
+        name, ver = normalize(w.name.split("-")[0]), w.name.split("-")[1]
+        if name != "envkit" and (name not in newest or Version(ver) > Version(newest[name].name.split("-")[1])):
+            newest[name] = w
+    pkgs = [ClosurePackage(name=n, version=w.name.split("-")[1], filename=w.name, url=w.as_uri(),
+                           sha256=hashlib.sha256(w.read_bytes()).hexdigest(), size=w.stat().st_size)
+            for n, w in sorted(newest.items())]
+    target = make_target(lock.stack.python, lock.stack.arch, OS_GLIBC.get(lock.stack.os, "2.28"))
+    closure = PythonClosure(target=target, roots=sorted(newest), index_url="file://" + str(WORK), resolver="test wheelhouse",
+                            packages=pkgs)
+    python = lock.python.model_copy(update={"closure": closure, "controller": closure})
+    out.write_text(dump_lock(lock.model_copy(update={"python": python})))
+    return out
+
+
+def test_bundle_build_image_builds_saves_and_loads(inputs, tmp_path) -> None:
+    """`envkit bundle build --image`: the bundle's own rendered context, built through the engine, saved into
+    the bundle; the archive loads and the image runs envkit from the bundle's wheel."""
+    from envkit.engine import Engine
+
+    lock = _closure_from_wheelhouse(inputs["lock"], sorted((inputs["artifacts"] / "wheels").glob("*.whl")),
+                                    tmp_path / "closure.lock")
+    out = tmp_path / "bundle"
+    r = _envkit("bundle", "build", "--lock", str(lock), "--artifacts", str(inputs["artifacts"]), "--trust-artifacts",
+                "--base", os.environ["ENVKIT_TEST_BASE"], "--image", "-o", str(out), "--json", timeout=1800)
+    assert r.returncode == 0, r.stderr[-4000:]
+    info = json.loads(r.stdout)
+    assert not any("image" in x for x in info["lacks"]), info["lacks"]
+    archive = out / "image" / "image.tar"
+    assert archive.is_file() and (out / "image" / "context" / "Dockerfile").is_file()
+    r = _envkit("bundle", "verify", str(out), "--json")
+    assert r.returncode == 0 and json.loads(r.stdout)["ok"], r.stdout[-2000:]
+    eng = Engine()
+    tag = "envkit/910b:cann{}-torch{}-py3.11".format(yaml.safe_load(lock.read_text())["stack"]["cann"], TORCH.replace("+", "-"))
+    eng.remove_image(tag)
+    with open(archive, "rb") as fh:
+        eng.client.images.load(fh)
+    labels = eng.inspect(tag)["Config"]["Labels"]
+    assert labels["io.envkit.stack.torch"] == TORCH and labels["io.envkit.lock.digest"].startswith("sha256:")
+    rc, out_text = eng.run(tag, ["envkit", "--version"])
+    assert rc == 0 and out_text.strip().startswith("envkit "), out_text
+    # a second build of the same lock takes the image archive from the cache (keyed by the context)
+    r = _envkit("bundle", "build", "--lock", str(lock), "--artifacts", str(inputs["artifacts"]), "--trust-artifacts",
+                "--base", os.environ["ENVKIT_TEST_BASE"], "--image", "-o", str(tmp_path / "again"), "--json")
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "from the cache" in r.stderr
+    assert (tmp_path / "again" / "image" / "image.tar").read_bytes() == archive.read_bytes()
