@@ -25,6 +25,7 @@ from envkit import __version__
 from envkit.errors import BadInput, CannotRun, CheckFailed, Where
 from envkit.models.bundle import BundleFile, BundleManifest, TrustedArtifact
 from envkit.models.lock import Lock, PythonClosure
+from envkit.uptodate import archive_stamp, envkit_metadata, envkit_sources, envkit_key
 
 MANIFEST = "manifest.json"
 IMAGE_DIR = "image"
@@ -128,32 +129,6 @@ def _target_dict(c: PythonClosure) -> dict[str, str]:
 
 
 # --- envkit's own wheel, built deterministically from the running installation -------------------
-def _envkit_sources() -> list[tuple[str, Path]]:
-    """(name in the wheel, file) for envkit's package and its data folders, sorted."""
-    from envkit.resources import DATA_FOLDERS, PACKAGE_DIR, data_dir
-
-    out: list[tuple[str, Path]] = []
-
-    def add_tree(src: Path, prefix: str) -> None:
-        for dirpath, dirnames, filenames in os.walk(src):
-            dirnames[:] = sorted(d for d in dirnames if d not in ("__pycache__",) and not d.startswith("."))
-            if Path(dirpath) == PACKAGE_DIR:
-                dirnames[:] = [d for d in dirnames if d != "_data"]
-            for fn in sorted(filenames):
-                if fn.endswith((".pyc", ".pyo")) or fn.startswith("."):
-                    continue
-                full = Path(dirpath) / fn
-                out.append((f"{prefix}/{full.relative_to(src).as_posix()}", full))
-
-    add_tree(PACKAGE_DIR, "envkit")
-    for name in DATA_FOLDERS:
-        try:
-            add_tree(data_dir(name), f"envkit/_data/{name}")
-        except FileNotFoundError:
-            pass
-    return out
-
-
 def envkit_wheel(cache_dir: Path | None = None) -> tuple[str, bytes]:
     """A wheel of the running envkit: its package, its data folders, its installed metadata. Reproducible.
 
@@ -165,13 +140,11 @@ def envkit_wheel(cache_dir: Path | None = None) -> tuple[str, bytes]:
     version = __version__
     tag = "py3-none-any"
     name = f"envkit-{version}-{tag}.whl"
-    sources = _envkit_sources()
-    meta = dist.read_text("METADATA") or f"Metadata-Version: 2.1\nName: envkit\nVersion: {version}\n"
-    entry_points = dist.read_text("entry_points.txt") or "[console_scripts]\nenvkit = envkit.cli:main\n"
+    sources = envkit_sources()
+    meta, entry_points = envkit_metadata(dist)
     cached = None
     if cache_dir is not None:
-        key = hashlib.sha256(json.dumps([version, meta, entry_points, [
-            [arc, str(p), st.st_size, st.st_mtime_ns] for arc, p in sources for st in [p.stat()]]]).encode()).hexdigest()
+        key = envkit_key(sources, dist)
         cached = Path(cache_dir) / "self" / f"{key[:32]}.whl"
         try:
             return name, cached.read_bytes()
@@ -495,11 +468,6 @@ def archive_key(plan: BundlePlan, out: Path) -> str:
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
 
 
-def _archive_stamp(st: os.stat_result) -> str:
-    # ctime too: unlike mtime it cannot be set back after an in-place write
-    return f"{st.st_size} {st.st_mtime_ns} {st.st_ctime_ns} {st.st_ino} {st.st_dev}"
-
-
 def _record_path(plan: BundlePlan, out: Path) -> Path | None:
     if plan.state is None:
         return None
@@ -516,7 +484,7 @@ def _reusable(plan: BundlePlan, out: Path, key: str) -> str | None:
         st = os.stat(out)
     except OSError:
         return None
-    if len(lines) >= 3 and lines[0] == key and lines[1] == _archive_stamp(st) and len(lines[2]) == 64:
+    if len(lines) >= 3 and lines[0] == key and lines[1] == archive_stamp(st) and len(lines[2]) == 64:
         return lines[2]
     return None
 
@@ -528,7 +496,7 @@ def _remember(plan: BundlePlan, out: Path, key: str, digest: str) -> None:
     try:
         rec.parent.mkdir(parents=True, exist_ok=True)
         tmp = rec.with_name(f".{rec.name}.{os.getpid()}")
-        tmp.write_text(f"{key}\n{_archive_stamp(os.stat(out))}\n{digest}\n")
+        tmp.write_text(f"{key}\n{archive_stamp(os.stat(out))}\n{digest}\n")
         os.replace(tmp, rec)
     except OSError:
         pass

@@ -1,7 +1,5 @@
 """`envkit lock` (the full Python closure into the lock) and `envkit bundle build | verify`."""
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -11,6 +9,7 @@ from envkit import console
 from envkit.errors import EXIT_FAILED
 
 Opt = typer.Option
+ARCHIVES = (".tar", ".tar.gz", ".tgz")  # what envkit.bundle.is_archive accepts
 Arg = typer.Argument
 
 
@@ -110,10 +109,9 @@ def register(app: typer.Typer) -> None:
         """Download every wheel into the cache, check the vendor packages, and write the bundle."""
         import time
 
-        from envkit import bundle as bd
-        from envkit.download import HashStamps, WheelCache, fetch_with_progress
-        from envkit.errors import BadInput, CannotRun
-        from envkit.lockfile import read_lock
+        from envkit import uptodate
+        from envkit.download import WheelCache
+        from envkit.errors import BadInput
 
         if image and image_archive is not None:
             raise BadInput("--image builds the image here; --image-archive includes one built elsewhere: pass one of them")
@@ -122,9 +120,27 @@ def register(app: typer.Typer) -> None:
         if artifacts is not None and not artifacts.is_dir():
             raise BadInput(f"--artifacts {artifacts}: no such folder")
         t0 = time.perf_counter()
+        cache = WheelCache()
+        # an archive built before from the very same inputs, unchanged since, is kept: nothing to do (as make)
+        fast_key = None
+        if output.name.endswith(ARCHIVES) and not image and controller_python is None and controller_arch is None:
+            options = {"trust": trust_artifacts, "base": base, "image_archive": _stat_of(image_archive)}
+            try:
+                fast_key = uptodate.inputs_key(lock.read_bytes(), out=output, artifacts=artifacts, options=options)
+            except OSError:
+                fast_key = None  # the full path below says what is wrong with the lock
+            done = uptodate.up_to_date(cache.base / "bundles", output, fast_key) if fast_key else None
+            if done is not None:
+                fetched = done["wheels_fetched"]
+                _report(done | {"bundle": str(output), "wheels_fetched": 0, "wheels_cached": done["wheels_cached"] + fetched,
+                                "seconds": round(time.perf_counter() - t0, 3), "up_to_date": True}, json_out)
+                return
+        from envkit import bundle as bd
+        from envkit.download import HashStamps, fetch_with_progress
+        from envkit.lockfile import read_lock
+
         lk = read_lock(lock)
         lock_bytes = lock.read_bytes()
-        cache = WheelCache()
         stamps = HashStamps(cache.base)
         controller = _controller_closure(lk, controller_python, controller_arch, controller_glibc)
         name = output.name
@@ -158,16 +174,30 @@ def register(app: typer.Typer) -> None:
         }
         if archive_sha256 is not None:
             result["archive_sha256"] = archive_sha256
+            if fast_key is not None:
+                uptodate.remember_result(cache.base / "bundles", output, fast_key, result)
+        _report(result, json_out)
+
+    def _stat_of(path: Optional[Path]) -> Optional[list]:
+        if path is None:
+            return None
+        st = path.stat()
+        return [str(path.resolve()), st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
+
+    def _report(result: dict, json_out: bool) -> None:
         if json_out:
             console.emit_json(result)
             return
         out = console.out
-        out.print(f"bundle -> {output}: {result['files']} files, {result['bytes'] / 1e6:.1f} MB "
-                  f"({fetched} wheels downloaded, {result['wheels_cached']} from the cache) in {result['seconds']} s", markup=False)
-        out.print(f"manifest digest: sha256:{mdigest}  (publish it; install.sh checks ENVKIT_BUNDLE_DIGEST)", markup=False)
-        for t in plan.trusted:
-            out.print(f"trusted on first use: {t.file} sha256 {t.sha256} (the lock has no hash for it)", markup=False)
-        for item in plan.manifest.lacks:
+        what = ("up to date (every input unchanged), kept" if result.get("up_to_date") else
+                f"{result['wheels_fetched']} wheels downloaded, {result['wheels_cached']} from the cache")
+        out.print(f"bundle -> {result['bundle']}: {result['files']} files, {result['bytes'] / 1e6:.1f} MB "
+                  f"({what}) in {result['seconds']} s", markup=False)
+        out.print(f"manifest digest: sha256:{result['manifest_sha256']}  (publish it; install.sh checks ENVKIT_BUNDLE_DIGEST)",
+                  markup=False)
+        for t in result["trusted_on_first_use"]:
+            out.print(f"trusted on first use: {t['file']} sha256 {t['sha256']} (the lock has no hash for it)", markup=False)
+        for item in result["lacks"]:
             out.print(f"lacks: {item}", markup=False)
 
     def _controller_closure(lk, python: Optional[str], arch: Optional[str], glibc: Optional[str]):  # noqa: ANN001, ANN202

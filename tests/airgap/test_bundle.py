@@ -269,3 +269,35 @@ def test_targets_older_than_envkits_python_get_the_stack_without_envkit(tmp_path
     assert "envkit==" in (b / "requirements" / "controller.txt").read_text()
     assert any(x.startswith("envkit on the targets: it needs Python >=3.10, the targets have 3.9")
                for x in json.loads(r.stdout)["lacks"])
+
+
+def test_rebuild_with_every_input_unchanged_is_up_to_date_and_any_change_rebuilds(offline_lock, tmp_path, cli):
+    path, lock = offline_lock
+    arts = tmp_path / "arts"
+    _installers(lock, arts, as_zip=False)
+    out = tmp_path / "b.tar"
+
+    def build(*extra):
+        r = cli("bundle", "build", "--lock", str(path), "--artifacts", str(arts), "--trust-artifacts", "-o", str(out),
+                "--json", *extra)
+        assert r.returncode == 0, r.stderr
+        return json.loads(r.stdout)
+
+    first = build()
+    assert not first.get("up_to_date")
+    again = build()
+    assert again["up_to_date"] and again["archive_sha256"] == first["archive_sha256"]
+    assert again["manifest_sha256"] == first["manifest_sha256"] and again["lacks"] == first["lacks"]
+    # the archive altered in place: rebuilt to the same bytes
+    with open(out, "ab") as fh:
+        fh.write(b"x")
+    fixed = build()
+    assert not fixed.get("up_to_date") and bd.hashlib.sha256(out.read_bytes()).hexdigest() == first["archive_sha256"]
+    assert build()["up_to_date"]
+    # a vendor file changed (content and mtime): rebuilt, with the new hash trusted on first use
+    run = next(arts.glob("Ascend-cann-toolkit_*.run"))
+    run.write_bytes(run.read_bytes() + b"\n# changed\n")
+    changed = build()
+    assert not changed.get("up_to_date") and changed["archive_sha256"] != first["archive_sha256"]
+    # another option (the base of the image context) is another input
+    assert not build("--base", "example.org/base@sha256:" + "0" * 64).get("up_to_date")
