@@ -44,10 +44,10 @@ demo: venv
 	$(BIN)/envkit image run-args --chip 910b
 	@if [ -n "$(INVENTORY)" ]; then \
 	  echo "== envkit provision --check ($(INVENTORY))"; \
-	  $(BIN)/envkit provision -i $(INVENTORY) --lock $(DEMO_OUT)/envkit.lock --bundle $(or $(BUNDLE),$(DEMO_OUT)/bundle) --check --out $(DEMO_OUT)/provision; \
+	  $(BIN)/envkit provision -i $(INVENTORY) --lock $(DEMO_OUT)/bundle.lock --bundle $(or $(BUNDLE),$(DEMO_OUT)/bundle) --check --out $(DEMO_OUT)/provision; \
 	else \
 	  echo "== envkit provision: give INVENTORY=hosts.ini [BUNDLE=dir] to plan against your hosts, i.e."; \
-	  echo "   $(BIN)/envkit provision -i hosts.ini --lock $(DEMO_OUT)/envkit.lock --bundle $(DEMO_OUT)/bundle --check"; \
+	  echo "   $(BIN)/envkit provision -i hosts.ini --lock $(DEMO_OUT)/bundle.lock --bundle $(DEMO_OUT)/bundle --check"; \
 	fi
 	@echo "== envkit smoke --device cpu (embedded tiny Qwen2), with its report"
 	$(BIN)/envkit smoke --device cpu --dtype fp32 --out $(DEMO_OUT)/smoke
