@@ -11,8 +11,24 @@ from envkit.errors import CannotRun, Where
 
 
 def atomic_write_bytes(path: Path, data: bytes, mode: int = 0o644, *, fsync: bool = True) -> None:
-    """Write `data` to `path` all at once or not at all; an unwritable place is CannotRun (exit 2)."""
+    """Write `data` to `path` all at once or not at all; an unwritable place is CannotRun (exit 2).
+
+    A path that is a device or a pipe (`-o /dev/null`, `-o /dev/stdout`) is written in place: renaming a file
+    over it would replace the device itself (as root, /dev/null would become a regular file)."""
+    import stat
+
     path = Path(path)
+    try:
+        st = os.stat(path)
+    except OSError:
+        st = None
+    if st is not None and (stat.S_ISCHR(st.st_mode) or stat.S_ISFIFO(st.st_mode) or stat.S_ISBLK(st.st_mode)):
+        try:
+            with open(path, "wb") as fh:
+                fh.write(data)
+        except OSError as exc:
+            raise CannotRun(f"cannot write {path}: {exc.strerror or exc}", where=Where(str(path))) from None
+        return
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)

@@ -364,7 +364,7 @@ def render_vars(
         "envkit_python_cann_set_env": list(lock.layout.set_env),
         "envkit_python_cann_env": dict(sorted(lock.layout.env.items())),
         "envkit_smoke_lock_src": str(lock_path),
-        "envkit_smoke_report_dir": str(report_dir),
+        "envkit_smoke_lock_sha1": hashlib.sha1(Path(lock_path).read_bytes()).hexdigest(),  # noqa: S324 - as the copy module
     }
 
 
@@ -389,6 +389,7 @@ class HostRow:
     plan: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     ran: bool = False
+    reports: dict[str, str] = field(default_factory=dict)  # file name -> text (doctor.json, smoke.json)
 
     @property
     def status(self) -> str:
@@ -466,6 +467,10 @@ def summarize(events: Iterable[dict[str, Any]], hosts: Iterable[str] = ()) -> Su
                 if isinstance(msg, dict):
                     row.smoke = str(msg.get("smoke", row.smoke)).strip()
                     row.doctor = str(msg.get("doctor", row.doctor)).strip()
+                    reports = msg.get("reports")
+                    if isinstance(reports, dict):
+                        row.reports = {str(k): str(v) for k, v in reports.items()
+                                       if re.fullmatch(r"[a-z]+\.json", str(k)) and isinstance(v, str) and v.strip()}
         elif kind == "stats":
             complete = True
             for host, s in (ev.get("hosts") or {}).items():
@@ -474,6 +479,22 @@ def summarize(events: Iterable[dict[str, Any]], hosts: Iterable[str] = ()) -> Su
                 row.ok, row.changed, row.failed = s.get("ok", 0), s.get("changed", 0), s.get("failed", 0)
                 row.unreachable, row.skipped = s.get("unreachable", 0), s.get("skipped", 0)
     return Summary(hosts=rows, check=check, complete=complete)
+
+
+def write_reports(summary: Summary, report_dir: Path) -> list[Path]:
+    """Each host's doctor/smoke reports (they come back in the smoke role's verdict) to <dir>/<host>/<name>."""
+    from envkit.fsutil import atomic_write_text
+
+    written = []
+    for row in summary.hosts.values():
+        if not re.fullmatch(r"[A-Za-z0-9_.:@\[\]-]+", row.host) or row.host in (".", ".."):
+            continue
+        for name, text in sorted(row.reports.items()):
+            path = report_dir / row.host / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write_text(path, text if text.endswith("\n") else text + "\n")
+            written.append(path)
+    return written
 
 
 def parse_lines(lines: Iterable[str]) -> list[dict[str, Any]]:

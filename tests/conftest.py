@@ -9,6 +9,8 @@ import pytest
 
 @dataclass
 class Result:
+    """What one `envkit` run gave: exit code, stdout, stderr (`run_cli`, smoke's `envkit_subprocess`)."""
+
     code: int
     out: str
     err: str
@@ -31,3 +33,21 @@ def run_cli(capsys):
         return Result(code, captured.out, captured.err)
 
     return _run
+
+
+@pytest.fixture(autouse=True)
+def _host_dev_null_intact():
+    """No test may damage the machine it runs on. A root process that renames a file over /dev/null (ssh
+    rewriting a known_hosts of /dev/null, an atomic write to it) breaks every later shell and boot; this names
+    the test that did it."""
+    import os
+    import stat
+
+    yield
+    try:
+        mode = os.lstat("/dev/null").st_mode
+    except OSError:  # pragma: no cover - no /dev/null at all
+        return
+    if not stat.S_ISCHR(mode):
+        pytest.fail("/dev/null is no longer a character device after this test "
+                    "(repair as root: rm /dev/null && mknod -m 666 /dev/null c 1 3)")

@@ -61,6 +61,7 @@ def register(app: typer.Typer) -> None:
             pack_wheels,
             render_vars,
             summarize,
+            write_reports,
         )
         from envkit.resources import data_dir
 
@@ -114,6 +115,7 @@ def register(app: typer.Typer) -> None:
 
         result = run_playbook(argv, env, on_event=on_event, events_log=out / "events.jsonl", stderr_log=out / "ansible.log")
         summary = summarize(result.events)
+        write_reports(summary, reports)
         if not summary.complete and not summary.hosts:
             tail = "\n".join(result.stderr.strip().splitlines()[-15:])
             raise CannotRun(

@@ -36,9 +36,9 @@ class CallbackModule(CallbackBase):
 
     def v2_playbook_on_play_start(self, play):  # noqa: D102
         hosts = None
-        try:  # the hosts this play targets (after --limit), so hosts never reached still show up
+        try:  # the hosts this play targets (after --limit, every --serial batch), so hosts never reached still show up
             inventory = play.get_variable_manager()._inventory
-            hosts = [h.name for h in inventory.get_hosts(play.hosts)]
+            hosts = [h.name for h in inventory.get_hosts(play.hosts, ignore_restrictions=True)]
         except Exception:  # noqa: BLE001 - best effort
             hosts = None
         from ansible import context

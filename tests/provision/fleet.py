@@ -112,9 +112,15 @@ class Fleet:
     def ip(self, i: int) -> str:
         return f"10.231.2.{10 + i}"
 
+    def ssh_options(self) -> list[str]:
+        # the fleet's own known_hosts, never /dev/null: ssh may rewrite a known_hosts file by rename, and as root
+        # that would replace the host's /dev/null with a regular file
+        return ["-o", "StrictHostKeyChecking=no", "-o", f"UserKnownHostsFile={self.key.parent / 'known_hosts'}",
+                "-o", "UpdateHostKeys=no"]
+
     def ssh(self, i: int, command: str, check: bool = True) -> subprocess.CompletedProcess:
         return subprocess.run(
-            ["ssh", "-i", str(self.key), "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
+            ["ssh", "-i", str(self.key), *self.ssh_options(),
              "-o", "LogLevel=ERROR", "-o", "ConnectTimeout=5", f"root@{self.ip(i)}", command],
             capture_output=True, text=True, check=check, timeout=120,
         )
@@ -125,8 +131,9 @@ class Fleet:
 
 
 def provision(fleet: Fleet, lock: Path, bundle: Path, out: Path, *args: str, timeout: int = 600) -> tuple[int, dict, str]:
+    # the nodes' disk is this machine's, shared with whatever else runs here: ask for 1 GiB free, not the real 10
     cmd = [envkit_bin(), "provision", "-i", str(fleet.inventory), "--lock", str(lock), "--bundle", str(bundle),
-           "--out", str(out), "--json", *args]
+           "--out", str(out), "--json", "-e", "envkit_preflight_min_free_gb=1", *args]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     try:
         data = json.loads(p.stdout)

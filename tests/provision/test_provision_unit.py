@@ -252,3 +252,96 @@ def test_cli_bad_inputs(tmp_path, locks):
     r = CliRunner().invoke(app, ["provision", "-i", str(tmp_path / "nope.ini"), "--lock", str(locks["old"]),
                                  "--artifacts", str(tmp_path)])
     assert "no such inventory" in str(r.exception)
+
+
+# --- the probe module and the OS families ------------------------------------------------------------
+PROBE = PLAYBOOKS / "roles" / "envkit_preflight" / "library" / "envkit_probe.py"
+
+
+def _probe_module():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("envkit_probe_under_test", PROBE)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_probe_finds_kernel_headers_where_each_family_installs_them(tmp_path):
+    probe = _probe_module()
+    deb, rhel, none = tmp_path / "deb", tmp_path / "rhel", tmp_path / "none"
+    (deb / "lib/modules/6.1.0-18-amd64/build").mkdir(parents=True)
+    (rhel / "usr/src/kernels/5.10.0-182.0.0.95.oe2203sp3.aarch64").mkdir(parents=True)  # kernel-devel on openEuler
+    none.mkdir()
+    assert probe.kernel_headers("6.1.0-18-amd64", str(deb)) == "/lib/modules/6.1.0-18-amd64/build"
+    assert probe.kernel_headers("5.10.0-182.0.0.95.oe2203sp3.aarch64", str(rhel)) == "/usr/src/kernels/5.10.0-182.0.0.95.oe2203sp3.aarch64"
+    assert probe.kernel_headers("6.1.0-18-amd64", str(none)) == ""
+
+
+def test_os_families_follow_ansibles_own_distribution_map():
+    """openEuler, Kylin and EulerOS are RedHat to Ansible's distribution facts (which the probe returns);
+    the preflight maps that to the lock's `rhel` family, and Ubuntu/Debian to `debian`."""
+    from ansible.module_utils.facts.system.distribution import Distribution
+
+    families = yaml.safe_load((PLAYBOOKS / "roles/envkit_preflight/defaults/main.yml").read_text())["envkit_preflight_os_families"]
+    ansible_family = {d: fam for fam, dists in Distribution.OS_FAMILY_MAP.items() for d in dists}
+    for dist in ("openEuler", "Kylin Linux Advanced Server", "EulerOS", "RedHat", "CentOS"):
+        assert ansible_family[dist] in families["rhel"], dist
+    for dist in ("Ubuntu", "Debian"):
+        assert ansible_family[dist] in families["debian"], dist
+
+
+def test_roles_hold_no_debian_only_step():
+    """No package manager is called (the targets are offline); a message naming packages names both families."""
+    for tasks_file in PLAYBOOKS.glob("roles/*/tasks/*.yml"):
+        text = tasks_file.read_text()
+        for word in ("ansible.builtin.apt", "ansible.builtin.dnf", "ansible.builtin.yum", "ansible.builtin.package",
+                     "apt-get", "dpkg", "/etc/debian_version", "update-alternatives"):
+            assert word not in text, f"{tasks_file}: {word}"
+    hints = yaml.safe_load((PLAYBOOKS / "roles/envkit_preflight/vars/main.yml").read_text())["envkit_preflight_headers_hint"]
+    assert set(hints) == {"debian", "rhel"}
+    assert "linux-headers-KVER" in hints["debian"]
+    assert "kernel-devel-KVER" in hints["rhel"] and "/usr/src/kernels/KVER" in hints["rhel"]
+
+
+def test_probe_module_runs_on_this_host(tmp_path):
+    """The real module through Ansible (local connection): files read, stats, users, and the OS facts."""
+    ansible = Path(sys.executable).parent / "ansible"
+    if not ansible.exists():
+        pytest.skip("ansible not installed beside this interpreter")
+    (tmp_path / "version.info").write_text("Version=25.3.rc1\npackage_version=25.3.rc1\n")
+    (tmp_path / "env").write_text("A=1\n")
+    (tmp_path / "link").symlink_to(tmp_path / "env")
+    args = json.dumps({"install_path": str(tmp_path / "Ascend"), "npu_smi": False,
+                       "read": [str(tmp_path / "version.info"), str(tmp_path / "missing.info")],
+                       "stat": [str(tmp_path / "env"), str(tmp_path / "link"), str(tmp_path)], "users": ["root", "no-such-user-envkit"],
+                       "groups": ["root"]})
+    play = tmp_path / "probe.yml"
+    play.write_text(yaml.safe_dump([{"hosts": "all", "gather_facts": False, "tasks": [
+        {"envkit_probe": json.loads(args), "register": "r"},
+        {"ansible.builtin.copy": {"content": "{{ r | to_json }}", "dest": str(tmp_path / "result.json"), "mode": "0600"}},
+    ]}]))
+    env = {**playbook_env(PLAYBOOKS), "ANSIBLE_LIBRARY": str(PROBE.parent), "ANSIBLE_STDOUT_CALLBACK": "default"}
+    p = subprocess.run([str(ansible) + "-playbook", "-i", "localhost,", "-c", "local", "-e", f"ansible_python_interpreter={sys.executable}",
+                        str(play)], env=env, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    res = json.loads((tmp_path / "result.json").read_text())
+    assert res["changed"] is False
+    facts = res["ansible_facts"]
+    import platform
+
+    assert facts["ansible_architecture"] == platform.machine()
+    assert facts["ansible_os_family"] in ("Debian", "RedHat") and facts["ansible_distribution"]
+    st = facts["envkit_state"]
+    files = st["files"]
+    assert files[str(tmp_path / "version.info")] == {"exists": True, "content": "Version=25.3.rc1\npackage_version=25.3.rc1\n"}
+    assert files[str(tmp_path / "missing.info")]["exists"] is False
+    import hashlib
+
+    assert files[str(tmp_path / "env")]["checksum"] == hashlib.sha1(b"A=1\n").hexdigest()
+    assert files[str(tmp_path / "link")]["islnk"] and files[str(tmp_path / "link")]["lnk_target"] == str(tmp_path / "env")
+    assert files[str(tmp_path)]["isdir"]
+    assert st["users"]["root"]["exists"] and st["users"]["root"]["uid"] == 0
+    assert st["users"]["no-such-user-envkit"] == {"exists": False}
+    assert st["groups"]["root"] == {"exists": True}
+    assert st["free_kb"] > 0 and isinstance(st["busy_pids"], str)

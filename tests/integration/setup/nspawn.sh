@@ -88,7 +88,8 @@ cmd_up() {
     echo "[ascend:vars]"
     echo "ansible_user=root"
     echo "ansible_ssh_private_key_file=$w/keys/id_ed25519"
-    echo "ansible_ssh_common_args='-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o ConnectTimeout=5'"
+    # the fleet's own known_hosts (never /dev/null: ssh may rewrite its known_hosts file by rename)
+    echo "ansible_ssh_common_args='-o StrictHostKeyChecking=no -o UserKnownHostsFile=$w/keys/known_hosts -o UpdateHostKeys=no -o ConnectTimeout=5'"
     echo "ansible_python_interpreter=/usr/bin/python3"
   } > "$w/inventory.ini"
   for i in $(seq 1 "$n"); do
