@@ -65,93 +65,52 @@ def _flags(lm: LoadedMatrix, component: str) -> tuple[list[str], int]:
     raise KeyError(component)
 
 
+def _artifact(lm: LoadedMatrix, component: str, version: str, file: str | None, pattern: str, zip: ZipEdition | None,
+              firmware_version: str | None = None) -> Artifact:
+    """One installer of the lock: its `.run` (exact name and glob), install flags and order, and the signed zip."""
+    flags, order = _flags(lm, component)
+    return Artifact(
+        component=component,  # type: ignore[arg-type]
+        version=version,
+        order=order,
+        run=RunFile(file=file, pattern=pattern, flags=flags),
+        zip=zip,
+        firmware_version=firmware_version,
+    )
+
+
 def build_artifacts(lm: LoadedMatrix, stack: dict[str, str]) -> list[Artifact]:
     chip = lm.chips[stack["chip"]]
     arch = stack["arch"]
     hdk_arch = next(a.hdk_file_arch for a in lm.model.arches if a.id == arch)
     out: list[Artifact] = []
     # driver and firmware: one signed zip per chip and arch holds both
-    driver_v = hdk_file_version(lm, stack["driver"], chip.id)
-    zip_drv = _zip(lm, "hdk", stack["driver"], "npu", chip.hdk_zip_token, arch) if chip.hdk_zip_token else None
     if chip.driver_file:
-        flags, order = _flags(lm, "driver")
-        name = chip.driver_file.format(version=driver_v, hdk_arch=hdk_arch)
-        out.append(
-            Artifact(
-                component="driver",
-                version=stack["driver"],
-                order=order,
-                run=RunFile(file=name, pattern=chip.driver_file.format(version="*", hdk_arch=hdk_arch), flags=flags),
-                zip=zip_drv,
-            )
-        )
-    fw = lm.hdk(stack["firmware"])
+        driver_v = hdk_file_version(lm, stack["driver"], chip.id)
+        zip_drv = _zip(lm, "hdk", stack["driver"], "npu", chip.hdk_zip_token, arch) if chip.hdk_zip_token else None
+        out.append(_artifact(lm, "driver", stack["driver"], chip.driver_file.format(version=driver_v, hdk_arch=hdk_arch),
+                             chip.driver_file.format(version="*", hdk_arch=hdk_arch), zip_drv))
     if chip.firmware_file:
-        flags, order = _flags(lm, "firmware")
-        fw_version = fw.firmware_version
+        fw_version = lm.hdk(stack["firmware"]).firmware_version
         zip_fw = _zip(lm, "hdk", stack["firmware"], "npu", chip.hdk_zip_token, arch) if chip.hdk_zip_token else None
-        out.append(
-            Artifact(
-                component="firmware",
-                version=stack["firmware"],
-                order=order,
-                run=RunFile(
-                    file=chip.firmware_file.format(firmware=fw_version) if fw_version else None,
-                    pattern=chip.firmware_file.format(firmware="*"),
-                    flags=flags,
-                ),
-                zip=zip_fw,
-                firmware_version=fw_version,
-            )
-        )
+        out.append(_artifact(lm, "firmware", stack["firmware"],
+                             chip.firmware_file.format(firmware=fw_version) if fw_version else None,
+                             chip.firmware_file.format(firmware="*"), zip_fw, firmware_version=fw_version))
+    # CANN: the toolkit, the operator package of the chip, NNAL; file name templates take {version} and {arch}
     cann = lm.cann(stack["cann"])
     file_version = cann.file_version or cann.version
-    flags, order = _flags(lm, "cann-toolkit")
-    out.append(
-        Artifact(
-            component="cann-toolkit",
-            version=cann.version,
-            order=order,
-            run=RunFile(
-                file=f"Ascend-cann-toolkit_{file_version}_linux-{arch}.run",
-                pattern=f"Ascend-cann-toolkit_*_linux-{arch}.run",
-                flags=flags,
-            ),
-            zip=_zip(lm, "cann", cann.version, "toolkit", None, arch),
-        )
-    )
-    op_pattern = chip.ops_file if cann.operator_package == "ops" else chip.kernels_file
-    if op_pattern:
+
+    def cann_artifact(component: str, template: str, kind: str, chip_id: str | None = None) -> Artifact:
+        return _artifact(lm, component, cann.version, template.format(version=file_version, arch=arch),
+                         template.format(version="*", arch=arch), _zip(lm, "cann", cann.version, kind, chip_id, arch))
+
+    out.append(cann_artifact("cann-toolkit", "Ascend-cann-toolkit_{version}_linux-{arch}.run", "toolkit"))
+    op_template = chip.ops_file if cann.operator_package == "ops" else chip.kernels_file
+    if op_template:
         component = "cann-ops" if cann.operator_package == "ops" else "cann-kernels"
-        flags, order = _flags(lm, component)
-        out.append(
-            Artifact(
-                component=component,  # type: ignore[arg-type]
-                version=cann.version,
-                order=order,
-                run=RunFile(
-                    file=op_pattern.format(version=file_version, arch=arch),
-                    pattern=op_pattern.format(version="*", arch=arch),
-                    flags=flags,
-                ),
-                zip=_zip(lm, "cann", cann.version, cann.operator_package, chip.id, arch),
-            )
-        )
+        out.append(cann_artifact(component, op_template, cann.operator_package, chip.id))
     if cann.nnal:
-        flags, order = _flags(lm, "cann-nnal")
-        out.append(
-            Artifact(
-                component="cann-nnal",
-                version=cann.version,
-                order=order,
-                run=RunFile(
-                    file=f"Ascend-cann-nnal_{file_version}_linux-{arch}.run",
-                    pattern=f"Ascend-cann-nnal_*_linux-{arch}.run",
-                    flags=flags,
-                ),
-                zip=_zip(lm, "cann", cann.version, "nnal", None, arch),
-            )
-        )
+        out.append(cann_artifact("cann-nnal", "Ascend-cann-nnal_{version}_linux-{arch}.run", "nnal"))
     return sorted(out, key=lambda a: (a.order, a.component))
 
 

@@ -6,11 +6,13 @@ import functools
 import hashlib
 import json
 import os
+import sys
+import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from envkit import versions
 from envkit.errors import MatrixError, Where
@@ -135,12 +137,82 @@ def _cache_dir() -> Path:
     return Path(base) / "matrix"
 
 
+# --- the trusted cache -----------------------------------------------------------------------
+# The cache holds `model_dump_json()` of a matrix that passed validation. Its name carries the
+# digest of the YAML files and a fingerprint of the models, so a hit is rebuilt with
+# `model_construct` (no validator to build or run); anything unexpected falls back to the YAML.
+@functools.lru_cache(maxsize=None)
+def _fields_of(cls: type[BaseModel]) -> tuple[tuple[str, str, type[BaseModel] | None], ...]:
+    """(name, how, nested model) per field: how is "model", "list" (of models) or "" (plain data)."""
+    out = []
+    for name, info in cls.model_fields.items():
+        ann, how, sub = info.annotation, "", None
+        if isinstance(ann, type) and issubclass(ann, BaseModel):
+            how, sub = "model", ann
+        elif typing.get_origin(ann) is list and _is_model(typing.get_args(ann)[0]):
+            how, sub = "list", typing.get_args(ann)[0]
+        elif _mentions_model(ann):  # e.g. `Model | None`, `dict[str, Model]`: not used by the matrix
+            raise TypeError(f"{cls.__name__}.{name}: {ann!r} is not supported by the trusted cache")
+        out.append((name, how, sub))
+    return tuple(out)
+
+
+def _is_model(tp: Any) -> bool:
+    return isinstance(tp, type) and issubclass(tp, BaseModel)
+
+
+def _mentions_model(tp: Any) -> bool:
+    return _is_model(tp) or any(_mentions_model(a) for a in typing.get_args(tp))
+
+
+@functools.lru_cache(maxsize=1)
+def _model_fingerprint() -> str:
+    """Changes with the matrix models: their fields, the source of their modules (validators), pydantic."""
+    import pydantic
+
+    digest = hashlib.sha256(pydantic.VERSION.encode())
+    todo: list[type[BaseModel]] = [Matrix]
+    seen: set[type[BaseModel]] = set()
+    modules = {versions.__name__}
+    while todo:
+        cls = todo.pop()
+        if cls in seen:
+            continue
+        seen.add(cls)
+        modules.add(cls.__module__)
+        digest.update(f"\0{cls.__module__}.{cls.__qualname__}".encode())
+        for name, info in cls.model_fields.items():
+            digest.update(f"\0{name}:{info.annotation!r}={info.default!r}".encode())
+        todo.extend(sub for _, _, sub in _fields_of(cls) if sub is not None)
+    for name in sorted(modules):
+        try:
+            digest.update(Path(sys.modules[name].__file__ or "").read_bytes())
+        except (KeyError, OSError):
+            digest.update(b"?")
+    return digest.hexdigest()[:16]
+
+
+def _construct(cls: type[BaseModel], data: Any) -> Any:
+    """A model from its own trusted dump. ValueError when the keys are not exactly the model's."""
+    if not isinstance(data, dict) or data.keys() != cls.model_fields.keys():
+        raise ValueError(f"cache entry does not match {cls.__name__}")
+    for name, how, sub in _fields_of(cls):
+        if how == "model":
+            data[name] = _construct(sub, data[name])
+        elif how == "list":
+            data[name] = [_construct(sub, item) for item in data[name]]
+    return cls.model_construct(**data)
+
+
+def _cache_key(digest: str) -> str:
+    return f"{digest.split(':', 1)[1]}-{_model_fingerprint()}"
+
+
 def _from_cache(digest: str, origin_names: dict[str, str], folder: Path) -> LoadedMatrix | None:
-    path = _cache_dir() / f"{digest.split(':', 1)[1]}.json"
+    path = _cache_dir() / f"{_cache_key(digest)}.json"
     try:
-        raw = path.read_bytes()
-        model = Matrix.model_validate_json(raw)
-    except (OSError, ValidationError, ValueError):
+        model = _construct(Matrix, json.loads(path.read_bytes()))
+    except (OSError, ValueError, TypeError):
         return None
     return LoadedMatrix(model=model, digest=digest, files={s: folder / n for s, n in origin_names.items()})
 
@@ -150,7 +222,7 @@ def _to_cache(lm: LoadedMatrix) -> None:
     try:
         from envkit.fsutil import atomic_write_bytes
 
-        atomic_write_bytes(cache / f"{lm.digest.split(':', 1)[1]}.json", lm.model.model_dump_json().encode(), fsync=False)
+        atomic_write_bytes(cache / f"{_cache_key(lm.digest)}.json", lm.model.model_dump_json().encode(), fsync=False)
     except OSError:
         pass  # a read-only home is fine: the cache is only for speed
 
@@ -169,7 +241,7 @@ def load_matrix_from(folder: Path, *, use_cache: bool = False) -> LoadedMatrix:
         raise MatrixError(f"no matrix files in {folder}", where=Where(str(folder)))
     digest_text = _digest(files)
     if use_cache:
-        index = _cache_dir() / f"{digest_text.split(':', 1)[1]}.sections.json"
+        index = _cache_dir() / f"{_cache_key(digest_text)}.sections.json"
         try:
             names = json.loads(index.read_text())
         except (OSError, ValueError):
@@ -223,7 +295,7 @@ def load_matrix_from(folder: Path, *, use_cache: bool = False) -> LoadedMatrix:
             from envkit.fsutil import atomic_write_bytes
 
             names = json.dumps({s: p.name for s, p in origin.items()}).encode()
-            atomic_write_bytes(_cache_dir() / f"{digest_text.split(':', 1)[1]}.sections.json", names, fsync=False)
+            atomic_write_bytes(_cache_dir() / f"{_cache_key(digest_text)}.sections.json", names, fsync=False)
         except OSError:
             pass
     return lm

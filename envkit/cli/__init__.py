@@ -1,4 +1,11 @@
-"""The `envkit` command line: parse, call one library function, format. The single error boundary is `main()`."""
+"""The `envkit` command line: parse, call one library function, format. The single error boundary is `main()`.
+
+Only the command group that argv names is imported and built (`envkit resolve` does not pay for the
+smoke, bundle or image commands); `envkit --help`, an unknown command and anything unusual get the
+whole tree, so help, suggestions and errors are the same as with every group registered.
+The command modules do without `from __future__ import annotations`: typer would eval() each string
+annotation of every parameter on every run.
+"""
 
 from __future__ import annotations
 
@@ -11,17 +18,25 @@ import typer
 from envkit import __version__, console
 from envkit.errors import EnvkitError
 
-app = typer.Typer(
-    name="envkit",
-    help="Resolve, build, bundle, provision and prove Ascend NPU PyTorch stacks.",
-    no_args_is_help=True,
-    pretty_exceptions_enable=False,
-    add_completion=False,
-    rich_markup_mode=None,
-)
+HELP = "Resolve, build, bundle, provision and prove Ascend NPU PyTorch stacks."
 
-# Each module registers its commands on `app` through `register(app)`.
+# Each module registers its commands on the app through `register(app)`, in this order.
 COMMAND_MODULES = ["stack", "matrix", "smoke", "doctor", "bundle", "image", "provision"]
+# Top-level command -> the module that registers it. A name not listed here builds the whole tree.
+COMMANDS: dict[str, str] = {
+    "resolve": "stack",
+    "validate": "stack",
+    "matrix": "matrix",
+    "smoke": "smoke",
+    "compare": "smoke",
+    "doctor": "doctor",
+    "lock": "bundle",
+    "bundle": "bundle",
+    "image": "image",
+    "provision": "provision",
+}
+# Root options that take no value and may come before the command.
+_ROOT_FLAGS = frozenset({"--debug", "--quiet", "-q"})
 
 
 def _version_callback(value: bool) -> None:
@@ -30,7 +45,6 @@ def _version_callback(value: bool) -> None:
         raise typer.Exit(0)
 
 
-@app.callback()
 def _root(
     version: Annotated[
         Optional[bool], typer.Option("--version", callback=_version_callback, is_eager=True, help="Print the version.")
@@ -42,8 +56,18 @@ def _root(
     console.set_quiet(quiet)
 
 
-def _register_all() -> None:
-    for name in COMMAND_MODULES:
+def build_app(modules: list[str] | None = None) -> typer.Typer:
+    """The `envkit` app with the commands of `modules` (default: every command group)."""
+    app = typer.Typer(
+        name="envkit",
+        help=HELP,
+        no_args_is_help=True,
+        pretty_exceptions_enable=False,
+        add_completion=False,
+        rich_markup_mode=None,
+    )
+    app.callback()(_root)
+    for name in COMMAND_MODULES if modules is None else modules:
         try:
             module = importlib.import_module(f"envkit.cli.{name}")
         except ModuleNotFoundError as exc:  # a command group not written yet
@@ -51,9 +75,32 @@ def _register_all() -> None:
                 continue
             raise
         module.register(app)
+    return app
 
 
-_register_all()
+def _modules_for(args: list[str]) -> list[str] | None:
+    """The one command module argv needs, or None (help, version, unknown command: the whole tree)."""
+    for arg in args:
+        if arg in _ROOT_FLAGS:
+            continue
+        if arg.startswith("-"):
+            return None
+        module = COMMANDS.get(arg)
+        return [module] if module else None
+    return None
+
+
+_full_app: typer.Typer | None = None
+
+
+def __getattr__(name: str) -> typer.Typer:
+    """`envkit.cli.app`: the whole command tree, built on first use (e.g. by typer's CliRunner)."""
+    global _full_app
+    if name != "app":
+        raise AttributeError(name)
+    if _full_app is None:
+        _full_app = build_app()
+    return _full_app
 
 
 def _wants_json(argv: list[str]) -> bool:
@@ -77,7 +124,7 @@ def main(argv: list[str] | None = None) -> None:
     """Entry point of the console script. Exits with the error's own code."""
     args = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in args
-    command = typer.main.get_command(app)
+    command = typer.main.get_command(build_app(_modules_for(args)))
     try:
         # standalone mode: click prints usage errors itself and exits 2; our errors pass through.
         command.main(args=args, prog_name="envkit", standalone_mode=True)

@@ -1,7 +1,5 @@
 """`envkit doctor`: probe this host (or a mounted image root) and report the observed stack."""
 
-from __future__ import annotations
-
 import os
 from pathlib import Path
 from typing import Annotated, Optional

@@ -1,7 +1,5 @@
 """`envkit image render | build | run-args`: container images rendered from the lock."""
 
-from __future__ import annotations
-
 import time
 from pathlib import Path
 from typing import Annotated, Optional

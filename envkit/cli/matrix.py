@@ -1,7 +1,5 @@
 """`envkit matrix check | show | schema`."""
 
-from __future__ import annotations
-
 import json
 from pathlib import Path
 from typing import Annotated, Any, Optional

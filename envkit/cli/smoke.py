@@ -1,7 +1,5 @@
 """`envkit smoke` and `envkit compare`. torch and transformers are imported inside the commands only."""
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import Annotated, Optional
 

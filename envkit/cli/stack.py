@@ -1,7 +1,5 @@
 """`envkit resolve` and `envkit validate`."""
 
-from __future__ import annotations
-
 import shlex
 import sys
 from pathlib import Path

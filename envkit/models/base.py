@@ -9,7 +9,9 @@ Confidence = Literal["stated", "derived", "inferred"]
 
 
 class StrictModel(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    # defer_build: a model's validator is built when it is first used, not at import (the CLI
+    # imports every model; one command uses a few of them).
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, defer_build=True)
 
 
 class Sourced(StrictModel):

@@ -234,11 +234,68 @@ def test_resolve_imports_neither_docker_ansible_nor_torch(tmp_path):
         "import sys\n"
         "from envkit.cli import main\n"
         "try:\n    main(['resolve', '-o', '-'])\nexcept SystemExit:\n    pass\n"
-        "bad = [m for m in ('docker', 'ansible', 'torch', 'transformers', 'jinja2', 'requests') if m in sys.modules]\n"
+        "bad = [m for m in ('docker', 'ansible', 'torch', 'transformers', 'jinja2', 'requests', 'rich') if m in sys.modules]\n"
+        "bad += [m for m in sys.modules if m.startswith('envkit.cli.') and m != 'envkit.cli.stack']\n"
         "print('LOADED', bad)\n"
     )
     p = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=120)
     assert "LOADED []" in p.stdout, p.stdout + p.stderr
+
+
+def test_lazy_command_table_matches_the_command_tree():
+    """`envkit <cmd>` builds only COMMANDS[cmd]'s module: the table must name every command and its module."""
+    import typer.main
+
+    from envkit.cli import COMMANDS, build_app
+
+    full = typer.main.get_command(build_app())
+    assert sorted(full.commands) == sorted(COMMANDS), "update envkit.cli.COMMANDS"
+    for name, module in COMMANDS.items():
+        assert name in typer.main.get_command(build_app([module])).commands, (name, module)
+
+
+@pytest.mark.parametrize(
+    ("argv", "modules"),
+    [
+        (["resolve", "-o", "-"], ["stack"]),
+        (["-q", "--debug", "lock", "--help"], ["bundle"]),
+        (["--quiet", "matrix", "show", "cann"], ["matrix"]),
+        (["image"], ["image"]),
+        ([], None),
+        (["--help"], None),
+        (["--version", "resolve"], None),
+        (["-qq", "resolve"], None),
+        (["--", "resolve"], None),
+        (["resolv"], None),
+    ],
+)
+def test_only_the_named_command_group_is_built(argv, modules):
+    from envkit.cli import _modules_for
+
+    assert _modules_for(argv) == modules
+
+
+def test_help_lists_every_command_and_each_command_has_help(run_cli):
+    from envkit.cli import COMMANDS
+
+    r = run_cli("--help")
+    assert r.code == 0
+    listed = [line.split()[0] for line in r.out.split("Commands:", 1)[1].splitlines() if line.strip()]
+    assert sorted(listed) == sorted(COMMANDS)
+    for name in COMMANDS:
+        r = run_cli(name, "--help")
+        assert r.code == 0 and f"Usage: envkit {name} " in r.out, (name, r.out, r.err)
+    r = run_cli("resolv")
+    assert r.code == 2 and "Did you mean 'resolve'?" in r.err
+
+
+def test_cli_app_is_the_whole_tree():
+    """`envkit.cli.app` (typer's CliRunner, completion) still has every command."""
+    import typer.main
+
+    from envkit.cli import COMMANDS, app
+
+    assert sorted(typer.main.get_command(app).commands) == sorted(COMMANDS)
 
 
 def test_unwritable_output_is_a_clear_error_and_writes_nothing(run_cli, tmp_path):

@@ -95,3 +95,51 @@ def test_digest_changes_with_content(tmp_path, lm):
     p = folder / "platform.yaml"
     p.write_text(p.read_text() + "\n# a comment\n")
     assert load_matrix_from(folder).digest != lm.digest
+
+
+def test_cache_hit_rebuilds_the_validated_matrix(tmp_path, monkeypatch):
+    """The digest-keyed cache is rebuilt with model_construct: the same rows, the same types, the same dump."""
+    from envkit.matrix import _cache_dir
+
+    monkeypatch.setenv("ENVKIT_CACHE_DIR", str(tmp_path / "cache"))
+    folder = _copy(tmp_path)
+    validated = load_matrix_from(folder, use_cache=True)
+    assert len(list(_cache_dir().glob("*.json"))) == 2  # the matrix and its section index
+
+    def no_yaml(path):
+        raise AssertionError(f"a cache hit read {path}")
+
+    monkeypatch.setattr("envkit.matrix.fast_load", no_yaml)
+    cached = load_matrix_from(folder, use_cache=True)
+    assert cached.model is not validated.model
+    assert cached.model == validated.model
+    assert cached.model.model_dump_json() == validated.model.model_dump_json()
+    assert type(cached.model.chips[0]) is type(validated.model.chips[0])
+    assert type(cached.model.cann_python_deps) is type(validated.model.cann_python_deps)
+    assert cached.files == validated.files and cached.digest == validated.digest
+
+
+@pytest.mark.parametrize("damage", ["garbage", "missing key", "extra key", "wrong shape"])
+def test_a_cache_that_does_not_fit_is_ignored_and_rewritten(tmp_path, monkeypatch, damage):
+    import json
+
+    from envkit.matrix import _cache_dir
+
+    monkeypatch.setenv("ENVKIT_CACHE_DIR", str(tmp_path / "cache"))
+    folder = _copy(tmp_path)
+    validated = load_matrix_from(folder, use_cache=True)
+    (path,) = [p for p in _cache_dir().glob("*.json") if not p.name.endswith(".sections.json")]
+    data = json.loads(path.read_text())
+    if damage == "garbage":
+        path.write_text("{not json")
+    else:
+        if damage == "missing key":
+            del data["chips"][0]["name"]
+        elif damage == "extra key":
+            data["chips"][0]["new_field"] = 1
+        else:
+            data["chips"] = 3
+        path.write_text(json.dumps(data))
+    again = load_matrix_from(folder, use_cache=True)
+    assert again.model == validated.model
+    assert json.loads(path.read_text()) == json.loads(validated.model.model_dump_json())

@@ -5,23 +5,17 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from tests.conftest import Result  # one declaration for in-process and subprocess runs
 
 REPO = Path(__file__).resolve().parents[2]
 FAKE_TORCH_NPU = REPO / "tests" / "fixtures" / "fake_torch_npu"
 # One intra-op thread: on a small shared CI machine, OpenMP threads competing with other jobs make the
 # tiny model 10x slower. Results do not depend on it (bitwise equal with 1 and 2 threads).
 THREADS = os.environ.get("ENVKIT_TEST_THREADS", "1")
-
-
-@dataclass
-class Result:
-    code: int
-    out: str
-    err: str
 
 
 @pytest.fixture(scope="session")
