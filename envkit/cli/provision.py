@@ -1,7 +1,5 @@
 """`envkit provision`: render the vars from the lock, run the site playbook, summarize per host."""
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import Annotated, Optional
 
