@@ -42,8 +42,14 @@ def _host_dev_null_intact():
     the test that did it."""
     import os
     import stat
+    import sys
 
+    intern = sys.intern
     yield
+    if sys.intern is not intern:  # importing ansible.module_utils patches it process-wide; torch._dynamo then fails
+        sys.intern = intern
+        pytest.fail("this test patched sys.intern in the pytest process (an in-process import of ansible.module_utils?); "
+                    "import ansible in a subprocess")
     try:
         mode = os.lstat("/dev/null").st_mode
     except OSError:  # pragma: no cover - no /dev/null at all

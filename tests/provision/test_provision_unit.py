@@ -258,33 +258,41 @@ def test_cli_bad_inputs(tmp_path, locks):
 PROBE = PLAYBOOKS / "roles" / "envkit_preflight" / "library" / "envkit_probe.py"
 
 
-def _probe_module():
-    import importlib.util
+def _in_subprocess(code: str):
+    """Run Python that imports ansible.module_utils in a child process and return what it prints as JSON.
 
-    spec = importlib.util.spec_from_file_location("envkit_probe_under_test", PROBE)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    Importing ansible.module_utils (ansible-core >= 2.19) patches sys.intern, socket and dataclasses for the
+    whole process; a later `import torch._dynamo` in the same pytest process then fails, so the import stays
+    out of this process."""
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
 
 
 def test_probe_finds_kernel_headers_where_each_family_installs_them(tmp_path):
-    probe = _probe_module()
     deb, rhel, none = tmp_path / "deb", tmp_path / "rhel", tmp_path / "none"
     (deb / "lib/modules/6.1.0-18-amd64/build").mkdir(parents=True)
     (rhel / "usr/src/kernels/5.10.0-182.0.0.95.oe2203sp3.aarch64").mkdir(parents=True)  # kernel-devel on openEuler
     none.mkdir()
-    assert probe.kernel_headers("6.1.0-18-amd64", str(deb)) == "/lib/modules/6.1.0-18-amd64/build"
-    assert probe.kernel_headers("5.10.0-182.0.0.95.oe2203sp3.aarch64", str(rhel)) == "/usr/src/kernels/5.10.0-182.0.0.95.oe2203sp3.aarch64"
-    assert probe.kernel_headers("6.1.0-18-amd64", str(none)) == ""
+    cases = [("6.1.0-18-amd64", str(deb)), ("5.10.0-182.0.0.95.oe2203sp3.aarch64", str(rhel)), ("6.1.0-18-amd64", str(none))]
+    got = _in_subprocess(
+        "import importlib.util, json, sys\n"
+        f"spec = importlib.util.spec_from_file_location('envkit_probe_under_test', {str(PROBE)!r})\n"
+        "probe = importlib.util.module_from_spec(spec); spec.loader.exec_module(probe)\n"
+        f"print(json.dumps([probe.kernel_headers(k, root) for k, root in {cases!r}]))\n"
+    )
+    assert got == ["/lib/modules/6.1.0-18-amd64/build", "/usr/src/kernels/5.10.0-182.0.0.95.oe2203sp3.aarch64", ""]
 
 
 def test_os_families_follow_ansibles_own_distribution_map():
     """openEuler, Kylin and EulerOS are RedHat to Ansible's distribution facts (which the probe returns);
     the preflight maps that to the lock's `rhel` family, and Ubuntu/Debian to `debian`."""
-    from ansible.module_utils.facts.system.distribution import Distribution
-
+    family_map = _in_subprocess(
+        "import json; from ansible.module_utils.facts.system.distribution import Distribution; "
+        "print(json.dumps({k: list(v) for k, v in Distribution.OS_FAMILY_MAP.items()}))"
+    )
     families = yaml.safe_load((PLAYBOOKS / "roles/envkit_preflight/defaults/main.yml").read_text())["envkit_preflight_os_families"]
-    ansible_family = {d: fam for fam, dists in Distribution.OS_FAMILY_MAP.items() for d in dists}
+    ansible_family = {d: fam for fam, dists in family_map.items() for d in dists}
     for dist in ("openEuler", "Kylin Linux Advanced Server", "EulerOS", "RedHat", "CentOS"):
         assert ansible_family[dist] in families["rhel"], dist
     for dist in ("Ubuntu", "Debian"):
