@@ -25,7 +25,7 @@ from envkit import __version__
 from envkit.errors import BadInput, CannotRun, CheckFailed, Where
 from envkit.models.bundle import BundleFile, BundleManifest, TrustedArtifact
 from envkit.models.lock import Lock, PythonClosure
-from envkit.uptodate import archive_stamp, envkit_metadata, envkit_sources, envkit_key
+from envkit.uptodate import archive_stamp, envkit_key, envkit_metadata, envkit_sources, output_key
 
 MANIFEST = "manifest.json"
 IMAGE_DIR = "image"
@@ -66,31 +66,26 @@ class BundlePlan:
     image: ImageContext | None = None
     _all: list[Entry] | None = field(default=None, repr=False)
 
-    def entry(self, path: str) -> Entry:
-        return next(e for e in self.entries if e.path == path)
-
     def assemble_image_context(self, out: Path) -> Path:
-        """Write the image build context into `out` from the plan's own entries (the executor then builds it)."""
-        import shutil
+        """Write the image build context into `out` from the plan's own entries (the executor then builds it):
+        the rendered text files, then the vendor packages and wheels linked (or copied) from their sources."""
+        from envkit.fsutil import link_or_copy
 
         assert self.image is not None
+        by_path = {e.path: e for e in self.entries}
         prefix = f"{IMAGE_DIR}/context/"
-        for e in self.entries:
-            if e.path.startswith(prefix):
-                dest = out / e.path[len(prefix):]
+        for path, e in by_path.items():
+            if path.startswith(prefix):  # rendered text: always data
+                dest = out / path[len(prefix):]
                 dest.parent.mkdir(parents=True, exist_ok=True)
-                dest.write_bytes(e.data if e.data is not None else Path(e.source).read_bytes())
-        for _sha, rel, src in self.image.links:
-            e = self.entry(src)
-            dest = out / rel
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            if e.data is not None:
                 dest.write_bytes(e.data)
+        for _sha, rel, src in self.image.links:
+            e = by_path[src]
+            if e.data is not None:  # envkit's own wheel is built in memory
+                (out / rel).parent.mkdir(parents=True, exist_ok=True)
+                (out / rel).write_bytes(e.data)
             else:
-                try:
-                    os.link(e.source, dest)
-                except OSError:
-                    shutil.copyfile(e.source, dest)
+                link_or_copy(e.source, out / rel)
         return out
 
     def all_entries(self) -> list[Entry]:
@@ -471,7 +466,7 @@ def archive_key(plan: BundlePlan, out: Path) -> str:
 def _record_path(plan: BundlePlan, out: Path) -> Path | None:
     if plan.state is None:
         return None
-    return plan.state / hashlib.sha256(str(Path(out).resolve()).encode()).hexdigest()
+    return plan.state / output_key(out)
 
 
 def _reusable(plan: BundlePlan, out: Path, key: str) -> str | None:

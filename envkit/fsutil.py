@@ -57,6 +57,24 @@ def atomic_write_text(path: Path, text: str, mode: int = 0o644) -> None:
     atomic_write_bytes(path, text.encode("utf-8"), mode)
 
 
+def link_or_copy(src: Path, dst: Path) -> None:
+    """Hard-link a large input into place when possible (same file system), else copy it.
+
+    A symlink is resolved first: a hard link to the link itself would dangle in a build context.
+    """
+    import shutil
+
+    src = Path(src).resolve()
+    dst = Path(dst)
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    if dst.exists():
+        dst.unlink()
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
+
+
 def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
     """The sha256 of a file, read in chunks into one reused buffer."""
     h = hashlib.sha256()

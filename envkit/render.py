@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import functools
-import os
 import shutil
 from pathlib import Path
 from typing import Any
 
-from envkit.fsutil import atomic_write_text
+from envkit.fsutil import atomic_write_text, link_or_copy
 from envkit.resources import data_dir
 
 
@@ -48,21 +47,6 @@ def dockerfile(plan: Any) -> str:
     from envkit.image import LOCK_IN_IMAGE, VENV
 
     return render("Dockerfile.j2", plan=plan, venv=VENV, lock_path=LOCK_IN_IMAGE)
-
-
-def _place(src: Path, dst: Path) -> None:
-    """Hard-link a large input into the context when possible (same file system), else copy it.
-
-    A symlink is resolved first: a hard link to the link itself would dangle in the engine's context.
-    """
-    src = Path(src).resolve()
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    if dst.exists():
-        dst.unlink()
-    try:
-        os.link(src, dst)
-    except OSError:
-        shutil.copy2(src, dst)
 
 
 def context_files(plan: Any) -> dict[str, str]:
@@ -110,6 +94,6 @@ def write_context(plan: Any, out: Path) -> list[Path]:
         written.append(out / rel)
     for rel, source, _sha in context_inputs(plan):
         if source is not None:
-            _place(source, out / rel)
+            link_or_copy(source, out / rel)
             written.append(out / rel)
     return written

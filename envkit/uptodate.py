@@ -93,8 +93,13 @@ def inputs_key(lock_bytes: bytes, *, out: Path, artifacts: Path | None, options:
     return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()
 
 
+def output_key(out: Path) -> str:
+    """The name under which the cache keeps records about one output path."""
+    return hashlib.sha256(str(Path(out).resolve()).encode()).hexdigest()
+
+
 def _result_path(state: Path, out: Path) -> Path:
-    return state / (hashlib.sha256(str(Path(out).resolve()).encode()).hexdigest() + ".result")
+    return state / (output_key(out) + ".result")
 
 
 def up_to_date(state: Path, out: Path, key: str) -> dict | None:

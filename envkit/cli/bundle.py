@@ -203,23 +203,19 @@ def register(app: typer.Typer) -> None:
     def _controller_closure(lk, python: Optional[str], arch: Optional[str], glibc: Optional[str]):  # noqa: ANN001, ANN202
         """The lock's controller closure, or, for another controller Python/arch, one resolved now (recorded in
         the manifest: such a bundle is reproducible only as long as the index serves the same files)."""
+        import tempfile
+
         from envkit import closure as cl
-        from envkit.errors import BadInput
 
         have = lk.python.controller
         if have is None or (python in (None, have.target.python) and arch in (None, have.target.arch)):
-            return have
+            return have  # plan_bundle reports a lock without closures
         target = cl.make_target(python or have.target.python, arch or have.target.arch,
                                 glibc or (have.target.glibc if arch in (None, have.target.arch) else cl.DEFAULT_GLIBC))
-        if lk.python.closure is None:
-            raise BadInput("the lock has no Python closure", hint="Run `envkit lock --lock envkit.lock` first.")
-        src = have
-        plan = cl.ClosurePlan(roots=tuple(cl.envkit_roots()), target=target, index_url=src.index_url,
-                              extra_index_urls=tuple(src.extra_index_urls), find_links=tuple(src.find_links))
+        plan = cl.ClosurePlan(roots=tuple(cl.envkit_roots()), target=target, index_url=have.index_url,
+                              extra_index_urls=tuple(have.extra_index_urls), find_links=tuple(have.find_links))
         console.progress(f"resolving envkit's closure for the controller (Python {target.python} on {target.platform}); "
-                         "the lock has one for " f"Python {have.target.python} on {have.target.platform} ...")
-        import tempfile
-
+                         f"the lock has one for Python {have.target.python} on {have.target.platform} ...")
         with tempfile.TemporaryDirectory(prefix="envkit-ctl-") as tmp:
             return cl.run_uv(plan, Path(tmp))
 
