@@ -38,7 +38,7 @@ demo: venv
 	$(BIN)/envkit bundle verify $(DEMO_OUT)/bundle
 	@echo "== envkit image render: the default stack, with fixture vendor packages and stand-in hashed pins (no real CANN here)"
 	$(BIN)/python tests/fixtures/installers/make_installers.py --lock $(DEMO_OUT)/envkit.lock --out $(DEMO_OUT)/vendor --zip >/dev/null
-	$(BIN)/python -c 'import sys; sys.path.insert(0, "."); from pathlib import Path; from tests.image.conftest import fake_requirements; fake_requirements(Path(sys.argv[1]), Path(sys.argv[2]))' $(DEMO_OUT)/envkit.lock $(DEMO_OUT)/requirements.txt
+	$(BIN)/python tools/stand_in_requirements.py $(DEMO_OUT)/envkit.lock $(DEMO_OUT)/requirements.txt
 	$(BIN)/envkit image render --lock $(DEMO_OUT)/envkit.lock --artifacts $(DEMO_OUT)/vendor --requirements $(DEMO_OUT)/requirements.txt -o $(DEMO_OUT)/image
 	@echo "== envkit image run-args --chip 910b"
 	$(BIN)/envkit image run-args --chip 910b

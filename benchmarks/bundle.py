@@ -41,7 +41,7 @@ EK = [sys.executable, "-m", "envkit"]
 IN_PROCESS = """
 import sys, time
 from envkit.cli import main
-import envkit.bundle, envkit.cli.bundle, envkit.download, envkit.lockfile, envkit.models.lock, requests, rich.progress
+import envkit.airgap, envkit.airgap.plan, envkit.cli.bundle, envkit.download, envkit.lockfile, envkit.models.lock, requests, rich.progress
 t0 = time.perf_counter()
 try:
     main(sys.argv[1:])

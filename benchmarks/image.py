@@ -24,7 +24,6 @@ sys.path.insert(0, str(ROOT))
 from envkit.engine import Engine  # noqa: E402
 from envkit.image import plan_build  # noqa: E402
 from envkit.lockfile import parse_lock  # noqa: E402
-from envkit.matrix import load_matrix  # noqa: E402
 from envkit.render import write_context  # noqa: E402
 
 WORK = Path(os.environ.get("ENVKIT_PODMAN_WORK", "/var/tmp/envkit-podman"))
@@ -36,8 +35,7 @@ def _du(eng: Engine, tag: str, path: str) -> int:
 
 
 def _build(eng: Engine, lock: dict, arts: Path, base: str, tag: str, nocache: bool) -> float:
-    lm = load_matrix()
-    plan = plan_build(lm, parse_lock(lock, {}, "bench.lock"), generated_by="benchmarks/image.py", base=base, artifacts=arts)
+    plan = plan_build(parse_lock(lock, {}, "bench.lock"), generated_by="benchmarks/image.py", base=base, artifacts=arts)
     with tempfile.TemporaryDirectory(prefix="image-bench-") as ctx:
         write_context(plan, Path(ctx))
         t0 = time.monotonic()

@@ -14,30 +14,17 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from envkit.errors import BadInput, CannotRun
 from envkit.models.lock import ClosurePackage, ClosureTarget, Lock, PythonClosure
+from envkit.wheels import normalize, tag_order, wheel_rank
 
 DEFAULT_GLIBC = "2.28"
-# glibc of the supported target OSes (oldest wins when unknown); manylinux_2_28 is torch's floor.
-OS_GLIBC = {
-    "ubuntu20.04": "2.31",
-    "ubuntu22.04": "2.35",
-    "ubuntu24.04": "2.39",
-    "openeuler22.03": "2.34",
-    "openeuler24.03": "2.38",
-    "debian12": "2.36",
-    "kylinv10": "2.28",
-}
 PYPI = "https://pypi.org/simple"
-_NORM = re.compile(r"[-_.]+")
-
-
-def normalize(name: str) -> str:
-    return _NORM.sub("-", name).lower()
 
 
 def req_name(req: str) -> str:
@@ -149,39 +136,6 @@ def host_glibc() -> str:
 
 
 # --- choosing the wheel ------------------------------------------------------------------------
-def _platforms(target: ClosureTarget) -> list[str]:
-    minor = int(target.glibc.split(".")[1])
-    arch = target.arch
-    plats = [f"manylinux_2_{m}_{arch}" for m in range(minor, 16, -1)]
-    plats.append(f"manylinux2014_{arch}")
-    if arch == "x86_64":
-        plats += [f"manylinux_2_12_{arch}", f"manylinux2010_{arch}", f"manylinux_2_5_{arch}", f"manylinux1_{arch}"]
-    return plats
-
-
-def tag_order(target: ClosureTarget) -> dict[str, int]:
-    """Every tag the target interpreter accepts, most preferred first (as its pip would rank them)."""
-    from packaging import tags
-
-    major, minor = (int(x) for x in target.python.split("."))
-    plats = _platforms(target)
-    order = list(tags.cpython_tags((major, minor), platforms=plats)) + list(
-        tags.compatible_tags((major, minor), interpreter=f"cp{major}{minor}", platforms=plats)
-    )
-    return {str(t): i for i, t in enumerate(order)}
-
-
-def wheel_rank(filename: str, order: dict[str, int]) -> int | None:
-    from packaging.utils import InvalidWheelFilename, parse_wheel_filename
-
-    try:
-        _, _, _, wtags = parse_wheel_filename(filename)
-    except InvalidWheelFilename:
-        return None
-    ranks = [order[str(t)] for t in wtags if str(t) in order]
-    return min(ranks) if ranks else None
-
-
 def closure_from_pylock(data: dict[str, Any], plan: ClosurePlan, resolver: str) -> PythonClosure:
     order = tag_order(plan.target)
     packages: list[ClosurePackage] = []
@@ -293,3 +247,80 @@ def _read_toml(path: Path) -> dict[str, Any]:
         import tomli as tomllib  # type: ignore[no-redef]
     with open(path, "rb") as fh:
         return tomllib.load(fh)
+
+
+# --- `envkit lock`: the lock's python section completed with both closures ------------------------
+@dataclass(frozen=True)
+class LockedPython:
+    """What `lock_python` wrote: the lock's path, and per side its platform, Python, wheels and bytes."""
+
+    lock: Path
+    target: ClosureTarget
+    controller: ClosureTarget
+    target_closure: PythonClosure
+    controller_closure: PythonClosure
+
+    def to_dict(self) -> dict[str, Any]:
+        t, c = self.target_closure, self.controller_closure
+        return {
+            "lock": str(self.lock),
+            "target": {"platform": self.target.platform, "python": self.target.python, "wheels": len(t.packages),
+                       "bytes": sum(p.size for p in t.packages), "excluded": list(t.excluded)},
+            "controller": {"platform": self.controller.platform, "python": self.controller.python, "wheels": len(c.packages),
+                           "bytes": sum(p.size for p in c.packages)},
+        }
+
+
+def lock_python(
+    lock_path: Path,
+    *,
+    output: Path | None = None,
+    target_python: str | None = None,
+    target_arch: str | None = None,
+    glibc: str | None = None,
+    controller_python: str | None = None,
+    controller_arch: str | None = None,
+    controller_glibc: str | None = None,
+    only: list[str] | None = None,
+    exclude: list[str] | None = None,
+    index_url: str = PYPI,
+    extra_index_urls: tuple[str, ...] = (),
+    find_links: tuple[str, ...] = (),
+    on_progress: Callable[[str], None] | None = None,
+) -> LockedPython:
+    """`envkit lock`: resolve the full closure for the lock's target and envkit's for the controller, and write
+    the lock with both (`output`, default the lock itself)."""
+    import tempfile
+
+    from envkit.lockfile import read_lock, write_lock
+
+    say = on_progress or (lambda _line: None)
+    lk = read_lock(lock_path)
+    py = target_python or lk.stack.python
+    arch = target_arch or lk.stack.arch
+    if py != lk.stack.python or arch != lk.stack.arch:
+        raise BadInput(
+            f"--target-python/--target-arch ({py}, {arch}) differ from the lock's stack ({lk.stack.python}, {lk.stack.arch})",
+            hint=f"Resolve for that target first: envkit resolve --python {py} --arch {arch} -o {lock_path}",
+        )
+    target = make_target(py, arch, glibc or lk.platform.glibc)
+    ctl_target = make_target(
+        controller_python or host_python(), controller_arch or host_arch(),
+        controller_glibc or (host_glibc() if controller_arch in (None, host_arch()) else DEFAULT_GLIBC),
+    )
+    excluded = tuple(sorted({normalize(x) for x in exclude or ()}))
+    sources = dict(index_url=index_url, extra_index_urls=tuple(extra_index_urls), find_links=tuple(find_links))
+    # envkit runs on every target (the smoke role), where its Python allows it
+    ek_roots = envkit_roots() if envkit_supports(target.python) else []
+    tplan = ClosurePlan(roots=tuple(target_roots(lk, list(only or []), list(excluded)) + ek_roots), target=target,
+                        excluded=excluded, **sources)
+    cplan = ClosurePlan(roots=tuple(envkit_roots()), target=ctl_target, **sources)
+    say(f"resolving the closure for Python {target.python} on {target.platform} ...")
+    with tempfile.TemporaryDirectory(prefix="envkit-lock-") as tmp:
+        tclos = run_uv(tplan, Path(tmp) / "target")
+        say(f"resolving envkit's own closure for the controller (Python {ctl_target.python} on {ctl_target.platform}) ...")
+        cclos = run_uv(cplan, Path(tmp) / "controller")
+    python = lk.python.model_copy(update={"closure": tclos, "controller": cclos})
+    out = output or lock_path
+    write_lock(lk.model_copy(update={"python": python}), out)
+    return LockedPython(lock=out, target=target, controller=ctl_target, target_closure=tclos, controller_closure=cclos)

@@ -3,6 +3,10 @@
 Each constraint has a scope (the keys it relates), a check over a full assignment of that scope,
 and, for explanations, what the matrix says about one value of one of its keys (`says`), with
 the rule id and source of that statement. Pure: no I/O.
+
+The matrix rules are a table: `EDGES` holds one small function per edge (its docstring says the rule and
+the matrix rows it reads), and `build_constraints` builds each of them, then the generic rules of
+matrices/python_packages.yaml.
 """
 
 from __future__ import annotations
@@ -147,266 +151,6 @@ class _Blank(dict):
         return "{" + key + "}"
 
 
-def build_constraints(lm: LoadedMatrix, *, strict_cann: bool = False, strict_hdk: bool = False) -> list[Constraint]:
-    """All constraints of the matrix. `strict_*` keep only vendor-paired edges (validated-first passes)."""
-    m = lm.model
-    out: list[Constraint] = []
-    hdk_versions = [h.version for h in m.hdk]
-    cann_versions = [c.version for c in m.cann]
-
-    # chip <-> cann / driver / firmware / torch_npu --------------------------------------------
-    out.append(
-        Relation(
-            "chip-cann",
-            "chip",
-            "cann",
-            lambda chip, cann: chip in lm.cann(cann).chips,
-            lambda chip: Statement(
-                f"chip {chip} is supported by CANN {_fmt([c.version for c in m.cann if chip in c.chips])}",
-                "cann/*.chips",
-                "matrices/cann.yaml (per-release chip lists)",
-            ),
-            lambda cann: _row(f"cann/{cann}", lm.cann(cann), f"CANN {cann} supports chips {_fmt(lm.cann(cann).chips)}"),
-            lambda a: f"chip {a['chip']} is not supported by CANN {a['cann']}",
-        )
-    )
-    for key in ("driver", "firmware"):
-        what = "NPU driver" if key == "driver" else "NPU firmware"
-        out.append(
-            Relation(
-                f"chip-{key}",
-                "chip",
-                key,
-                lambda chip, v: chip in lm.hdk(v).chips,
-                lambda chip, what=what: Statement(
-                    f"chip {chip}: the matrix knows {what} packages in HDK {_fmt([h.version for h in m.hdk if chip in h.chips])}",
-                    "hdk/*.chips",
-                    "matrices/hdk.yaml (per-release chip lists)",
-                ),
-                lambda v, what=what: _row(
-                    f"hdk/{lm.hdk(v).version}", lm.hdk(v), f"HDK {v} ships {what} packages for chips {_fmt(lm.hdk(v).chips)}"
-                ),
-                lambda a, key=key, what=what: f"HDK {a[key]} has no {what} package for chip {a['chip']} in the matrix",
-            )
-        )
-
-    def npu_line(v: str):
-        t = lm.torch_npu(v)
-        return lm.lines.get(t.line) if t and t.line else None
-
-    out.append(
-        Relation(
-            "chip-torch_npu",
-            "chip",
-            "torch_npu",
-            lambda chip, tn: npu_line(tn) is not None and chip in npu_line(tn).chips,
-            lambda chip: Statement(
-                f"chip {chip} is supported by TorchNPU lines {_fmt([ln.line for ln in m.torch_npu_lines if chip in ln.chips])}",
-                "torch_npu_lines/*.chips",
-                "matrices/torch_npu.yaml (TorchNPU lines)",
-            ),
-            lambda tn: _row(
-                f"torch_npu_line/{lm.torch_npu(tn).line}",
-                npu_line(tn),
-                f"torch_npu {tn} (TorchNPU {lm.torch_npu(tn).line}) supports chips {_fmt(npu_line(tn).chips)}"
-                if npu_line(tn)
-                else f"torch_npu {tn} belongs to no TorchNPU line with published hardware support",
-            ),
-            lambda a: f"chip {a['chip']} is not supported by torch_npu {a['torch_npu']}",
-        )
-    )
-
-    # driver <-> firmware ----------------------------------------------------------------------
-    def fw_ok(driver: str, firmware: str) -> bool:
-        d, f = lm.hdk(driver), lm.hdk(firmware)
-        if d is f:
-            return True
-        if strict_hdk:
-            return False
-        if not (d.compatible_firmware and f.firmware_version):
-            return False
-        if not versions.in_any_range(f.firmware_version, versions.parse_ranges(d.compatible_firmware)):
-            return False
-        if f.compatible_driver:
-            return versions.in_any_range(d.package_version or d.version, versions.parse_ranges(f.compatible_driver))
-        return True
-
-    def say_driver_fw(driver: str) -> Statement:
-        d = lm.hdk(driver)
-        text = f"driver {driver} pairs with the firmware of HDK {d.version}"
-        if d.compatible_firmware:
-            text += f"; its version.info allows firmware {d.compatible_firmware}"
-        else:
-            text += " (its compatible_version_fw range is not captured, so no other firmware is accepted)"
-        return _row(f"hdk/{d.version}", d, text)
-
-    def say_fw_driver(firmware: str) -> Statement:
-        f = lm.hdk(firmware)
-        fwv = f" (firmware Version {f.firmware_version})" if f.firmware_version else " (firmware Version not captured)"
-        text = f"the firmware of HDK {f.version}{fwv} pairs with driver {f.version}"
-        if f.compatible_driver:
-            text += f"; its version.info allows drivers {f.compatible_driver}"
-        return _row(f"hdk/{f.version}", f, text)
-
-    drv_fw = Relation(
-        "driver-firmware", "driver", "firmware", fw_ok, say_driver_fw, say_fw_driver,
-        lambda a: f"driver {a['driver']} and the firmware of HDK {a['firmware']} are not known to be compatible",
-    )
-    drv_fw.explain_both_sides = True
-    out.append(drv_fw)
-
-    # cann <-> driver (HDK) ----------------------------------------------------------------------
-    def cann_hdk_ok(cann: str, driver: str) -> bool:
-        c = lm.cann(cann)
-        refs = c.hdk_paired if strict_hdk else [*c.hdk_paired, *c.hdk_compatible]
-        h = lm.hdk(driver)
-        names = [h.version, *h.aliases]
-        return any(versions.in_series(n, s) for n in names for s in refs)
-
-    def say_cann_hdk(cann: str) -> Statement:
-        c = lm.cann(cann)
-        text = f"CANN {cann} pairs with HDK {_fmt(c.hdk_paired)}"
-        if c.hdk_compatible:
-            text += f" and also works with HDK {_fmt(c.hdk_compatible)}"
-        return _row(f"cann/{cann}", c, text)
-
-    def say_hdk_cann(driver: str) -> Statement:
-        ok = [c for c in cann_versions if cann_hdk_ok(c, driver)]
-        return Statement(f"HDK {driver} works with CANN {_fmt(ok)}", "cann/*.hdk", "matrices/cann.yaml (HDK mappings)")
-
-    out.append(
-        Relation(
-            "cann-driver", "cann", "driver", cann_hdk_ok, say_cann_hdk, say_hdk_cann,
-            lambda a: f"CANN {a['cann']} does not work with NPU driver (HDK) {a['driver']}",
-        )
-    )
-
-    # torch_npu <-> cann -----------------------------------------------------------------------
-    def tn_cann_ok(tn: str, cann: str) -> bool:
-        t = lm.torch_npu(tn)
-        if t.cann is None:
-            return False
-        if versions.same(t.cann, cann):
-            return True
-        if strict_cann or t.line is None:
-            return False
-        return lm.series_members(lm.lines[t.line].cann_compatible, [cann]) != []
-
-    def say_tn_cann(tn: str) -> Statement:
-        t = lm.torch_npu(tn)
-        if t.cann is None:
-            return _row(f"torch_npu/{tn}", t, f"torch_npu {tn} has no published CANN pairing")
-        ln = lm.lines[t.line]
-        text = f"torch_npu {tn} is paired with CANN {t.cann} in the vendor's table, and TorchNPU {t.line} works with CANN {_fmt(ln.cann_compatible)}"
-        return Statement(text, f"torch_npu/{tn}, torch_npu_line/{t.line}", f"{t.source_text}; {ln.source_text}", ln.confidence)
-
-    def say_cann_tn(cann: str) -> Statement:
-        ok = [t.version for t in m.torch_npu if tn_cann_ok(t.version, cann)]
-        return Statement(f"CANN {cann} works with torch_npu {_fmt(ok)}", "torch_npu/*.cann", "matrices/torch_npu.yaml")
-
-    out.append(
-        Relation(
-            "torch_npu-cann", "torch_npu", "cann", tn_cann_ok, say_tn_cann, say_cann_tn,
-            lambda a: f"torch_npu {a['torch_npu']} does not work with CANN {a['cann']}",
-        )
-    )
-
-    # torch_npu <-> torch ------------------------------------------------------------------------
-    out.append(
-        Relation(
-            "torch_npu-torch",
-            "torch_npu",
-            "torch",
-            lambda tn, torch: versions.same(lm.torch_npu(tn).torch, torch),
-            lambda tn: _row(f"torch_npu/{tn}", lm.torch_npu(tn), f"torch_npu {tn} pins torch=={lm.torch_npu(tn).torch}"),
-            lambda torch: Statement(
-                f"torch {torch} is pinned by torch_npu "
-                + _fmt([t.version + ("" if t.cann else " (no published CANN pairing)") for t in m.torch_npu
-                        if versions.same(t.torch, torch)]),
-                "torch_npu/*.torch",
-                "wheel METADATA Requires-Dist torch (compat-facts §1.7)",
-            ),
-            lambda a: f"torch_npu {a['torch_npu']} needs torch {lm.torch_npu(a['torch_npu']).torch}, not {a['torch']}",
-        )
-    )
-
-    # torch_npu <-> python (wheel tags) ---------------------------------------------------------
-    def tn_py_ok(tn: str, py: str) -> bool:
-        tags = lm.torch_npu(tn).python
-        return tags is not None and any(versions.same(py, p) for p in tags)
-
-    def say_tn_py(tn: str) -> Statement:
-        t = lm.torch_npu(tn)
-        if t.python is None:
-            return _row(f"torch_npu/{tn}", t, f"torch_npu {tn}: wheel tags not captured")
-        tags = ", ".join(versions.python_tag(p) for p in t.python)
-        return _row(f"torch_npu/{tn}", t, f"torch_npu {tn} has wheels for {tags} only")
-
-    out.append(
-        Relation(
-            "torch_npu-python",
-            "torch_npu",
-            "python",
-            tn_py_ok,
-            say_tn_py,
-            lambda py: Statement(
-                f"{versions.python_tag(py)} wheels exist for torch_npu {_fmt([t.version for t in m.torch_npu if tn_py_ok(t.version, py)])}",
-                "torch_npu/*.python",
-                "PyPI torch-npu wheel tags (compat-facts §1.5)",
-            ),
-            lambda a: f"no torch_npu {a['torch_npu']} wheel for {versions.python_tag(a['python'])}"
-            + (
-                f" (wheels: {', '.join(versions.python_tag(p) for p in lm.torch_npu(a['torch_npu']).python)})"
-                if lm.torch_npu(a["torch_npu"]).python
-                else ""
-            ),
-        )
-    )
-
-    # cann <-> python ---------------------------------------------------------------------------
-    out.append(
-        Relation(
-            "cann-python",
-            "cann",
-            "python",
-            lambda cann, py: lm.cann(cann).python is None or versions.satisfies(py, lm.cann(cann).python),
-            lambda cann: _row(
-                f"cann/{cann}",
-                lm.cann(cann),
-                f"CANN {cann} supports Python {lm.cann(cann).python}" if lm.cann(cann).python else f"CANN {cann}: Python range not stated",
-            ),
-            lambda py: Statement(
-                f"Python {py} is supported by CANN {_fmt([c.version for c in m.cann if c.python is None or versions.satisfies(py, c.python)])}",
-                "cann/*.python",
-                "matrices/cann.yaml",
-            ),
-            lambda a: f"CANN {a['cann']} does not support Python {a['python']} ({lm.cann(a['cann']).python})",
-        )
-    )
-
-    # os <-> arch ------------------------------------------------------------------------------
-    out.append(
-        Relation(
-            "os-arch",
-            "os",
-            "arch",
-            lambda os_, arch: arch in lm.oses[os_].arches,
-            lambda os_: _row(f"os/{os_}", lm.oses[os_], f"{lm.oses[os_].name} runs on {_fmt(lm.oses[os_].arches)}"),
-            lambda arch: None,
-            lambda a: f"{a['os']} is not available on {a['arch']} in the matrix",
-        )
-    )
-
-    # torch_npu <-> os/arch (glibc of the manylinux tag) ---------------------------------------
-    out.append(_GlibcConstraint(lm))
-
-    # generic rules ----------------------------------------------------------------------------
-    for rule in m.rules:
-        if rule.severity == "error":
-            out.append(RuleConstraint(rule, lm))
-    return out
-
-
 class _GlibcConstraint(Constraint):
     id = "torch_npu-glibc"
     scope = ("torch_npu", "os", "arch")
@@ -439,3 +183,328 @@ class _GlibcConstraint(Constraint):
         else:
             need = ", ".join(f"glibc >= {g} on {arch}" for arch, g in sorted(t.manylinux.items()))
         return f"torch_npu {t.version} wheels need {need}; {o.name} has glibc {o.glibc}"
+
+
+@dataclass(frozen=True)
+class Strictness:
+    """Which edges a search pass keeps to the vendor's pairings (the validated-first passes of the resolver)."""
+
+    cann: bool = False  # torch_npu only with the CANN of the vendor's table
+    hdk: bool = False  # CANN only with its paired HDK; driver only with the firmware of its own HDK release
+
+
+Edge = Callable[[LoadedMatrix, Strictness], Constraint]
+
+
+# --- the edges: one function per matrix rule ---------------------------------------------------
+def chip_cann(lm: LoadedMatrix, strict: Strictness) -> Constraint:
+    """chip ↔ cann: a CANN release supports the chips of its chip list (matrices/cann.yaml, `cann[].chips`)."""
+    m = lm.model
+    return Relation(
+        "chip-cann",
+        "chip",
+        "cann",
+        lambda chip, cann: chip in lm.cann(cann).chips,
+        lambda chip: Statement(
+            f"chip {chip} is supported by CANN {_fmt([c.version for c in m.cann if chip in c.chips])}",
+            "cann/*.chips",
+            "matrices/cann.yaml (per-release chip lists)",
+        ),
+        lambda cann: _row(f"cann/{cann}", lm.cann(cann), f"CANN {cann} supports chips {_fmt(lm.cann(cann).chips)}"),
+        lambda a: f"chip {a['chip']} is not supported by CANN {a['cann']}",
+    )
+
+
+def _chip_hdk(lm: LoadedMatrix, key: str, what: str) -> Constraint:
+    m = lm.model
+    return Relation(
+        f"chip-{key}",
+        "chip",
+        key,
+        lambda chip, v: chip in lm.hdk(v).chips,
+        lambda chip: Statement(
+            f"chip {chip}: the matrix knows {what} packages in HDK {_fmt([h.version for h in m.hdk if chip in h.chips])}",
+            "hdk/*.chips",
+            "matrices/hdk.yaml (per-release chip lists)",
+        ),
+        lambda v: _row(f"hdk/{lm.hdk(v).version}", lm.hdk(v), f"HDK {v} ships {what} packages for chips {_fmt(lm.hdk(v).chips)}"),
+        lambda a: f"HDK {a[key]} has no {what} package for chip {a['chip']} in the matrix",
+    )
+
+
+def chip_driver(lm: LoadedMatrix, strict: Strictness) -> Constraint:
+    """chip ↔ driver: an HDK release ships NPU driver packages for the chips of its chip list
+    (matrices/hdk.yaml, `hdk[].chips`)."""
+    return _chip_hdk(lm, "driver", "NPU driver")
+
+
+def chip_firmware(lm: LoadedMatrix, strict: Strictness) -> Constraint:
+    """chip ↔ firmware: an HDK release ships NPU firmware packages for the chips of its chip list
+    (matrices/hdk.yaml, `hdk[].chips`)."""
+    return _chip_hdk(lm, "firmware", "NPU firmware")
+
+
+def chip_torch_npu(lm: LoadedMatrix, strict: Strictness) -> Constraint:
+    """chip ↔ torch_npu: a torch_npu release supports the chips of its TorchNPU line; a release without a line
+    supports none (matrices/torch_npu.yaml, `torch_npu[].line` → `torch_npu_lines[].chips`)."""
+    m = lm.model
+
+    def npu_line(v: str):
+        t = lm.torch_npu(v)
+        return lm.lines.get(t.line) if t and t.line else None
+
+    return Relation(
+        "chip-torch_npu",
+        "chip",
+        "torch_npu",
+        lambda chip, tn: npu_line(tn) is not None and chip in npu_line(tn).chips,
+        lambda chip: Statement(
+            f"chip {chip} is supported by TorchNPU lines {_fmt([ln.line for ln in m.torch_npu_lines if chip in ln.chips])}",
+            "torch_npu_lines/*.chips",
+            "matrices/torch_npu.yaml (TorchNPU lines)",
+        ),
+        lambda tn: _row(
+            f"torch_npu_line/{lm.torch_npu(tn).line}",
+            npu_line(tn),
+            f"torch_npu {tn} (TorchNPU {lm.torch_npu(tn).line}) supports chips {_fmt(npu_line(tn).chips)}"
+            if npu_line(tn)
+            else f"torch_npu {tn} belongs to no TorchNPU line with published hardware support",
+        ),
+        lambda a: f"chip {a['chip']} is not supported by torch_npu {a['torch_npu']}",
+    )
+
+
+def driver_firmware(lm: LoadedMatrix, strict: Strictness) -> Constraint:
+    """driver ↔ firmware: the driver and firmware of one HDK release always pair; across releases (not under
+    `strict.hdk`) the firmware Version must be in the driver's `compatible_firmware` range and, where the firmware
+    states one, the driver in its `compatible_driver` range (matrices/hdk.yaml, `hdk[].compatible_firmware`,
+    `firmware_version`, `compatible_driver`: the version.info files of the packages)."""
+
+    def fw_ok(driver: str, firmware: str) -> bool:
+        d, f = lm.hdk(driver), lm.hdk(firmware)
+        if d is f:
+            return True
+        if strict.hdk:
+            return False
+        if not (d.compatible_firmware and f.firmware_version):
+            return False
+        if not versions.in_any_range(f.firmware_version, versions.parse_ranges(d.compatible_firmware)):
+            return False
+        if f.compatible_driver:
+            return versions.in_any_range(d.package_version or d.version, versions.parse_ranges(f.compatible_driver))
+        return True
+
+    def say_driver_fw(driver: str) -> Statement:
+        d = lm.hdk(driver)
+        text = f"driver {driver} pairs with the firmware of HDK {d.version}"
+        if d.compatible_firmware:
+            text += f"; its version.info allows firmware {d.compatible_firmware}"
+        else:
+            text += " (its compatible_version_fw range is not captured, so no other firmware is accepted)"
+        return _row(f"hdk/{d.version}", d, text)
+
+    def say_fw_driver(firmware: str) -> Statement:
+        f = lm.hdk(firmware)
+        fwv = f" (firmware Version {f.firmware_version})" if f.firmware_version else " (firmware Version not captured)"
+        text = f"the firmware of HDK {f.version}{fwv} pairs with driver {f.version}"
+        if f.compatible_driver:
+            text += f"; its version.info allows drivers {f.compatible_driver}"
+        return _row(f"hdk/{f.version}", f, text)
+
+    drv_fw = Relation(
+        "driver-firmware", "driver", "firmware", fw_ok, say_driver_fw, say_fw_driver,
+        lambda a: f"driver {a['driver']} and the firmware of HDK {a['firmware']} are not known to be compatible",
+    )
+    drv_fw.explain_both_sides = True
+    return drv_fw
+
+
+def cann_driver(lm: LoadedMatrix, strict: Strictness) -> Constraint:
+    """cann ↔ driver: a CANN release works with the HDK releases (or series such as 25.5.X, matched by HDK version
+    or alias) of its vendor mapping `hdk_paired`, and, not under `strict.hdk`, of `hdk_compatible`
+    (matrices/cann.yaml, `cann[].hdk_paired`, `cann[].hdk_compatible`; matrices/hdk.yaml `hdk[].aliases`)."""
+    cann_versions = [c.version for c in lm.model.cann]
+
+    def cann_hdk_ok(cann: str, driver: str) -> bool:
+        c = lm.cann(cann)
+        refs = c.hdk_paired if strict.hdk else [*c.hdk_paired, *c.hdk_compatible]
+        h = lm.hdk(driver)
+        names = [h.version, *h.aliases]
+        return any(versions.in_series(n, s) for n in names for s in refs)
+
+    def say_cann_hdk(cann: str) -> Statement:
+        c = lm.cann(cann)
+        text = f"CANN {cann} pairs with HDK {_fmt(c.hdk_paired)}"
+        if c.hdk_compatible:
+            text += f" and also works with HDK {_fmt(c.hdk_compatible)}"
+        return _row(f"cann/{cann}", c, text)
+
+    def say_hdk_cann(driver: str) -> Statement:
+        ok = [c for c in cann_versions if cann_hdk_ok(c, driver)]
+        return Statement(f"HDK {driver} works with CANN {_fmt(ok)}", "cann/*.hdk", "matrices/cann.yaml (HDK mappings)")
+
+    return Relation(
+        "cann-driver", "cann", "driver", cann_hdk_ok, say_cann_hdk, say_hdk_cann,
+        lambda a: f"CANN {a['cann']} does not work with NPU driver (HDK) {a['driver']}",
+    )
+
+
+def torch_npu_cann(lm: LoadedMatrix, strict: Strictness) -> Constraint:
+    """torch_npu ↔ cann: a torch_npu release works with the CANN of the vendor's table, and, not under
+    `strict.cann`, with every CANN its TorchNPU line is compatible with; a release without a CANN pairing works
+    with none (matrices/torch_npu.yaml, `torch_npu[].cann`, `torch_npu_lines[].cann_compatible`)."""
+    m = lm.model
+
+    def tn_cann_ok(tn: str, cann: str) -> bool:
+        t = lm.torch_npu(tn)
+        if t.cann is None:
+            return False
+        if versions.same(t.cann, cann):
+            return True
+        if strict.cann or t.line is None:
+            return False
+        return lm.series_members(lm.lines[t.line].cann_compatible, [cann]) != []
+
+    def say_tn_cann(tn: str) -> Statement:
+        t = lm.torch_npu(tn)
+        if t.cann is None:
+            return _row(f"torch_npu/{tn}", t, f"torch_npu {tn} has no published CANN pairing")
+        ln = lm.lines[t.line]
+        text = f"torch_npu {tn} is paired with CANN {t.cann} in the vendor's table, and TorchNPU {t.line} works with CANN {_fmt(ln.cann_compatible)}"
+        return Statement(text, f"torch_npu/{tn}, torch_npu_line/{t.line}", f"{t.source_text}; {ln.source_text}", ln.confidence)
+
+    def say_cann_tn(cann: str) -> Statement:
+        ok = [t.version for t in m.torch_npu if tn_cann_ok(t.version, cann)]
+        return Statement(f"CANN {cann} works with torch_npu {_fmt(ok)}", "torch_npu/*.cann", "matrices/torch_npu.yaml")
+
+    return Relation(
+        "torch_npu-cann", "torch_npu", "cann", tn_cann_ok, say_tn_cann, say_cann_tn,
+        lambda a: f"torch_npu {a['torch_npu']} does not work with CANN {a['cann']}",
+    )
+
+
+def torch_npu_torch(lm: LoadedMatrix, strict: Strictness) -> Constraint:
+    """torch_npu ↔ torch: a torch_npu release pins exactly one torch version (matrices/torch_npu.yaml,
+    `torch_npu[].torch`: the wheel METADATA Requires-Dist torch)."""
+    m = lm.model
+    return Relation(
+        "torch_npu-torch",
+        "torch_npu",
+        "torch",
+        lambda tn, torch: versions.same(lm.torch_npu(tn).torch, torch),
+        lambda tn: _row(f"torch_npu/{tn}", lm.torch_npu(tn), f"torch_npu {tn} pins torch=={lm.torch_npu(tn).torch}"),
+        lambda torch: Statement(
+            f"torch {torch} is pinned by torch_npu "
+            + _fmt([t.version + ("" if t.cann else " (no published CANN pairing)") for t in m.torch_npu
+                    if versions.same(t.torch, torch)]),
+            "torch_npu/*.torch",
+            "wheel METADATA Requires-Dist torch (compat-facts §1.7)",
+        ),
+        lambda a: f"torch_npu {a['torch_npu']} needs torch {lm.torch_npu(a['torch_npu']).torch}, not {a['torch']}",
+    )
+
+
+def torch_npu_python(lm: LoadedMatrix, strict: Strictness) -> Constraint:
+    """torch_npu ↔ python: a torch_npu release installs only on the Pythons it has wheels for; none where the wheel
+    tags are not captured (matrices/torch_npu.yaml, `torch_npu[].python`: the PyPI wheel tags)."""
+    m = lm.model
+
+    def tn_py_ok(tn: str, py: str) -> bool:
+        tags = lm.torch_npu(tn).python
+        return tags is not None and any(versions.same(py, p) for p in tags)
+
+    def say_tn_py(tn: str) -> Statement:
+        t = lm.torch_npu(tn)
+        if t.python is None:
+            return _row(f"torch_npu/{tn}", t, f"torch_npu {tn}: wheel tags not captured")
+        tags = ", ".join(versions.python_tag(p) for p in t.python)
+        return _row(f"torch_npu/{tn}", t, f"torch_npu {tn} has wheels for {tags} only")
+
+    return Relation(
+        "torch_npu-python",
+        "torch_npu",
+        "python",
+        tn_py_ok,
+        say_tn_py,
+        lambda py: Statement(
+            f"{versions.python_tag(py)} wheels exist for torch_npu {_fmt([t.version for t in m.torch_npu if tn_py_ok(t.version, py)])}",
+            "torch_npu/*.python",
+            "PyPI torch-npu wheel tags (compat-facts §1.5)",
+        ),
+        lambda a: f"no torch_npu {a['torch_npu']} wheel for {versions.python_tag(a['python'])}"
+        + (
+            f" (wheels: {', '.join(versions.python_tag(p) for p in lm.torch_npu(a['torch_npu']).python)})"
+            if lm.torch_npu(a["torch_npu"]).python
+            else ""
+        ),
+    )
+
+
+def cann_python(lm: LoadedMatrix, strict: Strictness) -> Constraint:
+    """cann ↔ python: a CANN release supports the Pythons of its stated range; any where none is stated
+    (matrices/cann.yaml, `cann[].python`)."""
+    m = lm.model
+    return Relation(
+        "cann-python",
+        "cann",
+        "python",
+        lambda cann, py: lm.cann(cann).python is None or versions.satisfies(py, lm.cann(cann).python),
+        lambda cann: _row(
+            f"cann/{cann}",
+            lm.cann(cann),
+            f"CANN {cann} supports Python {lm.cann(cann).python}" if lm.cann(cann).python else f"CANN {cann}: Python range not stated",
+        ),
+        lambda py: Statement(
+            f"Python {py} is supported by CANN {_fmt([c.version for c in m.cann if c.python is None or versions.satisfies(py, c.python)])}",
+            "cann/*.python",
+            "matrices/cann.yaml",
+        ),
+        lambda a: f"CANN {a['cann']} does not support Python {a['python']} ({lm.cann(a['cann']).python})",
+    )
+
+
+def os_arch(lm: LoadedMatrix, strict: Strictness) -> Constraint:
+    """os ↔ arch: an operating system is available on the arches of its row (matrices/platform.yaml,
+    `operating_systems[].arches`)."""
+    return Relation(
+        "os-arch",
+        "os",
+        "arch",
+        lambda os_, arch: arch in lm.oses[os_].arches,
+        lambda os_: _row(f"os/{os_}", lm.oses[os_], f"{lm.oses[os_].name} runs on {_fmt(lm.oses[os_].arches)}"),
+        lambda arch: None,
+        lambda a: f"{a['os']} is not available on {a['arch']} in the matrix",
+    )
+
+
+def torch_npu_glibc(lm: LoadedMatrix, strict: Strictness) -> Constraint:
+    """torch_npu ↔ os/arch: the manylinux wheels of a torch_npu release need at least the glibc of their tag on that
+    arch, and the OS must ship it; no wheel for the arch, no install (matrices/torch_npu.yaml,
+    `torch_npu[].manylinux`; matrices/platform.yaml, `operating_systems[].glibc`)."""
+    return _GlibcConstraint(lm)
+
+
+# The fixed edges, in the order the resolver checks and explains them.
+EDGES: tuple[Edge, ...] = (
+    chip_cann,
+    chip_driver,
+    chip_firmware,
+    chip_torch_npu,
+    driver_firmware,
+    cann_driver,
+    torch_npu_cann,
+    torch_npu_torch,
+    torch_npu_python,
+    cann_python,
+    os_arch,
+    torch_npu_glibc,
+)
+
+
+def build_constraints(lm: LoadedMatrix, *, strict_cann: bool = False, strict_hdk: bool = False) -> list[Constraint]:
+    """All constraints of the matrix: each edge of `EDGES`, then the generic `severity: error` rules of
+    matrices/python_packages.yaml. `strict_*` keep only vendor-paired edges (validated-first passes)."""
+    strict = Strictness(cann=strict_cann, hdk=strict_hdk)
+    out = [edge(lm, strict) for edge in EDGES]
+    out += [RuleConstraint(rule, lm) for rule in lm.model.rules if rule.severity == "error"]
+    return out

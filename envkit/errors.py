@@ -86,3 +86,9 @@ class MatrixError(EnvkitError):
     """The shipped compatibility matrix itself is inconsistent (exit 1 from `matrix check`)."""
 
     exit_code: int = EXIT_FAILED
+
+
+def shown(value: object, limit: int = 60) -> str:
+    """A value from untrusted input as a message quotes it: its repr, cut to `limit` characters."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(str(value))} characters)"

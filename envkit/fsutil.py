@@ -5,7 +5,10 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import BinaryIO
 
 from envkit.errors import CannotRun, Where
 
@@ -29,6 +32,16 @@ def atomic_write_bytes(path: Path, data: bytes, mode: int = 0o644, *, fsync: boo
         except OSError as exc:
             raise CannotRun(f"cannot write {path}: {exc.strerror or exc}", where=Where(str(path))) from None
         return
+    with atomic_stream(path, mode, fsync=fsync) as fh:
+        fh.write(data)
+
+
+@contextmanager
+def atomic_stream(path: Path, mode: int = 0o644, *, fsync: bool = True) -> Iterator[BinaryIO]:
+    """A file written as a stream into a temp file beside `path`, then renamed over it: all or nothing.
+
+    The temp file is removed when the body raises; an unwritable place is CannotRun (exit 2)."""
+    path = Path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -39,7 +52,7 @@ def atomic_write_bytes(path: Path, data: bytes, mode: int = 0o644, *, fsync: boo
         ) from None
     try:
         with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
+            yield fh
             fh.flush()
             if fsync:
                 os.fsync(fh.fileno())
@@ -50,6 +63,32 @@ def atomic_write_bytes(path: Path, data: bytes, mode: int = 0o644, *, fsync: boo
             os.unlink(tmp)
         except FileNotFoundError:
             pass
+        raise
+
+
+@contextmanager
+def atomic_dir(path: Path) -> Iterator[Path]:
+    """A folder filled beside `path`, then swapped into its place (what was there is removed after the swap).
+
+    The body fills the folder it is given; when it raises, that folder is removed and `path` is untouched."""
+    import shutil
+
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.partial-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    try:
+        yield tmp
+        old = path.with_name(f".{path.name}.old-{os.getpid()}")
+        if os.path.lexists(path):
+            os.replace(path, old)
+        os.replace(tmp, path)
+        if old.is_dir() and not old.is_symlink():
+            shutil.rmtree(old, ignore_errors=True)
+        elif os.path.lexists(old):
+            old.unlink()
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
         raise
 
 

@@ -1,8 +1,8 @@
 """The image build plan: everything `envkit image render` writes, decided from the lock. Pure: no docker, no subprocess.
 
 `plan_build()` turns a lock (plus the files the user hands in) into a `BuildPlan`; `envkit.render` turns
-that plan into a build context; `envkit.engine` builds it. `run_args()` gives the container runtime
-options of a chip from the matrix.
+that plan into a build context; `envkit.engine` builds it. It reads the lock alone (the base image, the OS
+family and the installers are recorded in it), never the matrix.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from typing import Callable
 from envkit.fsutil import sha256_file
 from envkit import __version__, versions
 from envkit.errors import BadInput, CheckFailed, Where
-from envkit.matrix import LoadedMatrix
 from envkit.models.lock import Artifact, ClosurePackage, Lock
+from envkit.wheels import Requirement, merge, normalize, parse_requirements, parse_wheel_name, wheel_name
 
 # Where the image puts things. The venv is the one Python the image runs.
 VENV = "/opt/envkit/venv"
@@ -29,14 +29,6 @@ CANN_COMPONENTS = ("cann-toolkit", "cann-ops", "cann-kernels", "cann-nnal")
 # The heavy, rarely-changing Python projects: installed in their own earlier layer, so that a change of
 # any other pin (transformers, accelerate, ...) rebuilds only the small layer after it.
 HEAVY = ("torch", "torch-npu")
-_WHEEL = re.compile(r"^(?P<name>[^-]+)-(?P<version>[^-]+)(-\d[^-]*)?-[^-]+-[^-]+-[^-]+\.whl$")
-_REQ = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)(\[[^\]]*\])?\s*==\s*(?P<version>[^\s;\\]+)")
-_HASH = re.compile(r"--hash[= ]sha256:([0-9a-f]{64})")
-
-
-def normalize(name: str) -> str:
-    """PEP 503 project name."""
-    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 @dataclass(frozen=True)
@@ -53,17 +45,6 @@ class InstallStep:
     flags: tuple[str, ...]
     source: Path | None  # where the file is on this machine (None: render without --artifacts)
     needs_toolkit_env: bool
-
-
-@dataclass(frozen=True)
-class Requirement:
-    name: str
-    version: str
-    hashes: tuple[str, ...]
-
-    def line(self) -> str:
-        hashes = " ".join(f"--hash=sha256:{h}" for h in self.hashes)
-        return f"{self.name}=={self.version} {hashes}"
 
 
 @dataclass(frozen=True)
@@ -117,38 +98,36 @@ class BuildPlan:
 
 
 # --- base image ----------------------------------------------------------------------------------
-def choose_base(lm: LoadedMatrix, lock: Lock, base: str | None) -> BaseRef:
+def choose_base(lock: Lock, base: str | None) -> BaseRef:
     os_id = lock.stack.os
-    osrow = lm.oses.get(os_id)
-    family = osrow.family if osrow else "debian"
-    row = next((i for i in lm.model.images if i.os == os_id), None)
+    family = lock.platform.os_family
+    row = lock.platform.base_image
     if base:
         return BaseRef(ref=base, os=os_id, family=family, python=None, from_matrix=False, source="--base")
     if row is None:
-        known = ", ".join(i.os for i in lm.model.images)
         raise BadInput(
-            f"no base image for {os_id} in the matrix (known: {known})",
-            where=Where("matrices/images.yaml", None, "images"),
-            hint="Pass --base IMAGE@sha256:DIGEST (an image of that OS), or resolve for one of the known OSes.",
+            f"the lock names no base image for {os_id} (the matrix it was made from has none)",
+            where=Where("envkit.lock", None, "platform.base_image"),
+            hint="Pass --base IMAGE@sha256:DIGEST (an image of that OS), or resolve for an OS with a base image "
+                 "(`envkit matrix show images`).",
         )
     if row.digest is None:
         raise BadInput(
             f"the base image {row.image} of {os_id} has no pinned digest: {row.note or 'none was found in a public source'}",
-            where=Where("matrices/images.yaml", None, f"images.{os_id}.digest"),
+            where=Where("envkit.lock", None, "platform.base_image.digest"),
             hint=f"Pass --base {row.image.split(':')[0]}@sha256:<digest you verified> (or a local image).",
         )
     if row.python and not versions.same(row.python, lock.stack.python):
         raise BadInput(
             f"the lock pins Python {lock.stack.python}, but the python3 of {row.image} is {row.python}",
-            where=Where("matrices/images.yaml", None, f"images.{os_id}.python"),
+            where=Where("envkit.lock", None, "platform.base_image.python"),
             hint=(
                 f"Resolve with --python {row.python}, or pass --base with an image of {os_id} whose python3 is "
                 f"{lock.stack.python} (the build checks it)."
             ),
         )
-    return BaseRef(
-        ref=f"{row.image}@{row.digest}", os=os_id, family=family, python=row.python, from_matrix=True, source=row.source_text
-    )
+    return BaseRef(ref=f"{row.image}@{row.digest}", os=os_id, family=family, python=row.python, from_matrix=True,
+                   source=row.source)
 
 
 # --- vendor packages ------------------------------------------------------------------------------
@@ -230,45 +209,14 @@ def _step(art: Artifact, artifacts: Path | None, hasher: Callable[[Path], str] =
 
 
 # --- python -----------------------------------------------------------------------------------------
-def parse_requirements(text: str, filename: str) -> list[Requirement]:
-    """A hashed requirements file: every requirement `name==version` with at least one sha256."""
-    joined = re.sub(r"\\\s*\n", " ", text)
-    out: list[Requirement] = []
-    for n, raw in enumerate(joined.splitlines(), 1):
-        line = raw.split(" #", 1)[0].strip()
-        if not line or line.startswith("#"):
-            continue
-        if line.startswith("-"):
-            raise BadInput(f"{filename}: option lines are not allowed: {line}", where=Where(filename, n))
-        m = _REQ.match(line)
-        if not m:
-            raise BadInput(f"{filename}: not pinned with ==: {line}", where=Where(filename, n),
-                           hint="Use a fully pinned, hashed file (pip-compile --generate-hashes).")
-        hashes = tuple(sorted(set(_HASH.findall(line))))
-        if not hashes:
-            raise BadInput(f"{filename}: {m['name']} has no --hash=sha256:", where=Where(filename, n))
-        out.append(Requirement(normalize(m["name"]), m["version"], hashes))
-    return _merge(out)
-
-
-def _merge(reqs: list[Requirement]) -> list[Requirement]:
-    by: dict[str, Requirement] = {}
-    for r in reqs:
-        old = by.get(r.name)
-        if old and old.version != r.version:
-            raise BadInput(f"{r.name} is pinned twice: {old.version} and {r.version}")
-        by[r.name] = Requirement(r.name, r.version, tuple(sorted(set((old.hashes if old else ()) + r.hashes))))
-    return [by[k] for k in sorted(by)]
-
-
 def wheel_requirements(wheels: list[Path]) -> list[Requirement]:
     out = []
     for w in wheels:
-        m = _WHEEL.match(w.name)
-        if not m:
+        parsed = parse_wheel_name(w.name)
+        if not parsed:
             raise BadInput(f"{w.name} is not a wheel file name", where=Where(str(w)))
-        out.append(Requirement(normalize(m["name"]), m["version"], (sha256_file(w),)))
-    return _merge(out)
+        out.append(Requirement(*parsed, (sha256_file(w),)))
+    return merge(out)
 
 
 def check_closure(lock: Lock, reqs: list[Requirement], origin: str) -> None:
@@ -291,11 +239,6 @@ def check_closure(lock: Lock, reqs: list[Requirement], origin: str) -> None:
             raise BadInput(f"{origin} pins {r.name}=={r.version}, CANN needs {spec}")
 
 
-def wheel_name(path: Path) -> str | None:
-    m = _WHEEL.match(path.name)
-    return normalize(m["name"]) if m else None
-
-
 def _wheelhouse(artifacts: Path | None) -> list[Path]:
     if artifacts is None:
         return []
@@ -310,7 +253,7 @@ def closure_requirements(lock: Lock, wheels: list[Path]) -> tuple[list[Requireme
     build installs offline; without one, it installs from the closure's indexes with the same hashes.
     """
     chosen = closure_files(lock)
-    reqs = _merge([Requirement(normalize(p.name), p.version, (p.sha256,)) for p in chosen])
+    reqs = merge([Requirement(normalize(p.name), p.version, (p.sha256,)) for p in chosen])
     if wheels:
         have = {sha256_file(w): w for w in wheels}
         missing = [p.filename for p in chosen if p.sha256 not in have]
@@ -334,7 +277,8 @@ def closure_requirements(lock: Lock, wheels: list[Path]) -> tuple[list[Requireme
 
 def closure_files(lock: Lock) -> list[ClosurePackage]:
     """For each project of the lock's closure, the one file the image's pip would pick (by tag preference)."""
-    from envkit.closure import DEFAULT_GLIBC, OS_GLIBC, make_target, tag_order, wheel_rank
+    from envkit.closure import make_target
+    from envkit.wheels import tag_order, wheel_rank
 
     closure = lock.python.closure
     assert closure is not None
@@ -346,7 +290,7 @@ def closure_files(lock: Lock) -> list[ClosurePackage]:
             where=Where("envkit.lock", None, "python.closure.target"),
             hint=f"Rerun `envkit lock` for --target-python {s.python} --target-arch {s.arch}.",
         )
-    order = tag_order(make_target(s.python, s.arch, OS_GLIBC.get(s.os, DEFAULT_GLIBC)))
+    order = tag_order(make_target(s.python, s.arch, lock.platform.glibc))
     by_name: dict[str, list] = {}
     for pkg in closure.packages:
         by_name.setdefault(normalize(pkg.name), []).append(pkg)
@@ -472,7 +416,6 @@ def lock_digest(lock_text: str) -> str:
 
 
 def plan_build(
-    lm: LoadedMatrix,
     lock: Lock,
     *,
     generated_by: str,
@@ -490,7 +433,7 @@ def plan_build(
         raise BadInput(f"--artifacts {artifacts} is not a directory", where=Where(str(artifacts)))
     text = dump_lock(lock)
     digest = lock_digest(text)
-    base_ref = choose_base(lm, lock, base)
+    base_ref = choose_base(lock, base)
     steps = plan_steps(lock, artifacts, hasher)
     reqs, wheels, indexes, py_source = python or plan_python(lock, artifacts, requirements)
     notes = []
@@ -520,109 +463,3 @@ def plan_build(
         notes=notes,
         python_source=py_source,
     )
-
-
-# --- run-args --------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class RunArgs:
-    chip: str
-    devices: list[str]
-    mounts: list[tuple[str, str, str]]  # (host, container, mode)
-    runtime_env: dict[str, str]  # the Ascend Docker Runtime alternative
-    notes: list[str]
-
-    def flags(self) -> list[str]:
-        out = []
-        for d in self.devices:
-            out += ["--device", d]
-        for host, ctr, mode in self.mounts:
-            out += ["-v", f"{host}:{ctr}:{mode}"]
-        return out
-
-    def runtime_flags(self) -> list[str]:
-        return ["--runtime", "ascend", *[x for k, v in self.runtime_env.items() for x in ("-e", f"{k}={v}")]]
-
-    def to_json(self) -> dict:
-        return {
-            "chip": self.chip,
-            "devices": self.devices,
-            "mounts": [{"source": h, "target": c, "mode": m} for h, c, m in self.mounts],
-            "flags": self.flags(),
-            "ascend_docker_runtime": {"runtime": "ascend", "env": self.runtime_env, "flags": self.runtime_flags()},
-            "notes": self.notes,
-        }
-
-    def compose(self) -> str:
-        lines = ["# envkit image run-args --chip " + self.chip + " --format compose", "services:", "  app:", "    devices:"]
-        lines += [f"      - {d}:{d}" for d in self.devices]
-        lines += ["    volumes:"]
-        lines += [f"      - {h}:{c}:{m}" for h, c, m in self.mounts]
-        lines += [
-            "# With the Ascend Docker Runtime instead of the lists above:",
-            "#   runtime: ascend",
-            "#   environment:",
-        ]
-        lines += [f"#     - {k}={v}" for k, v in self.runtime_env.items()]
-        return "\n".join(lines) + "\n"
-
-
-def parse_devices(text: str) -> list[int]:
-    out: set[int] = set()
-    for part in text.split(","):
-        part = part.strip()
-        m = re.fullmatch(r"(\d+)(?:-(\d+))?", part)
-        if not m:
-            raise BadInput(f"--devices {text!r}: expected ids and ranges like 0-3,7")
-        lo, hi = int(m[1]), int(m[2] or m[1])
-        if hi < lo:
-            raise BadInput(f"--devices {text!r}: range {part} goes backwards")
-        out.update(range(lo, hi + 1))
-    return sorted(out)
-
-
-def run_args(lm: LoadedMatrix, chip_id: str, devices: str | None) -> RunArgs:
-    chip = lm.chips.get(chip_id)
-    if chip is None:
-        raise BadInput(f"unknown chip {chip_id!r}", hint="Known chips: " + ", ".join(lm.chips))
-    notes = []
-    if devices is None:
-        if chip.davinci_devices is None:
-            raise BadInput(
-                f"the number of /dev/davinciN on a {chip.name} host depends on the cards installed",
-                hint="Pass --devices, e.g. --devices 0-3 (see `ls /dev/davinci*` on the host).",
-            )
-        ids = list(range(chip.davinci_devices))
-    else:
-        ids = parse_devices(devices)
-        if chip.davinci_devices is not None and ids and ids[-1] >= chip.davinci_devices:
-            raise BadInput(f"--devices {devices}: a {chip.name} host has /dev/davinci0..{chip.davinci_devices - 1}")
-    devs = [f"/dev/davinci{i}" for i in ids] + ["/dev/davinci_manager", "/dev/devmm_svm", "/dev/hisi_hdc"]
-    mounts = [
-        ("/usr/local/dcmi", "/usr/local/dcmi", "ro"),
-        ("/usr/local/bin/npu-smi", "/usr/local/bin/npu-smi", "ro"),
-        ("/etc/ascend_install.info", "/etc/ascend_install.info", "ro"),
-    ]
-    if chip.mount_driver_dir:
-        mounts.append((DRIVER, DRIVER, "ro"))
-        notes.append(f"{chip.name} needs the whole driver directory ({DRIVER}) mounted")
-    else:
-        mounts += [
-            (f"{DRIVER}/lib64", f"{DRIVER}/lib64", "ro"),
-            (f"{DRIVER}/version.info", f"{DRIVER}/version.info", "ro"),
-            (f"{DRIVER}/tools/hccn_tool", f"{DRIVER}/tools/hccn_tool", "ro"),
-        ]
-    env = {"ASCEND_VISIBLE_DEVICES": _ranges(ids)}
-    if chip.mount_driver_dir:
-        notes.append(f"with the Ascend Docker Runtime, also mount {DRIVER} (-v {DRIVER}:{DRIVER}:ro)")
-    return RunArgs(chip=chip.id, devices=devs, mounts=sorted(mounts, key=lambda m: m[1]), runtime_env=env, notes=notes)
-
-
-def _ranges(ids: list[int]) -> str:
-    parts, i = [], 0
-    while i < len(ids):
-        j = i
-        while j + 1 < len(ids) and ids[j + 1] == ids[j] + 1:
-            j += 1
-        parts.append(str(ids[i]) if i == j else f"{ids[i]}-{ids[j]}")
-        i = j + 1
-    return ",".join(parts)

@@ -23,15 +23,16 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from envkit.fsutil import sha256_file
 from envkit.errors import BadInput
 from envkit.models.lock import Artifact, Lock
+from envkit.wheels import FOLDER_REQUIREMENTS as REQUIREMENTS_NAME
+from envkit.wheels import BundleLayout, parse_requirements
 
 DEFAULT_INSTALL_PATH = "/usr/local/Ascend"
 SUMS_NAME = "SHA256SUMS"
-REQUIREMENTS_NAME = "requirements.txt"
 
 _INFO_FILE = {
     "cann-toolkit": "{home}/{arch}-linux/ascend_toolkit_install.info",
@@ -51,15 +52,16 @@ class BundlePaths:
 
 def locate_bundle(bundle: Path | None, artifacts: Path | None, wheels: Path | None) -> BundlePaths:
     """The vendor and wheels folders from `--bundle DIR` or `--artifacts`/`--wheels` (which win)."""
-    vendor = artifacts or (bundle / "vendor" if bundle else None)
-    wheel_dir = wheels or (bundle / "wheels" if bundle else None)
-    if bundle is not None and wheels is None and (bundle / "requirements" / "target.txt").is_file():
+    layout = BundleLayout(bundle) if bundle is not None else None
+    vendor = artifacts or (Path(layout.vendor) if layout else None)
+    wheel_dir = wheels or (Path(layout.wheels().parent) if layout else None)
+    if layout is not None and wheels is None and Path(layout.requirements()).is_file():
         # the layout `envkit bundle build` writes: wheels/target/ + requirements/target.txt + manifest.json
-        req = bundle / "requirements" / "target.txt"
-        check_requirements(req.read_text(), str(req))
+        req = Path(layout.requirements())
+        parse_requirements(req.read_text(), str(req), options_allowed=True)  # pip --require-hashes, checked early
         if vendor is None or not vendor.is_dir():
             raise BadInput(f"{vendor}: not a directory", hint="The bundle's vendor/ folder holds the lock's .run/.zip files.")
-        return BundlePaths(vendor=vendor.resolve(), wheels=(bundle / "wheels" / "target").resolve(), requirements=req.resolve())
+        return BundlePaths(vendor=vendor.resolve(), wheels=Path(layout.wheels()).resolve(), requirements=req.resolve())
     if vendor is None:
         raise BadInput(
             "no vendor files given",
@@ -79,39 +81,15 @@ def locate_bundle(bundle: Path | None, artifacts: Path | None, wheels: Path | No
                 f"{req}: missing",
                 hint="The wheels folder needs a hashed requirements.txt (`name==version --hash=sha256:...` per wheel).",
             )
-        check_requirements(req.read_text(), str(req))
+        parse_requirements(req.read_text(), str(req), options_allowed=True)  # pip --require-hashes, checked early
     return BundlePaths(vendor=vendor.resolve(), wheels=wheel_dir.resolve() if wheel_dir else None,
                        requirements=req.resolve() if req else None)
-
-
-def check_requirements(text: str, filename: str) -> None:
-    """Every requirement pinned with `==` and hashed, as `pip --require-hashes` demands (checked early)."""
-    logical: list[str] = []
-    buf = ""
-    for raw in text.splitlines():
-        line = raw.split("#", 1)[0].rstrip() if not raw.lstrip().startswith("--hash") else raw.rstrip()
-        if line.endswith("\\"):
-            buf += line[:-1] + " "
-            continue
-        buf += line
-        if buf.strip():
-            logical.append(buf.strip())
-        buf = ""
-    for req in logical:
-        if req.startswith("-"):
-            continue
-        name = req.split()[0]
-        if "==" not in name or "--hash=sha256:" not in req:
-            raise BadInput(
-                f"{filename}: `{name}` is not pinned with == and a --hash=sha256",
-                hint="The targets install with --no-index --require-hashes: pin and hash every wheel.",
-            )
 
 
 def read_sums(vendor: Path) -> dict[str, str]:
     """Hashes of vendor files from vendor/SHA256SUMS, or from the bundle's manifest.json (files[].path/sha256)."""
     out: dict[str, str] = {}
-    manifest = vendor.parent / "manifest.json"
+    manifest = Path(BundleLayout(vendor.parent).manifest)
     if manifest.is_file():
         try:
             for f in json.loads(manifest.read_text()).get("files", []):
@@ -230,31 +208,15 @@ def pack_wheels(wheels: Path, dest: Path, requirements: Path | None = None) -> P
 
 # --- the vars file ------------------------------------------------------------------------------
 def _hdk_details(lock: Lock) -> dict[str, dict[str, Any]]:
-    """package_version (as version.info writes it), firmware Version and compatible range, from the matrix."""
-    from envkit.lockfile import hdk_file_version
-    from envkit.matrix import load_matrix
-
+    """package_version (as version.info writes it), firmware Version and compatible range, from the lock."""
     out: dict[str, dict[str, Any]] = {"driver": {}, "firmware": {}}
-    stack = lock.stack
-    try:
-        lm = load_matrix()
-        drv = lm.hdk(stack.driver)
-        fw = lm.hdk(stack.firmware)
-        out["driver"] = {
-            "package_version": hdk_file_version(lm, stack.driver, stack.chip).lower(),
-            "compatible_firmware": drv.compatible_firmware or "",
-        }
-        out["firmware"] = {
-            "package_version": (fw.package_version or fw.version).lower(),
-            "firmware_version": fw.firmware_version or "",
-        }
-    except (KeyError, LookupError, ValueError):  # a lock from another matrix: fall back to its file names
-        for art in lock.artifacts:
-            if art.component == "driver" and art.run.file:
-                m = re.search(r"npu-driver_(.+?)_linux", art.run.file)
-                out["driver"] = {"package_version": (m.group(1) if m else art.version).lower(), "compatible_firmware": ""}
-            if art.component == "firmware":
-                out["firmware"] = {"package_version": art.version.lower(), "firmware_version": art.firmware_version or ""}
+    for art in lock.artifacts:
+        if art.component == "driver":
+            out["driver"] = {"package_version": art.package_version or art.version.lower(),
+                             "compatible_firmware": art.compatible or ""}
+        elif art.component == "firmware":
+            out["firmware"] = {"package_version": art.package_version or art.version.lower(),
+                               "firmware_version": art.firmware_version or ""}
     return out
 
 
@@ -294,16 +256,7 @@ def render_vars(
     details = _hdk_details(lock)
     stack = lock.stack
     arch = stack.arch
-    from envkit.matrix import load_matrix
-
-    family, npu_names = "", []
-    try:
-        lm = load_matrix()
-        family = next((o.family for o in lm.model.operating_systems if o.id == stack.os), "")
-        chip = lm.chips.get(stack.chip)
-        npu_names = list(chip.npu_smi_names or []) if chip else []
-    except Exception:  # noqa: BLE001 - the matrix only adds checks
-        pass
+    family, npu_names = lock.platform.os_family, list(lock.platform.npu_smi_names)
 
     def hdk(comp: str) -> dict[str, Any]:
         s = by_comp.get(comp)
@@ -532,3 +485,79 @@ def format_plan(summary: Summary) -> list[str]:
         else:
             lines.append(f"{h}: nothing to change")
     return lines
+
+
+# --- the run ----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ProvisionRequest:
+    """`envkit provision`'s options: what to run against which hosts."""
+
+    inventory: str  # an inventory file or a comma-separated host list
+    lock: Path
+    out: Path = Path("envkit-provision")
+    bundle: Path | None = None
+    artifacts: Path | None = None
+    wheels: Path | None = None
+    check: bool = False
+    limit: str | None = None
+    serial: int | None = None
+    forks: int | None = None
+    extra_vars: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ProvisionResult:
+    summary: Summary
+    vars_file: Path
+    reports: Path
+    logs: tuple[Path, Path]  # events.jsonl, ansible.log
+    returncode: int
+
+
+def run(req: ProvisionRequest, on_event: Callable[[dict[str, Any]], None] | None = None) -> ProvisionResult:
+    """Render the vars from the lock, run the site playbook, summarize per host and write each host's reports.
+
+    `on_event` sees every event of the run as it happens (progress). Raises BadInput before anything runs, and
+    CannotRun when ansible-playbook stops before any host ran; a host that failed is in the summary, not raised.
+    """
+    from envkit.ansible_runner import PlaybookRun, ansible_playbook_path, playbook_command, playbook_env, run_playbook
+    from envkit.errors import CannotRun
+    from envkit.fsutil import atomic_write_text
+    from envkit.lockfile import read_lock
+    from envkit.resources import data_dir
+
+    if not req.lock.is_file():
+        raise BadInput(f"--lock {req.lock}: no such file", hint="Create one with `envkit resolve`.")
+    inv_path = Path(req.inventory)
+    if "," not in req.inventory and not inv_path.exists():
+        raise BadInput(f"-i {req.inventory}: no such inventory", hint="Give an inventory file or a comma-separated host list.")
+    lock = read_lock(req.lock)
+    paths = locate_bundle(req.bundle, req.artifacts, req.wheels)
+    out = req.out.resolve()
+    reports = out / "reports"
+    reports.mkdir(parents=True, exist_ok=True)
+    archive = pack_wheels(paths.wheels, out, paths.requirements) if paths.wheels else None
+    variables = render_vars(lock, lock_path=req.lock.resolve(), bundle=paths, report_dir=reports, wheels_archive=archive)
+    vars_file = out / "vars.yml"
+    atomic_write_text(vars_file, dump_vars(variables, f"envkit provision --lock {req.lock}"))
+    playbooks = data_dir("playbooks")
+    playbook_run = PlaybookRun(
+        playbook=playbooks / "site.yml",
+        inventory=str(inv_path.resolve()) if inv_path.exists() else req.inventory,
+        vars_file=vars_file,
+        check=req.check,
+        limit=req.limit,
+        forks=req.forks,
+        serial=req.serial,
+        extra_vars=req.extra_vars,
+    )
+    argv = playbook_command(playbook_run, ansible_playbook_path())
+    logs = (out / "events.jsonl", out / "ansible.log")
+    result = run_playbook(argv, playbook_env(playbooks), on_event=on_event or (lambda ev: None), events_log=logs[0],
+                          stderr_log=logs[1])
+    summary = summarize(result.events)
+    write_reports(summary, reports)
+    if not summary.complete and not summary.hosts:
+        tail = "\n".join(result.stderr.strip().splitlines()[-15:])
+        raise CannotRun(f"ansible-playbook exited {result.returncode} before running any host", hint=(tail or f"see {logs[1]}"))
+    return ProvisionResult(summary=summary, vars_file=vars_file, reports=reports, logs=logs, returncode=result.returncode)

@@ -16,7 +16,8 @@ def environment() -> Any:
     import jinja2
 
     env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(data_dir("images"))),
+        # one template syntax for every data folder that holds templates: the image's and the bundle's
+        loader=jinja2.FileSystemLoader([str(data_dir("images")), str(data_dir("airgap"))]),
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
         trim_blocks=True,

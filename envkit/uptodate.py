@@ -115,13 +115,13 @@ def up_to_date(state: Path, out: Path, key: str) -> dict | None:
 
 
 def remember_result(state: Path, out: Path, key: str, result: dict) -> None:
-    path = _result_path(state, out)
+    from envkit.errors import CannotRun
+    from envkit.fsutil import atomic_write_bytes
+
+    record = {"key": key, "stamp": archive_stamp(os.stat(out)), "result": result}
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}")
-        tmp.write_text(json.dumps({"key": key, "stamp": archive_stamp(os.stat(out)), "result": result}, sort_keys=True))
-        os.replace(tmp, path)
-    except OSError:
-        pass
+        atomic_write_bytes(_result_path(state, out), json.dumps(record, sort_keys=True).encode(), fsync=False)
+    except (OSError, CannotRun):
+        pass  # without the record, the next build is a full one
 
 

@@ -28,6 +28,7 @@ _END = 4
 _NUMBER = 6
 _TOKEN = re.compile(r"(?P<num>\d+)|(?P<tag>dev|alpha|beta|rc|post|a|b|c)(?P<tagnum>\d*)")
 _VALID = re.compile(r"^v?[0-9][0-9a-z.\-_]*(\+[0-9a-z.]+)?$")
+MAX_LENGTH = 128  # the longest real version is ~30 characters; a 5,000-digit one is an attack, not a version
 
 
 class InvalidVersion(ValueError):
@@ -74,6 +75,8 @@ class Version:
 def parse(text: str) -> Version:
     """Parse a version in any of Ascend's or Python's spellings."""
     raw = str(text).strip()
+    if len(raw) > MAX_LENGTH:
+        raise InvalidVersion(f"not a version: {raw[:20]!r}... is {len(raw)} characters long (at most {MAX_LENGTH})")
     low = raw.lower()
     if not low or not _VALID.match(low):
         raise InvalidVersion(f"not a version: {text!r}")

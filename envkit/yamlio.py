@@ -1,4 +1,11 @@
-"""YAML reading that keeps line numbers, so that every error can say file:line."""
+"""YAML reading that keeps line numbers, so that every error can say file:line.
+
+A stack file or a lock is untrusted input, so loading is bounded: at most ``MAX_BYTES`` of text,
+``MAX_DEPTH`` levels of nesting, ``MAX_ALIAS_NODES`` nodes reached again through aliases (an
+alias bomb fails at once instead of expanding), and only the plain YAML tags (str, int, float,
+bool, null, timestamp, map, seq): ``!!python/object``, ``!foo``, ``!!set``... are refused. Each
+limit is a BadInput (exit 2) naming file:line.
+"""
 
 from __future__ import annotations
 
@@ -17,29 +24,76 @@ except ImportError:  # pragma: no cover - depends on how PyYAML was built
 
 _SCALARS = yaml.constructor.SafeConstructor()  # resolves a scalar node's tag (int, float, bool, null, str)
 
+MAX_BYTES = 8 << 20  # a lock or a stack file is a few kB; the matrix is read by fast_load
+MAX_DEPTH = 64  # levels of nesting (a lock has six)
+MAX_ALIAS_NODES = 10_000  # nodes visited again through aliases
+_TAGS = frozenset(
+    f"tag:yaml.org,2002:{t}"
+    for t in ("str", "int", "float", "bool", "null", "timestamp", "map", "seq", "merge", "value")
+)
 
-def _construct(node: yaml.Node, path: tuple[str, ...], lines: dict[str, int], scalars_as_str: bool) -> Any:
-    lines.setdefault(".".join(path), node.start_mark.line + 1)
-    if isinstance(node, yaml.MappingNode):
-        out: dict[str, Any] = {}
-        for key_node, value_node in node.value:
-            key = str(key_node.value)
-            if key in out:
-                raise BadInput(
-                    f"duplicate key '{key}'",
-                    where=Where(None, key_node.start_mark.line + 1, ".".join((*path, key))),
-                    hint="Each key may appear once.",
+
+class _Walk:
+    """One document's construction: line numbers, and the limits on depth and alias expansion."""
+
+    def __init__(self, scalars_as_str: bool) -> None:
+        self.scalars_as_str = scalars_as_str
+        self.lines: dict[str, int] = {}
+        self.seen: set[int] = set()
+        self.again = 0
+
+    def fail(self, node: yaml.Node, message: str, path: tuple[str, ...], hint: str) -> BadInput:
+        return BadInput(message, where=Where(None, node.start_mark.line + 1, ".".join(path) or None), hint=hint)
+
+    def check(self, node: yaml.Node, path: tuple[str, ...]) -> None:
+        if node.tag not in _TAGS:
+            raise self.fail(
+                node, f"unknown YAML tag '{node.tag}'", path, "Remove the tag: only plain YAML values are read."
+            )
+        if len(path) > MAX_DEPTH:
+            raise self.fail(node, f"nested deeper than {MAX_DEPTH} levels", path, "Flatten the document.")
+        if id(node) in self.seen:
+            self.again += 1
+            if self.again > MAX_ALIAS_NODES:
+                raise self.fail(
+                    node,
+                    f"YAML aliases expand to more than {MAX_ALIAS_NODES} nodes (an alias bomb?)",
+                    path,
+                    "Write the values out instead of repeating anchors (&name / *name).",
                 )
-            lines[".".join((*path, key))] = key_node.start_mark.line + 1
-            out[key] = _construct(value_node, (*path, key), lines, scalars_as_str)
-        return out
-    if isinstance(node, yaml.SequenceNode):
-        return [_construct(v, (*path, str(i)), lines, scalars_as_str) for i, v in enumerate(node.value)]
-    if scalars_as_str:
-        if node.tag == "tag:yaml.org,2002:null" or (node.value in ("", "~", "null") and node.style is None):
-            return None
-        return str(node.value)
-    return _SCALARS.construct_object(node)
+        else:
+            self.seen.add(id(node))
+
+    def construct(self, node: yaml.Node, path: tuple[str, ...]) -> Any:
+        self.check(node, path)
+        self.lines.setdefault(".".join(path), node.start_mark.line + 1)
+        if isinstance(node, yaml.MappingNode):
+            out: dict[str, Any] = {}
+            for key_node, value_node in node.value:
+                if not isinstance(key_node, yaml.ScalarNode):
+                    raise self.fail(key_node, "a mapping key must be a plain value", path, "Use a string as the key.")
+                self.check(key_node, path)
+                key = str(key_node.value)
+                if key in out:
+                    raise BadInput(
+                        f"duplicate key '{key}'",
+                        where=Where(None, key_node.start_mark.line + 1, ".".join((*path, key))),
+                        hint="Each key may appear once.",
+                    )
+                self.lines[".".join((*path, key))] = key_node.start_mark.line + 1
+                out[key] = self.construct(value_node, (*path, key))
+            return out
+        if isinstance(node, yaml.SequenceNode):
+            return [self.construct(v, (*path, str(i))) for i, v in enumerate(node.value)]
+        if self.scalars_as_str:
+            if node.tag == "tag:yaml.org,2002:null" or (node.value in ("", "~", "null") and node.style is None):
+                return None
+            return str(node.value)
+        try:
+            return _SCALARS.construct_object(node)
+        except (yaml.YAMLError, ValueError, KeyError, TypeError, OverflowError) as exc:  # !!int x, 2024-13-45
+            kind = node.tag.rsplit(":", 1)[-1]
+            raise self.fail(node, f"not a valid {kind}: {exc}", path, "Quote the value.") from None
 
 
 def load_text(text: str, filename: str, *, scalars_as_str: bool = False) -> tuple[Any, dict[str, int]]:
@@ -48,6 +102,11 @@ def load_text(text: str, filename: str, *, scalars_as_str: bool = False) -> tupl
     With scalars_as_str, every scalar stays the string the user wrote (``python: 3.10`` is "3.10",
     not the float 3.1).
     """
+    if len(text) > MAX_BYTES:
+        raise BadInput(
+            f"{filename} is too large for a YAML input ({len(text)} characters, at most {MAX_BYTES})",
+            where=Where(filename),
+        )
     try:
         node = yaml.compose(text, Loader=_Loader)
     except yaml.MarkedYAMLError as exc:
@@ -61,26 +120,32 @@ def load_text(text: str, filename: str, *, scalars_as_str: bool = False) -> tupl
         raise BadInput(f"{filename} is not valid YAML: {exc}", where=Where(filename)) from None
     if node is None:
         return None, {}
-    lines: dict[str, int] = {}
+    walk = _Walk(scalars_as_str)
     try:
-        data = _construct(node, (), lines, scalars_as_str)
+        data = walk.construct(node, ())
     except BadInput as exc:
         assert exc.where is not None
-        raise BadInput(exc.message, where=Where(filename, exc.where.line, exc.where.key), hint=exc.hint) from None
-    return data, lines
+        raise BadInput(
+            f"{filename}: {exc.message}", where=Where(filename, exc.where.line, exc.where.key), hint=exc.hint
+        ) from None
+    return data, walk.lines
 
 
 def read_text(path: Path) -> str:
-    """A file's UTF-8 text, read once (it may be a pipe); BadInput (exit 2) with the reason otherwise."""
+    """A file's UTF-8 text, read once (it may be a pipe), at most MAX_BYTES; BadInput (exit 2) with the
+    reason otherwise."""
     path = Path(path)
     try:
-        raw = path.read_bytes()
+        with open(path, "rb") as fh:
+            raw = fh.read(MAX_BYTES + 1)
     except FileNotFoundError:
         raise BadInput(f"{path} does not exist", where=Where(str(path)), hint="Check the path.") from None
     except IsADirectoryError:
         raise BadInput(f"{path} is a directory, not a file", where=Where(str(path))) from None
     except OSError as exc:
         raise BadInput(f"cannot read {path}: {exc.strerror}", where=Where(str(path))) from None
+    if len(raw) > MAX_BYTES:
+        raise BadInput(f"{path} is too large (over {MAX_BYTES} bytes)", where=Where(str(path))) from None
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -89,6 +154,35 @@ def read_text(path: Path) -> str:
 
 def load_file(path: Path, *, scalars_as_str: bool = False) -> tuple[Any, dict[str, int]]:
     return load_text(read_text(path), str(path), scalars_as_str=scalars_as_str)
+
+
+class _FastLoader(_Loader):  # type: ignore[misc,valid-type]
+    """The C loader for a fast path: refuses (yaml.YAMLError) what load_text checks closely."""
+
+    def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
+        if node in self.constructed_objects or node in self.recursive_objects:
+            raise yaml.constructor.ConstructorError(None, None, "an alias (*name)", node.start_mark)
+        if node.tag not in _TAGS:
+            raise yaml.constructor.ConstructorError(None, None, f"unknown tag {node.tag}", node.start_mark)
+        try:
+            return super().construct_object(node, deep)
+        except (ValueError, KeyError, TypeError, OverflowError) as exc:  # !!int x, 2024-13-45, 5,000 digits
+            raise yaml.constructor.ConstructorError(None, None, str(exc), node.start_mark) from None
+
+
+def fast_load_text(text: str) -> Any:
+    """YAML text through the C loader, for a caller's fast path (a lock). Raises yaml.YAMLError on
+    anything load_text would refuse or look at closely (too large, an alias, an unknown tag, a value
+    no constructor takes); the caller then loads with load_text, whose error names file:line. Depth
+    is capped by libyaml itself (1,000 levels)."""
+    if len(text) > MAX_BYTES:
+        raise yaml.YAMLError(f"over {MAX_BYTES} characters")
+    if "&" in text or "!" in text:  # an anchor or a tag may be there: check node by node
+        return yaml.load(text, Loader=_FastLoader)  # noqa: S506 - a safe loader
+    try:  # no anchor, hence no alias, and only the implicit tags: the plain C loader
+        return yaml.load(text, Loader=_Loader)  # noqa: S506 - a safe loader
+    except (ValueError, KeyError, TypeError, OverflowError) as exc:
+        raise yaml.YAMLError(str(exc)) from None
 
 
 def fast_load(path: Path) -> Any:

@@ -11,17 +11,18 @@ from __future__ import annotations
 
 import importlib
 import sys
-from typing import Annotated, Optional
-
-import typer
+from typing import TYPE_CHECKING, Optional
 
 from envkit import __version__, console
 from envkit.errors import EnvkitError
 
+if TYPE_CHECKING:
+    import typer
+
 HELP = "Resolve, build, bundle, provision and prove Ascend NPU PyTorch stacks."
 
 # Each module registers its commands on the app through `register(app)`, in this order.
-COMMAND_MODULES = ["stack", "matrix", "smoke", "doctor", "bundle", "image", "provision"]
+COMMAND_MODULES = ["stack", "matrix", "smoke", "doctor", "bundle", "image", "provision", "launch"]
 # Top-level command -> the module that registers it. A name not listed here builds the whole tree.
 COMMANDS: dict[str, str] = {
     "resolve": "stack",
@@ -34,30 +35,30 @@ COMMANDS: dict[str, str] = {
     "bundle": "bundle",
     "image": "image",
     "provision": "provision",
+    "launch": "launch",
 }
 # Root options that take no value and may come before the command.
 _ROOT_FLAGS = frozenset({"--debug", "--quiet", "-q"})
 
 
-def _version_callback(value: bool) -> None:
-    if value:
-        typer.echo(f"envkit {__version__}")
-        raise typer.Exit(0)
-
-
-def _root(
-    version: Annotated[
-        Optional[bool], typer.Option("--version", callback=_version_callback, is_eager=True, help="Print the version.")
-    ] = None,
-    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks of errors.")] = False,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Silence progress output.")] = False,
-) -> None:
-    console.set_debug(debug)
-    console.set_quiet(quiet)
-
-
-def build_app(modules: list[str] | None = None) -> typer.Typer:
+def build_app(modules: list[str] | None = None) -> "typer.Typer":
     """The `envkit` app with the commands of `modules` (default: every command group)."""
+    import typer
+
+    def _version_callback(value: bool) -> None:
+        if value:
+            typer.echo(f"envkit {__version__}")
+            raise typer.Exit(0)
+
+    def _root(
+        version: Optional[bool] = typer.Option(None, "--version", callback=_version_callback, is_eager=True,
+                                               help="Print the version."),
+        debug: bool = typer.Option(False, "--debug", help="Show tracebacks of errors."),
+        quiet: bool = typer.Option(False, "--quiet", "-q", help="Silence progress output."),
+    ) -> None:
+        console.set_debug(debug)
+        console.set_quiet(quiet)
+
     app = typer.Typer(
         name="envkit",
         help=HELP,
@@ -90,10 +91,10 @@ def _modules_for(args: list[str]) -> list[str] | None:
     return None
 
 
-_full_app: typer.Typer | None = None
+_full_app: "typer.Typer | None" = None
 
 
-def __getattr__(name: str) -> typer.Typer:
+def __getattr__(name: str) -> "typer.Typer":
     """`envkit.cli.app`: the whole command tree, built on first use (e.g. by typer's CliRunner)."""
     global _full_app
     if name != "app":
@@ -120,15 +121,58 @@ def _report_error(exc: EnvkitError, argv: list[str]) -> int:
     return exc.exit_code
 
 
+def _fast(args: list[str]) -> int | None:
+    """`envkit [--debug|--quiet] resolve|validate ...` without typer (see envkit.cli.stack); None: use typer."""
+    i = 0
+    while i < len(args) and args[i] in _ROOT_FLAGS:
+        i += 1
+    if i >= len(args) or COMMANDS.get(args[i]) != "stack":
+        return None
+    console.set_debug("--debug" in args[:i])
+    console.set_quiet(any(a in ("--quiet", "-q") for a in args[:i]))
+    from envkit.cli.stack import fast_main
+
+    return fast_main(args[i:])
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the console script. Exits with the error's own code."""
     args = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in args
-    command = typer.main.get_command(build_app(_modules_for(args)))
     try:
-        # standalone mode: click prints usage errors itself and exits 2; our errors pass through.
-        command.main(args=args, prog_name="envkit", standalone_mode=True)
-    except EnvkitError as exc:
+        code = _fast(args)
+        if code is None:
+            import typer.main
+
+            command = typer.main.get_command(build_app(_modules_for(args)))
+            # standalone mode: click prints usage errors itself and exits 2; our errors pass through.
+            command.main(args=args, prog_name="envkit", standalone_mode=True)
+    except (EnvkitError, OSError, ModuleNotFoundError) as exc:
         if debug:
             raise
-        sys.exit(_report_error(exc, args))
+        sys.exit(_report_error(_as_envkit_error(exc), args))
+    if code is not None:
+        sys.exit(code)
+
+
+# The optional extras and the projects they bring: a command that needs one says which extra to install.
+_EXTRAS = {name: "smoke" for name in ("torch", "transformers", "accelerate", "safetensors", "tokenizers", "numpy")}
+
+
+def _as_envkit_error(exc: BaseException) -> EnvkitError:
+    """OS errors and a missing optional extra become exit-2 errors with what, where and what to do next."""
+    from envkit.errors import CannotRun, Where
+
+    if isinstance(exc, EnvkitError):
+        return exc
+    if isinstance(exc, ModuleNotFoundError):
+        top = (exc.name or "").split(".")[0]
+        extra = _EXTRAS.get(top)
+        if extra is None:  # not an optional extra: a broken install, and a bug to report
+            raise exc
+        return CannotRun(f"this command needs {top}, which is not installed",
+                         hint=f"Install the {extra} extra: pip install 'envkit[{extra}]'")
+    assert isinstance(exc, OSError)
+    path = exc.filename if isinstance(exc.filename, str) else None
+    return CannotRun(f"{exc.strerror or exc}" + (f": {path}" if path else ""), where=Where(path) if path else None,
+                     hint="Check the path, its permissions and the free space, then run the command again.")

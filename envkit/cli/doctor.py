@@ -40,12 +40,22 @@ def register(app: typer.Typer) -> None:
             float, typer.Option("--timeout", min=1.0, help="Seconds allowed to each npu-smi or Python probe.")
         ] = 20.0,
         json_out: Annotated[bool, typer.Option("--json", help="One JSON document on stdout.")] = False,
+        exec_root_tools: Annotated[
+            bool,
+            typer.Option(
+                "--exec-root-tools",
+                help="With --root, run the root's own npu-smi (empty environment, --timeout) instead of reading "
+                "its recorded output. Only for a root you trust: by default nothing in a root is executed.",
+            ),
+        ] = False,
     ) -> None:
         """Probe a host or an image: driver, firmware, CANN, npu-smi, Python packages, environment.
 
         Exit 0 when every check is ok (warnings allowed), 1 when a check failed, 2 when it cannot run.
+        A --root is read as data: its files are read (regular files only, capped), nothing in it is run.
         """
         from envkit.doctor import run_doctor
+        from envkit.doctor.probe import Target
         from envkit.doctor.report import render_text
 
         if not root.is_dir():
@@ -53,13 +63,15 @@ def register(app: typer.Typer) -> None:
                 f"--root {root}: not a directory", hint="Mount or export the image first, e.g. `podman export`."
             )
         host = root.resolve() == Path("/")
+        if exec_root_tools and host:
+            raise BadInput("--exec-root-tools needs --root: on this host, npu-smi is run anyway")
         if python is not None:
             if host:
                 if not (os.path.isfile(python) and os.access(python, os.X_OK)):
                     raise CannotRun(
                         f"--python {python}: not an executable file", hint="Give the interpreter's full path."
                     )
-            elif not (root / python.lstrip("/")).exists() and not (root / python.lstrip("/")).is_symlink():
+            elif not Target(root).exists(python):
                 raise CannotRun(
                     f"--python {python}: no such file in {root}",
                     hint="With --root, --python names the interpreter inside the root, e.g. /usr/local/python3.11.13/bin/python3.",
@@ -82,6 +94,7 @@ def register(app: typer.Typer) -> None:
             lock_stack=lock_stack,
             lock_path=str(lock) if lock is not None else None,
             timeout=timeout,
+            exec_root_tools=exec_root_tools,
         )
         if json_out:
             console.emit_json(report.model_dump(mode="json"))

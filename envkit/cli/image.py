@@ -24,15 +24,12 @@ def _command(lock: Path, base: Optional[str], artifacts: Optional[Path], require
 def _plan(lock: Path, base: Optional[str], artifacts: Optional[Path], requirements: Optional[Path], generated_by: str):  # noqa: ANN202
     from envkit.image import plan_build
     from envkit.lockfile import read_lock
-    from envkit.matrix import load_matrix
 
-    return plan_build(
-        load_matrix(), read_lock(lock), generated_by=generated_by, base=base, artifacts=artifacts, requirements=requirements
-    )
+    return plan_build(read_lock(lock), generated_by=generated_by, base=base, artifacts=artifacts, requirements=requirements)
 
 
 LockOpt = Annotated[Path, Opt("--lock", help="The lock to build from.")]
-BaseOpt = Annotated[Optional[str], Opt("--base", help="Base image IMAGE@sha256:DIGEST (or a local image); default: matrices/images.yaml.")]
+BaseOpt = Annotated[Optional[str], Opt("--base", help="Base image IMAGE@sha256:DIGEST (or a local image); default: the lock's platform.base_image.")]
 ArtOpt = Annotated[
     Optional[Path], Opt("--artifacts", help="Folder with the vendor CANN packages (.run or signed .zip) and optionally wheels/ for an offline install.")
 ]
@@ -107,7 +104,8 @@ def register(app: typer.Typer) -> None:
 
     @image_app.command("run-args")
     def run_args_cmd(
-        chip: Annotated[str, Opt("--chip", help="Chip: 910b, 910, a3, 310p, 950.")],
+        chip: Annotated[Optional[str], Opt("--chip", help="Chip: 910b, 910, a3, 310p, 950 (its facts from the matrix).")] = None,
+        lock: Annotated[Optional[Path], Opt("--lock", help="Or: the chip of this lock (its facts from the lock).")] = None,
         devices: Annotated[Optional[str], Opt("--devices", help="NPU ids, e.g. 0-7 or 0,2 (default: every NPU of the chip).")] = None,
         fmt: Annotated[str, Opt("--format", help="flags, json or compose.")] = "flags",
     ) -> None:
@@ -115,10 +113,17 @@ def register(app: typer.Typer) -> None:
         import shlex
 
         from envkit.errors import BadInput
-        from envkit.image import run_args
-        from envkit.matrix import load_matrix
+        from envkit.runargs import chip_from_lock, chip_from_matrix, run_args
 
-        ra = run_args(load_matrix(), chip, devices)
+        if (chip is None) == (lock is None):
+            raise BadInput("give exactly one of --chip and --lock", hint="e.g. envkit image run-args --chip 910b")
+        if lock is not None:
+            from envkit.lockfile import read_lock
+
+            facts = chip_from_lock(read_lock(lock))
+        else:
+            facts = chip_from_matrix(chip)
+        ra = run_args(facts, devices)
         if fmt == "json":
             console.emit_json(ra.to_json())
         elif fmt == "compose":

@@ -25,6 +25,8 @@ def register(app: typer.Typer) -> None:
         nproc: Annotated[int, typer.Option("--nproc", help="With N > 1, also run all_reduce and all_gather across N local processes.")] = 1,
         layers: Annotated[bool, typer.Option("--layers", help="Also save the hidden states of every layer.")] = False,
         repeat: Annotated[int, typer.Option("--repeat", help="Forward runs for the steady-state median.")] = 10,
+        collectives: Annotated[bool, typer.Option("--collectives", help="Also profile all_reduce, all_gather, reduce_scatter, all_to_all(v) across --nproc processes.")] = False,
+        max_size: Annotated[str, typer.Option("--max-size", help="With --collectives: the largest size (8K to this, x2 steps), e.g. 1MiB, 64M, 1G.")] = "64MiB",
     ) -> None:
         """Run the model on one device and check it: placement, forward, cache, generate, training, collectives.
 
@@ -32,14 +34,20 @@ def register(app: typer.Typer) -> None:
         """
         from envkit.smoke.runner import SmokeOptions, format_report, run_smoke
 
-        result = run_smoke(
-            SmokeOptions(device=device, model=model, dtype=dtype, out=out, nproc=nproc, layers=layers, repeat=repeat),
-            progress=console.progress,
-        )
+        opts = SmokeOptions(device=device, model=model, dtype=dtype, out=out, nproc=nproc, layers=layers, repeat=repeat)
+        if collectives:
+            from envkit.smoke.collectives import format_table, parse_size, run_smoke_with_collectives
+
+            result = run_smoke_with_collectives(opts, parse_size(max_size), progress=console.progress)
+        else:
+            result = run_smoke(opts, progress=console.progress)
         if json_out:
             console.emit_json(result.report.model_dump(mode="json"))
         else:
-            for line in format_report(result.report):
+            lines = format_report(result.report)
+            if result.report.collectives:
+                lines = format_table(result.report.collectives) + lines
+            for line in lines:
                 console.out.print(line, markup=False)
         if result.exit_code:
             raise typer.Exit(result.exit_code)
@@ -59,11 +67,11 @@ def register(app: typer.Typer) -> None:
         Exit 0 within the thresholds, 1 outside, 2 bad input (different model, prompts or token ids, or a
         file whose recorded device does not match how it was produced).
         """
-        from envkit.compare import compare_runs, format_table
+        from envkit.smoke.compare import compare_runs, format_table
 
         cmp = compare_runs(ref, cand, thresholds)
         if html is not None:
-            from envkit.compare_html import render_html
+            from envkit.smoke.compare_html import render_html
 
             html.parent.mkdir(parents=True, exist_ok=True)
             html.write_text(render_html(cmp), encoding="utf-8")

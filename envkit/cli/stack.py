@@ -1,16 +1,44 @@
-"""`envkit resolve` and `envkit validate`."""
+"""`envkit resolve` and `envkit validate`.
+
+The commands are plain functions over one option table, so that two front ends share them: typer (help,
+completion-grade usage errors) and a start-up path with argparse that `main()` takes for an ordinary
+`envkit resolve` / `envkit validate` call (no typer import: the whole process costs about what importing
+pydantic and yaml costs). Anything unusual (help, an unknown option) goes to typer.
+"""
 
 import shlex
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
-
-import typer
+from typing import Optional
 
 from envkit import console
 from envkit.errors import EXIT_FAILED
 
-Opt = typer.Option
+# The stack pins `envkit resolve` takes as options: key, help. The flag is --key with dashes.
+PIN_OPTIONS: tuple[tuple[str, str], ...] = (
+    ("chip", "Chip: 910b, 910, a3, 310p, 310b, 950."),
+    ("arch", "aarch64 or x86_64."),
+    ("os", "Operating system id, e.g. ubuntu22.04."),
+    ("python", "Python minor version, e.g. 3.11."),
+    ("driver", "HDK release of the NPU driver."),
+    ("firmware", "HDK release (or firmware Version) of the NPU firmware."),
+    ("cann", "CANN release."),
+    ("torch", "PyTorch version."),
+    ("torch_npu", "torch_npu pip version."),
+    ("numpy", "numpy version."),
+    ("transformers", "Transformers version."),
+    ("accelerate", "Accelerate version."),
+)
+RESOLVE_OPTIONS = {
+    "file": (("-f", "--file"), "Stack file (YAML) with the keys to pin."),
+    "output": (("-o", "--output"), "Where to write the lock ('-' for stdout)."),
+    "json_out": (("--json",), "Machine-readable output."),
+}
+VALIDATE_HELP = {"file": "A stack file or a lock.", "json_out": "Machine-readable output."}
+
+
+def _flag(key: str) -> str:
+    return "--" + key.replace("_", "-")
 
 
 def _pins_cli(**opts: Optional[str]) -> tuple[dict[str, str], dict[str, str]]:
@@ -73,92 +101,136 @@ def render_stack(stack: dict[str, str], provenance: dict | None = None) -> None:
     console.out.print(table)
 
 
-def register(app: typer.Typer) -> None:
-    @app.command("resolve")
-    def resolve_cmd(
-        file: Annotated[Optional[Path], Opt("-f", "--file", help="Stack file (YAML) with the keys to pin.")] = None,
-        chip: Annotated[Optional[str], Opt(help="Chip: 910b, 910, a3, 310p, 310b, 950.")] = None,
-        arch: Annotated[Optional[str], Opt(help="aarch64 or x86_64.")] = None,
-        os: Annotated[Optional[str], Opt("--os", help="Operating system id, e.g. ubuntu22.04.")] = None,
-        python: Annotated[Optional[str], Opt(help="Python minor version, e.g. 3.11.")] = None,
-        driver: Annotated[Optional[str], Opt(help="HDK release of the NPU driver.")] = None,
-        firmware: Annotated[Optional[str], Opt(help="HDK release (or firmware Version) of the NPU firmware.")] = None,
-        cann: Annotated[Optional[str], Opt(help="CANN release.")] = None,
-        torch: Annotated[Optional[str], Opt(help="PyTorch version.")] = None,
-        torch_npu: Annotated[Optional[str], Opt("--torch-npu", help="torch_npu pip version.")] = None,
-        numpy: Annotated[Optional[str], Opt(help="numpy version.")] = None,
-        transformers: Annotated[Optional[str], Opt(help="Transformers version.")] = None,
-        accelerate: Annotated[Optional[str], Opt(help="Accelerate version.")] = None,
-        output: Annotated[Path, Opt("-o", "--output", help="Where to write the lock ('-' for stdout).")] = Path("envkit.lock"),
-        json_out: Annotated[bool, Opt("--json", help="Machine-readable output.")] = False,
-    ) -> None:
-        """Complete a (partial) stack into the best valid full stack and write the lock."""
-        from envkit.lockfile import build_lock, dump_lock
-        from envkit.matrix import load_matrix
-        from envkit.resolve import pins_from_mapping, solve, validate_pins
-        from envkit.stackfile import read_stack_file
-        from envkit.fsutil import atomic_write_text
+def resolve(file: Optional[Path], output: Path, json_out: bool, pins: dict[str, Optional[str]]) -> int:
+    """Complete a (partial) stack into the best valid full stack and write the lock."""
+    from envkit.fsutil import atomic_write_text
+    from envkit.lockfile import dump_lock
+    from envkit.locking import build_lock
+    from envkit.matrix import load_matrix
+    from envkit.resolve import pins_from_mapping, solve, validate_pins
+    from envkit.stackfile import read_stack_file
 
-        lm = load_matrix()
-        values: dict[str, str] = {}
-        where: dict[str, str] = {}
-        cmd = ["envkit", "resolve"]
-        if file is not None:
-            values, where = read_stack_file(file)
-            cmd += ["-f", str(file)]
-        cli_values, cli_where = _pins_cli(
-            chip=chip, arch=arch, os=os, python=python, driver=driver, firmware=firmware, cann=cann, torch=torch,
-            torch_npu=torch_npu, numpy=numpy, transformers=transformers, accelerate=accelerate,
-        )
-        values.update(cli_values)
-        where.update(cli_where)
-        for k, v in cli_values.items():
-            cmd += [f"--{k.replace('_', '-')}", v]
-        pins = pins_from_mapping(lm, values, where=where)
-        res = solve(lm, pins)
-        if res is None:
-            report = validate_pins(lm, pins)
-            if json_out:
-                console.emit_json({"resolved": False, **report.model_dump(mode="json")})
-            else:
-                render_report(report, "requested stack")
-            raise typer.Exit(EXIT_FAILED)
-        lock = build_lock(lm, res, shlex.join(cmd))
-        text = dump_lock(lock)
-        if str(output) == "-":
-            sys.stdout.write(text)
-            return
-        atomic_write_text(output, text)
+    lm = load_matrix()
+    values: dict[str, str] = {}
+    where: dict[str, str] = {}
+    cmd = ["envkit", "resolve"]
+    if file is not None:
+        values, where = read_stack_file(file)
+        cmd += ["-f", str(file)]
+    cli_values = {k: v for k, v in pins.items() if v is not None}
+    values.update(cli_values)
+    where.update({k: _flag(k) for k in cli_values})
+    for k, v in cli_values.items():
+        cmd += [_flag(k), v]
+    pinned = pins_from_mapping(lm, values, where=where)
+    res = solve(lm, pinned)
+    if res is None:
+        report = validate_pins(lm, pinned)
         if json_out:
-            console.emit_json(
-                {
-                    "resolved": True,
-                    "lock": str(output),
-                    "stack": lock.stack.model_dump(),
-                    "validated": lock.validated.model_dump(),
-                    "provenance": {k: v.model_dump() for k, v in lock.provenance.items()},
-                    "hints": lock.hints,
-                }
-            )
-            return
-        tag = "vendor-validated" if lock.validated.torch_npu_cann and lock.validated.cann_hdk else "compatible"
-        console.out.print(f"resolved a {tag} stack -> {output}", markup=False)
-        render_stack(lock.stack.model_dump(), lock.provenance)
-        for hint in lock.hints:
-            console.out.print(f"hint: {hint}", markup=False)
-
-    @app.command("validate")
-    def validate_cmd(
-        file: Annotated[Path, typer.Argument(help="A stack file or a lock.")],
-        json_out: Annotated[bool, Opt("--json", help="Machine-readable output.")] = False,
-    ) -> None:
-        """Check a stack file or a lock: exit 0 valid, 1 invalid (with the chain of facts), 2 bad input."""
-        from envkit.validation import validate_file
-
-        report = validate_file(file)
-        if json_out:
-            console.emit_json(report.model_dump(mode="json"))
+            console.emit_json({"resolved": False, **report.model_dump(mode="json")})
         else:
-            render_report(report, str(file))
-        if not report.valid:
-            raise typer.Exit(EXIT_FAILED)
+            render_report(report, "requested stack")
+        return EXIT_FAILED
+    lock = build_lock(lm, res, shlex.join(cmd))
+    text = dump_lock(lock)
+    if str(output) == "-":
+        sys.stdout.write(text)
+        return 0
+    atomic_write_text(output, text)
+    if json_out:
+        console.emit_json(
+            {
+                "resolved": True,
+                "lock": str(output),
+                "stack": lock.stack.model_dump(),
+                "validated": lock.validated.model_dump(),
+                "provenance": {k: v.model_dump() for k, v in lock.provenance.items()},
+                "hints": lock.hints,
+            }
+        )
+        return 0
+    tag = "vendor-validated" if lock.validated.torch_npu_cann and lock.validated.cann_hdk else "compatible"
+    console.out.print(f"resolved a {tag} stack -> {output}", markup=False)
+    render_stack(lock.stack.model_dump(), lock.provenance)
+    for hint in lock.hints:
+        console.out.print(f"hint: {hint}", markup=False)
+    return 0
+
+
+def validate(file: Path, json_out: bool) -> int:
+    """Check a stack file or a lock: exit 0 valid, 1 invalid (with the chain of facts), 2 bad input."""
+    from envkit.validation import validate_file
+
+    report = validate_file(file)
+    if json_out:
+        console.emit_json(report.model_dump(mode="json"))
+    else:
+        render_report(report, str(file))
+    return 0 if report.valid else EXIT_FAILED
+
+
+# --- the start-up path (no typer) ------------------------------------------------------------------
+def fast_main(args: list[str]) -> Optional[int]:
+    """Run `resolve ...` / `validate ...` with argparse; None when typer should handle argv (help, odd input)."""
+    import argparse
+
+    if not args or args[0] not in ("resolve", "validate") or any(a in ("--help", "-h") or a.startswith("--help") for a in args):
+        return None
+    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False, exit_on_error=False)
+    if args[0] == "resolve":
+        decls, _ = RESOLVE_OPTIONS["file"]
+        parser.add_argument(*decls, dest="file", type=Path)
+        decls, _ = RESOLVE_OPTIONS["output"]
+        parser.add_argument(*decls, dest="output", type=Path, default=Path("envkit.lock"))
+        for key, _ in PIN_OPTIONS:
+            parser.add_argument(_flag(key), dest=key)
+    else:
+        parser.add_argument("file", type=Path)
+    parser.add_argument("--json", dest="json_out", action="store_true")
+    try:
+        ns, extra = parser.parse_known_args(args[1:])
+    except (argparse.ArgumentError, SystemExit):
+        return None
+    if extra:
+        return None
+    if args[0] == "validate":
+        return validate(ns.file, ns.json_out)
+    return resolve(ns.file, ns.output, ns.json_out, {key: getattr(ns, key) for key, _ in PIN_OPTIONS})
+
+
+# --- typer ----------------------------------------------------------------------------------------
+def register(app) -> None:  # noqa: ANN001 - a typer.Typer
+    """The same commands for typer: the signatures are built from the option tables."""
+    import inspect
+
+    import typer
+
+    def _exit(code: int) -> None:
+        if code:
+            raise typer.Exit(code)
+
+    def resolve_cmd(**kw) -> None:  # noqa: ANN003
+        pins = {key: kw.pop(key) for key, _ in PIN_OPTIONS}
+        _exit(resolve(kw["file"], kw["output"], kw["json_out"], pins))
+
+    resolve_cmd.__doc__ = resolve.__doc__
+
+    def opt(name: str, default, annotation, *decls: str, help: str):  # noqa: ANN001, A002, ANN202
+        return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=annotation,
+                                 default=typer.Option(default, *decls, help=help))
+
+    params = [opt("file", None, Optional[Path], *RESOLVE_OPTIONS["file"][0], help=RESOLVE_OPTIONS["file"][1])]
+    params += [opt(key, None, Optional[str], _flag(key), help=text) for key, text in PIN_OPTIONS]
+    params += [opt("output", Path("envkit.lock"), Path, *RESOLVE_OPTIONS["output"][0], help=RESOLVE_OPTIONS["output"][1]),
+               opt("json_out", False, bool, *RESOLVE_OPTIONS["json_out"][0], help=RESOLVE_OPTIONS["json_out"][1])]
+    resolve_cmd.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    app.command("resolve")(resolve_cmd)
+
+    def validate_cmd(
+        file: Path = typer.Argument(..., help=VALIDATE_HELP["file"]),
+        json_out: bool = typer.Option(False, "--json", help=VALIDATE_HELP["json_out"]),
+    ) -> None:
+        _exit(validate(file, json_out))
+
+    validate_cmd.__doc__ = validate.__doc__
+    app.command("validate")(validate_cmd)

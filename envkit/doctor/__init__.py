@@ -23,12 +23,15 @@ def run_doctor(
     lock_path: str | None = None,
     timeout: float = 20.0,
     validator: Any = None,
+    exec_root_tools: bool = False,
 ) -> DoctorReport:
-    """Probe ``root`` and return the report (never raises for what it finds on the target)."""
+    """Probe ``root`` and return the report (never raises for what it finds on the target).
+
+    A root other than ``/`` is data: nothing in it runs unless ``exec_root_tools``."""
     from envkit.doctor.diagnose import diagnose
     from envkit.doctor.probe import probe
 
-    result = probe(root, python=python, env_file=env_file, timeout=timeout)
+    result = probe(root, python=python, env_file=env_file, timeout=timeout, exec_root_tools=exec_root_tools)
     return diagnose(result, lock_stack=lock_stack, lock_path=lock_path, validator=validator)
 
 

@@ -96,9 +96,9 @@ class Facts:
 
 
 def _parse(ev: Evidence, parser: Callable[[bytes], T]) -> tuple[T | None, str | None]:
-    """(value, reason it could not be parsed); (None, None) when the file is absent."""
+    """(value, reason it could not be read or parsed, naming the file); (None, None) when the file is absent."""
     if ev.data is None:
-        return None, (None if ev.error == "not found" else f"unreadable: {ev.error}")
+        return None, (None if ev.error == "not found" else f"unreadable: {ev.source}: {ev.error}")
     try:
         return parser(ev.data), None
     except ParseError as exc:
@@ -305,6 +305,9 @@ def _npu_smi(f: Facts) -> None:
     res = p.npu_smi
     f.npu_source = res.display
     out_text = res.stdout.decode("utf-8", "replace") + "\n" + res.stderr.decode("utf-8", "replace")
+    if res.error and res.recorded:
+        f.add("npu-smi", "warn", f"unreadable: {res.recorded}: {res.error}")
+        return
     if res.error:
         f.add(
             "npu-smi",
@@ -361,7 +364,9 @@ def _npu_smi(f: Facts) -> None:
         f.add("npu health", "ok", f"all {len(info.chips)} chip(s) OK")
     for res_b in p.boards:
         if not res_b.ok:
-            f.add("npu board", "warn", f"{res_b.display}: " + (res_b.error or f"exit {res_b.returncode}"))
+            why = res_b.error or f"exit {res_b.returncode}"
+            shown = f"unreadable: {res_b.recorded}" if res_b.recorded else res_b.display
+            f.add("npu board", "warn", f"{shown}: {why}")
             continue
         try:
             f.boards.append(parse_npu_smi_board(res_b.stdout))
@@ -404,6 +409,8 @@ def _python(f: Facts) -> None:
             "python", "warn", f"{py.source}: {py.error}", "pass --python with the interpreter that runs your workload"
         )
         return
+    for why in py.problems:
+        f.add("python package", "warn", why, "reinstall that package")
     f.python = py.data
     ver = py.data.get("python") or "unknown"
     f.add("python", "ok", f"{ver} ({py.data.get('executable') or py.source})")

@@ -5,22 +5,29 @@ Two modes:
 - host (``root == "/"``): files under ``/``, the current environment, `npu-smi` from ``PATH``
   (or ``/usr/local/bin``), Python packages read by running the interpreter (``--python``,
   default the current one) with a short ``importlib.metadata`` script.
-- root (``--root PATH``, an exported image or a fixture): every file read is resolved inside
-  the root, absolute symlinks included; the environment comes from ``--env-file`` or else
-  ``<root>/etc/environment`` (never from the current process: it belongs to another system);
-  `npu-smi` is ``<root>/usr/local/bin/npu-smi`` only when it is an executable script (a fixture),
-  otherwise skipped; Python packages are read from the ``*.dist-info`` folders of the root's
-  site-packages (``--python`` then names the interpreter inside the root), nothing is executed.
+- root (``--root PATH``, an exported image or a fixture): the root is data, never code. Every
+  file read is resolved inside the root, absolute symlinks included, and must be a regular file
+  (a FIFO, a device or a socket is reported, never opened for reading); reads are capped. The
+  environment comes from ``--env-file`` or else ``<root>/etc/environment`` (never from the
+  current process: it belongs to another system). `npu-smi` output is read from its recording
+  in ``<root>/var/log/envkit/npu-smi/`` (``info.txt``, optional ``info.rc``, ``board-<N>.txt``);
+  only with ``exec_root_tools`` is ``<root>/usr/local/bin/npu-smi`` run, with an empty
+  environment and the timeout. Python packages are read from the ``*.dist-info`` folders of the
+  root's site-packages (``--python`` then names the interpreter inside the root); the root's
+  interpreter is never run.
 """
 
 from __future__ import annotations
 
-import glob
+import fnmatch
 import json
 import os
 import platform
 import re
+import selectors
 import shutil
+import signal
+import stat
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -28,7 +35,9 @@ from pathlib import Path, PurePosixPath
 
 from envkit.doctor.parsers import ParseError, parse_kv
 
-MAX_READ = 1 << 20
+MAX_READ = 1 << 20  # a file (or a command's output) read past this is refused as too large
+MAX_LIST = 10_000  # entries read from one folder
+RECORDED_NPU_SMI = "/var/log/envkit/npu-smi"  # recorded `npu-smi` output in a root (see docs/doctor.md)
 ASCEND_BASE = "/usr/local/Ascend"
 PACKAGES = ("torch", "torch_npu", "transformers", "accelerate", "numpy")
 ARCHES = ("aarch64", "x86_64")
@@ -100,14 +109,19 @@ class Evidence:
 
 @dataclass
 class CommandResult:
+    """A command's answer: run here, or read from its recording in a root (``recorded`` names the file)."""
+
     argv: list[str]
     returncode: int | None = None
     stdout: bytes = b""
     stderr: bytes = b""
     error: str | None = None
+    recorded: str | None = None
 
     @property
     def display(self) -> str:
+        if self.recorded:
+            return f"{self.recorded} (recorded output of {' '.join(self.argv)})"
         return " ".join(self.argv)
 
     @property
@@ -137,6 +151,7 @@ class PythonProbe:
     data: dict | None = None
     error: str | None = None
     other_site_packages: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)  # "unreadable: FILE: why" / "unparsed: FILE: why"
 
 
 @dataclass
@@ -212,7 +227,8 @@ class Target:
 
     def exists(self, path: str) -> bool:
         try:
-            return self.resolve(path).exists()
+            real = self.resolve(path)
+            return real.exists() or real.is_symlink()
         except OSError:
             return False
 
@@ -223,22 +239,71 @@ class Target:
             return False
 
     def listdir(self, path: str) -> list[str]:
+        """Names in a folder (at most MAX_LIST of them), sorted."""
+        names: list[str] = []
         try:
-            return sorted(os.listdir(self.resolve(path)))
+            with os.scandir(self.resolve(path)) as it:
+                for entry in it:
+                    names.append(entry.name)
+                    if len(names) >= MAX_LIST:
+                        break
         except OSError:
             return []
+        return sorted(names)
 
-    def read(self, path: str) -> Evidence:
+    def glob(self, pattern: str) -> list[str]:
+        """Target paths matching a ``/``-rooted pattern (``*``, ``?``, ``[...]`` within one name),
+        expanded with this target's own reads, so that links are followed inside the root only."""
+        found = [""]
+        for part in PurePosixPath(pattern).parts:
+            if part == "/":
+                continue
+            if any(c in part for c in "*?["):
+                found = [
+                    f"{base}/{n}" for base in found for n in self.listdir(base or "/") if fnmatch.fnmatchcase(n, part)
+                ]
+            else:
+                found = [f"{base}/{part}" for base in found]
+        return [p for p in found if p]
+
+    def read(self, path: str, *, limit: int = MAX_READ, partial: bool = False) -> Evidence:
+        """A regular file's bytes. Never blocks: a FIFO, a device or a socket is refused from its
+        ``lstat`` before any open, and the open is non-blocking anyway. A file over ``limit`` bytes is
+        an error, unless ``partial`` (then its first ``limit`` bytes are read)."""
         try:
             real = self.resolve(path)
-            if not real.exists():
-                return Evidence(path, error="not found")
-            if real.is_dir():
-                return Evidence(path, error="is a directory")
-            with open(real, "rb") as fh:
-                data = fh.read(MAX_READ + 1)
+            # in a root, resolve() has followed every link already: the final name must not be one
+            st = os.lstat(real) if not self.host else os.stat(real)
+            kind = _kind(st.st_mode)
+            if kind:
+                return Evidence(path, error=kind)
+            flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0)
+            if not self.host:
+                flags |= getattr(os, "O_NOFOLLOW", 0)
+            fd = os.open(real, flags)
+            try:
+                kind = _kind(os.fstat(fd).st_mode)  # what was opened, should the name have changed meanwhile
+                if kind:
+                    return Evidence(path, error=kind)
+                chunks: list[bytes] = []
+                size = 0
+                while size <= limit:
+                    chunk = os.read(fd, min(1 << 16, limit + 1 - size))
+                    if not chunk:
+                        break
+                    chunks.append(chunk)
+                    size += len(chunk)
+            finally:
+                os.close(fd)
+        except FileNotFoundError:
+            return Evidence(path, error="not found")
         except OSError as exc:
             return Evidence(path, error=exc.strerror or str(exc))
+        data = b"".join(chunks)
+        if len(data) > limit:
+            if not partial:
+                return Evidence(path, error=f"too large (over {limit} bytes)")
+            data = data[:limit]
         return Evidence(path, data=data)
 
     def realpath(self, path: str) -> str:
@@ -248,19 +313,88 @@ class Target:
             return path
 
 
+_KINDS = (
+    (stat.S_ISDIR, "is a directory"),
+    (stat.S_ISFIFO, "not a regular file (a FIFO)"),
+    (stat.S_ISCHR, "not a regular file (a character device)"),
+    (stat.S_ISBLK, "not a regular file (a block device)"),
+    (stat.S_ISSOCK, "not a regular file (a socket)"),
+    (stat.S_ISLNK, "not a regular file (a symbolic link)"),
+)
+
+
+def _kind(mode: int) -> str | None:
+    """Why a file of this mode is not read (None for a regular file)."""
+    for test, why in _KINDS:
+        if test(mode):
+            return why
+    return None if stat.S_ISREG(mode) else "not a regular file"
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except OSError:
+        proc.kill()
+
+
 def run_command(
     argv: list[str], *, timeout: float, env: dict[str, str] | None = None, cwd: str | None = None
 ) -> CommandResult:
-    """Run a command with a timeout; never raises."""
+    """Run a command with a timeout, in its own process group (killed whole at the timeout, so a
+    child that keeps the output open cannot hold us), reading at most MAX_READ bytes of each
+    output; never raises."""
+    import time
+
     try:
-        proc = subprocess.run(
-            argv, capture_output=True, timeout=timeout, env=env, cwd=cwd, stdin=subprocess.DEVNULL, check=False
+        proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+            cwd=cwd,
+            start_new_session=True,
         )
-    except subprocess.TimeoutExpired as exc:
-        return CommandResult(argv, stdout=(exc.stdout or b"")[:MAX_READ], error=f"timed out after {timeout:g} s")
     except OSError as exc:
         return CommandResult(argv, error=exc.strerror or str(exc))
-    return CommandResult(argv, proc.returncode, proc.stdout[:MAX_READ], proc.stderr[:MAX_READ])
+    assert proc.stdout is not None and proc.stderr is not None
+    out_fd, err_fd = proc.stdout.fileno(), proc.stderr.fileno()
+    bufs: dict[int, bytearray] = {out_fd: bytearray(), err_fd: bytearray()}
+    error = None
+    deadline = time.monotonic() + timeout
+    with selectors.DefaultSelector() as sel:
+        for stream in (proc.stdout, proc.stderr):
+            sel.register(stream, selectors.EVENT_READ)
+        while sel.get_map() and error is None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                error = f"timed out after {timeout:g} s"
+                break
+            for key, _ in sel.select(left):
+                chunk = os.read(key.fd, 1 << 16)
+                if not chunk:
+                    sel.unregister(key.fileobj)
+                    continue
+                buf = bufs[key.fd]
+                buf += chunk
+                if len(buf) > MAX_READ:
+                    error = f"printed more than {MAX_READ} bytes"
+    if error is not None:
+        _kill_group(proc)
+    try:
+        returncode = proc.wait(timeout=max(deadline - time.monotonic(), 0) if error is None else 5)
+    except subprocess.TimeoutExpired:  # closed its output, yet still running
+        _kill_group(proc)
+        returncode = proc.wait()
+        error = f"timed out after {timeout:g} s"
+    finally:
+        proc.stdout.close()
+        proc.stderr.close()
+    out, err = bytes(bufs[out_fd][:MAX_READ]), bytes(bufs[err_fd][:MAX_READ])
+    if error is not None:
+        return CommandResult(argv, stdout=out, stderr=err, error=error)
+    return CommandResult(argv, returncode, out, err)
 
 
 # --------------------------------------------------------------------------- environment
@@ -270,9 +404,12 @@ def load_env(target: Target, env_file: str | None) -> tuple[dict[str, str], str,
     """The target's environment: (values, where from, known?)."""
     if env_file is not None:
         try:
-            data = Path(env_file).read_bytes()
+            with open(env_file, "rb") as fh:
+                data = fh.read(MAX_READ + 1)
         except OSError as exc:
             return {}, f"{env_file} (unreadable: {exc.strerror})", False
+        if len(data) > MAX_READ:
+            return {}, f"{env_file} (unreadable: too large, over {MAX_READ} bytes)", False
         try:
             return parse_kv(data), env_file, True
         except ParseError as exc:
@@ -280,6 +417,8 @@ def load_env(target: Target, env_file: str | None) -> tuple[dict[str, str], str,
     if target.host:
         return dict(os.environ), "the current environment", True
     ev = target.read("/etc/environment")
+    if ev.data is None and ev.error != "not found":
+        return {}, f"/etc/environment in the root (unreadable: {ev.error}; pass --env-file)", False
     if ev.data is None:
         return {}, "unknown (no /etc/environment in the root; pass --env-file)", False
     try:
@@ -370,7 +509,7 @@ _ELF_MACHINES = {0x3E: "x86_64", 0xB7: "aarch64"}
 
 def _elf_arch(target: Target) -> tuple[str, str] | None:
     for path in ("/bin/sh", "/usr/bin/env", "/bin/bash", "/usr/bin/bash"):
-        ev = target.read(path)
+        ev = target.read(path, limit=64, partial=True)  # the ELF header only
         data = ev.data
         if data and len(data) > 20 and data[:4] == b"\x7fELF":
             little = data[5] == 1
@@ -387,39 +526,59 @@ def _elf_arch(target: Target) -> tuple[str, str] | None:
 
 
 def _find_npu_smi(target: Target, env: dict[str, str]) -> tuple[str | None, str | None]:
-    """(executable, skipped reason)."""
-    if target.host:
-        found = shutil.which("npu-smi", path=env.get("PATH") or os.defpath)
-        if found:
-            return found, None
-        fallback = "/usr/local/bin/npu-smi"
-        if os.path.isfile(fallback) and os.access(fallback, os.X_OK):
-            return fallback, None
-        return None, "npu-smi not found on PATH or in /usr/local/bin"
+    """(executable, skipped reason) on a host."""
+    found = shutil.which("npu-smi", path=env.get("PATH") or os.defpath)
+    if found:
+        return found, None
+    fallback = "/usr/local/bin/npu-smi"
+    if os.path.isfile(fallback) and os.access(fallback, os.X_OK):
+        return fallback, None
+    return None, "npu-smi not found on PATH or in /usr/local/bin"
+
+
+def _root_npu_smi(target: Target) -> tuple[str | None, str | None]:
+    """(real path, skipped reason) of the root's own npu-smi, for ``exec_root_tools`` only."""
     try:
         real = target.resolve("/usr/local/bin/npu-smi")
+        mode = os.lstat(real).st_mode
     except OSError:
         return None, "no /usr/local/bin/npu-smi in the root"
-    if not real.is_file():
-        return None, "no /usr/local/bin/npu-smi in the root"
-    try:
-        with open(real, "rb") as fh:
-            magic = fh.read(2)
-    except OSError as exc:
-        return None, f"cannot read {real}: {exc.strerror}"
-    if magic != b"#!" or not os.access(real, os.X_OK):
-        return None, "the root's npu-smi is a binary for that system; not run from here"
+    if not stat.S_ISREG(mode) or not mode & 0o111:
+        return None, "the root's /usr/local/bin/npu-smi is not an executable regular file"
     return str(real), None
+
+
+def _recorded_npu_smi(target: Target, argv: list[str], name: str) -> CommandResult | None:
+    """``npu-smi`` output recorded in the root (``<RECORDED_NPU_SMI>/<name>.txt``, exit status in
+    ``<name>.rc``, 0 when absent); None when not recorded."""
+    path = f"{RECORDED_NPU_SMI}/{name}.txt"
+    ev = target.read(path)
+    if ev.error == "not found":
+        return None
+    if ev.data is None:
+        return CommandResult(argv, error=ev.error, recorded=path)
+    returncode = 0
+    rc = target.read(f"{RECORDED_NPU_SMI}/{name}.rc", limit=16)
+    if rc.data is not None:
+        text = rc.data.decode("ascii", "replace").strip()
+        if not re.fullmatch(r"-?\d{1,3}", text):
+            return CommandResult(argv, error=f"unparsed exit status in {rc.source}", recorded=path)
+        returncode = int(text)
+    elif rc.error != "not found":
+        return CommandResult(argv, error=f"{rc.source}: {rc.error}", recorded=path)
+    return CommandResult(argv, returncode, ev.data, b"", recorded=path)
 
 
 # --------------------------------------------------------------------------- Python
 
 
-def _dist_info(target: Target, folder: str) -> dict | None:
-    meta = target.read(f"{folder}/METADATA")
+def _dist_info(target: Target, folder: str, problems: list[str]) -> dict | None:
+    meta = target.read(f"{folder}/METADATA", partial=True)  # the headers come first
+    if meta.data is None and meta.error == "not found":
+        meta = target.read(f"{folder}/PKG-INFO", partial=True)
     if meta.data is None:
-        meta = target.read(f"{folder}/PKG-INFO")
-    if meta.data is None:
+        if meta.error != "not found":
+            problems.append(f"unreadable: {meta.source}: {meta.error}")
         return None
     text = meta.data.decode("utf-8", "replace")
     headers, _, _ = text.partition("\n\n")
@@ -437,10 +596,11 @@ def _dist_info(target: Target, folder: str) -> dict | None:
         elif key == "requires-dist":
             requires.append(value)
     if not name or not version:
+        problems.append(f"unparsed: {meta.source}: no Name and Version headers")
         return None
     cuda: list[str] = []
     if name.lower() == "torch":
-        record = target.read(f"{folder}/RECORD")
+        record = target.read(f"{folder}/RECORD", partial=True)
         if record.data:
             for line in record.data.decode("utf-8", "replace").splitlines():
                 path = line.split(",", 1)[0]
@@ -455,7 +615,7 @@ def _norm(name: str) -> str:
     return re.sub(r"[-_.]+", "_", name).lower()
 
 
-def _scan_site_packages(target: Target, folder: str) -> dict[str, dict]:
+def _scan_site_packages(target: Target, folder: str, problems: list[str]) -> dict[str, dict]:
     found: dict[str, dict] = {}
     wanted = {_norm(p) for p in PACKAGES}
     for entry in target.listdir(folder):
@@ -464,7 +624,7 @@ def _scan_site_packages(target: Target, folder: str) -> dict[str, dict]:
         stem = entry.rsplit(".", 1)[0]
         if _norm(stem.split("-", 1)[0]) not in wanted:
             continue
-        info = _dist_info(target, f"{folder}/{entry}")
+        info = _dist_info(target, f"{folder}/{entry}", problems)
         if info and _norm(info["name"]) in wanted:
             found[_norm(info["name"])] = info
     return found
@@ -490,14 +650,14 @@ def _python_from_root(target: Target, python: str | None) -> PythonProbe:
         patterns = list(_SITE_GLOBS)
     folders: list[str] = []
     for pattern in patterns:
-        for real in sorted(glob.glob(str(target.root) + pattern)):
-            shown = target.display(Path(real))
-            if shown not in folders and Path(real).is_dir():
+        for shown in target.glob(pattern):
+            if shown not in folders and target.is_dir(shown):
                 folders.append(shown)
     if not folders:
         where = f"under {prefix}" if python is not None else "in the usual places"
         return PythonProbe(source="site-packages in the root", error=f"no site-packages {where}")
-    scanned = [(f, _scan_site_packages(target, f)) for f in folders]
+    problems: list[str] = []
+    scanned = [(f, _scan_site_packages(target, f, problems)) for f in folders]
 
     def rank(item: tuple[str, dict]) -> tuple[int, int, int]:
         pkgs = item[1]
@@ -522,6 +682,7 @@ def _python_from_root(target: Target, python: str | None) -> PythonProbe:
         source=f"{best_folder}/*.dist-info",
         data=data,
         other_site_packages=[f for f, _ in scanned if f != best_folder],
+        problems=problems,
     )
 
 
@@ -547,6 +708,50 @@ def _python_from_host(python: str | None, env: dict[str, str], timeout: float) -
     return PythonProbe(source=shown, data=data)
 
 
+def _npu_smi(
+    target: Target, env: dict[str, str], timeout: float, exec_root_tools: bool
+) -> tuple[str | None, str | None, CommandResult | None, list[CommandResult]]:
+    """(npu-smi path, skipped reason, `npu-smi info`, the board queries): run on a host (or, with
+    ``exec_root_tools``, the root's own with an empty environment), else read from the root's recording."""
+    if target.host:
+        path, skipped = _find_npu_smi(target, env)
+        run_env: dict[str, str] | None = dict(env)
+    elif exec_root_tools:
+        path, skipped = _root_npu_smi(target)
+        run_env = {}
+    else:
+        path, skipped, run_env = None, None, None
+    if path is None and not target.host:
+        recorded = _recorded_npu_smi(target, ["npu-smi", "info"], "info")
+        if recorded is None:
+            why = f"no recorded npu-smi output in the root ({RECORDED_NPU_SMI}/info.txt)"
+            return None, f"{skipped}; {why}" if skipped else why, None, []
+        path, skipped, run_env = f"{RECORDED_NPU_SMI}/info.txt", None, None
+
+    def query(args: list[str], name: str) -> CommandResult | None:
+        assert path is not None
+        if run_env is None:
+            return _recorded_npu_smi(target, ["npu-smi", *args], name)
+        return run_command([path, *args], timeout=timeout, env=run_env, cwd=str(target.root))
+
+    if path is None:
+        return None, skipped, None, []
+    info_res = query(["info"], "info")
+    boards: list[CommandResult] = []
+    if info_res is not None and info_res.ok:
+        from envkit.doctor.parsers import parse_npu_smi_info
+
+        try:
+            info = parse_npu_smi_info(info_res.stdout)
+        except ParseError:
+            info = None
+        for npu in info.npu_ids[:MAX_BOARDS] if info else []:
+            board = query(["info", "-t", "board", "-i", str(npu)], f"board-{npu}")
+            if board is not None:  # a board query that was not recorded is left out
+                boards.append(board)
+    return path, skipped, info_res, boards
+
+
 # --------------------------------------------------------------------------- entry point
 
 
@@ -556,8 +761,12 @@ def probe(
     python: str | None = None,
     env_file: str | None = None,
     timeout: float = 20.0,
+    exec_root_tools: bool = False,
 ) -> ProbeResult:
-    """Read everything the doctor needs from the target. Never raises for what it finds."""
+    """Read everything the doctor needs from the target. Never raises for what it finds.
+
+    In a root nothing is executed, unless ``exec_root_tools``: then the root's ``npu-smi`` runs,
+    with an empty environment and the timeout."""
     target = Target(root)
     env, env_source, env_known = load_env(target, env_file)
 
@@ -619,28 +828,7 @@ def probe(
     davinci = sorted((n for n in dev if re.fullmatch(r"davinci\d+", n)), key=lambda n: int(n[7:]))
     control = {n: n in dev for n in CONTROL_NODES}
 
-    npu_smi_path, skipped = _find_npu_smi(target, env)
-    npu_smi = None
-    boards: list[CommandResult] = []
-    run_env = dict(env) if target.host else None
-    if npu_smi_path:
-        npu_smi = run_command([npu_smi_path, "info"], timeout=timeout, env=run_env, cwd=str(target.root))
-        if npu_smi.ok:
-            from envkit.doctor.parsers import parse_npu_smi_info
-
-            try:
-                info = parse_npu_smi_info(npu_smi.stdout)
-                for npu in info.npu_ids[:MAX_BOARDS]:
-                    boards.append(
-                        run_command(
-                            [npu_smi_path, "info", "-t", "board", "-i", str(npu)],
-                            timeout=timeout,
-                            env=run_env,
-                            cwd=str(target.root),
-                        )
-                    )
-            except ParseError:
-                pass
+    npu_smi_path, skipped, npu_smi, boards = _npu_smi(target, env, timeout, exec_root_tools)
 
     if target.host:
         py = _python_from_host(python, env, timeout)

@@ -1,7 +1,7 @@
 """Strict pydantic base: unknown keys are refused, every document is versioned."""
 
 
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -12,6 +12,18 @@ class StrictModel(BaseModel):
     # defer_build: a model's validator is built when it is first used, not at import (the CLI
     # imports every model; one command uses a few of them).
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, defer_build=True)
+
+
+class ReportModel(StrictModel):
+    """The JSON document a command prints or writes: strict, frozen, versioned.
+
+    ``kind`` names the report (``validation``, ``smoke``, ``compare``...) for code and docs; it is a class
+    constant, not a field, so the documents keep their shape. A subclass that changes its shape bumps
+    ``schema_version`` by redeclaring it as a new Literal.
+    """
+
+    kind: ClassVar[str]
+    schema_version: Literal[1] = 1
 
 
 class Sourced(StrictModel):

@@ -1,11 +1,31 @@
 """The lock (envkit.lock): one validated stack and everything the later jobs need from it."""
 
 
-from typing import Literal
+import fnmatch
+import re
+from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from envkit.models.base import StrictModel
+from envkit.models.safe import (
+    AbsPath,
+    EnvKey,
+    EnvValue,
+    Flag,
+    Ident,
+    NameGlob,
+    PipName,
+    PlainName,
+    ProjectName,
+    PythonMinor,
+    Requirement,
+    Sha256,
+    Size,
+    Text,
+    Url,
+    Version,
+)
 from envkit.models.stack import FullStack
 
 ComponentName = Literal["driver", "firmware", "cann-toolkit", "cann-ops", "cann-kernels", "cann-nnal"]
@@ -14,89 +34,116 @@ ComponentName = Literal["driver", "firmware", "cann-toolkit", "cann-ops", "cann-
 class Provenance(StrictModel):
     declared: bool
     origin: Literal["declared", "observed", "default", "derived"]
-    rule: str | None = None
-    source: str | None = None
+    rule: Text | None = None
+    source: Text | None = None
     confidence: Literal["stated", "derived", "inferred"] | None = None
 
 
 class RunFile(StrictModel):
     """The bare `.run` installer (community edition, or inside the signed zip)."""
 
-    file: str | None = Field(description="exact file name; null where the version in its name is not captured")
-    pattern: str = Field(description="glob that finds it (inside the zip edition too)")
-    sha256: str | None = Field(None, pattern=r"^[0-9a-f]{64}$")
-    flags: list[str]
+    file: PlainName | None = Field(description="exact file name; null where the version in its name is not captured")
+    pattern: NameGlob = Field(description="glob that finds it (inside the zip edition too)")
+    sha256: Sha256 | None = None
+    flags: list[Flag] = Field(max_length=32)
 
 
 class ZipEdition(StrictModel):
     """The vendor's signed `.zip` edition that holds the `.run` installer."""
 
-    file: str
-    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
-    url: str
-    source: str
+    file: PlainName
+    sha256: Sha256
+    url: Url
+    source: Text
 
 
 class Artifact(StrictModel):
     component: ComponentName
-    version: str
-    order: int = Field(description="position in a fresh install (driver, firmware, toolkit, ops/kernels, NNAL)")
+    version: Version
+    order: int = Field(ge=0, le=99, description="position in a fresh install (driver, firmware, toolkit, ops/kernels, NNAL)")
     run: RunFile
     zip: ZipEdition | None = None
-    firmware_version: str | None = None
+    firmware_version: Version | None = None
+
+    @model_validator(mode="after")
+    def _names_match(self) -> "Artifact":
+        if self.run.file is not None and not fnmatch.fnmatchcase(self.run.file, self.run.pattern):
+            raise ValueError(f"run.file {self.run.file!r} does not match its pattern {self.run.pattern!r}")
+        if self.zip is not None and not self.zip.file.endswith(".zip"):
+            raise ValueError(f"zip.file {self.zip.file!r} is not a .zip")
+        return self
+
+    package_version: Version | None = Field(
+        None, description="driver/firmware: the version as the installed version.info writes it (e.g. 25.0.rc1.1)"
+    )
+    compatible: Annotated[str, Field(pattern=r"^\[[0-9A-Za-z.]{1,32},[0-9A-Za-z.]{1,32}\](,\[[0-9A-Za-z.]{1,32},[0-9A-Za-z.]{1,32}\]){0,15}$")] | None = Field(
+        None,
+        description="driver: its compatible_version_fw ranges; firmware: its compatible_version_drv ranges (null: not captured)",
+    )
 
 
 class CannLayout(StrictModel):
     kind: Literal["toolkit-latest", "cann-versioned"]
-    home: str
-    set_env: list[str]
-    env: dict[str, str]
+    home: AbsPath
+    set_env: list[AbsPath] = Field(max_length=16)
+    env: dict[EnvKey, EnvValue] = Field(max_length=64)
 
 
 class PythonPin(StrictModel):
-    name: str
-    version: str
-    index: str | None = Field(None, description="index id when not the default (pytorch-cpu)")
+    name: PipName
+    version: Version
+    index: Ident | None = Field(None, description="index id when not the default (pytorch-cpu)")
 
 
 class ClosureTarget(StrictModel):
     """The interpreter and platform a closure was resolved for."""
 
-    python: str = Field(description="Python minor version, e.g. 3.10")
+    python: PythonMinor = Field(description="Python minor version, e.g. 3.10")
     arch: Literal["aarch64", "x86_64"]
-    glibc: str = Field(pattern=r"^2\.[0-9]+$", description="oldest glibc of the target (manylinux_2_<minor>)")
-    platform: str = Field(description="the most specific platform tag, e.g. manylinux_2_28_aarch64")
+    glibc: str = Field(pattern=r"^2\.[0-9]{1,3}$", description="oldest glibc of the target (manylinux_2_<minor>)")
+    platform: str = Field(pattern=r"^[a-z0-9_]{1,64}$", description="the most specific platform tag, e.g. manylinux_2_28_aarch64")
 
 
 class ClosurePackage(StrictModel):
     """One wheel of the closure, exactly the file to download and install."""
 
-    name: str = Field(description="normalized project name")
-    version: str
-    filename: str
-    url: str
-    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
-    size: int = Field(ge=0)
+    name: ProjectName = Field(description="normalized project name")
+    version: Version
+    filename: PlainName
+    url: Url
+    sha256: Sha256
+    size: Size
+
+    @model_validator(mode="after")
+    def _file_is_the_package(self) -> "ClosurePackage":
+        """The file must be a wheel or sdist of this very project (no other file can hide behind a name)."""
+        stem = self.filename.lower()
+        if not (stem.endswith(".whl") or stem.endswith(".tar.gz") or stem.endswith(".zip")):
+            raise ValueError(f"filename {self.filename!r} is not a wheel or an sdist")
+        project = re.sub(r"[-_.]+", "-", self.filename.split("-", 1)[0]).lower()
+        if project != self.name:
+            raise ValueError(f"filename {self.filename!r} is not a file of {self.name!r}")
+        return self
 
 
 class PythonClosure(StrictModel):
     """Every wheel an offline install needs, resolved for one target (`envkit lock`)."""
 
     target: ClosureTarget
-    roots: list[str] = Field(description="the requirement strings the closure was resolved from")
-    index_url: str = Field(description="the index the closure was resolved against")
-    extra_index_urls: list[str] = []
-    find_links: list[str] = []
-    excluded: list[str] = Field([], description="projects left out on purpose, with what only they need (e.g. torch)")
-    resolver: str = Field(description="the tool and version that resolved it, e.g. uv 0.13.9")
-    packages: list[ClosurePackage] = Field(description="sorted by name")
+    roots: list[Requirement] = Field(max_length=1000, description="the requirement strings the closure was resolved from")
+    index_url: Url = Field(description="the index the closure was resolved against")
+    extra_index_urls: list[Url] = Field([], max_length=16)
+    find_links: list[Text] = Field([], max_length=16)
+    excluded: list[ProjectName] = Field([], description="projects left out on purpose, with what only they need (e.g. torch)")
+    resolver: Text = Field(description="the tool and version that resolved it, e.g. uv 0.13.9")
+    packages: list[ClosurePackage] = Field(max_length=5000, description="sorted by name")
 
 
 class PythonSection(StrictModel):
-    python: str
-    indexes: dict[str, str] = Field(description="index id -> URL")
-    requirements: list[PythonPin]
-    cann_runtime: list[str] = Field(description="CANN's own Python dependencies (pip requirement strings)")
+    python: PythonMinor
+    indexes: dict[Ident, Url] = Field(max_length=16, description="index id -> URL")
+    requirements: list[PythonPin] = Field(max_length=64)
+    cann_runtime: list[Requirement] = Field(max_length=64, description="CANN's own Python dependencies (pip requirement strings)")
     closure: PythonClosure | None = Field(None, description="the target's full closure (filled by `envkit lock`)")
     controller: PythonClosure | None = Field(
         None, description="envkit's own runtime closure for the controller (filled by `envkit lock`)"
@@ -108,15 +155,42 @@ class Validation(StrictModel):
     cann_hdk: bool = Field(description="CANN and HDK as in the vendor's version mapping")
 
 
+class BaseImage(StrictModel):
+    """The base image of the lock's OS, as the matrix pins it (null digest: none published)."""
+
+    image: str = Field(pattern=r"^[a-z0-9][a-z0-9._/:-]{0,254}$", description="repository:tag")
+    digest: str | None = Field(None, pattern=r"^sha256:[0-9a-f]{64}$")
+    python: PythonMinor | None = Field(None, description="minor version of the image's own python3; null: not captured")
+    source: Text
+    note: Text | None = None
+
+
+class Platform(StrictModel):
+    """Facts of the lock's chip and OS that the jobs need (image, provision), copied from the matrix."""
+
+    os_family: Literal["debian", "rhel"]
+    glibc: str = Field(pattern=r"^2\.[0-9]+$", description="the OS's glibc")
+    npu_smi_names: list[Annotated[str, Field(pattern=r"^[A-Za-z0-9._-]{1,32}$")]] = Field(
+        max_length=16, description="names `npu-smi info` prints for the chip"
+    )
+    davinci_devices: int | None = Field(ge=1, le=64, description="/dev/davinciN nodes on one host (null: per card)")
+    mount_driver_dir: bool = Field(description="a container needs the whole driver directory mounted")
+    base_image: BaseImage | None = Field(None, description="null: the matrix has no base image for the OS")
+
+
+LOCK_SCHEMA_VERSION = 2
+
+
 class Lock(StrictModel):
-    schema_version: Literal[1] = 1
-    envkit_version: str
+    schema_version: Literal[2] = 2
+    envkit_version: Version
     matrix_digest: str = Field(pattern=r"^sha256:[0-9a-f]{64}$")
-    generated_by: str
+    generated_by: Text
     stack: FullStack
     validated: Validation
-    provenance: dict[str, Provenance]
+    provenance: dict[Ident, Provenance] = Field(max_length=32)
+    platform: Platform
     layout: CannLayout
-    artifacts: list[Artifact]
+    artifacts: list[Artifact] = Field(max_length=16)
     python: PythonSection
-    hints: list[str] = []
+    hints: list[Text] = Field([], max_length=64)

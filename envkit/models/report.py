@@ -3,7 +3,7 @@
 
 from typing import Literal
 
-from envkit.models.base import StrictModel
+from envkit.models.base import ReportModel, StrictModel
 
 FactKind = Literal["declared", "observed", "derived"]
 
@@ -28,8 +28,8 @@ class Suggestion(StrictModel):
     validated: bool
 
 
-class ValidationReport(StrictModel):
-    schema_version: Literal[1] = 1
+class ValidationReport(ReportModel):
+    kind = "validation"
     valid: bool
     input: dict[str, str]
     stack: dict[str, str] | None = None

@@ -6,6 +6,7 @@ from typing import Literal
 from pydantic import Field
 
 from envkit.models.base import StrictModel
+from envkit.models.safe import Ident, PythonMinor, Version
 
 STACK_KEYS: tuple[str, ...] = (
     "chip",
@@ -63,15 +64,15 @@ class Stack(StrictModel):
 class FullStack(StrictModel):
     """A resolved stack: every key set to one exact version."""
 
-    chip: str = Field(description=_DESCRIPTIONS["chip"])
-    arch: str = Field(description=_DESCRIPTIONS["arch"])
-    os: str = Field(description=_DESCRIPTIONS["os"])
-    python: str = Field(description=_DESCRIPTIONS["python"])
-    driver: str = Field(description=_DESCRIPTIONS["driver"])
-    firmware: str = Field(description=_DESCRIPTIONS["firmware"])
-    cann: str = Field(description=_DESCRIPTIONS["cann"])
-    torch: str = Field(description=_DESCRIPTIONS["torch"])
-    torch_npu: str = Field(description=_DESCRIPTIONS["torch_npu"])
-    numpy: str = Field(description=_DESCRIPTIONS["numpy"])
-    transformers: str = Field(description=_DESCRIPTIONS["transformers"])
-    accelerate: str = Field(description=_DESCRIPTIONS["accelerate"])
+    chip: Ident = Field(description=_DESCRIPTIONS["chip"])
+    arch: Ident = Field(description=_DESCRIPTIONS["arch"])
+    os: Ident = Field(description=_DESCRIPTIONS["os"])
+    python: PythonMinor = Field(description=_DESCRIPTIONS["python"])
+    driver: Version = Field(description=_DESCRIPTIONS["driver"])
+    firmware: Version = Field(description=_DESCRIPTIONS["firmware"])
+    cann: Version = Field(description=_DESCRIPTIONS["cann"])
+    torch: Version = Field(description=_DESCRIPTIONS["torch"])
+    torch_npu: Version = Field(description=_DESCRIPTIONS["torch_npu"])
+    numpy: Version = Field(description=_DESCRIPTIONS["numpy"])
+    transformers: Version = Field(description=_DESCRIPTIONS["transformers"])
+    accelerate: Version = Field(description=_DESCRIPTIONS["accelerate"])

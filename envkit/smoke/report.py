@@ -4,16 +4,14 @@ from __future__ import annotations
 
 from typing import Any, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from envkit.models.base import ReportModel, StrictModel
 
 SCHEMA_VERSION = 1
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class Check(_Strict):
+class Check(StrictModel):
     """One check: a name, ok or not, one figure, and the numbers behind it."""
 
     name: str
@@ -22,7 +20,7 @@ class Check(_Strict):
     data: dict[str, Any] = Field(default_factory=dict)
 
 
-class Environment(_Strict):
+class Environment(StrictModel):
     python: str
     platform: str
     torch: str
@@ -39,7 +37,7 @@ class Environment(_Strict):
     notes: list[str] = Field(default_factory=list)
 
 
-class ModelInfo(_Strict):
+class ModelInfo(StrictModel):
     path: str
     builtin: bool
     digest: str
@@ -50,14 +48,14 @@ class ModelInfo(_Strict):
     max_positions: Optional[int] = None
 
 
-class PromptInfo(_Strict):
+class PromptInfo(StrictModel):
     name: str
     batch: int
     tokens: int
     positions_kept: int
 
 
-class Timings(_Strict):
+class Timings(StrictModel):
     """Seconds, except decode_tokens_per_s. Each region ends with a device synchronisation."""
 
     import_s: float
@@ -70,14 +68,15 @@ class Timings(_Strict):
     decode_tokens: int
 
 
-class Outputs(_Strict):
+class Outputs(StrictModel):
     report: str
     logits: str
     logits_sha256: str
     layers: bool
 
 
-class SmokeReport(_Strict):
+class SmokeReport(ReportModel):
+    kind = "smoke"
     schema_version: Literal[1] = SCHEMA_VERSION
     envkit: str
     device: str
@@ -93,3 +92,4 @@ class SmokeReport(_Strict):
     timings: Timings
     outputs: Outputs
     nproc: int = 1
+    collectives: Optional[dict[str, Any]] = Field(default=None, description="envkit smoke --collectives: the collective profile")

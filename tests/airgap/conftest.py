@@ -23,7 +23,8 @@ def _lock_with_closure(tmp_path: Path, monkeypatch, target: list[tuple[str, str]
     """A real resolved lock (the default stack, Python 3.10) whose closure names small stand-in wheels served
     from a local 127.0.0.1 server (no PyPI): `target` as (name, version), and `gamma` for the controller."""
     from envkit.closure import make_target
-    from envkit.lockfile import build_lock, dump_lock
+    from envkit.lockfile import dump_lock
+    from envkit.locking import build_lock
     from envkit.matrix import load_matrix
     from envkit.models.lock import ClosurePackage, PythonClosure
     from envkit.resolve import pins_from_mapping, solve

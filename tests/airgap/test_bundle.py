@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import os
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from envkit import bundle as bd
+from envkit import airgap
 from envkit.errors import BadInput, CheckFailed
 
 HERE = Path(__file__).resolve().parent
@@ -140,7 +141,7 @@ def test_hostile_archives_are_refused_before_anything_is_written(tmp_path, membe
     monkeypatch.chdir(tmp_path)
     before = sorted(os.listdir(tmp_path))
     with pytest.raises(CheckFailed, match="refused: member .* is unsafe"):
-        bd.verify(arc)
+        airgap.verify(arc)
     r = cli("bundle", "verify", str(arc))
     assert r.returncode == 1 and "unsafe" in r.stderr and "nothing was extracted" in r.stderr
     assert sorted(os.listdir(tmp_path)) == before
@@ -148,10 +149,10 @@ def test_hostile_archives_are_refused_before_anything_is_written(tmp_path, membe
 
 def test_not_a_bundle(tmp_path):
     with pytest.raises(BadInput):
-        bd.verify(tmp_path)
+        airgap.verify(tmp_path)
     (tmp_path / "manifest.json").write_text("{not json")
     with pytest.raises(CheckFailed, match="not a valid bundle manifest"):
-        bd.verify(tmp_path)
+        airgap.verify(tmp_path)
 
 
 def test_warm_rebuild_keeps_an_unchanged_identical_archive_and_rewrites_a_changed_one(offline_lock, tmp_path):
@@ -162,31 +163,31 @@ def test_warm_rebuild_keeps_an_unchanged_identical_archive_and_rewrites_a_change
     cache = WheelCache()
 
     def plan():
-        p = bd.plan_bundle(read_lock(path), path.read_bytes(), root="bundle", cache=cache, stamps=HashStamps(cache.base))
+        p = airgap.plan_bundle(read_lock(path), path.read_bytes(), root="bundle", cache=cache, stamps=HashStamps(cache.base))
         Downloader(cache).fetch_all(p.fetch)
         return p
 
     out, fresh = tmp_path / "out" / "bundle.tar", tmp_path / "fresh" / "bundle.tar"
     out.parent.mkdir()
     fresh.parent.mkdir()
-    digest = bd.write_tar(plan(), out)
+    digest = airgap.write_tar(plan(), out)
     st = out.stat()
-    assert bd.write_tar(plan(), out) == digest
+    assert airgap.write_tar(plan(), out) == digest
     st2 = out.stat()
     assert (st2.st_ino, st2.st_mtime_ns, st2.st_ctime_ns) == (st.st_ino, st.st_mtime_ns, st.st_ctime_ns), "kept as it was"
     # an identical plan writes identical bytes anyway: the kept archive is the one a fresh build gives
-    assert bd.write_tar(plan(), fresh) == digest and fresh.read_bytes() == out.read_bytes()
+    assert airgap.write_tar(plan(), fresh) == digest and fresh.read_bytes() == out.read_bytes()
     # changed in place with its size and mtime put back: ctime tells, and it is written again
     good = out.read_bytes()
     with open(out, "r+b") as fh:
         fh.seek(700)
         fh.write(bytes([good[700] ^ 0xFF]))
     os.utime(out, ns=(st.st_atime_ns, st.st_mtime_ns))
-    assert bd.write_tar(plan(), out) == digest and out.read_bytes() == good
+    assert airgap.write_tar(plan(), out) == digest and out.read_bytes() == good
     # a different plan (another root folder) is not the same archive
     other = plan()
     other.root = "other"
-    assert bd.write_tar(other, out) != digest
+    assert airgap.write_tar(other, out) != digest
     assert tarfile.open(out).getnames()[0].startswith("other/")
     # verify reads a plain archive in parallel and reports as before
     tampered = bytearray(good)
@@ -194,12 +195,12 @@ def test_warm_rebuild_keeps_an_unchanged_identical_archive_and_rewrites_a_change
     tampered[m.offset_data + 5] ^= 0xFF
     bad = tmp_path / "bad.tar"
     bad.write_bytes(bytes(tampered))
-    rep = bd.verify(bad)
+    rep = airgap.verify(bad)
     assert [x["path"] for x in rep.modified] == ["wheels/target/alpha-1.0-py3-none-any.whl"] and not rep.missing
-    assert bd.verify(fresh).ok
+    assert airgap.verify(fresh).ok
     gz = tmp_path / "bundle.tar.gz"
-    bd.write_tar(plan(), gz)
-    assert bd.verify(gz).ok
+    airgap.write_tar(plan(), gz)
+    assert airgap.verify(gz).ok
 
 
 def test_bundle_carries_the_rendered_image_context_and_assembles_it_offline(full_offline_lock, tmp_path, cli):
@@ -233,7 +234,7 @@ def test_bundle_carries_the_rendered_image_context_and_assembles_it_offline(full
     p = subprocess.run(["sh", str(out / "image" / "assemble.sh"), str(dest)], capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
     for sha, rel, _src in links:
-        assert bd.hashlib.sha256((dest / rel).read_bytes()).hexdigest() == sha
+        assert hashlib.sha256((dest / rel).read_bytes()).hexdigest() == sha
     assert (dest / "Dockerfile").read_text() == dockerfile and (dest / ".dockerignore").is_file()
     # a wheel altered in the bundle: assembly refuses and leaves nothing behind
     wheel = out / next(src for _, _, src in links if src.startswith("wheels/target/torch-"))
@@ -292,7 +293,7 @@ def test_rebuild_with_every_input_unchanged_is_up_to_date_and_any_change_rebuild
     with open(out, "ab") as fh:
         fh.write(b"x")
     fixed = build()
-    assert not fixed.get("up_to_date") and bd.hashlib.sha256(out.read_bytes()).hexdigest() == first["archive_sha256"]
+    assert not fixed.get("up_to_date") and hashlib.sha256(out.read_bytes()).hexdigest() == first["archive_sha256"]
     assert build()["up_to_date"]
     # a vendor file changed (content and mtime): rebuilt, with the new hash trusted on first use
     run = next(arts.glob("Ascend-cann-toolkit_*.run"))

@@ -4,7 +4,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from envkit import versions
-from envkit.lockfile import build_lock
+from envkit.locking import build_lock
 from envkit.matrix import load_matrix
 from envkit.models.stack import STACK_KEYS
 from envkit.resolve import pins_from_mapping, solve, validate_pins

@@ -90,3 +90,15 @@ def test_order_is_total_and_consistent(a, ta, b, tb):
     y = v.parse(".".join(map(str, b)) + tb)
     assert (x < y) + (x == y) + (x > y) == 1
     assert (x < y) == (y > x)
+
+
+@pytest.mark.parametrize("huge", ["1" * 5000, "1." * 2500, "2.6.0+" + "a" * 200, "9" * 129])
+def test_overlong_versions_are_invalid_not_a_crash(huge):
+    """A 5,000-digit number would overflow int() (ValueError, not InvalidVersion) and cost time."""
+    with pytest.raises(v.InvalidVersion, match="characters long"):
+        v.parse(huge)
+    assert not v.is_valid(huge)
+
+
+def test_longest_accepted_version():
+    assert v.parse("1." * 63 + "9").release[-1] == 9  # 127 characters

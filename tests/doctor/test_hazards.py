@@ -155,7 +155,7 @@ def test_two_cann_installs(a2):
 
 
 def test_npu_health_warning(a2):
-    info = a2 / "usr/local/bin/npu-smi.d/info.txt"
+    info = a2 / "var/log/envkit/npu-smi/info.txt"
     info.write_text(info.read_text().replace("| OK            |", "| Warning       |", 1))
     c = _check(a2, "npu health")
     assert c.status == "warn" and "NPU 0 chip 0: Warning" in c.detail

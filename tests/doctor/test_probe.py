@@ -48,22 +48,81 @@ def test_env_of_a_root_never_comes_from_this_process(root_copy, monkeypatch):
     assert result.env_known and result.env["ASCEND_HOME_PATH"] == "/usr/local/Ascend/cann-8.5.0"
 
 
-def test_binary_npu_smi_in_a_root_is_not_run(root_copy):
-    root = root_copy("healthy-a2")
+def _npu_smi_script(root: Path, body: str) -> Path:
     script = root / "usr/local/bin/npu-smi"
-    script.write_bytes(b"\x7fELF\x02\x01\x01" + b"\x00" * 64)
+    script.parent.mkdir(parents=True, exist_ok=True)
+    script.write_text("#!/bin/sh\n" + body)
     script.chmod(0o755)
+    return script
+
+
+def test_npu_smi_of_a_root_is_read_from_its_recording_never_run(root_copy, tmp_path: Path):
+    root = root_copy("healthy-a2")
+    marker = tmp_path / "ran"
+    _npu_smi_script(root, f"touch {marker}\n")
     result = probe(str(root))
-    assert result.npu_smi is None and "binary" in (result.npu_smi_skipped or "")
+    assert not marker.exists()
+    assert result.npu_smi is not None and result.npu_smi.recorded == "/var/log/envkit/npu-smi/info.txt"
+    assert result.npu_smi.ok and b"910B3" in result.npu_smi.stdout
+    assert [b.recorded for b in result.boards] == [f"/var/log/envkit/npu-smi/board-{n}.txt" for n in (0, 1)]
+    # without a recording the root has no npu-smi answer at all, and says where it looked
+    (root / "var/log/envkit/npu-smi/info.txt").unlink()
+    result = probe(str(root))
+    assert result.npu_smi is None and not marker.exists()
+    assert "/var/log/envkit/npu-smi/info.txt" in (result.npu_smi_skipped or "")
 
 
-def test_npu_smi_timeout(root_copy):
+def test_recorded_exit_status(root_copy):
+    root = root_copy("hazard-device-used")
+    res = probe(str(root)).npu_smi
+    assert res is not None and res.returncode == 255 and not res.ok
+    (root / "var/log/envkit/npu-smi/info.rc").write_text("not a number\n")
+    res = probe(str(root)).npu_smi
+    assert res is not None and "unparsed exit status" in (res.error or "")
+
+
+def test_exec_root_tools_runs_with_an_empty_environment(root_copy, tmp_path: Path, monkeypatch):
+    monkeypatch.setenv("ENVKIT_SECRET", "leaked")
     root = root_copy("healthy-a2")
-    script = root / "usr/local/bin/npu-smi"
-    script.write_text("#!/bin/sh\nsleep 30\n")
-    script.chmod(0o755)
-    result = probe(str(root), timeout=1)
+    seen = tmp_path / "env.txt"
+    rec = root / "var/log/envkit/npu-smi"
+    _npu_smi_script(root, f'env > {seen}\ncat "{rec}/info.txt"\n')
+    result = probe(str(root), exec_root_tools=True)
+    assert result.npu_smi is not None and result.npu_smi.recorded is None and result.npu_smi.ok
+    assert result.npu_smi.argv[0] == str(root / "usr/local/bin/npu-smi")
+    env = dict(line.split("=", 1) for line in seen.read_text().splitlines() if "=" in line)
+    assert "ENVKIT_SECRET" not in env and "HOME" not in env  # only what sh sets itself
+    assert set(env) <= {"PWD", "OLDPWD", "SHLVL", "_", "PATH"}
+
+
+def test_exec_root_tools_skips_what_is_not_an_executable_file(root_copy):
+    root = root_copy("healthy-a2")
+    script = _npu_smi_script(root, "echo hi\n")
+    script.chmod(0o644)
+    result = probe(str(root), exec_root_tools=True)
+    # falls back to the recording, and says why the tool was not run
+    assert result.npu_smi is not None and result.npu_smi.recorded
+    script.unlink()
+    os.mkfifo(script)
+    result = probe(str(root), exec_root_tools=True)
+    assert result.npu_smi is not None and result.npu_smi.recorded
+
+
+def test_npu_smi_timeout_kills_the_whole_group(root_copy):
+    """A tool that leaves a child holding its output: the timeout still ends the run on time."""
+    import time
+
+    root = root_copy("healthy-a2")
+    _npu_smi_script(root, "sleep 30 &\nsleep 30\n")
+    start = time.monotonic()
+    result = probe(str(root), timeout=1, exec_root_tools=True)
+    assert time.monotonic() - start < 10
     assert result.npu_smi is not None and "timed out" in (result.npu_smi.error or "")
+
+
+def test_run_command_caps_output():
+    res = run_command([sys.executable, "-c", "import sys\nwhile True: sys.stdout.write('x' * 65536)"], timeout=20)
+    assert "more than" in (res.error or "") and len(res.stdout) == 1 << 20
 
 
 def test_run_command_never_raises(tmp_path: Path):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -31,10 +32,11 @@ FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCh
 
 
 def _only_parse_errors(parser, data) -> None:
+    """The parser returns a value or raises ParseError with a reason; any other exception fails the test."""
     try:
         parser(data)
     except parsers.ParseError as exc:
-        assert str(exc)  # a reason, never an empty message
+        assert str(exc).strip()  # a reason, never an empty message
 
 
 @FAST
@@ -79,9 +81,12 @@ def test_shuffled_npu_smi_lines(lines):
     """Any arrangement of real npu-smi lines parses or fails with a reason; chips come in pairs."""
     try:
         info = parsers.parse_npu_smi_info("\n".join(lines))
-    except parsers.ParseError:
+    except parsers.ParseError as exc:
+        assert str(exc).strip()
         return
-    assert info.chips and all(c.bus_id for c in info.chips)
+    # each chip is made of its two rows: the NPU row (name, health) and the chip row (bus id)
+    assert info.chips and all(c.name and c.health and c.bus_id for c in info.chips)
+    assert set(info.idle_npus) | {p.npu for p in info.processes} <= set(info.npu_ids) | set(info.idle_npus)
 
 
 def test_oversized_input():
@@ -99,27 +104,53 @@ GARBAGE = [
 ]
 
 
+# file in the root -> (the check that reads it, how its finding starts)
+SOURCES = {
+    "usr/local/Ascend/driver/version.info": ("driver", "unparsed: /usr/local/Ascend/driver/version.info: "),
+    "usr/local/Ascend/firmware/version.info": ("firmware", "unparsed: /usr/local/Ascend/firmware/version.info: "),
+    "usr/local/Ascend/cann-8.5.0/aarch64-linux/ascend_toolkit_install.info": (
+        "cann",
+        "unparsed: /usr/local/Ascend/cann-8.5.0/aarch64-linux/ascend_toolkit_install.info: ",
+    ),
+    "etc/os-release": ("os", "unparsed: /etc/os-release: "),
+    "etc/ascend_install.info": ("install record", "unparsed: /etc/ascend_install.info: "),
+    "var/log/envkit/npu-smi/info.txt": ("npu-smi", "unparsed: /var/log/envkit/npu-smi/info.txt (recorded output"),
+    "var/log/envkit/npu-smi/board-0.txt": ("npu board", "unparsed: /var/log/envkit/npu-smi/board-0.txt (recorded"),
+    "etc/environment": ("set_env.sh not sourced", "environment unknown: /etc/environment in the root (unparsed: "),
+}
+KV_FILES = {"etc/ascend_install.info", "etc/environment"}  # plain KEY=VALUE: "Version=" is a valid one
+
+
 @pytest.mark.parametrize("junk", GARBAGE)
-@pytest.mark.parametrize(
-    "rel",
-    [
-        "usr/local/Ascend/driver/version.info",
-        "usr/local/Ascend/firmware/version.info",
-        "usr/local/Ascend/cann-8.5.0/aarch64-linux/ascend_toolkit_install.info",
-        "etc/os-release",
-        "etc/ascend_install.info",
-        "usr/local/bin/npu-smi.d/info.txt",
-        "usr/local/bin/npu-smi.d/board-0.txt",
-        "etc/environment",
-    ],
-)
+@pytest.mark.parametrize("rel", sorted(SOURCES))
 def test_garbage_in_any_file_of_a_root(root_copy, rel, junk):
     root = root_copy("healthy-a2")
     (root / rel).write_bytes(junk)
     report = diagnose(probe(str(root), timeout=10))
-    assert report.checks  # a report, not a traceback
-    statuses = {c.status for c in report.checks}
-    assert statuses <= {"ok", "warn", "fail"}
+    name, finding = SOURCES[rel]
+    mine = [c for c in report.checks if c.name == name]
+    if rel in KV_FILES and junk == b"Version=":
+        assert mine and not any(c.detail.startswith(("unparsed", "environment unknown")) for c in mine)
+        return
+    assert [c.status for c in mine if c.detail.startswith(finding)] == ["warn"], [c.detail for c in mine]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(rel=st.sampled_from(sorted(set(SOURCES) - KV_FILES)), junk=st.binary(min_size=1, max_size=200))
+def test_random_bytes_in_a_root_file_name_that_file(root_copy, rel, junk):
+    """Whatever bytes a version file holds, the doctor either reads a value from it or says `unparsed:`
+    naming that file; never an exception, never a finding about another file."""
+    root = root_copy("healthy-a2")  # a fresh copy for each example
+    (root / rel).write_bytes(junk)
+    try:
+        report = diagnose(probe(str(root), timeout=10))
+    finally:
+        shutil.rmtree(root)
+    name, finding = SOURCES[rel]
+    details = [c.detail for c in report.checks if c.name == name]
+    assert details, f"no {name} check"
+    bad = [d for d in details if d.startswith(("unparsed", "unreadable"))]
+    assert all(d.startswith(finding) for d in bad), bad
 
 
 def test_garbled_fixture_reports_unparsed(root_copy):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import subprocess
 import sys
 from pathlib import Path
@@ -32,19 +31,12 @@ def resolve_lock(args: list[str], out: Path) -> Path:
 
 def fake_requirements(lock_path: Path, out: Path) -> Path:
     """A hashed requirements file for the lock: the lock's pins and CANN's deps, with stand-in hashes."""
-    from envkit.lockfile import read_lock
+    import importlib.util
 
-    lock = read_lock(lock_path)
-    pins = {p.name: p.version for p in lock.python.requirements}
-    for spec in lock.python.cann_runtime:
-        name, _, ver = spec.partition("==")
-        pins.setdefault(name, ver or "1.0.0")
-    lines = []
-    for name, ver in sorted(pins.items()):
-        h = hashlib.sha256(f"{name}=={ver}".encode()).hexdigest()
-        lines.append(f"{name}=={ver} \\\n    --hash=sha256:{h}")
-    out.write_text("\n".join(lines) + "\n")
-    return out
+    spec = importlib.util.spec_from_file_location("stand_in_requirements", ROOT / "tools" / "stand_in_requirements.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.stand_in_requirements(lock_path, out)
 
 
 def fixture_installers(lock_path: Path, out: Path, *, as_zip: bool = False) -> Path:

@@ -11,7 +11,6 @@ import pytest
 from envkit.errors import BadInput, CheckFailed
 from envkit.image import parse_requirements, plan_build, sha256_file
 from envkit.lockfile import read_lock
-from envkit.matrix import load_matrix
 from envkit.render import dockerfile, write_context
 
 from .conftest import GOLDEN, GOLDEN_CASES, fake_requirements, fixture_installers, resolve_lock
@@ -21,7 +20,7 @@ UPDATE = os.environ.get("ENVKIT_UPDATE_GOLDEN") == "1"
 
 def _plan(lock: Path, artifacts: Path | None, reqs: Path | None, **kw):
     return plan_build(
-        load_matrix(), read_lock(lock), generated_by="envkit image render --lock envkit.lock --artifacts artifacts -o image",
+        read_lock(lock), generated_by="envkit image render --lock envkit.lock --artifacts artifacts -o image",
         artifacts=artifacts, requirements=reqs, **kw,
     )
 
@@ -266,7 +265,7 @@ def test_closure_from_the_lock(golden_inputs, tmp_path: Path) -> None:
 
     lock, arts, _ = golden_inputs["910b-x86_64-cpu-torch"]
     lk = _with_closure(lock)
-    plan = plan_build(load_matrix(), lk, generated_by="t", artifacts=arts)
+    plan = plan_build(lk, generated_by="t", artifacts=arts)
     assert plan.python_source == "closure" and not plan.offline
     torch = next(r for r in plan.requirements if r.name == "torch")
     x86 = next(p.filename for p in lk.python.closure.packages if p.name == "torch" and "x86_64" in p.filename)
@@ -276,10 +275,10 @@ def test_closure_from_the_lock(golden_inputs, tmp_path: Path) -> None:
     assert "Pins from the lock's python.closure." in (tmp_path / "ctx" / "python/rest/requirements.txt").read_text()
     # closure for another Python: refused (no fallback handed in)
     with pytest.raises(BadInput, match="closure is for Python 3.11"):
-        plan_build(load_matrix(), _with_closure(lock, python="3.11"), generated_by="t", artifacts=arts)
+        plan_build(_with_closure(lock, python="3.11"), generated_by="t", artifacts=arts)
     # a closure without a pin of the lock: refused, naming it
     with pytest.raises(BadInput, match="lacks accelerate"):
-        plan_build(load_matrix(), _with_closure(lock, drop="accelerate"), generated_by="t", artifacts=arts)
+        plan_build(_with_closure(lock, drop="accelerate"), generated_by="t", artifacts=arts)
     # offline: the wheelhouse must hold the closure's files (by sha256); then exactly those are copied
     art2 = tmp_path / "arts"
     shutil.copytree(arts, art2)
@@ -289,7 +288,7 @@ def test_closure_from_the_lock(golden_inputs, tmp_path: Path) -> None:
     lk_real = lk.model_copy(update={"python": lk.python.model_copy(update={"closure": lk.python.closure.model_copy(update={
         "packages": [p.model_copy(update={"sha256": hashlib.sha256(p.filename.encode()).hexdigest()})
                      for p in lk.python.closure.packages]})})})
-    plan = plan_build(load_matrix(), lk_real, generated_by="t", artifacts=art2)
+    plan = plan_build(lk_real, generated_by="t", artifacts=art2)
     assert plan.offline and plan.python_source == "closure"
     assert not any("aarch64" in w.name for w in plan.wheels)
     assert [w.name for w in plan.heavy_wheels] == [x86, next(p.filename for p in lk.python.closure.packages if p.name == "torch-npu")]

@@ -7,12 +7,11 @@ import json
 import pytest
 
 from envkit.errors import BadInput
-from envkit.image import parse_devices, run_args
-from envkit.matrix import load_matrix
+from envkit.runargs import chip_from_matrix, parse_devices, run_args
 
 
 def test_910b_default_eight() -> None:
-    ra = run_args(load_matrix(), "910b", None)
+    ra = run_args(chip_from_matrix("910b"), None)
     assert [d for d in ra.devices if d[-1].isdigit()] == [f"/dev/davinci{i}" for i in range(8)]
     for d in ("/dev/davinci_manager", "/dev/devmm_svm", "/dev/hisi_hdc"):
         assert d in ra.devices
@@ -25,22 +24,22 @@ def test_910b_default_eight() -> None:
 
 
 def test_a3_sixteen_and_950_driver_dir() -> None:
-    assert sum(d[-1].isdigit() for d in run_args(load_matrix(), "a3", None).devices) == 16
-    ra = run_args(load_matrix(), "950", None)
+    assert sum(d[-1].isdigit() for d in run_args(chip_from_matrix("a3"), None).devices) == 16
+    ra = run_args(chip_from_matrix("950"), None)
     assert ("/usr/local/Ascend/driver", "/usr/local/Ascend/driver", "ro") in ra.mounts
     assert "/usr/local/Ascend/driver/lib64" not in [m[1] for m in ra.mounts]
 
 
 def test_devices_ranges() -> None:
     assert parse_devices("0-3,7") == [0, 1, 2, 3, 7]
-    ra = run_args(load_matrix(), "910b", "0-2,5")
+    ra = run_args(chip_from_matrix("910b"), "0-2,5")
     assert ra.runtime_env["ASCEND_VISIBLE_DEVICES"] == "0-2,5"
     with pytest.raises(BadInput):
-        run_args(load_matrix(), "910b", "0-9")
+        run_args(chip_from_matrix("910b"), "0-9")
     with pytest.raises(BadInput, match="depends on the cards"):
-        run_args(load_matrix(), "310p", None)
+        run_args(chip_from_matrix("310p"), None)
     with pytest.raises(BadInput, match="unknown chip"):
-        run_args(load_matrix(), "h100", None)
+        run_args(chip_from_matrix("h100"), None)
 
 
 def test_cli_formats(capsys) -> None:

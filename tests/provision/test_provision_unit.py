@@ -16,7 +16,6 @@ from envkit.errors import BadInput
 from envkit.lockfile import read_lock
 from envkit.provision import (
     BundlePaths,
-    check_requirements,
     firmware_in_range,
     format_plan,
     format_table,
@@ -103,23 +102,6 @@ def test_missing_file_and_missing_hash(tmp_path, locks):
     bad.write_text("tampered")
     with pytest.raises(BadInput, match="does not match SHA256SUMS"):
         stage_artifacts(lock, tmp_path / "vendor")
-
-
-@pytest.mark.parametrize(
-    "text, ok",
-    [
-        ("six==1.17.0 --hash=sha256:" + "a" * 64, True),
-        ("six==1.17.0 \\\n    --hash=sha256:" + "a" * 64 + "\n# comment\n", True),
-        ("six>=1.0 --hash=sha256:" + "a" * 64, False),
-        ("six==1.17.0", False),
-    ],
-)
-def test_check_requirements(text, ok):
-    if ok:
-        check_requirements(text, "r.txt")
-    else:
-        with pytest.raises(BadInput):
-            check_requirements(text, "r.txt")
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from envkit.compare import load_thresholds, logits_metrics, pair_key
+from envkit.smoke.compare import load_thresholds, logits_metrics, pair_key
 from envkit.errors import BadInput
 
 np = pytest.importorskip("numpy")

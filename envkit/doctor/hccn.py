@@ -1,0 +1,206 @@
+"""hccn_tool outputs (link, net_health, tls, ip, ping) and the device IP plan, checked per device and per node.
+
+Parsers take the raw output (str or bytes, possibly garbled or hostile) and never raise: output they cannot
+read becomes a finding that quotes a sanitised excerpt. Output forms: the vendor documentation
+(tests/fixtures/hccn/SOURCES.md). Rules: link UP, net health Success, one TLS switch on every device of every
+node, `-ip -g` equal to /etc/hccn.conf address_N, peers reachable, and the IP plan of the chip
+(A2: the 8 ports in one subnet; A3: the two dies of an NPU in different subnets; matrices/hccl/hccl.yaml).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from dataclasses import dataclass
+from typing import Literal, Union
+
+Status = Literal["ok", "warn", "fail"]
+Text = Union[str, bytes, None]
+MAX_CHARS = 65536
+SOURCE_CHECKS = "vllm-project/vllm-ascend docs installation.md (multi-node checks); Ascend/mind-cluster fault guide"
+
+_LINK = re.compile(r"^\s*link status\s*:\s*(\S+)\s*$", re.I | re.M)
+_HEALTH = re.compile(r"^\s*net health status\s*:\s*([A-Za-z][A-Za-z ]*?)\s*$", re.I | re.M)
+_TLS = re.compile(r"tls switch\[(\d+)\]", re.I)
+_IP = re.compile(r"^\s*ipaddr\s*:\s*(\S+)\s*$", re.I | re.M)
+_MASK = re.compile(r"^\s*netmask\s*:\s*(\S+)\s*$", re.I | re.M)
+_PING = re.compile(r"(\d+)\s+packets transmitted,\s*(\d+)\s+received,\s*([\d.]+)%\s*packet loss", re.I)
+_BUSY = re.compile(r"hccn_tool is busy", re.I)
+HEALTH_STATES = ("Success", "Socket fail", "Receive timeout", "Unreachable", "Time exceeded", "Fault", "Init",
+                 "Thread error", "Detect ip set")
+
+
+@dataclass(frozen=True)
+class Finding:
+    check: str
+    status: Status
+    message: str
+    device: int | None = None
+    host: str | None = None
+    source: str = SOURCE_CHECKS
+
+    def to_dict(self) -> dict[str, object]:
+        return dict(self.__dict__)
+
+
+def _text(raw: Text) -> str:
+    if raw is None:
+        return ""
+    if isinstance(raw, bytes):
+        raw = raw.decode("utf-8", errors="replace")
+    return raw[:MAX_CHARS]
+
+
+def excerpt(raw: Text, limit: int = 120) -> str:
+    """A printable one-line excerpt of untrusted output."""
+    text = "".join(c if c.isprintable() else "?" for c in _text(raw).replace("\n", " | "))
+    return (text[:limit] + "...") if len(text) > limit else text
+
+
+def _one(pattern: re.Pattern[str], raw: Text) -> str | None:
+    found = pattern.findall(_text(raw))
+    return found[0].strip() if len(found) == 1 else None
+
+
+def parse_link(raw: Text) -> str | None:
+    """'UP' / 'DOWN' from `hccn_tool -i N -link -g`; None when the output is not exactly one status line."""
+    value = _one(_LINK, raw)
+    return value.upper() if value and value.upper() in ("UP", "DOWN") else None
+
+
+def parse_net_health(raw: Text) -> str | None:
+    value = _one(_HEALTH, raw)
+    if value is None:
+        return None
+    return next((s for s in HEALTH_STATES if s.lower() == value.lower()), None)
+
+
+def parse_tls(raw: Text) -> int | None:
+    found = set(_TLS.findall(_text(raw)))
+    return int(found.pop()) if len(found) == 1 else None
+
+
+def parse_ip(raw: Text) -> tuple[str, str] | None:
+    ip, mask = _one(_IP, raw), _one(_MASK, raw)
+    if ip is None or mask is None:
+        return None
+    try:
+        ipaddress.ip_interface(f"{ip}/{mask}")
+    except ValueError:
+        return None
+    return ip, mask
+
+
+@dataclass(frozen=True)
+class Ping:
+    transmitted: int
+    received: int
+    loss_percent: float
+
+
+def parse_ping(raw: Text) -> Ping | None:
+    found = _PING.findall(_text(raw))
+    if len(found) != 1:
+        return None
+    sent, got, loss = found[0]
+    try:
+        return Ping(int(sent), int(got), float(loss))
+    except ValueError:
+        return None
+
+
+def _unreadable(check: str, raw: Text, device: int | None, host: str | None) -> Finding:
+    if raw is None or not _text(raw).strip():
+        return Finding(check, "fail", f"hccn_tool gave no output for {check}", device, host)
+    if _BUSY.search(_text(raw)):
+        return Finding(check, "warn", "hccn_tool is busy; run the check again, one hccn_tool at a time", device, host)
+    return Finding(check, "fail", f"unreadable hccn_tool {check} output: '{excerpt(raw)}'", device, host)
+
+
+@dataclass
+class DeviceOutputs:
+    """The raw outputs of one device; any may be missing."""
+
+    device: int
+    link: Text = None
+    net_health: Text = None
+    tls: Text = None
+    ip: Text = None
+    ping: dict[str, Text] | None = None  # peer address -> output
+
+
+def check_device(out: DeviceOutputs, hccn_address: str | None = None, host: str | None = None) -> tuple[list[Finding], dict[str, object]]:
+    """Findings for one device and the facts read (link, health, tls, ip, netmask)."""
+    d, findings, facts = out.device, [], {}
+    link = parse_link(out.link)
+    if link is None:
+        findings.append(_unreadable("link", out.link, d, host))
+    else:
+        facts["link"] = link
+        findings.append(Finding("link", "ok" if link == "UP" else "fail", f"link status {link}" + ("" if link == "UP" else ": must be UP"), d, host))
+    health = parse_net_health(out.net_health)
+    if health is None:
+        findings.append(_unreadable("net_health", out.net_health, d, host))
+    else:
+        facts["net_health"] = health
+        status: Status = "ok" if health == "Success" else ("warn" if health == "Init" else "fail")
+        findings.append(Finding("net_health", status, f"net health {health}" + ("" if health == "Success" else ": must be Success"), d, host))
+    tls = parse_tls(out.tls)
+    if tls is None:
+        findings.append(_unreadable("tls", out.tls, d, host))
+    else:
+        facts["tls"] = tls
+    ip = parse_ip(out.ip)
+    if ip is None:
+        findings.append(_unreadable("ip", out.ip, d, host))
+    else:
+        facts["ip"], facts["netmask"] = ip
+        if hccn_address is not None:
+            same = ip[0] == hccn_address
+            findings.append(Finding("ip", "ok" if same else "fail",
+                                    f"device ip {ip[0]}" + (" matches" if same else " differs from") + f" /etc/hccn.conf address_{d}={hccn_address}",
+                                    d, host, "hicann/hccl rank_table_config_a2.md (device_ip is address_N); error EI0014"))
+    for peer, raw in sorted((out.ping or {}).items()):
+        ping = parse_ping(raw)
+        if ping is None:
+            findings.append(_unreadable(f"ping {peer}", raw, d, host))
+        elif ping.received == 0:
+            findings.append(Finding(f"ping {peer}", "fail", f"{peer} unreachable ({ping.transmitted} sent, none received)", d, host))
+        elif ping.received < ping.transmitted:
+            findings.append(Finding(f"ping {peer}", "warn", f"{peer}: {ping.loss_percent:.2f}% packet loss", d, host))
+        else:
+            findings.append(Finding(f"ping {peer}", "ok", f"{peer} reachable", d, host))
+    return findings, facts
+
+
+def check_tls_consistent(tls_by_device: dict[tuple[str, int], int]) -> Finding:
+    """One TLS switch on every device of every node (a TLS-on and a TLS-off device cannot link: EI0016)."""
+    values = sorted(set(tls_by_device.values()))
+    source = "cann/hixl benchmarks README; hicann/hccl fault_diagnosis (EI0016)"
+    if len(values) <= 1:
+        return Finding("tls", "ok", f"TLS switch {values[0] if values else '-'} on all {len(tls_by_device)} devices", source=source)
+    on = sorted(f"{h}:{d}" for (h, d), v in tls_by_device.items() if v)
+    return Finding("tls", "fail", f"TLS switch differs between devices (on: {', '.join(on)}); set one value everywhere", source=source)
+
+
+def check_ip_plan(chip: str, addresses: dict[int, tuple[str, str]], host: str | None = None) -> list[Finding]:
+    """A2 (910b): every port in one subnet; A3: devices 2k and 2k+1 (the dies of NPU k) in different subnets."""
+    from envkit.launch.data import cite, load_hccl
+
+    plan = load_hccl().ip_plan(chip)
+    if plan is None:
+        return [Finding("ip_plan", "warn", f"no IP plan is recorded for chip {chip}; not checked", host=host)]
+    nets = {d: ipaddress.ip_interface(f"{ip}/{mask}").network for d, (ip, mask) in sorted(addresses.items())}
+    source = cite(plan)
+    if plan.rule == "same_subnet":
+        distinct = sorted({str(n) for n in nets.values()})
+        if len(distinct) == 1:
+            return [Finding("ip_plan", "ok", f"all {len(nets)} ports in {distinct[0]}", host=host, source=source)]
+        return [Finding("ip_plan", "fail", f"ports span {len(distinct)} subnets ({', '.join(distinct)}); on {chip} all ports share one subnet",
+                        host=host, source=source)]
+    findings = []
+    for d in sorted(nets):
+        if d % 2 == 0 and d + 1 in nets and nets[d] == nets[d + 1]:
+            findings.append(Finding("ip_plan", "fail", f"devices {d} and {d + 1} (the two dies of NPU {d // 2}) share subnet {nets[d]}; they must differ",
+                                    d, host, source))
+    return findings or [Finding("ip_plan", "ok", f"the two dies of each NPU are in different subnets ({len(nets)} devices)", host=host, source=source)]

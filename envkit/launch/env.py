@@ -1,0 +1,129 @@
+"""The HCCL environment block per node, validated against matrices/hccl/hccl.yaml before any launch.
+
+Values come from inventory variables named like the variable in lower case (`hccl_connect_timeout=600`, in
+`[group:vars]` or per host). Rules: each integer in its range; HCCL_OP_EXPANSION_MODE legal for the chip (950:
+an unsupported value is an error; A2/A3 fall back to the default, so a warning); exactly one of HCCL_IF_IP and
+HCCL_SOCKET_IFNAME, set on every node; the variables HCCL needs identical are identical on every node.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from dataclasses import dataclass, field
+
+from envkit.errors import Where
+from envkit.launch.data import HcclData, cite
+from envkit.launch.inventory import Host
+from envkit.launch.ranktable import Problem, raise_problems
+
+_IFNAME = re.compile(r"^(\^?=)?[A-Za-z0-9_.:@-]+(,[A-Za-z0-9_.:@-]+)*$")
+ORDER = ("HCCL_CONNECT_TIMEOUT", "HCCL_EXEC_TIMEOUT", "HCCL_BUFFSIZE", "HCCL_OP_EXPANSION_MODE", "HCCL_IF_IP", "HCCL_SOCKET_IFNAME")
+
+
+@dataclass
+class EnvPlan:
+    per_host: dict[str, dict[str, str]]
+    warnings: list[str] = field(default_factory=list)
+    nic_variable: str = "HCCL_IF_IP"
+
+
+def _int(value: str) -> int | None:
+    try:
+        return int(value.strip())
+    except ValueError:
+        return None
+
+
+def plan_env(hosts: list[Host], chip: str, data: HcclData, inventory_file: str) -> EnvPlan:
+    """The environment of every host, or BadInput naming the broken rule and its source."""
+    problems: list[Problem] = []
+    warnings: list[str] = []
+    values: dict[str, dict[str, str]] = {name: {} for name in ORDER}
+    for host in hosts:
+        for name in ORDER:
+            raw = host.vars.get(name.lower())
+            if raw is not None:
+                values[name][host.name] = raw.strip()
+
+    for rule in data.env:
+        given = values[rule.name]
+        if rule.same_on_all_nodes and given and (len(set(given.values())) > 1 or len(given) != len(hosts)):
+            shown = ", ".join(f"{h.name}={given.get(h.name, '(unset)')}" for h in hosts)
+            problems.append(Problem(f"{rule.name}-same-on-all-nodes", f"{rule.name} must be identical on every node: {shown}", cite(rule)))
+            continue
+        if rule.kind == "int":
+            for host_name, raw in given.items():
+                n = _int(raw)
+                lo, hi = rule.min, rule.max
+                if n is None or (lo is not None and n < lo) or (hi is not None and n > hi):
+                    rng = f"[{lo if lo is not None else '-inf'}, {hi if hi is not None else 'inf'}]"
+                    problems.append(Problem(f"{rule.name}-range", f"{rule.name}={raw!r} on {host_name} is not an integer in {rng}",
+                                               cite(rule), next(h for h in hosts if h.name == host_name).line))
+                    break
+
+    modes = data.op_modes(chip)
+    mode = next(iter(values["HCCL_OP_EXPANSION_MODE"].values()), None)
+    if mode is not None:
+        if modes is None:
+            warnings.append(f"HCCL_OP_EXPANSION_MODE={mode}: no legal values are recorded for chip {chip}; not checked")
+        elif mode not in modes.values:
+            text = f"HCCL_OP_EXPANSION_MODE={mode} is not supported on chip {chip} (legal: {', '.join(modes.values)})"
+            if modes.on_unsupported == "error":
+                problems.append(Problem("HCCL_OP_EXPANSION_MODE-legal-for-chip", text + "; HCCL reports an error", cite(modes)))
+            else:
+                warnings.append(f"{text}; HCCL ignores it and uses {modes.default} ({cite(modes)})")
+        if mode == "AIV":
+            exec_rule = data.env_rule("HCCL_EXEC_TIMEOUT")
+            t = _int(next(iter(values["HCCL_EXEC_TIMEOUT"].values()), "") or "")
+            if t is not None and exec_rule.aiv_max is not None and (t == 0 or t > exec_rule.aiv_max):
+                warnings.append(f"HCCL_EXEC_TIMEOUT={t} with AIV: HCCL uses {exec_rule.aiv_max} s instead ({cite(exec_rule)})")
+
+    if_ip, ifname = values["HCCL_IF_IP"], values["HCCL_SOCKET_IFNAME"]
+    ip_rule, ifname_rule = data.env_rule("HCCL_IF_IP"), data.env_rule("HCCL_SOCKET_IFNAME")
+    nic = "HCCL_SOCKET_IFNAME" if ifname else "HCCL_IF_IP"
+    if if_ip and ifname:
+        problems.append(Problem("one-NIC-variable", "set HCCL_IF_IP or HCCL_SOCKET_IFNAME, not both (HCCL_IF_IP wins and hides the other)", cite(ip_rule)))
+    elif ifname:
+        bad = [f"{h}={v!r}" for h, v in ifname.items() if not _IFNAME.match(v)]
+        if bad:
+            problems.append(Problem("HCCL_SOCKET_IFNAME-format", f"HCCL_SOCKET_IFNAME {', '.join(bad)} is not an interface list (eth0, ^=eth0, =eth0)", cite(ifname_rule)))
+    else:
+        for host in hosts:  # default: the host's inventory address, when it is an IP
+            if host.name not in if_ip:
+                try:
+                    ipaddress.ip_address(host.address)
+                    if_ip[host.name] = host.address
+                except ValueError:
+                    pass
+        missing = [h.name for h in hosts if h.name not in if_ip]
+        if missing:
+            problems.append(Problem("NIC-variable-on-every-node",
+                                       f"HCCL_IF_IP is unknown for {', '.join(missing)}: set hccl_if_ip per host (or ansible_host to an IP), or hccl_socket_ifname for all",
+                                       cite(ip_rule), next(h for h in hosts if h.name == missing[0]).line))
+        for host_name, ip in if_ip.items():
+            try:
+                ipaddress.ip_address(ip)
+            except ValueError:
+                problems.append(Problem("HCCL_IF_IP-address", f"HCCL_IF_IP={ip!r} on {host_name} is not an IP address", cite(ip_rule)))
+        taken = [ip for ip in if_ip.values()]
+        dup = sorted({ip for ip in taken if taken.count(ip) > 1})
+        if dup:
+            problems.append(Problem("HCCL_IF_IP-per-node", f"HCCL_IF_IP {', '.join(dup)} is given to more than one node", cite(ip_rule)))
+
+    if problems:
+        raise_problems(problems, Where(inventory_file, problems[0].line), kind="HCCL")
+
+    per_host: dict[str, dict[str, str]] = {}
+    for host in hosts:
+        env: dict[str, str] = {}
+        for rule in data.env:
+            if rule.kind == "int":
+                value = values[rule.name].get(host.name, rule.default)
+                if value is not None:
+                    env[rule.name] = str(_int(value))
+        if mode is not None:
+            env["HCCL_OP_EXPANSION_MODE"] = mode
+        env[nic] = (ifname if ifname else if_ip)[host.name]
+        per_host[host.name] = env
+    return EnvPlan(per_host=per_host, warnings=warnings, nic_variable=nic)

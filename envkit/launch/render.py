@@ -1,0 +1,197 @@
+"""`envkit launch render`: the rank table, its JSON Schema, and per host an Accelerate config, a torchrun
+script and the HCCL environment block, from an inventory, each host's hccn.conf and the lock's chip.
+
+Everything is written under the output folder, atomically, and the same inputs give the same bytes.
+Inventory variables (per host or in [group:vars]):
+  envkit_hccn_conf        the host's /etc/hccn.conf, copied to the controller (path relative to the inventory)
+  envkit_devices          the device ids to use, e.g. 0,1,2,3 (default: every address_N of hccn.conf)
+  envkit_super_pod_id     A3: the SuperPoD of the host (default 0)
+  envkit_super_device_ids A3: the SDID of each used device, comma-separated (default: numbered in order per pod)
+  envkit_ub_ports         950: the Die/Port list of the level-0 address (default 0/0)
+  envkit_master_port      the rendezvous port (default 29500)
+  envkit_train_script     the training script torchrun starts (default train.py)
+  hccl_connect_timeout, hccl_exec_timeout, hccl_buffsize, hccl_op_expansion_mode, hccl_if_ip, hccl_socket_ifname
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from envkit.errors import BadInput, Where
+from envkit.fsutil import atomic_write_bytes, atomic_write_text
+from envkit.launch import ranktable as RT
+from envkit.launch.data import cite, load_hccl
+from envkit.launch.env import EnvPlan, plan_env
+from envkit.launch.inventory import Host, Inventory, read_hccn_conf, read_inventory
+
+DEFAULT_PORT = 29500
+DEFAULT_SCRIPT = "train.py"
+
+
+@dataclass
+class LaunchResult:
+    chip: str
+    version: str
+    out_dir: Path
+    hosts: list[str]
+    ranks: int
+    files: dict[str, str] = field(default_factory=dict)  # relative path -> sha256
+    warnings: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"chip": self.chip, "rank_table_version": self.version, "out_dir": str(self.out_dir), "hosts": self.hosts,
+                "ranks": self.ranks, "files": self.files, "warnings": self.warnings}
+
+
+def _csv(value: str | None) -> list[str] | None:
+    return None if value is None else [p.strip() for p in value.split(",") if p.strip()]
+
+
+def _plan(host: Host, inv: Inventory, version: str) -> RT.ServerPlan:
+    where = Where(str(inv.path), host.line)
+    conf = host.vars.get("envkit_hccn_conf")
+    if not conf:
+        raise BadInput(f"host {host.name} has no envkit_hccn_conf", where=where,
+                       hint="Copy each host's /etc/hccn.conf to the controller and set envkit_hccn_conf=PATH for the host.")
+    path = Path(conf) if Path(conf).is_absolute() else inv.path.parent / conf
+    devices = read_hccn_conf(path)
+    wanted = _csv(host.vars.get("envkit_devices"))
+    if wanted is not None:
+        try:
+            ids = [int(x) for x in wanted]
+        except ValueError:
+            raise BadInput(f"envkit_devices={host.vars['envkit_devices']!r} on {host.name} is not a list of device ids", where=where) from None
+        missing = [d for d in ids if d not in devices or not devices[d].address]
+        if missing:
+            raise BadInput(f"{path} has no address_N for device(s) {missing} of {host.name}", where=Where(str(path)),
+                           hint="device_ip is address_N of /etc/hccn.conf (rank table rule; error EI0014)")
+        devices = {d: devices[d] for d in ids}
+    devices = {d: v for d, v in devices.items() if v.address}
+    if not devices:
+        raise BadInput(f"{path} lists no address_N for {host.name}", where=Where(str(path)),
+                       hint="hccn.conf holds address_N=IP per device N (hccn_tool -i N -ip -s address IP netmask MASK)")
+    sdids = _csv(host.vars.get("envkit_super_device_ids"))
+    if sdids is not None:
+        if len(sdids) != len(devices) or not all(s.isdigit() for s in sdids):
+            raise BadInput(f"envkit_super_device_ids on {host.name} needs {len(devices)} integers, got {sdids}", where=where,
+                           hint=f"one SDID per device (npu-smi info -t spod-info); source: {RT.A3_SOURCE}")
+    port = host.vars.get("envkit_device_port")
+    return RT.ServerPlan(
+        server_id=host.name,
+        host_ip=host.address if version == "1.2" else None,
+        devices=devices,
+        where=where,
+        super_pod_id=host.vars.get("envkit_super_pod_id", "0"),
+        super_device_ids=[int(s) for s in sdids] if sdids is not None else None,
+        ub_ports=_csv(host.vars.get("envkit_ub_ports")) or ["0/0"],
+        device_port=int(port) if port and port.isdigit() else None,
+    )
+
+
+def _accelerate(num_machines: int, num_processes: int, rank: int, main_ip: str, port: int) -> str:
+    cfg = {
+        "compute_environment": "LOCAL_MACHINE",
+        "distributed_type": "MULTI_NPU",
+        "downcast_bf16": "no",
+        "machine_rank": rank,
+        "main_process_ip": main_ip,
+        "main_process_port": port,
+        "main_training_function": "main",
+        "mixed_precision": "no",
+        "num_machines": num_machines,
+        "num_processes": num_processes,
+        "rdzv_backend": "static",
+        "same_network": True,
+        "use_cpu": False,
+    }
+    return "# Accelerate config rendered by envkit launch render; use: accelerate launch --config_file THIS train.py\n" + yaml.safe_dump(cfg, sort_keys=True)
+
+
+def _env_sh(env: dict[str, str], sources: list[str]) -> str:
+    lines = ["# HCCL environment rendered by envkit launch render: source it on this node before the launch."]
+    lines += [f"# {s}" for s in sources]
+    lines += [f"export {k}={shlex.quote(v)}" for k, v in env.items()]
+    return "\n".join(lines) + "\n"
+
+
+def torchrun_argv(nnodes: int, nproc: int, node_rank: int, master: str, port: int, script: str) -> list[str]:
+    return ["torchrun", f"--nnodes={nnodes}", f"--nproc-per-node={nproc}", f"--node-rank={node_rank}",
+            f"--master-addr={master}", f"--master-port={port}", script]
+
+
+def _torchrun_sh(argv: list[str], rank_table: str) -> str:
+    return (
+        "#!/bin/sh\n"
+        "# torchrun for this node, rendered by envkit launch render. The training script must call\n"
+        "# torch.distributed.init_process_group(backend=\"hccl\") (import torch_npu first).\n"
+        "set -eu\n"
+        'here=$(cd "$(dirname "$0")" && pwd)\n'
+        '. "$here/hccl_env.sh"\n'
+        f'export RANK_TABLE_FILE="${{RANK_TABLE_FILE:-$here/../../{rank_table}}}"\n'
+        f'exec {" ".join(shlex.quote(a) for a in argv)} "$@"\n'
+    )
+
+
+def render_launch(inventory: Path, lock: Path, out: Path) -> LaunchResult:
+    """Validate and write the launch set; BadInput (exit 2) names the broken rule and its source."""
+    from envkit.lockfile import read_lock
+
+    chip = read_lock(Path(lock)).stack.chip
+    data = load_hccl()
+    row = data.rank_table(chip)
+    if row is None:
+        raise BadInput(f"chip {chip} of {lock} has no HCCL rank table format in envkit's data",
+                       where=Where(str(lock), None, "stack.chip"),
+                       hint="rank tables are rendered for 910b (1.0), a3 (1.2), 950 (2.0) and 910 (1.0)")
+    inv = read_inventory(Path(inventory))
+    names = [h.name for h in inv.hosts]
+    env: EnvPlan = plan_env(inv.hosts, chip, data, str(inv.path))
+    plans = [_plan(h, inv, row.version) for h in inv.hosts]
+    table = RT.build(row.version, plans)
+    RT.raise_problems(RT.check(table, {p.server_id: p.devices for p in plans}), Where(str(inv.path)))
+    warnings = list(env.warnings)
+    counts = {len(p.devices) for p in plans}
+    if len(counts) > 1:
+        warnings.append(f"hosts use different device counts {sorted(counts)}: torchrun gets each host's own count")
+
+    first = inv.hosts[0]
+    port_text = first.vars.get("envkit_master_port", str(DEFAULT_PORT))
+    if not port_text.isdigit() or not 1 <= int(port_text) <= 65535:
+        raise BadInput(f"envkit_master_port={port_text!r} is not a port", where=Where(str(inv.path), first.line))
+    port = int(port_text)
+    script = first.vars.get("envkit_train_script", DEFAULT_SCRIPT)
+    master = first.address
+    total = sum(len(p.devices) for p in plans)
+    rt_sources = [f"rank table {row.version}: {cite(row)}"] + [f"{r.name}: {cite(r)}" for r in data.env]
+
+    files: dict[str, str] = {
+        "rank_table.json": RT.to_json(table),
+        "rank_table.schema.json": json.dumps(RT.json_schema(row.version), indent=2, sort_keys=True) + "\n",
+    }
+    for node_rank, (host, plan) in enumerate(zip(inv.hosts, plans)):
+        base = f"hosts/{host.name}"
+        files[f"{base}/accelerate_config.yaml"] = _accelerate(len(plans), total, node_rank, master, port)
+        files[f"{base}/hccl_env.sh"] = _env_sh(env.per_host[host.name], rt_sources)
+        files[f"{base}/torchrun.sh"] = _torchrun_sh(torchrun_argv(len(plans), len(plan.devices), node_rank, master, port, script), "rank_table.json")
+    result = LaunchResult(chip=chip, version=row.version, out_dir=Path(out), hosts=names, ranks=total, warnings=warnings)
+    for rel, text in sorted(files.items()):
+        atomic_write_bytes(Path(out) / rel, text.encode(), 0o755 if rel.endswith(".sh") else 0o644)
+        result.files[rel] = hashlib.sha256(text.encode()).hexdigest()
+    manifest = json.dumps(result.to_dict() | {"out_dir": "."}, indent=2, sort_keys=True) + "\n"
+    atomic_write_text(Path(out) / "launch.json", manifest)
+    return result
+
+
+def format_result(result: LaunchResult) -> list[str]:
+    lines = [f"rank table {result.version} for chip {result.chip}: {result.ranks} ranks on {len(result.hosts)} host(s)"]
+    lines += [f"warning: {w}" for w in result.warnings]
+    lines += [f"wrote {result.out_dir / rel}" for rel in result.files]
+    lines.append(f"wrote {result.out_dir / 'launch.json'}")
+    return lines

@@ -1,0 +1,64 @@
+"""The resolver: validate a proposed stack, complete a partial one, explain every conflict.
+
+Pure: (pins, matrix) -> solution or conflicts. No I/O.
+
+How it decides
+- Domains: chip/arch/os/python/HDK/CANN/torch_npu/torch are enumerated in the matrix; numpy,
+  Transformers and Accelerate are judged by rules, and resolve picks from short recommended lists.
+- Preference: vendor-validated first, then newest. The search runs in passes: first only the
+  vendor's pairings (torch_npu with the CANN of its table, CANN with its mapped HDK, driver with
+  the firmware of the same release), then loosening one edge at a time, then everything the
+  matrix calls compatible. Within a pass values are tried in preference order (the embedded
+  default chip/arch/os first, then newest), so the first solution is the best; it is
+  deterministic.
+- Search: depth-first with forward checking over the constraints of `envkit.constraints`.
+- Explanation: a minimal set of conflicting pins (deletion filter), then arc-consistency
+  propagation from those pins that records why each domain shrank; the chain of facts runs from
+  the pins to the emptied key. Suggestions re-resolve with one pin dropped.
+
+Modules: `pins` (Pin, checking and spelling what was asked), `search` (domains, the passes, `solve`),
+`explain` (conflict chains), `hints` (hints on a valid stack, suggestions of the nearest valid ones).
+This package re-exports what other modules use and validates a stack end to end.
+"""
+
+from __future__ import annotations
+
+from envkit.matrix import LoadedMatrix, load_matrix
+from envkit.models.report import ValidationReport
+from envkit.resolve.explain import explain, pin_checks
+from envkit.resolve.hints import hints_for, suggest
+from envkit.resolve.pins import Pin, pins_from_mapping
+from envkit.resolve.search import _CONSTRAINT_CACHE, Resolution, solve
+
+# What other modules and tests import from `envkit.resolve` (`_CONSTRAINT_CACHE`: the determinism test clears it).
+__all__ = [
+    "Pin",
+    "Resolution",
+    "hints_for",
+    "pins_from_mapping",
+    "solve",
+    "validate_pins",
+    "validate_stack",
+]
+
+
+def validate_pins(lm: LoadedMatrix, pins: dict[str, Pin]) -> ValidationReport:
+    """Valid with the resolved stack and its hints, or invalid with every conflict and the nearest valid stacks."""
+    given = {k: p.given for k, p in pins.items()}
+    pre = pin_checks(lm, pins)
+    res = solve(lm, pins) if not pre else None
+    if res is not None:
+        return ValidationReport(valid=True, input=given, stack=res.stack, hints=hints_for(lm, res.stack, pins))
+    conflicts = explain(lm, pins)
+    return ValidationReport(
+        valid=False, input=given, conflicts=conflicts, suggestions=suggest(lm, pins, conflicts)
+    )
+
+
+def validate_stack(
+    stack: dict[str, str], *, matrix: LoadedMatrix | None = None, origin: str = "declared",
+    where: dict[str, str] | None = None,
+) -> ValidationReport:
+    """Validate a (partial) stack given as a mapping. Unknown versions raise BadInput (exit 2)."""
+    lm = matrix or load_matrix()
+    return validate_pins(lm, pins_from_mapping(lm, stack, where=where, origin=origin))

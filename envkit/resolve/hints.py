@@ -1,0 +1,77 @@
+"""Hints on a valid stack, and suggestions for an invalid one (the nearest valid stacks). Pure: no I/O."""
+
+from __future__ import annotations
+
+import itertools
+
+from envkit.constraints import Assignment, RuleConstraint
+from envkit.matrix import LoadedMatrix
+from envkit.models.report import Conflict, Suggestion
+from envkit.resolve.pins import CHANGE_COST, Pin
+from envkit.resolve.search import solve
+
+def suggest(lm: LoadedMatrix, pins: dict[str, Pin], conflicts: list[Conflict], limit: int = 3) -> list[Suggestion]:
+    """Nearest valid stacks: drop one pin (the cheapest to change first) and re-resolve."""
+    involved = sorted({k for c in conflicts for k in c.pins}, key=lambda k: CHANGE_COST[k])
+    out: list[Suggestion] = []
+    tried: list[tuple[str, ...]] = [(k,) for k in involved]
+    if len(involved) > 1:
+        tried += [tuple(p) for p in itertools.combinations(involved, 2)]
+    for drop in tried:
+        if len(out) >= limit:
+            break
+        if len(drop) == 2 and out:
+            break
+        keep = {k: v for k, v in pins.items() if k not in drop}
+        res = solve(lm, keep)
+        if res is None:
+            continue
+        change = {k: {"from": pins[k].given, "to": res.stack[k]} for k in drop}
+        out.append(
+            Suggestion(change=change, stack=res.stack, validated=res.validated_cann and res.validated_hdk)
+        )
+    return out
+
+
+def hints_for(lm: LoadedMatrix, stack: Assignment, pins: dict[str, Pin]) -> list[str]:
+    """What to know about a valid stack: the x86_64 torch index, `severity: hint` rules, pre-releases, missing
+    NNAL, contested chips, uncaptured firmware Versions and inferred matrix rows."""
+    out: list[str] = []
+    t = lm.torch_npu(stack["torch_npu"])
+    if stack["arch"] == "x86_64" and t.x86_64_torch_local:
+        url = lm.index_url("pytorch-cpu")
+        out.append(
+            f"x86_64 needs torch {stack['torch']}+{t.x86_64_torch_local} from the PyTorch CPU index ({url}): "
+            f"torch_npu {t.version} pins torch=={stack['torch']}+{t.x86_64_torch_local} on x86_64"
+        )
+    for rule in lm.model.rules:
+        if rule.severity == "hint":
+            rc = RuleConstraint(rule, lm)
+            a = dict(stack)
+            if rc.applies(a):
+                out.append(f"{rc.message(a)} [{rule.id}]")
+    c = lm.cann(stack["cann"])
+    if c.prerelease:
+        out.append(f"CANN {c.version} is a pre-release")
+    if not c.nnal:
+        out.append(f"no NNAL release is recorded for CANN {c.version}: the lock lists none")
+    chip = lm.chips[stack["chip"]]
+    if stack["chip"] in ("310p", "310b"):
+        out.append(
+            f"chip {chip.id} ({chip.name}): official torch_npu support is contradictory (COMPATIBILITY.en.md lists it, "
+            "the TorchNPU 26.1 install guide does not)"
+        )
+    fw = lm.hdk(stack["firmware"])
+    if not fw.firmware_version:
+        out.append(
+            f"the firmware Version of HDK {fw.version} is not captured in the matrix: the lock names its installer "
+            "by pattern (it is found inside the HDK package)"
+        )
+    inferred = []
+    h = lm.hdk(stack["driver"])
+    for name, row in (("cann", c), ("driver", h), ("torch_npu", t)):
+        if row.confidence == "inferred":
+            inferred.append(f"{name} {stack[name]}")
+    if inferred:
+        out.append("this stack relies on inferred matrix rows: " + ", ".join(inferred) + " (see `envkit matrix show`)")
+    return out

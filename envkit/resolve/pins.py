@@ -1,0 +1,170 @@
+"""Pins: what the user (or the host) asked for, checked against the matrix and canonically spelled.
+
+Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import difflib
+import itertools
+from dataclasses import dataclass
+
+from envkit import versions
+from envkit.errors import BadInput, Where, shown
+from envkit.matrix import LoadedMatrix
+from envkit.models.stack import STACK_KEYS
+
+# Which pin to give up first when suggesting a change (hardware last).
+CHANGE_COST: dict[str, int] = {
+    "accelerate": 0,
+    "transformers": 1,
+    "numpy": 2,
+    "python": 3,
+    "torch": 4,
+    "torch_npu": 5,
+    "cann": 6,
+    "firmware": 7,
+    "driver": 8,
+    "os": 9,
+    "arch": 10,
+    "chip": 11,
+}
+
+
+@dataclass(frozen=True)
+class Pin:
+    key: str
+    value: str  # canonical spelling in the matrix
+    given: str  # what the user wrote
+    where: str  # "stack.yaml:3", "--torch", "observed: /usr/local/Ascend/driver/version.info"
+    origin: str = "declared"  # declared | observed
+    local: str | None = None  # torch local label (+cpu / +cu124)
+
+
+def _nearest(value: str, known: list[str], n: int = 5) -> list[str]:
+    try:
+        target = versions.parse(value)
+    except versions.InvalidVersion:
+        return difflib.get_close_matches(value, known, n=n, cutoff=0.3) or known[:n]
+    ranked = sorted(known, key=lambda k: (_distance(target, k), versions.sort_key(k) if versions.is_valid(k) else ()))
+    return versions.newest_first(ranked[:n]) if all(versions.is_valid(k) for k in ranked[:n]) else ranked[:n]
+
+
+def _distance(target: versions.Version, other: str) -> tuple:
+    try:
+        o = versions.parse(other)
+    except versions.InvalidVersion:
+        return (99,)
+    rel = list(itertools.zip_longest(target.release, o.release, fillvalue=0))
+    return tuple(abs(a - b) for a, b in rel[:4])
+
+
+def _unknown(key: str, value: str, known: list[str], where: str, what: str) -> BadInput:
+    near = _nearest(value, known)
+    return BadInput(
+        f"unknown {what} {shown(value)} for '{key}'",
+        where=_where(where, key),
+        hint=f"Known {what}s nearest to it: {', '.join(near)}. `envkit matrix show {key}` lists them all.",
+        details={"key": key, "value": value, "nearest": near},
+    )
+
+
+def _where(where: str, key: str) -> Where:
+    if ":" in where and not where.startswith("--") and not where.startswith("observed"):
+        file, _, line = where.rpartition(":")
+        if line.isdigit():
+            return Where(file, int(line), key)
+    return Where(where if where else None, None, key)
+
+
+def canonical_pin(lm: LoadedMatrix, key: str, given: str, where: str = "", origin: str = "declared") -> Pin:
+    """Check that a pinned value exists (or is at least a version) and return its canonical spelling."""
+    m = lm.model
+    value = str(given).strip()
+    if key not in STACK_KEYS:
+        raise BadInput(f"unknown key {key!r}", where=_where(where, key))
+    if key == "chip":
+        ids = [c.id for c in m.chips]
+        low = value.lower()
+        if low in ids:
+            return Pin(key, low, given, where, origin)
+        aliases = {n.lower(): c.id for c in m.chips for n in c.npu_smi_names}
+        aliases.update({"atlas-a2": "910b", "a2": "910b", "910c": "a3", "910_93": "a3", "910a": "910", "910b1": "910b"})
+        if low in aliases:
+            return Pin(key, aliases[low], given, where, origin)
+        raise BadInput(
+            f"unknown chip {shown(value)}",
+            where=_where(where, key),
+            hint=f"Chips: {', '.join(ids)} (910b = Atlas A2, a3 = Atlas A3, 310p = Atlas 300I Duo).",
+            details={"key": key, "value": value, "known": ids},
+        )
+    if key == "arch":
+        norm = {"aarch64": "aarch64", "arm64": "aarch64", "x86_64": "x86_64", "amd64": "x86_64", "x86-64": "x86_64"}
+        if value.lower() in norm:
+            return Pin(key, norm[value.lower()], given, where, origin)
+        raise _unknown(key, value, [a.id for a in m.arches], where, "arch")
+    if key == "os":
+        low = value.lower().replace(" ", "").replace("-", "")
+        if low in lm.oses:
+            return Pin(key, low, given, where, origin)
+        raise _unknown(key, value, list(lm.oses), where, "operating system")
+    try:
+        parsed = versions.parse(value)
+    except versions.InvalidVersion:
+        raise BadInput(
+            f"{shown(value)} is not a version (key '{key}')", where=_where(where, key), hint="Write an exact version, e.g. 8.5.0."
+        ) from None
+    if key == "python":
+        short = ".".join(str(n) for n in parsed.release[:2])
+        for p in m.pythons:
+            if versions.same(p.version, short):
+                return Pin(key, p.version, given, where, origin)
+        raise _unknown(key, value, [p.version for p in m.pythons], where, "Python version")
+    releases = {
+        "driver": (lm.hdk, lambda: [x.version for x in m.hdk], "HDK (driver) release"),
+        "firmware": (
+            lm.firmware,
+            lambda: [x.version for x in m.hdk] + [x.firmware_version for x in m.hdk if x.firmware_version],
+            "firmware (HDK release or firmware Version)",
+        ),
+        "cann": (lm.cann, lambda: [x.version for x in m.cann], "CANN release"),
+        "torch_npu": (lm.torch_npu, lambda: [x.version for x in m.torch_npu], "torch_npu release"),
+    }
+    if key in releases:
+        lookup, known, what = releases[key]
+        row = lookup(value)
+        if row is None:
+            raise _unknown(key, value, known(), where, what)
+        return Pin(key, row.version, given, where, origin)
+    if key == "torch":
+        known = torch_versions(lm, mapped_only=False)
+        for k in known:
+            if versions.parse(k).key == parsed.key:
+                return Pin(key, k, given, where, origin, local=parsed.local)
+        raise _unknown(key, value, known, where, "torch version (one that a torch_npu release pins)")
+    # numpy / transformers / accelerate: any release is accepted, judged by ranges
+    return Pin(key, value, given, where, origin)
+
+
+def torch_versions(lm: LoadedMatrix, *, mapped_only: bool) -> list[str]:
+    """The torch versions that torch_npu releases pin, newest first (`mapped_only`: of releases with a CANN pairing)."""
+    seen: dict[tuple, str] = {}
+    for t in lm.model.torch_npu:
+        if mapped_only and t.cann is None:
+            continue
+        seen.setdefault(versions.parse(t.torch).key, t.torch)
+    return versions.newest_first(list(seen.values()))
+
+
+def pins_from_mapping(
+    lm: LoadedMatrix, values: dict[str, str], *, where: dict[str, str] | None = None, origin: str = "declared"
+) -> dict[str, Pin]:
+    """The pins of a (partial) stack mapping, in STACK_KEYS order; empty values are no pin."""
+    where = where or {}
+    out = {}
+    for key in STACK_KEYS:
+        value = values.get(key)
+        if value is None or str(value).strip() == "":
+            continue
+        out[key] = canonical_pin(lm, key, str(value), where.get(key, ""), origin)
+    return out

@@ -1,0 +1,226 @@
+"""The search: the best full stack that keeps every pin, in validated-first passes.
+
+Depth-first with forward checking over the constraints of `envkit.constraints`; arc consistency
+(`propagate`) prunes the domains first. Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+from envkit import versions
+from envkit.constraints import Assignment, Constraint, build_constraints
+from envkit.errors import CannotRun
+from envkit.matrix import LoadedMatrix
+from envkit.models.stack import STACK_KEYS
+from envkit.resolve.pins import Pin, torch_versions
+
+SEARCH_ORDER: tuple[str, ...] = (
+    "chip",
+    "arch",
+    "os",
+    "torch_npu",
+    "torch",
+    "cann",
+    "driver",
+    "firmware",
+    "python",
+    "numpy",
+    "transformers",
+    "accelerate",
+)
+NODE_BUDGET = 200_000
+PASSES: tuple[tuple[bool, bool], ...] = ((True, True), (True, False), (False, True), (False, False))
+
+
+
+def initial_domains(lm: LoadedMatrix, pins: dict[str, Pin], strict_cann: bool) -> dict[str, list[str]]:
+    """Every key's values in preference order (default chip/arch/os first, then newest); a pin is its key's domain."""
+    m = lm.model
+    d = m.defaults
+
+    def prefer(default: str | None, values: list[str]) -> list[str]:
+        return ([default] if default in values else []) + [v for v in values if v != default]
+
+    dom: dict[str, list[str]] = {
+        "chip": prefer(d.get("chip"), [c.id for c in m.chips]),
+        "arch": prefer(d.get("arch"), [a.id for a in m.arches]),
+        "os": prefer(d.get("os"), [o.id for o in m.operating_systems]),
+        "python": versions.newest_first([p.version for p in m.pythons]),
+        "driver": versions.newest_first([h.version for h in m.hdk]),
+        "firmware": versions.newest_first([h.version for h in m.hdk]),
+        "cann": versions.newest_first([c.version for c in m.cann if not c.prerelease]),
+        "torch_npu": [
+            t.version for t in m.torch_npu if t.cann is not None and (t.validated or not strict_cann)
+        ],
+        "torch": torch_versions(lm, mapped_only=True),
+        "numpy": lm.package("numpy"),
+        "transformers": lm.package("transformers"),
+        "accelerate": lm.package("accelerate"),
+    }
+    # in a pass, a pinned value is the whole domain (even one outside the preferred lists)
+    for key, pin in pins.items():
+        dom[key] = [pin.value]
+    return dom
+
+
+class _Solver:
+    def __init__(
+        self, constraints: list[Constraint], domains: dict[str, list[str]], lm: LoadedMatrix | None = None
+    ):
+        self.constraints = constraints
+        self.domains = domains
+        self.lm = lm
+        self.nodes = 0
+        self.by_key: dict[str, list[Constraint]] = {k: [] for k in STACK_KEYS}
+        for c in constraints:
+            for k in c.scope:
+                self.by_key[k].append(c)
+
+    def solve(self, start: list[str] | None = None) -> Assignment | None:
+        dom = {k: list(v) for k, v in self.domains.items()}
+        pruned = propagate(self.by_key, dom, list(start or []))
+        if pruned is None:
+            return None
+        return self._dfs({}, pruned, 0)
+
+    def _dfs(self, a: Assignment, dom: dict[str, list[str]], depth: int) -> Assignment | None:
+        self.nodes += 1
+        if self.nodes > NODE_BUDGET:
+            raise CannotRun(
+                "the resolver exceeded its search budget",
+                hint="This is a bug in envkit's matrix or resolver: report the stack that caused it.",
+            )
+        if depth == len(SEARCH_ORDER):
+            return dict(a)
+        key = SEARCH_ORDER[depth]
+        values = dom[key]
+        if key == "python" and self.lm is not None and "os" in a:
+            # prefer the python3 the OS ships (no Python to build), then newest
+            system = self.lm.oses[a["os"]].system_python
+            if system in values:
+                values = [system] + [v for v in values if v != system]
+        for value in values:
+            a[key] = value
+            if self._consistent(key, a):
+                pruned = self._forward(key, a, dom)
+                if pruned is not None:
+                    found = self._dfs(a, pruned, depth + 1)
+                    if found is not None:
+                        return found
+            del a[key]
+        return None
+
+    def _consistent(self, key: str, a: Assignment) -> bool:
+        for c in self.by_key[key]:
+            if all(k in a for k in c.scope) and not c.check(a):
+                return False
+        return True
+
+    def _forward(self, key: str, a: Assignment, dom: dict[str, list[str]]) -> dict[str, list[str]] | None:
+        new = dom
+        copied = False
+        for c in self.by_key[key]:
+            free = [k for k in c.scope if k not in a]
+            if len(free) != 1:
+                continue
+            f = free[0]
+            kept = []
+            trial = dict(a)
+            for v in new[f]:
+                trial[f] = v
+                if c.check(trial):
+                    kept.append(v)
+            if len(kept) != len(new[f]):
+                if not kept:
+                    return None
+                if not copied:
+                    new = dict(new)
+                    copied = True
+                new[f] = kept
+        return new
+
+
+def supported(c: Constraint, target: str, others: list[str], dom: dict[str, list[str]]) -> list[str]:
+    """The values of `target` that some combination of the other keys' values allows under `c`."""
+    kept = []
+    for v in dom[target]:
+        for combo in itertools.product(*(dom[k] for k in others)):
+            a = dict(zip(others, combo))
+            a[target] = v
+            if c.check(a):
+                kept.append(v)
+                break
+    return kept
+
+
+def propagate(
+    by_key: dict[str, list[Constraint]], dom: dict[str, list[str]], start: list[str]
+) -> dict[str, list[str]] | None:
+    """Arc consistency from the keys in `start`: drop values with no support. None on a wipe-out."""
+    dom = dict(dom)
+    # unary constraints (a rule about one key) first
+    for key in by_key:
+        for c in by_key[key]:
+            if c.scope == (key,):
+                kept = [v for v in dom[key] if c.check({key: v})]
+                if not kept:
+                    return None
+                if len(kept) != len(dom[key]):
+                    dom[key] = kept
+                    if key not in start:
+                        start = [*start, key]
+    queue = list(start)
+    queued = set(queue)
+    while queue:
+        key = queue.pop(0)
+        queued.discard(key)
+        for c in by_key[key]:
+            for target in c.scope:
+                if target == key:
+                    continue
+                others = [k for k in c.scope if k != target]
+                kept = supported(c, target, others, dom)
+                if len(kept) != len(dom[target]):
+                    if not kept:
+                        return None
+                    dom[target] = kept
+                    if target not in queued:
+                        queue.append(target)
+                        queued.add(target)
+    return dom
+
+
+@dataclass
+class Resolution:
+    stack: Assignment
+    validated_cann: bool
+    validated_hdk: bool
+    pins: dict[str, Pin]
+
+
+def solve(lm: LoadedMatrix, pins: dict[str, Pin]) -> Resolution | None:
+    """The best full stack that keeps every pin, or None."""
+    for strict_cann, strict_hdk in PASSES:
+        constraints = pass_constraints(lm, strict_cann, strict_hdk)
+        found = _Solver(constraints, initial_domains(lm, pins, strict_cann), lm).solve(list(pins))
+        if found is not None:
+            return Resolution(found, strict_cann, strict_hdk, pins)
+    return None
+
+
+_CONSTRAINT_CACHE: dict[tuple[int, bool, bool], list[Constraint]] = {}
+
+
+def pass_constraints(lm: LoadedMatrix, strict_cann: bool = False, strict_hdk: bool = False) -> list[Constraint]:
+    """The constraints of one pass, built once per matrix (the defaults: everything the matrix calls compatible)."""
+    key = (id(lm), strict_cann, strict_hdk)
+    if key not in _CONSTRAINT_CACHE:
+        _CONSTRAINT_CACHE[key] = build_constraints(lm, strict_cann=strict_cann, strict_hdk=strict_hdk)
+    return _CONSTRAINT_CACHE[key]
+
+
+def satisfiable(lm: LoadedMatrix, pins: dict[str, Pin]) -> bool:
+    """Whether some full stack keeps every pin (the loosest pass)."""
+    return _Solver(pass_constraints(lm), initial_domains(lm, pins, False)).solve(list(pins)) is not None

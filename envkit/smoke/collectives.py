@@ -1,0 +1,445 @@
+"""`envkit smoke --collectives`: a measured, checked collective profile, like hccl_test / nccl-tests.
+
+all_reduce, all_gather, reduce_scatter, all_to_all and all_to_allv over sizes from 8 KiB to 64 MiB (x2 steps; a
+larger maximum on request), in `nproc` fresh processes started as `smoke --nproc` starts them (envkit/smoke/dist.py:
+torch.multiprocessing spawn, TCP rendezvous on 127.0.0.1; hccl on npu, nccl on cuda, gloo on cpu). Every result is
+checked against values computed independently on each rank. Size S is the bytes of the larger buffer of a rank
+(nccl-tests' convention). Time t is the slowest rank's mean over the timed iterations, algbw = S / t and
+busbw = algbw * factor with the nccl-tests factors (doc/PERFORMANCE.md): all_reduce 2(n-1)/n, all_gather,
+reduce_scatter and all_to_all(v) (n-1)/n. Host<->device copies (pinned and pageable) are measured where a device
+exists. `compare_profiles` names each size whose time ratio is beyond thresholds fixed in advance
+(envkit/data/collective_thresholds.yaml).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import tempfile
+import time
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, Callable
+
+from envkit.errors import BadInput, CannotRun, Where
+
+OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "all_to_allv")
+MIN_SIZE = 8 << 10
+DEFAULT_MAX_SIZE = 64 << 20
+ELEM = 4  # float32
+BUS_FACTOR: dict[str, Callable[[int], float]] = {
+    "all_reduce": lambda n: 2 * (n - 1) / n,
+    "all_gather": lambda n: (n - 1) / n,
+    "reduce_scatter": lambda n: (n - 1) / n,
+    "all_to_all": lambda n: (n - 1) / n,
+    "all_to_allv": lambda n: (n - 1) / n,
+}
+_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mb": 1 << 20, "mib": 1 << 20,
+          "g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30}
+
+
+def parse_size(text: str) -> int:
+    """'1MiB', '64M', '8K', '4096' -> bytes (binary units)."""
+    m = re.fullmatch(r"\s*(\d+)\s*([A-Za-z]*)\s*", str(text))
+    if not m or m.group(2).lower() not in _UNITS:
+        raise BadInput(f"not a size: {text!r}", hint="write sizes like 8K, 1MiB, 64M or 1G (binary units)")
+    return int(m.group(1)) * _UNITS[m.group(2).lower()]
+
+
+def sizes(max_size: int = DEFAULT_MAX_SIZE, min_size: int = MIN_SIZE) -> list[int]:
+    if max_size < min_size:
+        raise BadInput(f"--max-size {max_size} is below the smallest size {min_size}")
+    out, s = [], min_size
+    while s <= max_size:
+        out.append(s)
+        s *= 2
+    return out
+
+
+def human(n: int) -> str:
+    for unit, div in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= div and n % div == 0:
+            return f"{n // div} {unit}"
+    return f"{n} B"
+
+
+def iterations(size: int) -> tuple[int, int]:
+    """(warm-up, timed) iterations: more for small sizes, at least 3 timed."""
+    return (1, 20) if size <= 256 << 10 else ((1, 10) if size <= 8 << 20 else (1, 3))
+
+
+def splits(n: int, total: int, src: int) -> list[int]:
+    """all_to_allv: how many of `total` elements rank `src` sends to each peer (uneven, deterministic)."""
+    weights = [1 + (src + p) % n for p in range(n)]
+    counts = [total * w // sum(weights) for w in weights]
+    counts[-1] += total - sum(counts)
+    return counts
+
+
+# --- one op: inputs, the call, the expected result -------------------------------------------------
+
+
+def _pattern(torch, count: int, dev, rank: int):
+    """Small integers (exact in fp32 after summing a few ranks): (i % 7 + 1) * (rank + 1)."""
+    return ((torch.arange(count, device=dev) % 7) + 1).to(torch.float32) * (rank + 1)
+
+
+def make_case(torch, dist, op: str, size: int, rank: int, n: int, dev):
+    """(run, check): run() issues the collective once on fresh-enough buffers; check() -> bool."""
+    count = max(n, size // ELEM // n * n)  # divisible by n
+    part = count // n
+    if op == "all_reduce":
+        buf = _pattern(torch, count, dev, rank)  # in place: the timed loop grows it, the check uses a fresh case
+
+        def run():
+            dist.all_reduce(buf, op=dist.ReduceOp.SUM)
+
+        return run, lambda: bool(torch.equal(buf, ((torch.arange(count, device=dev) % 7) + 1).to(torch.float32) * (n * (n + 1) // 2)))
+    if op == "all_gather":
+        inp = _pattern(torch, part, dev, rank)
+        out = torch.empty(count, dtype=torch.float32, device=dev)
+
+        def run():
+            dist.all_gather_into_tensor(out, inp)
+
+        return run, lambda: bool(torch.equal(out, torch.cat([_pattern(torch, part, dev, r) for r in range(n)])))
+    if op == "reduce_scatter":
+        inp = _pattern(torch, count, dev, rank)
+        out = torch.empty(part, dtype=torch.float32, device=dev)
+
+        def run():
+            dist.reduce_scatter_tensor(out, inp, op=dist.ReduceOp.SUM)
+
+        return run, lambda: bool(torch.equal(out, _pattern(torch, count, dev, 0)[rank * part:(rank + 1) * part] * (n * (n + 1) // 2)))
+    if op == "all_to_all":
+        inp = torch.arange(count, device=dev).to(torch.float32) % 1021 + rank * 1024
+        out = torch.empty(count, dtype=torch.float32, device=dev)
+
+        def run():
+            dist.all_to_all_single(out, inp)
+
+        def expected():
+            return torch.cat([(torch.arange(count, device=dev).to(torch.float32) % 1021 + r * 1024)[rank * part:(rank + 1) * part] for r in range(n)])
+
+        return run, lambda: bool(torch.equal(out, expected()))
+    if op == "all_to_allv":
+        send = splits(n, count, rank)
+        recv = [splits(n, count, r)[rank] for r in range(n)]
+        inp = torch.arange(count, device=dev).to(torch.float32) % 1021 + rank * 1024
+        out = torch.empty(sum(recv), dtype=torch.float32, device=dev)
+
+        def run():
+            dist.all_to_all_single(out, inp, output_split_sizes=recv, input_split_sizes=send)
+
+        def expected_v():
+            pieces = []
+            for r in range(n):
+                theirs = splits(n, count, r)
+                start = sum(theirs[:rank])
+                pieces.append((torch.arange(count, device=dev).to(torch.float32) % 1021 + r * 1024)[start:start + theirs[rank]])
+            return torch.cat(pieces)
+
+        return run, lambda: bool(torch.equal(out, expected_v()))
+    raise ValueError(op)
+
+
+def bare_seconds(torch, dist, op: str, size: int, rank: int, n: int, dev, sync: Callable[[], None], warmup: int, iters: int) -> float:
+    """Mean seconds of `op` at `size`, timed with a barrier before and a device sync after the loop."""
+    run, _check = make_case(torch, dist, op, size, rank, n, dev)
+    for _ in range(warmup):
+        run()
+    sync()
+    dist.barrier()
+    t0 = time.perf_counter()
+    for _ in range(iters):
+        run()
+    sync()
+    return (time.perf_counter() - t0) / iters
+
+
+def init_rank(rank: int, world: int, device_type: str, port: int, timeout_s: int):
+    """Join the process group as `smoke --nproc` does: (torch, dist, device, sync)."""
+    import warnings
+
+    import torch
+
+    from envkit.smoke.dist import BACKENDS
+
+    if device_type == "npu":
+        import torch_npu  # noqa: F401
+
+        torch.npu.set_device(rank)
+    elif device_type == "cuda":
+        torch.cuda.set_device(rank)
+    import torch.distributed as dist
+
+    warnings.filterwarnings("ignore", category=FutureWarning, module="torch.distributed")
+    sync = {"cuda": lambda: torch.cuda.synchronize(), "npu": lambda: torch.npu.synchronize()}.get(device_type, lambda: None)
+    dist.init_process_group(BACKENDS[device_type], init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
+                            timeout=timedelta(seconds=timeout_s))
+    return torch, dist, torch.device("cpu" if device_type == "cpu" else f"{device_type}:{rank}"), sync
+
+
+def _worker(rank: int, world: int, device_type: str, port: int, outdir: str, timeout_s: int, size_list: list[int], ops: list[str]) -> None:
+    result: dict[str, Any] = {"rank": rank, "results": []}
+    try:
+        torch, dist, dev, sync = init_rank(rank, world, device_type, port, timeout_s)
+        for op in ops:
+            for size in size_list:
+                warmup, iters = iterations(size)
+                seconds = bare_seconds(torch, dist, op, size, rank, world, dev, sync, warmup, iters)
+                run, check = make_case(torch, dist, op, size, rank, world, dev)
+                run()
+                sync()
+                result["results"].append({"op": op, "size": size, "seconds": seconds, "iters": iters, "correct": check()})
+        dist.barrier()
+        dist.destroy_process_group()
+    except Exception as exc:  # noqa: BLE001 - reported back to the parent as the profile's failure
+        result["error"] = f"{type(exc).__name__}: {exc}"
+    Path(outdir, f"rank{rank}.json").write_text(json.dumps(result))
+
+
+def aggregate(ranks: list[dict[str, Any]], world: int) -> list[dict[str, Any]]:
+    """Per (op, size): the slowest rank's time, algbw and busbw (GB/s, 1e9), and correct on every rank."""
+    rows: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    for r in ranks:
+        for res in r.get("results", []):
+            rows.setdefault((res["op"], res["size"]), []).append(res)
+    out = []
+    for (op, size), items in sorted(rows.items(), key=lambda kv: (OPS.index(kv[0][0]), kv[0][1])):
+        t = max(i["seconds"] for i in items)
+        algbw = size / t / 1e9 if t > 0 else 0.0
+        out.append({
+            "op": op, "size": size, "time_us": t * 1e6, "algbw_gbps": algbw, "busbw_gbps": algbw * BUS_FACTOR[op](world),
+            "correct": len(items) == world and all(i["correct"] for i in items),
+            "per_rank_time_us": [i["seconds"] * 1e6 for i in items],
+        })
+    return out
+
+
+def copy_bandwidth(device_type: str, max_size: int = 256 << 20) -> dict[str, Any]:
+    """H2D and D2H, pinned and pageable host memory; skipped with a reason on cpu."""
+    if device_type == "cpu":
+        return {"skipped": "no device: host<->device copies need --device cuda or npu"}
+    import torch
+
+    if device_type == "npu":
+        import torch_npu  # noqa: F401
+    dev = torch.device(f"{device_type}:0")
+    sync = torch.cuda.synchronize if device_type == "cuda" else torch.npu.synchronize  # type: ignore[attr-defined]
+    rows = []
+    size = 1 << 20
+    while size <= max_size:
+        for pinned in (True, False):
+            host = torch.empty(size, dtype=torch.uint8, pin_memory=pinned)
+            devbuf = torch.empty(size, dtype=torch.uint8, device=dev)
+            for direction in ("h2d", "d2h"):
+                src, dst = (host, devbuf) if direction == "h2d" else (devbuf, host)
+                dst.copy_(src, non_blocking=pinned)
+                sync()
+                iters = 5
+                t0 = time.perf_counter()
+                for _ in range(iters):
+                    dst.copy_(src, non_blocking=pinned)
+                sync()
+                t = (time.perf_counter() - t0) / iters
+                rows.append({"direction": direction, "pinned": pinned, "size": size, "time_us": t * 1e6, "gbps": size / t / 1e9})
+        size *= 16 if size < max_size // 16 else 2
+    return {"rows": rows}
+
+
+def run_profile(device_type: str, world: int, max_size: int = DEFAULT_MAX_SIZE, ops: tuple[str, ...] = OPS,
+                timeout_s: int = 600, copy_max: int | None = None) -> dict[str, Any]:
+    """The profile: per-rank raw results, the aggregated table, copy bandwidth; ok when every result is correct."""
+    import torch.multiprocessing as mp
+
+    from envkit.smoke.dist import BACKENDS, free_port
+
+    if world < 2:
+        raise BadInput("--collectives needs --nproc 2 or more", hint="collectives run across processes: e.g. --nproc 4")
+    size_list = sizes(max_size)
+    with tempfile.TemporaryDirectory(prefix="envkit-coll-") as tmp:
+        error = None
+        try:
+            mp.start_processes(_worker, args=(world, device_type, free_port(), tmp, timeout_s, size_list, list(ops)),
+                               nprocs=world, join=True, start_method="spawn")
+        except Exception as exc:  # noqa: BLE001 - a dead rank is a failed profile
+            text = str(exc).strip()
+            error = f"{type(exc).__name__}: {text.splitlines()[-1] if text else ''}"
+        ranks = []
+        for r in range(world):
+            path = Path(tmp, f"rank{r}.json")
+            ranks.append(json.loads(path.read_text()) if path.is_file() else {"rank": r, "error": "no result"})
+    table = aggregate(ranks, world)
+    errors = [r["error"] for r in ranks if r.get("error")] + ([error] if error else [])
+    ok = not errors and len(table) == len(ops) * len(size_list) and all(row["correct"] for row in table)
+    return {
+        "format": "envkit-collectives/1",
+        "ok": ok,
+        "backend": BACKENDS[device_type],
+        "device_type": device_type,
+        "world": world,
+        "sizes": size_list,
+        "ops": list(ops),
+        "bus_factors": {op: f"{'2(n-1)/n' if op == 'all_reduce' else '(n-1)/n'} = {BUS_FACTOR[op](world):.4f}" for op in ops},
+        "results": table,
+        "ranks": ranks,
+        "errors": errors,
+        "copies": copy_bandwidth(device_type, copy_max or min(max_size * 4, 1 << 30)),
+    }
+
+
+def format_table(profile: dict[str, Any]) -> list[str]:
+    lines = [f"collectives: {profile['backend']} across {profile['world']} processes",
+             f"{'op':<15}{'size':>10}{'time(us)':>12}{'algbw(GB/s)':>13}{'busbw(GB/s)':>13}  check"]
+    for row in profile["results"]:
+        lines.append(f"{row['op']:<15}{human(row['size']):>10}{row['time_us']:>12.1f}{row['algbw_gbps']:>13.3f}"
+                     f"{row['busbw_gbps']:>13.3f}  {'ok' if row['correct'] else 'WRONG'}")
+    copies = profile.get("copies", {})
+    if "skipped" in copies:
+        lines.append(f"copies: skipped ({copies['skipped']})")
+    for row in copies.get("rows", []):
+        lines.append(f"copy {row['direction']} {'pinned' if row['pinned'] else 'pageable':<8} {human(row['size']):>9} {row['gbps']:.2f} GB/s")
+    lines += [f"error: {e}" for e in profile.get("errors", [])]
+    return lines
+
+
+# --- the smoke run with the profile -----------------------------------------------------------------
+
+
+def run_smoke_with_collectives(opts: Any, max_size: int = DEFAULT_MAX_SIZE, progress: Callable[[str], None] = lambda _m: None):
+    """`envkit smoke --collectives`: the usual smoke run, then the profile, added to report.json as `collectives`."""
+    from envkit.fsutil import atomic_write_text
+    from envkit.smoke.runner import REPORT_FILE, SmokeResult, run_smoke
+
+    result = run_smoke(opts, progress=progress)
+    progress(f"smoke: collective profile across {opts.nproc} processes, up to {human(max_size)}")
+    profile = run_profile(result.report.device_type, opts.nproc, max_size)
+    report = result.report.model_copy(update={"collectives": profile, "ok": result.report.ok and profile["ok"]})
+    atomic_write_text(result.out_dir / REPORT_FILE, report.model_dump_json(indent=2) + "\n")
+    return SmokeResult(report, result.out_dir)
+
+
+# --- comparing two profiles ------------------------------------------------------------------------
+
+
+def default_thresholds_path() -> Path:
+    from importlib import resources
+
+    return Path(str(resources.files("envkit").joinpath("data/collective_thresholds.yaml")))
+
+
+def load_thresholds(path: Path | None = None) -> dict[str, Any]:
+    from envkit.yamlio import load_file
+
+    file = Path(path) if path else default_thresholds_path()
+    data, _lines = load_file(file)
+    try:
+        th = data["collectives"]
+        out = {"time_ratio_max": float(th["time_ratio_max"]), "min_time_us": float(th.get("min_time_us", 0.0))}
+    except (TypeError, KeyError, ValueError):
+        raise BadInput(f"{file}: expected collectives.time_ratio_max (and optional min_time_us)", where=Where(str(file))) from None
+    if out["time_ratio_max"] < 1.0:
+        raise BadInput(f"{file}: time_ratio_max must be at least 1.0", where=Where(str(file), None, "collectives.time_ratio_max"))
+    return out
+
+
+def compare_profiles(ref: dict[str, Any], cand: dict[str, Any], thresholds: dict[str, Any]) -> dict[str, Any]:
+    """Per (op, size) present in both: cand/ref time ratio; names each one beyond time_ratio_max or incorrect."""
+    if ref.get("world") != cand.get("world"):
+        raise BadInput(f"profiles of different world sizes ({ref.get('world')} vs {cand.get('world')}) do not compare")
+    index = {(r["op"], r["size"]): r for r in ref.get("results", [])}
+    rows, slower = [], []
+    for c in cand.get("results", []):
+        r = index.get((c["op"], c["size"]))
+        if r is None:
+            continue
+        ratio = c["time_us"] / r["time_us"] if r["time_us"] > 0 else float("inf")
+        noisy = max(c["time_us"], r["time_us"]) < thresholds.get("min_time_us", 0.0)
+        bad = (ratio > thresholds["time_ratio_max"] and not noisy) or not c.get("correct", False)
+        row = {"op": c["op"], "size": c["size"], "ref_time_us": r["time_us"], "cand_time_us": c["time_us"], "ratio": ratio,
+               "correct": bool(c.get("correct")), "beyond": bad}
+        rows.append(row)
+        if bad:
+            slower.append(f"{c['op']} {human(c['size'])}: x{ratio:.2f}" + ("" if c.get("correct") else " (wrong result)"))
+    return {"ok": not slower and bool(rows), "thresholds": thresholds, "rows": rows, "beyond": slower}
+
+
+def load_profile(path: Path) -> dict[str, Any]:
+    """A profile from a smoke report.json (its `collectives` section) or a bare profile JSON."""
+    from envkit.yamlio import read_text
+
+    p = Path(path)
+    if p.is_dir():
+        p = p / "report.json"
+    try:
+        data = json.loads(read_text(p))
+    except ValueError as exc:
+        raise BadInput(f"{p} is not JSON: {exc}", where=Where(str(p))) from None
+    prof = data.get("collectives") if isinstance(data, dict) and "collectives" in data else data
+    if not isinstance(prof, dict) or prof.get("format") != "envkit-collectives/1":
+        raise CannotRun(f"{p} holds no collective profile", where=Where(str(p)), hint="run envkit smoke --collectives first")
+    return prof
+
+
+# --- vendor tools: hccl_test and ascend-dmi --bw ---------------------------------------------------
+
+_HCCL_HEADER = re.compile(r"data_size\(Bytes\):?\s*\|\s*a(?:ve|v)g_time\(us\):?\s*\|\s*alg_bandwidth\(GB/s\):?\s*\|\s*check_result:?", re.I)
+
+
+def parse_hccl_test(text: str) -> dict[str, Any]:
+    """Rows of hccl_test's `data_size | avg_time | alg_bandwidth | check_result` table (hicann/oam-tools).
+
+    The binary prints `aveg_time(us):`, the docs `avg_time(us)`: both are read. Lines that are not table rows are
+    counted in `skipped`; `ok` is True when there is at least one row and every check_result is success."""
+    rows, skipped, in_table = [], 0, False
+    for line in text.splitlines():
+        if _HCCL_HEADER.search(line):
+            in_table = True
+            continue
+        if not in_table or not line.strip():
+            continue
+        cells = [c.strip() for c in line.split("|")]
+        try:
+            size, t, bw = int(cells[0]), float(cells[1]), float(cells[2])
+            check = cells[3]
+        except (ValueError, IndexError):
+            skipped += 1
+            continue
+        rows.append({"size": size, "avg_time_us": t, "alg_bandwidth_gbps": bw, "check_result": check})
+    return {"rows": rows, "skipped": skipped, "ok": bool(rows) and all(r["check_result"] == "success" for r in rows)}
+
+
+def _walk(node: Any):
+    if isinstance(node, dict):
+        yield node
+        for v in node.values():
+            yield from _walk(v)
+    elif isinstance(node, list):
+        for v in node:
+            yield from _walk(v)
+
+
+def parse_ascend_dmi_bw(text: str) -> dict[str, Any]:
+    """`ascend-dmi --bw ... --fmt json`: every object with a size and a bandwidth key; an `error` object is kept.
+
+    No recorded JSON sample was found (tests/fixtures/collectives/SOURCES.md), so keys are matched by name:
+    one containing 'size' and one containing 'bandwidth' (GB/s)."""
+    try:
+        doc = json.loads(text)
+    except ValueError as exc:
+        return {"rows": [], "error": f"not JSON: {exc}"}
+    if isinstance(doc, dict) and isinstance(doc.get("error"), dict):
+        err = doc["error"]
+        return {"rows": [], "error": f"ascend-dmi error {err.get('code')}: {err.get('description')}"}
+    rows = []
+    for obj in _walk(doc):
+        size_key = next((k for k in obj if "size" in str(k).lower()), None)
+        bw_key = next((k for k in obj if "bandwidth" in str(k).lower()), None)
+        if size_key is None or bw_key is None:
+            continue
+        try:
+            rows.append({"size": int(float(obj[size_key])), "bandwidth_gbps": float(obj[bw_key])})
+        except (TypeError, ValueError):
+            continue
+    return {"rows": rows, "error": None if rows else "no size / bandwidth values found"}

@@ -1,0 +1,90 @@
+"""The collective profile: 4 gloo processes on this CPU, every result checked; bandwidth maths; vendor parsers."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from envkit.errors import BadInput
+from envkit.smoke import collectives as C
+
+FIX = Path(__file__).resolve().parents[1] / "fixtures" / "collectives"
+
+
+def test_sizes_and_parse_size():
+    assert C.sizes() == [8192 << i for i in range(14)] and C.sizes()[-1] == 64 << 20
+    assert C.parse_size("1MiB") == 1 << 20 and C.parse_size("64M") == 64 << 20 and C.parse_size("8K") == 8192
+    with pytest.raises(BadInput):
+        C.parse_size("lots")
+    with pytest.raises(BadInput):
+        C.sizes(4096)
+
+
+def test_alltoallv_splits_are_uneven_and_complete():
+    for src in range(4):
+        counts = C.splits(4, 1000, src)
+        assert sum(counts) == 1000 and len(set(counts)) > 1
+
+
+def test_aggregate_uses_slowest_rank_and_nccl_tests_factors():
+    ranks = [{"results": [{"op": "all_reduce", "size": 1 << 20, "seconds": s, "correct": True},
+                          {"op": "all_to_all", "size": 1 << 20, "seconds": s, "correct": r != 2}]}
+             for r, s in enumerate([0.001, 0.002, 0.001, 0.001])]
+    rows = {row["op"]: row for row in C.aggregate(ranks, 4)}
+    ar = rows["all_reduce"]
+    assert ar["time_us"] == pytest.approx(2000) and ar["algbw_gbps"] == pytest.approx((1 << 20) / 0.002 / 1e9)
+    assert ar["busbw_gbps"] == pytest.approx(ar["algbw_gbps"] * 2 * 3 / 4)
+    assert rows["all_to_all"]["busbw_gbps"] == pytest.approx(rows["all_to_all"]["algbw_gbps"] * 3 / 4)
+    assert ar["correct"] and not rows["all_to_all"]["correct"]
+
+
+def test_compare_profiles_names_slow_sizes():
+    th = C.load_thresholds()
+    assert th["time_ratio_max"] >= 1.0
+    row = lambda op, size, t: {"op": op, "size": size, "time_us": t, "correct": True}  # noqa: E731
+    ref = {"world": 4, "results": [row("all_reduce", 8192, 1000.0), row("all_to_all", 1 << 20, 5000.0)]}
+    cand = {"world": 4, "results": [row("all_reduce", 8192, 1100.0), row("all_to_all", 1 << 20, 20000.0)]}
+    cmp = C.compare_profiles(ref, cand, {"time_ratio_max": 1.5, "min_time_us": 200})
+    assert not cmp["ok"] and cmp["beyond"] == ["all_to_all 1 MiB: x4.00"]
+    assert C.compare_profiles(ref, ref, th)["ok"]
+    with pytest.raises(BadInput):
+        C.compare_profiles(ref, {"world": 8, "results": []}, th)
+
+
+def test_hccl_test_parser_on_recorded_layout():
+    ok = C.parse_hccl_test((FIX / "hccl_test_all_reduce.txt").read_text())
+    assert ok["ok"] and len(ok["rows"]) == 6 and ok["rows"][-1] == {
+        "size": 67108864, "avg_time_us": 1421.90, "alg_bandwidth_gbps": 47.19661, "check_result": "success"}
+    bad = C.parse_hccl_test((FIX / "hccl_test_failed.txt").read_text())
+    assert not bad["ok"] and [r["check_result"] for r in bad["rows"]] == ["success", "failed", "NULL"]
+    assert C.parse_hccl_test("garbage\n\x00|||\n") == {"rows": [], "skipped": 0, "ok": False}
+
+
+def test_ascend_dmi_parser():
+    res = C.parse_ascend_dmi_bw((FIX / "ascend_dmi_bw_h2d.json").read_text())
+    assert res["error"] is None and res["rows"][0] == {"size": 1048576, "bandwidth_gbps": 21.35}
+    assert C.parse_ascend_dmi_bw((FIX / "ascend_dmi_error.json").read_text())["error"] == "ascend-dmi error 2: internal error"
+    assert C.parse_ascend_dmi_bw("{not json")["rows"] == []
+
+
+@pytest.mark.slow
+@pytest.mark.torch
+def test_smoke_collectives_cpu_4_processes(tmp_path, capsys, smoke_cache):
+    pytest.importorskip("torch")
+    from envkit.cli import main
+
+    out = tmp_path / "run"
+    with pytest.raises(SystemExit) as exc:
+        main(["smoke", "--device", "cpu", "--dtype", "fp32", "--nproc", "4", "--collectives", "--max-size", "1MiB", "--out", str(out)])
+    text = capsys.readouterr().out
+    assert exc.value.code in (0, None), text
+    report = json.loads((out / "report.json").read_text())
+    prof = report["collectives"]
+    assert report["ok"] and prof["ok"] and prof["backend"] == "gloo" and prof["world"] == 4
+    assert prof["sizes"] == [8192 << i for i in range(8)]
+    assert {(r["op"], r["size"]) for r in prof["results"]} == {(op, s) for op in C.OPS for s in prof["sizes"]}
+    assert all(r["correct"] and r["time_us"] > 0 and len(r["per_rank_time_us"]) == 4 for r in prof["results"])
+    assert "skipped" in prof["copies"] and "busbw(GB/s)" in text and "all_to_allv" in text
+    assert C.compare_profiles(C.load_profile(out), C.load_profile(out / "report.json"), C.load_thresholds())["ok"]

@@ -1,0 +1,47 @@
+#!/usr/bin/env python3
+"""Write a hashed requirements file for a lock's Python pins with STAND-IN hashes (sha256 of "name==version").
+
+For demos and render tests where the real wheels are not at hand: `envkit image render --requirements` needs
+hashed pins, and these let it render. An image built from them fails at pip's hash check, as it should.
+
+    python tools/stand_in_requirements.py envkit.lock requirements.txt
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+
+def stand_in_requirements(lock_path: Path, out: Path) -> Path:
+    """The lock's pins and CANN's deps, each with a stand-in hash."""
+    from envkit.lockfile import read_lock
+
+    lock = read_lock(lock_path)
+    pins = {p.name: p.version for p in lock.python.requirements}
+    for spec in lock.python.cann_runtime:
+        name, _, ver = spec.partition("==")
+        pins.setdefault(name, ver or "1.0.0")
+    lines = []
+    for name, ver in sorted(pins.items()):
+        h = hashlib.sha256(f"{name}=={ver}".encode()).hexdigest()
+        lines.append(f"{name}=={ver} \\\n    --hash=sha256:{h}")
+    out.write_text("\n".join(lines) + "\n")
+    return out
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 2:
+        print(__doc__.strip().splitlines()[-1], file=sys.stderr)
+        return 2
+    stand_in_requirements(Path(argv[0]), Path(argv[1]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
