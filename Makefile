@@ -15,7 +15,7 @@ venv: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q -e '.[test,smoke]' '$(TORCH_SPEC)'
+	$(BIN)/python -m pip install -q -e '.[test,smoke,serve]' '$(TORCH_SPEC)'
 	touch $@
 
 demo: venv
@@ -30,10 +30,14 @@ demo: venv
 	$(BIN)/envkit matrix check
 	@echo "== envkit doctor (this machine has no NPU: the report says so)"
 	$(BIN)/envkit doctor --lock $(DEMO_OUT)/envkit.lock || test $$? -eq 1
-	@echo "== envkit lock: the default target's Python closure (aarch64, Python 3.10, from PyPI) and this controller's"
-	@echo "   torch and torch_npu are left out here (recorded in the lock): PyPI's aarch64 torch pulls ~2 GB of CUDA wheels"
-	$(BIN)/envkit lock --lock $(DEMO_OUT)/envkit.lock -o $(DEMO_OUT)/bundle.lock --exclude torch,torch-npu
-	@echo "== envkit bundle build + verify: the offline bundle of that lock (no vendor packages here: it says what it lacks)"
+	@echo "== envkit lock: the default target takes torch 2.12.0+cpu from the PyTorch CPU index (the lock's python section),"
+	@echo "   which this machine cannot reach (tests/airgap/test_torch_index.py proves that path on a local stand-in index)."
+	@echo "   So the demo bundles, whole, a stack this machine can download: the same target with torch 2.10.0"
+	@echo "   (torch_npu 2.10.0.post4), whose PyPI aarch64 wheel is torch's CPU build (matrix: torch_builds; no CUDA wheel)"
+	$(BIN)/envkit resolve --torch 2.10.0 -o $(DEMO_OUT)/torch210.lock >/dev/null
+	$(BIN)/envkit lock --lock $(DEMO_OUT)/torch210.lock -o $(DEMO_OUT)/bundle.lock
+	@echo "== envkit bundle build + verify: the complete offline bundle of that lock, torch and torch_npu included"
+	@echo "   (~330 MB of wheels; no vendor packages here: it says what it lacks)"
 	$(BIN)/envkit bundle build --lock $(DEMO_OUT)/bundle.lock -o $(DEMO_OUT)/bundle
 	$(BIN)/envkit bundle verify $(DEMO_OUT)/bundle
 	@echo "== envkit image render: the default stack, with fixture vendor packages and stand-in hashed pins (no real CANN here)"

@@ -1,9 +1,15 @@
 """The full Python closure of a lock: plan the resolution (data), run uv once (thin executor), pick wheels.
 
 `plan_closure` turns a lock's python section into a `ClosurePlan` (roots, target, indexes,
-exclusions); `run_uv` is the only function here that runs a process; `closure_from_pylock`
-turns uv's `pylock.toml` into the lock's `PythonClosure`, choosing for each package the one wheel
-the target's pip would choose (by tag preference).
+exclusions, projects pinned to their own index); `run_uv` is the only function here that runs a
+process; `closure_from_pylock` turns uv's `pylock.toml` into the lock's `PythonClosure`, choosing for
+each package the one wheel the target's pip would choose (by tag preference).
+
+torch comes from the index the lock names for it (its CPU build: the PyTorch CPU index, or a mirror
+given with `--torch-index-url`) and from no other: uv gets it as an explicit index that only torch
+may use (`[tool.uv.sources]`), so an unreachable index is an error, never a fall-back to PyPI's CUDA
+build. A closure that still holds a CUDA wheel (nvidia-*, cuda-*, triton, nccl) is refused, naming
+what pulled it in.
 
 Cross-platform resolution is uv's (`uv pip compile --python-platform`): pip's `--platform`
 evaluates environment markers against the machine it runs on, so a closure for aarch64 resolved
@@ -19,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from envkit.errors import BadInput, CannotRun
+from envkit.errors import BadInput, CannotRun, Where
 from envkit.models.lock import ClosurePackage, ClosureTarget, Lock, PythonClosure
 from envkit.wheels import normalize, tag_order, wheel_rank
 
@@ -45,9 +51,26 @@ class ClosurePlan:
     find_links: tuple[str, ...] = ()
     excluded: tuple[str, ...] = ()
     overrides: tuple[str, ...] = field(default=())
+    pinned: tuple[tuple[str, str], ...] = ()  # (project, index URL): taken from that index alone
 
     def requirements_in(self) -> str:
         return "".join(f"{r}\n" for r in self.roots)
+
+    def project_toml(self) -> str:
+        """The roots as a project whose `tool.uv.sources` pin each `pinned` project to its own explicit index."""
+        import json
+
+        text = '[project]\nname = "envkit-closure"\nversion = "0"\ndependencies = [\n'
+        text += "".join(f"  {json.dumps(r)},\n" for r in self.roots) + "]\n\n[tool.uv.sources]\n"
+        text += "".join(f'{json.dumps(n)} = {{ index = "envkit-pinned-{i}" }}\n' for i, (n, _) in enumerate(self.pinned))
+        for i, (_, url) in enumerate(self.pinned):
+            text += f'\n[[tool.uv.index]]\nname = "envkit-pinned-{i}"\nurl = {json.dumps(url)}\nexplicit = true\n'
+        return text
+
+    @property
+    def recorded_extra_index_urls(self) -> list[str]:
+        """The extra indexes the closure records: those given, then each pinned project's index."""
+        return list(dict.fromkeys([*self.extra_index_urls, *(u for _, u in self.pinned)]))
 
     def overrides_in(self) -> str:
         # an override with a marker that is never true removes the project and what only it needs
@@ -64,6 +87,28 @@ def make_target(python: str, arch: str, glibc: str = DEFAULT_GLIBC) -> ClosureTa
     if minor is None:
         raise BadInput(f"--glibc {glibc!r} is not a glibc version like 2.28")
     return ClosureTarget(python=python, arch=arch, glibc=glibc, platform=f"manylinux_2_{minor}_{arch}")  # type: ignore[arg-type]
+
+
+def pinned_indexes(lock: Lock, roots: list[str], torch_index_url: str | None = None) -> tuple[tuple[str, str], ...]:
+    """(project, index URL) for each root whose lock pin names an index (torch: its CPU build's), or any index
+    for torch given with --torch-index-url: uv takes those projects from that index alone."""
+    names = {req_name(r) for r in roots}
+    out: dict[str, str] = {}
+    for pin in lock.python.requirements:
+        name = normalize(pin.name)
+        if name not in names or not (pin.index or (name == "torch" and torch_index_url)):
+            continue
+        if name == "torch" and torch_index_url:
+            out[name] = torch_index_url
+        elif pin.index in lock.python.indexes:
+            out[name] = lock.python.indexes[pin.index]
+        else:
+            raise BadInput(
+                f"the lock's {pin.name} pin names index {pin.index!r}, which python.indexes does not list",
+                where=Where("envkit.lock", None, "python.requirements"),
+                hint="Re-resolve the lock (`envkit resolve`), or give the index with --torch-index-url.",
+            )
+    return tuple(sorted(out.items()))
 
 
 def target_roots(lock: Lock, only: list[str] | None = None, exclude: list[str] | None = None) -> list[str]:
@@ -165,7 +210,7 @@ def closure_from_pylock(data: dict[str, Any], plan: ClosurePlan, resolver: str) 
         target=plan.target,
         roots=list(plan.roots),
         index_url=plan.index_url,
-        extra_index_urls=list(plan.extra_index_urls),
+        extra_index_urls=plan.recorded_extra_index_urls,
         find_links=list(plan.find_links),
         excluded=sorted(plan.excluded),
         resolver=resolver,
@@ -205,21 +250,24 @@ def uv_env() -> dict[str, str]:
     return env
 
 
-def run_uv(plan: ClosurePlan, workdir: Path) -> PythonClosure:
-    import subprocess
-
+def _uv_compile(plan: ClosurePlan, workdir: Path, out: Path, fmt: list[str]) -> list[str]:
+    """The `uv pip compile` command of a plan (its input files written into workdir), writing `out` in `fmt`."""
     uv = find_uv()
     workdir.mkdir(parents=True, exist_ok=True)
-    (workdir / "requirements.in").write_text(plan.requirements_in())
+    if plan.pinned:  # a project file: its sources pin projects to their own explicit index
+        (workdir / "pyproject.toml").write_text(plan.project_toml())
+        source = workdir / "pyproject.toml"
+    else:
+        (workdir / "requirements.in").write_text(plan.requirements_in())
+        source = workdir / "requirements.in"
     (workdir / "overrides.txt").write_text(plan.overrides_in())
-    out = workdir / "pylock.toml"
     cmd = [
-        uv, "pip", "compile", str(workdir / "requirements.in"),
+        uv, "pip", "compile", str(source),
         "--overrides", str(workdir / "overrides.txt"),
         "--python-platform", f"{plan.target.arch}-manylinux_{plan.target.glibc.replace('.', '_')}",
         "--python-version", plan.target.python,
-        "--only-binary", ":all:",
-        "--format", "pylock.toml", "--no-header", "--quiet",
+        "--only-binary", ":all:", "--no-python-downloads",
+        *fmt, "--no-header", "--quiet",
         "--index-url", plan.index_url,
         "-o", str(out),
     ]
@@ -229,15 +277,98 @@ def run_uv(plan: ClosurePlan, workdir: Path) -> PythonClosure:
         cmd += ["--find-links", f]
     if plan.extra_index_urls:
         cmd += ["--index-strategy", "unsafe-best-match"]
+    return cmd
+
+
+def run_uv(plan: ClosurePlan, workdir: Path) -> PythonClosure:
+    import subprocess
+
+    out = workdir / "pylock.toml"
+    cmd = _uv_compile(plan, workdir, out, ["--format", "pylock.toml"])
     proc = subprocess.run(cmd, capture_output=True, text=True, env=uv_env(), check=False)
     if proc.returncode != 0:
-        raise CannotRun(
-            f"uv could not resolve the closure for Python {plan.target.python} on {plan.target.platform}",
-            hint=(proc.stderr.strip() or proc.stdout.strip())[-2000:],
-        )
-    version = subprocess.run([uv, "--version"], capture_output=True, text=True, check=False).stdout.split()
+        err = (proc.stderr.strip() or proc.stdout.strip())[-2000:]
+        pinned_failure(plan, err)
+        raise CannotRun(f"uv could not resolve the closure for Python {plan.target.python} on {plan.target.platform}", hint=err)
+    version = subprocess.run([cmd[0], "--version"], capture_output=True, text=True, check=False).stdout.split()
     resolver = " ".join(version[:2]) if version else "uv"
     return closure_from_pylock(_read_toml(out), plan, resolver)
+
+
+def uv_via(plan: ClosurePlan, workdir: Path) -> dict[str, list[str]]:
+    """Who requires each package of the plan's resolution (uv's `# via` annotations), e.g. {"triton": ["torch"]}."""
+    import subprocess
+
+    out = workdir / "requirements.txt"
+    cmd = _uv_compile(plan, workdir, out, ["--format", "requirements.txt", "--annotation-style", "line"])
+    if subprocess.run(cmd, capture_output=True, text=True, env=uv_env(), check=False).returncode != 0:
+        return {}
+    return parse_via(out.read_text())
+
+
+def parse_via(text: str) -> dict[str, list[str]]:
+    via: dict[str, list[str]] = {}
+    for line in text.splitlines():
+        m = re.match(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==\S+\s+#\s*via\s+(.*)$", line)
+        if m:
+            via[normalize(m[1])] = [p.strip().split(" ")[0] for p in m[2].split(",") if p.strip()]
+    return via
+
+
+def pinned_failure(plan: ClosurePlan, err: str) -> None:
+    """uv failed where a pinned project's own index is involved: say which index, and the option that sets it."""
+    for name, url in plan.pinned:
+        if url.rstrip("/") in err:
+            what = f"the {name} index {url} cannot be reached"
+        elif re.search(rf"(?<![A-Za-z0-9_.-]){re.escape(name)}(?![A-Za-z0-9_-])", err):
+            what = f"uv could not take {name} from its index {url}"
+        else:
+            continue
+        raise CannotRun(
+            what,
+            hint=(f"{name} comes from {url} alone, never from PyPI (whose {name} may be a CUDA build). Point "
+                  + ("--torch-index-url" if name == "torch" else "the lock's python.indexes")
+                  + f" at a reachable mirror of that index, or leave {name} out with --exclude {name}.\nuv: {err[-1200:]}"),
+        )
+
+
+# --- no CUDA wheel in an Ascend closure ------------------------------------------------------------
+CUDA_NAME = re.compile(r"^(nvidia-.*|cuda-.*|triton|pytorch-triton.*|.*nccl.*)$")
+
+
+def cuda_packages(closure: PythonClosure) -> list[ClosurePackage]:
+    return [p for p in closure.packages if CUDA_NAME.match(normalize(p.name))]
+
+
+def refuse_cuda(closure: PythonClosure, via: dict[str, list[str]]) -> None:
+    """BadInput naming the CUDA wheels of the closure and the packages that pulled them in (uv's `# via`)."""
+    cuda = cuda_packages(closure)
+    if not cuda:
+        return
+    names = {p.name for p in cuda}
+    pullers: set[str] = set()
+    todo, seen = list(names), set(names)
+    while todo:
+        for parent in via.get(todo.pop(), []):
+            parent = normalize(parent) if re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", parent) else "the roots"
+            if parent in names and parent not in seen:
+                seen.add(parent)
+                todo.append(parent)
+            elif parent not in names:
+                pullers.add(parent)
+    by_name = {p.name: p for p in closure.packages}
+    pulled = ", ".join(
+        f"{n} {by_name[n].version} (from {by_name[n].url.split('://', 1)[-1].split('/', 1)[0]})" if n in by_name else n
+        for n in sorted(pullers)
+    ) or "the roots"
+    shown = "; ".join(f"{p.name} {p.version}" + (f" (via {', '.join(via[p.name])})" if via.get(p.name) else "") for p in cuda[:8])
+    raise BadInput(
+        f"the closure for Python {closure.target.python} on {closure.target.platform} holds {len(cuda)} CUDA wheel(s), "
+        f"which an Ascend stack never uses: {shown}{' ...' if len(cuda) > 8 else ''}; pulled in by {pulled}",
+        hint="torch must be its CPU build, from the index the lock names for it (python.requirements: torch's index). "
+        "Re-resolve with this envkit (`envkit resolve`), point --torch-index-url at the PyTorch CPU index or its mirror, "
+        "or leave the packages out with --exclude.",
+    )
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
@@ -265,7 +396,8 @@ class LockedPython:
         return {
             "lock": str(self.lock),
             "target": {"platform": self.target.platform, "python": self.target.python, "wheels": len(t.packages),
-                       "bytes": sum(p.size for p in t.packages), "excluded": list(t.excluded)},
+                       "bytes": sum(p.size for p in t.packages), "excluded": list(t.excluded),
+                       "torch": next(({"version": p.version, "url": p.url} for p in t.packages if p.name == "torch"), None)},
             "controller": {"platform": self.controller.platform, "python": self.controller.python, "wheels": len(c.packages),
                            "bytes": sum(p.size for p in c.packages)},
         }
@@ -286,10 +418,12 @@ def lock_python(
     index_url: str = PYPI,
     extra_index_urls: tuple[str, ...] = (),
     find_links: tuple[str, ...] = (),
+    torch_index_url: str | None = None,
     on_progress: Callable[[str], None] | None = None,
 ) -> LockedPython:
     """`envkit lock`: resolve the full closure for the lock's target and envkit's for the controller, and write
-    the lock with both (`output`, default the lock itself)."""
+    the lock with both (`output`, default the lock itself). torch comes from the index the lock names for it
+    (`torch_index_url` replaces it: a mirror) and from no other; a closure with a CUDA wheel is refused."""
     import tempfile
 
     from envkit.lockfile import read_lock, write_lock
@@ -312,12 +446,16 @@ def lock_python(
     sources = dict(index_url=index_url, extra_index_urls=tuple(extra_index_urls), find_links=tuple(find_links))
     # envkit runs on every target (the smoke role), where its Python allows it
     ek_roots = envkit_roots() if envkit_supports(target.python) else []
-    tplan = ClosurePlan(roots=tuple(target_roots(lk, list(only or []), list(excluded)) + ek_roots), target=target,
-                        excluded=excluded, **sources)
+    roots = target_roots(lk, list(only or []), list(excluded))
+    pinned = pinned_indexes(lk, roots, torch_index_url)
+    tplan = ClosurePlan(roots=tuple(roots + ek_roots), target=target, excluded=excluded, pinned=pinned, **sources)
     cplan = ClosurePlan(roots=tuple(envkit_roots()), target=ctl_target, **sources)
-    say(f"resolving the closure for Python {target.python} on {target.platform} ...")
+    say(f"resolving the closure for Python {target.python} on {target.platform} ..."
+        + "".join(f" ({n} from {u} alone)" for n, u in pinned))
     with tempfile.TemporaryDirectory(prefix="envkit-lock-") as tmp:
         tclos = run_uv(tplan, Path(tmp) / "target")
+        if cuda_packages(tclos):
+            refuse_cuda(tclos, uv_via(tplan, Path(tmp) / "target-via"))
         say(f"resolving envkit's own closure for the controller (Python {ctl_target.python} on {ctl_target.platform}) ...")
         cclos = run_uv(cplan, Path(tmp) / "controller")
     python = lk.python.model_copy(update={"closure": tclos, "controller": cclos})

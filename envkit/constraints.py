@@ -35,6 +35,8 @@ class Statement:
 def _row(rule: str, row: Sourced | None, text: str) -> Statement:
     if row is None:
         return Statement(text, rule, "envkit matrix", None)
+    if row.disagreement:
+        text += f" (sources disagree: {row.disagreement})"
     return Statement(text, rule, row.source_text, row.confidence)
 
 
@@ -244,6 +246,14 @@ def chip_firmware(lm: LoadedMatrix, strict: Strictness) -> Constraint:
     return _chip_hdk(lm, "firmware", "NPU firmware")
 
 
+def _disputed_lines(lines: list, chip: str) -> str:
+    """Lines that leave `chip` out while their sources disagree about it (the line's `disagreement` names it)."""
+    disputed = [ln for ln in lines if chip not in ln.chips and ln.disagreement and chip in ln.disagreement.lower()]
+    if not disputed:
+        return ""
+    return f" (sources disagree for TorchNPU {', '.join(ln.line for ln in disputed)}: {disputed[0].disagreement})"
+
+
 def chip_torch_npu(lm: LoadedMatrix, strict: Strictness) -> Constraint:
     """chip ↔ torch_npu: a torch_npu release supports the chips of its TorchNPU line; a release without a line
     supports none (matrices/torch_npu.yaml, `torch_npu[].line` → `torch_npu_lines[].chips`)."""
@@ -259,7 +269,8 @@ def chip_torch_npu(lm: LoadedMatrix, strict: Strictness) -> Constraint:
         "torch_npu",
         lambda chip, tn: npu_line(tn) is not None and chip in npu_line(tn).chips,
         lambda chip: Statement(
-            f"chip {chip} is supported by TorchNPU lines {_fmt([ln.line for ln in m.torch_npu_lines if chip in ln.chips])}",
+            f"chip {chip} is supported by TorchNPU lines {_fmt([ln.line for ln in m.torch_npu_lines if chip in ln.chips])}"
+            + _disputed_lines(m.torch_npu_lines, chip),
             "torch_npu_lines/*.chips",
             "matrices/torch_npu.yaml (TorchNPU lines)",
         ),
@@ -357,9 +368,7 @@ def torch_npu_cann(lm: LoadedMatrix, strict: Strictness) -> Constraint:
 
     def tn_cann_ok(tn: str, cann: str) -> bool:
         t = lm.torch_npu(tn)
-        if t.cann is None:
-            return False
-        if versions.same(t.cann, cann):
+        if t.cann is not None and versions.same(t.cann, cann):
             return True
         if strict.cann or t.line is None:
             return False
@@ -367,9 +376,14 @@ def torch_npu_cann(lm: LoadedMatrix, strict: Strictness) -> Constraint:
 
     def say_tn_cann(tn: str) -> Statement:
         t = lm.torch_npu(tn)
-        if t.cann is None:
+        if t.line is None:
             return _row(f"torch_npu/{tn}", t, f"torch_npu {tn} has no published CANN pairing")
         ln = lm.lines[t.line]
+        if t.cann is None:
+            text = (f"torch_npu {tn} has no CANN pairing of its own; as a release of TorchNPU {t.line} (inferred) it "
+                    f"works with that line's CANN {_fmt(ln.cann_compatible)}")
+            return Statement(text, f"torch_npu/{tn}, torch_npu_line/{t.line}", f"{t.source_text}; {ln.source_text}",
+                             "inferred")
         text = f"torch_npu {tn} is paired with CANN {t.cann} in the vendor's table, and TorchNPU {t.line} works with CANN {_fmt(ln.cann_compatible)}"
         return Statement(text, f"torch_npu/{tn}, torch_npu_line/{t.line}", f"{t.source_text}; {ln.source_text}", ln.confidence)
 

@@ -230,17 +230,11 @@ class Downloader:
             if on_bytes:
                 on_bytes(have)
         if it.url.startswith("file://"):
-            from urllib.parse import unquote, urlparse
-
-            src = Path(unquote(urlparse(it.url).path))
-            with open(src, "rb") as fin, open(part, "r+b" if have else "wb") as fout:
-                fin.seek(have)
+            with _open_local(it) as fin, open(part, "r+b" if have else "wb") as fout:
+                if have:
+                    fin.seek(have)
                 fout.seek(have)
-                while chunk := fin.read(CHUNK):
-                    fout.write(chunk)
-                    h.update(chunk)
-                    if on_bytes:
-                        on_bytes(len(chunk))
+                _copy_capped(it, fin.read, fout, h, have, on_bytes, part)
         elif it.size is None or have < it.size:
             headers = {"Range": f"bytes={have}-"} if have else {}
             try:
@@ -256,12 +250,15 @@ class Downloader:
                     if have and r.status_code == 200:  # the server ignored Range: start again
                         have = 0
                         h = hashlib.sha256()
+                    announced = r.headers.get("Content-Length", "")
+                    if (it.size is not None and announced.isdigit() and not r.headers.get("Content-Encoding")
+                            and have + int(announced) > it.size):
+                        raise CheckFailed(f"{it.name}: {it.url} sends {have + int(announced)} bytes, more than the "
+                                          f"{it.size} the lock records; nothing was kept",
+                                          hint="The index serves another file than the lock names.")
                     with open(part, "ab" if have else "wb") as fout:
-                        for chunk in r.iter_content(CHUNK):
-                            fout.write(chunk)
-                            h.update(chunk)
-                            if on_bytes:
-                                on_bytes(len(chunk))
+                        chunks = r.iter_content(CHUNK)
+                        _copy_capped(it, lambda _n: next(chunks, b""), fout, h, have, on_bytes, part)
                         fout.flush()
                         os.fsync(fout.fileno())
             except (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError) as exc:
@@ -271,6 +268,47 @@ class Downloader:
             part.unlink(missing_ok=True)
             exc = CheckFailed(f"{it.name}: sha256 {digest} does not match the lock's {it.sha256}")
             raise _Retry(str(exc)) from exc
+
+
+def _open_local(it: Fetch):  # noqa: ANN202 - a binary file object
+    """The file a `file:` URL names, opened without blocking on a FIFO (refused, with sockets: no size to cap)."""
+    import stat
+    from urllib.parse import unquote, urlparse
+
+    src = Path(unquote(urlparse(it.url).path))
+    try:
+        fd = os.open(src, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as exc:
+        raise CannotRun(f"{it.name}: cannot read {src}: {exc.strerror or exc}") from None
+    mode = os.fstat(fd).st_mode
+    if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISDIR(mode):
+        os.close(fd)
+        raise CheckFailed(f"{it.name}: {src} is not a file (a FIFO, socket or folder)", hint="The lock's URL is wrong.")
+    os.set_blocking(fd, True)
+    return os.fdopen(fd, "rb")
+
+
+def _copy_capped(it: Fetch, read: Callable[[int], bytes], fout, h, have: int,  # noqa: ANN001
+                 on_bytes: Callable[[int], None] | None, part: Path) -> None:
+    """Copy from `read` into `fout` (and the hash) until the end, never more than the size the lock records: a
+    source that goes on past it (`file:///dev/zero`, a server sending another file) stops one byte after it and
+    fails the check, the partial file removed."""
+    left = None if it.size is None else it.size - have
+    while True:
+        chunk = read(CHUNK if left is None else min(CHUNK, left + 1))
+        if not chunk:
+            return
+        if left is not None and len(chunk) > left:
+            fout.close()
+            part.unlink(missing_ok=True)
+            raise CheckFailed(f"{it.name}: {it.url} holds more than the {it.size} bytes the lock records; nothing was kept",
+                              hint="The source is not the file the lock names (or the lock's size was edited).")
+        fout.write(chunk)
+        h.update(chunk)
+        if left is not None:
+            left -= len(chunk)
+        if on_bytes:
+            on_bytes(len(chunk))
 
 
 def fetch_with_progress(items: list[Fetch], cache: WheelCache, jobs: int = 8) -> dict[str, str]:

@@ -89,6 +89,14 @@ class BuildPlan:
         return [r for r in self.requirements if r.name not in HEAVY]
 
     @property
+    def torch_indexes(self) -> list[str]:
+        """The torch layer's indexes (online): the index the lock names for torch (its CPU build) first, where the
+        pins come from it (a closure locked from a mirror keeps its own order: the hashed `+cpu` pin decides)."""
+        py = self.lock.python
+        own = [py.indexes[p.index] for p in py.requirements if p.name == "torch" and p.index in py.indexes]
+        return list(dict.fromkeys([*(u for u in own if u in self.indexes), *self.indexes]))
+
+    @property
     def heavy_wheels(self) -> list[Path]:
         return [w for w in self.wheels if wheel_name(w) in HEAVY]
 

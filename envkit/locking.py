@@ -142,12 +142,26 @@ def build_layout(lm: LoadedMatrix, cann_version: str) -> CannLayout:
 
 
 def torch_spec(lm: LoadedMatrix, stack: dict[str, str]) -> tuple[str, str | None]:
-    """The exact torch version to install and the index it comes from (x86_64 +cpu builds)."""
-    t = lm.torch_npu(stack["torch_npu"])
+    """The exact torch version to install and the index it comes from: torch's CPU build for the arch
+    (`torch_builds`: `X+cpu` from the PyTorch CPU index, or PyPI's plain `X` where that is a CPU build);
+    None: the default index. Without a row, the x86_64 `+label` the torch_npu wheel pins."""
     public = versions.parse(stack["torch"]).public
+    build = lm.torch_build(public, stack["arch"])
+    if build is not None:
+        version = f"{public}+{build.local}" if build.local else public
+        return version, (None if build.index == "pypi" else build.index)
+    t = lm.torch_npu(stack["torch_npu"])
     if stack["arch"] == "x86_64" and t.x86_64_torch_local:
         return f"{public}+{t.x86_64_torch_local}", "pytorch-cpu"
     return public, None
+
+
+def _torch_build_rule(lm: LoadedMatrix, stack: dict[str, str]) -> str:
+    build = lm.torch_build(stack["torch"], stack["arch"])
+    if build is None:
+        return ""
+    spelling = f"torch=={torch_spec(lm, stack)[0]}"
+    return f"; its {stack['arch']} CPU build {spelling} from {build.index} (torch_builds, {build.confidence})"
 
 
 def build_python(lm: LoadedMatrix, stack: dict[str, str]) -> PythonSection:
@@ -178,7 +192,7 @@ def _provenance(lm: LoadedMatrix, res: Resolution) -> dict[str, Provenance]:
     h = lm.hdk(s["driver"])
     derived: dict[str, tuple[str, str, str | None]] = {
         "torch_npu": (f"torch_npu/{t.version}", t.source_text, t.confidence),
-        "torch": (f"torch_npu/{t.version} pins torch=={t.torch}", t.source_text, t.confidence),
+        "torch": (f"torch_npu/{t.version} pins torch=={t.torch}" + _torch_build_rule(lm, s), t.source_text, t.confidence),
         "cann": (
             f"torch_npu/{t.version} -> CANN {c.version}" + (" (vendor table)" if res.validated_cann else " (compatible line)"),
             c.source_text,

@@ -19,10 +19,12 @@ from envkit.errors import MatrixError, Where
 from envkit.models.matrix import (
     CannRelease,
     Chip,
+    HdkPatch,
     HdkRelease,
     Matrix,
     OperatingSystem,
     Rule,
+    TorchBuild,
     TorchNpuLine,
     TorchNpuRelease,
 )
@@ -35,6 +37,7 @@ SORTED_SECTIONS: dict[str, tuple[str, bool]] = {
     "cann": ("version", False),
     "pythons": ("version", False),
     "torch_npu": ("version", True),
+    "torch_builds": ("torch", True),
 }
 
 
@@ -60,12 +63,19 @@ class LoadedMatrix:
     # --- lookups -------------------------------------------------------------------------------
     @functools.cached_property
     def hdk_by_key(self) -> dict[tuple, HdkRelease]:
+        """Release, alias, file spelling (package_version, per chip) and patch builds -> the release."""
         out = {}
         for h in self.model.hdk:
-            out[versions.parse(h.version).key] = h
-            for alias in h.aliases:
-                out[versions.parse(alias).key] = h
+            spellings = [h.version, *h.aliases, *h.chip_package_versions.values(), *(p.version for p in h.patches)]
+            if h.package_version:
+                spellings.append(h.package_version)
+            for spelling in spellings:
+                out.setdefault(versions.parse(spelling).key, h)
         return out
+
+    @functools.cached_property
+    def hdk_patch_by_key(self) -> dict[tuple, HdkPatch]:
+        return {versions.parse(p.version).key: p for h in self.model.hdk for p in h.patches}
 
     @functools.cached_property
     def cann_by_key(self) -> dict[tuple, CannRelease]:
@@ -81,13 +91,39 @@ class LoadedMatrix:
         return {versions.parse(h.firmware_version).key: h for h in self.model.hdk if h.firmware_version}
 
     def hdk(self, version: str) -> HdkRelease | None:
-        return self.hdk_by_key.get(_key(version))
+        """The HDK release of a version as the host or a user spells it: ``25.0.RC1``, ``25.0.rc1.1``
+        (its package_version), ``24.1.rc2.2`` (a patch build: accepted as its release)."""
+        row = self.hdk_by_key.get(_key(version))
+        if row is None:
+            base = versions.patch_base(version)
+            row = self.hdk_by_key.get(_key(base)) if base else None
+        return row
+
+    def hdk_patch(self, version: str) -> HdkPatch | None:
+        """The sourced patch row of a patch spelling (24.1.rc2.2), None for a release or an unrecorded patch."""
+        return self.hdk_patch_by_key.get(_key(version))
+
+    def compatible_firmware(self, driver: str) -> str | None:
+        """The driver's compatible_version_fw: the patch's own range where sourced, else its release's."""
+        patch = self.hdk_patch(driver)
+        if patch is not None and patch.compatible_firmware:
+            return patch.compatible_firmware
+        row = self.hdk(driver)
+        return row.compatible_firmware if row else None
 
     def cann(self, version: str) -> CannRelease | None:
         return self.cann_by_key.get(_key(version))
 
     def torch_npu(self, version: str) -> TorchNpuRelease | None:
         return self.torch_npu_by_key.get(_key(version))
+
+    @functools.cached_property
+    def torch_builds_by_key(self) -> dict[tuple, TorchBuild]:
+        return {(versions.parse(b.torch).key, b.arch): b for b in self.model.torch_builds}
+
+    def torch_build(self, torch: str, arch: str) -> TorchBuild | None:
+        """Where torch's CPU build for `arch` comes from (index id, pin spelling); None: no row."""
+        return self.torch_builds_by_key.get((_key(versions.parse(torch).public), arch))
 
     def firmware(self, version: str) -> HdkRelease | None:
         return self.hdk(version) or self.firmware_alias.get(_key(version))
@@ -340,7 +376,8 @@ def check_matrix(lm: LoadedMatrix) -> list[Problem]:
     dupes("chips", [c.id for c in m.chips], as_version=False)
     dupes("operating_systems", [o.id for o in m.operating_systems], as_version=False)
     dupes("pythons", [p.version for p in m.pythons], as_version=True)
-    dupes("hdk", hdk_versions + [a for h in m.hdk for a in h.aliases], as_version=True)
+    dupes("hdk", hdk_versions + [a for h in m.hdk for a in h.aliases] + [p.version for h in m.hdk for p in h.patches],
+          as_version=True)
     dupes("cann", cann_versions, as_version=True)
     dupes("torch_npu", [t.version for t in m.torch_npu], as_version=True)
     dupes("torch_npu_lines", [ln.line for ln in m.torch_npu_lines], as_version=False)
@@ -359,9 +396,12 @@ def check_matrix(lm: LoadedMatrix) -> list[Problem]:
             if a not in arch_ids:
                 add("operating_systems", o.id, f"unknown arch {a}")
     for h in m.hdk:
-        for c in [*h.chips, *h.chip_package_versions]:
+        for c in [*h.chips, *h.chip_package_versions, *(c for p in h.patches for c in p.chips)]:
             if c not in chip_ids:
                 add("hdk", h.version, f"unknown chip {c}")
+        for p in h.patches:
+            if lm.hdk(versions.patch_base(p.version) or "") is not h:
+                add("hdk", h.version, f"patch {p.version} is not a patch spelling of {h.version}")
     for c in m.cann:
         for chip in c.chips:
             if chip not in chip_ids:
@@ -387,8 +427,10 @@ def check_matrix(lm: LoadedMatrix) -> list[Problem]:
             add("torch_npu", t.version, f"unknown TorchNPU line {t.line}")
         if t.cann is not None and lm.cann(t.cann) is None:
             add("torch_npu", t.version, f"CANN {t.cann} is not a CANN release of the matrix")
-        if (t.line is None) != (t.cann is None):
-            add("torch_npu", t.version, "line and cann must both be set or both be null")
+        if t.cann is not None and t.line is None:
+            add("torch_npu", t.version, "a CANN pairing needs its TorchNPU line")
+        if t.prerelease != versions.parse(t.version).is_prerelease:
+            add("torch_npu", t.version, "prerelease must be true exactly for an rc/alpha/beta/dev version")
         for p in t.python or []:
             if versions.parse(p).key not in python_versions:
                 add("torch_npu", t.version, f"Python {p} is not in pythons")
@@ -425,8 +467,9 @@ def check_matrix(lm: LoadedMatrix) -> list[Problem]:
             add("defaults", key, f"unknown arch {value}")
         if key == "os" and value not in lm.oses:
             add("defaults", key, f"unknown os {value}")
+    check_torch_builds(lm, add)
     for section in ("chips", "arches", "operating_systems", "pythons", "hdk", "cann", "torch_npu_lines", "torch_npu",
-                    "indexes", "packages", "rules"):
+                    "indexes", "packages", "rules", "torch_builds"):
         for row in getattr(m, section):
             if not row.sources or any(not s.strip() for s in row.sources):
                 add(section, str(getattr(row, "id", getattr(row, "version", "?"))), "row without a source")
@@ -444,3 +487,32 @@ def check_matrix(lm: LoadedMatrix) -> list[Problem]:
         if img.digest is None and not img.note:
             add("images", img.os, "a null digest needs a note saying why none is pinned")
     return problems
+
+
+def check_torch_builds(lm: LoadedMatrix, add: Any) -> None:
+    """`torch_builds`: one row per torch release the torch_npu rows pin and per arch, a known index, a PyPI
+    row without a local label (PyPI serves no `+cpu`), and the x86_64 `+label` a torch_npu wheel pins."""
+    m = lm.model
+    index_ids = {i.id for i in m.indexes}
+    seen: set[tuple] = set()
+    for b in m.torch_builds:
+        row = f"{b.torch} {b.arch}"
+        key = (versions.parse(b.torch).key, b.arch)
+        if key in seen:
+            add("torch_builds", row, "duplicate row")
+        seen.add(key)
+        if b.index not in index_ids:
+            add("torch_builds", row, f"unknown index {b.index}")
+        if b.index == "pypi" and b.local:
+            add("torch_builds", row, f"PyPI serves no +{b.local} build; a local label needs the index that serves it")
+    if not m.torch_builds:
+        return
+    for t in m.torch_npu:
+        for arch in sorted({a.id for a in m.arches}):
+            b = lm.torch_build(t.torch, arch)
+            if b is None:
+                add("torch_builds", f"{t.torch} {arch}", f"no row for torch {t.torch} on {arch} (torch_npu {t.version} pins it)")
+            elif arch == "x86_64" and t.x86_64_torch_local and b.local != t.x86_64_torch_local:
+                add("torch_builds", f"{t.torch} {arch}",
+                    f"torch_npu {t.version} pins torch=={t.torch}+{t.x86_64_torch_local} on x86_64; this row gives "
+                    + (f"+{b.local}" if b.local else "the plain version"))

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import functools
+import json
+import re
 import shutil
 from pathlib import Path
 from typing import Any
 
+from envkit.errors import BadInput
 from envkit.fsutil import atomic_write_text, link_or_copy
 from envkit.resources import data_dir
 
@@ -26,18 +29,75 @@ def environment() -> Any:
     )
     env.filters["shq"] = _shell_quote
     env.filters["dq"] = _docker_quote
+    env.filters["dkey"] = _docker_key
+    env.filters["djson"] = _docker_json_path
+    env.filters["dref"] = _docker_ref
+    env.filters["line"] = _one_line
     return env
 
 
-def _shell_quote(value: str) -> str:
+# Every value from a lock or a bundle goes through one of these filters: each quotes for its language, and
+# refuses (exit 2) what that language cannot hold quoted (a newline in a Dockerfile line, a `$` in a COPY path).
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_KEY = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}$")
+_PATH = re.compile(r"^[A-Za-z0-9._+~-]+(/[A-Za-z0-9._+~-]+)*/?$")
+_REF = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@+-]{0,511}$")  # an image reference: registry/name:tag@sha256:hex
+
+
+def _refuse(value: str, what: str) -> BadInput:
+    return BadInput(f"{value!r} cannot be written into {what} safely",
+                    hint="The value comes from the lock or the bundle: check it with `envkit validate`.")
+
+
+def _one_line(value: Any) -> str:
+    """Text for a comment line: control characters (a newline would end the comment) written as escapes."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m[0]):02x}", str(value))
+
+
+def _shell_quote(value: Any) -> str:
+    """One POSIX sh word (a RUN line, install.sh): single-quoted unless plainly safe; no control characters
+    (a newline would end a Dockerfile instruction)."""
     import shlex
 
-    return shlex.quote(str(value))
+    text = str(value)
+    if _CONTROL.search(text):
+        raise _refuse(text, "a shell command line")
+    return shlex.quote(text)
 
 
-def _docker_quote(value: str) -> str:
-    """A double-quoted value for ENV and LABEL lines."""
-    return '"' + str(value).replace("\\", "\\\\").replace('"', '\\"') + '"'
+def _docker_quote(value: Any) -> str:
+    """A double-quoted value for ENV and LABEL lines: `\\`, `"` and `$` escaped (Docker expands `$VAR` and
+    `${VAR}` in ENV and LABEL values, even in double quotes); a control character is refused (no escape
+    can hold a newline in a Dockerfile line)."""
+    text = str(value)
+    if _CONTROL.search(text):
+        raise _refuse(text, "a Dockerfile ENV/LABEL value")
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("$", "\\$") + '"'
+
+
+def _docker_key(value: Any) -> str:
+    """An ENV or LABEL key: plain characters only (keys cannot be quoted in every Docker version)."""
+    text = str(value)
+    if not _KEY.fullmatch(text):
+        raise _refuse(text, "a Dockerfile ENV/LABEL key")
+    return text
+
+
+def _docker_ref(value: Any) -> str:
+    """The image a FROM names: a reference's characters only (FROM expands `$ARG`, nothing can be quoted)."""
+    text = str(value)
+    if not _REF.fullmatch(text):
+        raise _refuse(text, "a Dockerfile FROM line")
+    return text
+
+
+def _docker_json_path(value: Any) -> str:
+    """A relative path in a JSON-form COPY: plain segments only, no `..` (Docker expands `$` and globs in
+    COPY sources even in JSON form, so nothing that needs escaping is accepted)."""
+    text = str(value)
+    if not _PATH.fullmatch(text) or ".." in text.split("/"):
+        raise _refuse(text, "a Dockerfile COPY path")
+    return json.dumps(text)
 
 
 def render(name: str, **context: Any) -> str:
@@ -79,22 +139,41 @@ def context_inputs(plan: Any) -> list[tuple[str, Any, str | None]]:
     return out
 
 
-def write_context(plan: Any, out: Path) -> list[Path]:
-    """Write the build context: Dockerfile, the lock, hashed requirements, and the inputs handed in."""
+def write_context(plan: Any, out: Path, *, force: bool = False) -> list[Path]:
+    """Write the build context: Dockerfile, the lock, hashed requirements, and the inputs handed in.
+
+    Written in place, into a folder that is new, empty, an earlier context (its marker) or handed over with
+    `force`; every path stays under `out` (links on the way resolved). An input may lie inside `out` (say
+    `--artifacts OUT/artifacts`): it is linked beside its place and never removed, and a stale folder render
+    would clear is left alone, refused, when an input lies in it."""
+    from envkit.fsutil import IMAGE_CONTEXT, claim_output, inside, mark_output
+
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    claim_output(out, IMAGE_CONTEXT, force=force)
+    if out.is_symlink() or (out.exists() and not out.is_dir()):
+        out.unlink()  # only with --force (claim_output refused it otherwise): the folder takes its place
+    texts = [(inside(out, rel), text) for rel, text in context_files(plan).items()]
+    inputs = [(inside(out, rel), Path(source)) for rel, source, _sha in context_inputs(plan) if source is not None]
     py = out / "python"
-    for stale in (py / "requirements.txt", py / "wheels", py / "torch" / "wheels", py / "rest" / "wheels"):
-        if stale.is_dir():
-            shutil.rmtree(stale)
-        elif stale.exists():
-            stale.unlink()
+    stale = [p for p in (py / "requirements.txt", py / "wheels", py / "torch" / "wheels", py / "rest" / "wheels")
+             if p.exists() or p.is_symlink()]
+    for p in stale:
+        held = [src for _, src in inputs if src.resolve().is_relative_to(p.resolve())]
+        if held and not p.is_symlink():
+            raise BadInput(f"{p} is cleared on each render, and it holds the input {held[0]}: nothing was written",
+                           hint=f"Move the inputs out of {out} (e.g. --artifacts DIR outside it), or render elsewhere.")
+    out.mkdir(parents=True, exist_ok=True)
+    mark_output(out, IMAGE_CONTEXT)  # first: a render killed half-way leaves a folder that is still ours
+    for p in stale:
+        if p.is_dir() and not p.is_symlink():
+            shutil.rmtree(p)
+        else:
+            p.unlink()
     written = []
-    for rel, text in context_files(plan).items():
-        atomic_write_text(out / rel, text)
-        written.append(out / rel)
-    for rel, source, _sha in context_inputs(plan):
-        if source is not None:
-            link_or_copy(source, out / rel)
-            written.append(out / rel)
+    for dest, text in texts:
+        atomic_write_text(dest, text)
+        written.append(dest)
+    for dest, source in inputs:
+        link_or_copy(source, dest)
+        written.append(dest)
     return written

@@ -110,6 +110,20 @@ def parse(text: str) -> Version:
     return Version(raw, tuple(key), tuple(release), local or None)
 
 
+def patch_base(text: str) -> str | None:
+    """The release a patch build belongs to: ``24.1.rc2.2`` -> ``24.1.rc2``, ``24.1.0.3`` -> ``24.1.0``.
+
+    A patch is a release spelled with at least three parts plus one more number (HDK patches and the
+    ``package_version`` spelling ``25.0.rc1.1``); ``25.5.1`` is a release, not a patch of ``25.5``.
+    None when the text is not a patch spelling.
+    """
+    public = str(text).strip().lower().split("+", 1)[0]
+    m = re.match(r"^(.*\d)[.\-_](\d+)$", public)
+    if not m or len([p for p in re.split(r"[.\-_]", m.group(1)) if p]) < 3 or not is_valid(m.group(1)):
+        return None
+    return m.group(1)
+
+
 def is_valid(text: str) -> bool:
     try:
         parse(text)

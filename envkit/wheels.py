@@ -24,6 +24,10 @@ _NORM = re.compile(r"[-_.]+")
 _WHEEL = re.compile(r"^(?P<name>[^-]+)-(?P<version>[^-]+)(-\d[^-]*)?-[^-]+-[^-]+-[^-]+\.whl$")
 _REQ = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)(\[[^\]]*\])?\s*==\s*(?P<version>[^\s;\\]+)")
 _HASH = re.compile(r"--hash[= ]sha256:([0-9a-f]{64})")
+# what a written pin may hold: a PEP 508 name, a PEP 440 version (epoch, local part), a sha256; nothing else
+_LINE_NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,98}[A-Za-z0-9])?$")
+_LINE_VERSION = re.compile(r"^[0-9A-Za-z][0-9A-Za-z.+!_-]{0,63}$")
+_LINE_SHA = re.compile(r"^[0-9a-f]{64}$")
 
 
 def normalize(name: str) -> str:
@@ -39,7 +43,17 @@ class Requirement:
     hashes: tuple[str, ...]
 
     def line(self) -> str:
-        """`name==version --hash=sha256:...`: the one way envkit writes a pin (pip --require-hashes reads it)."""
+        """`name==version --hash=sha256:...`: the one way envkit writes a pin (pip --require-hashes reads it).
+
+        Built from validated parts only: a name, version or hash that could carry another option, a marker,
+        a URL or a second line into the file is refused (exit 2)."""
+        bad = [what for what, value, grammar in (("name", self.name, _LINE_NAME), ("version", self.version, _LINE_VERSION))
+               if not grammar.fullmatch(value)] + ["sha256" for h in self.hashes if not _LINE_SHA.fullmatch(h)]
+        if bad or not self.hashes:
+            raise BadInput(f"refused to write the pin {self.name!r}=={self.version!r} (its {', '.join(bad) or 'sha256'} "
+                           "is not of the requirement grammar)",
+                           hint="The value comes from the lock, a requirements file or a wheel's name: check it "
+                                "(`envkit validate`).")
         hashes = " ".join(f"--hash=sha256:{h}" for h in self.hashes)
         return f"{self.name}=={self.version} {hashes}"
 
@@ -159,6 +173,11 @@ class BundleLayout:
         return self.root / "envkit.lock"
 
     @property
+    def sums(self) -> PurePath:
+        """`SHA256SUMS`: `sha256sum -c` input over every file but itself and the manifest (install.sh checks it)."""
+        return self.root / "SHA256SUMS"
+
+    @property
     def install(self) -> PurePath:
         return self.root / "install.sh"
 
@@ -186,3 +205,20 @@ class BundleLayout:
 
 
 LAYOUT = BundleLayout()
+
+
+# a path `sha256sum` writes and reads as it is (no escaping) and that stays inside the bundle
+_SUMS_PATH = re.compile(r"[A-Za-z0-9._+~-]+(/[A-Za-z0-9._+~-]+)*")
+
+
+def sha256sums(rows: Iterable[tuple[str, str]]) -> bytes:
+    """The text of a bundle's SHA256SUMS from (path, sha256) rows: `sha256sum` format, sorted by path.
+
+    A path that `sha256sum` would escape, or one that could leave the bundle (`..`, absolute), is refused."""
+    out = []
+    for path, sha in sorted(rows):
+        if not _SUMS_PATH.fullmatch(path) or ".." in path.split("/") or not _LINE_SHA.fullmatch(sha):
+            raise BadInput(f"a bundle entry cannot be listed in SHA256SUMS: {path!r}",
+                           hint="Bundle paths are plain names; the lock's file names are checked by `envkit validate`.")
+        out.append(f"{sha}  {path}\n")
+    return "".join(out).encode()

@@ -91,7 +91,7 @@ class _Walk:
             return str(node.value)
         try:
             return _SCALARS.construct_object(node)
-        except (yaml.YAMLError, ValueError, KeyError, TypeError, OverflowError) as exc:  # !!int x, 2024-13-45
+        except (yaml.YAMLError, ValueError, KeyError, TypeError, OverflowError, IndexError) as exc:  # !!int x, 2024-13-45
             kind = node.tag.rsplit(":", 1)[-1]
             raise self.fail(node, f"not a valid {kind}: {exc}", path, "Quote the value.") from None
 
@@ -166,7 +166,7 @@ class _FastLoader(_Loader):  # type: ignore[misc,valid-type]
             raise yaml.constructor.ConstructorError(None, None, f"unknown tag {node.tag}", node.start_mark)
         try:
             return super().construct_object(node, deep)
-        except (ValueError, KeyError, TypeError, OverflowError) as exc:  # !!int x, 2024-13-45, 5,000 digits
+        except (ValueError, KeyError, TypeError, OverflowError, IndexError) as exc:  # !!int x, 2024-13-45, 5,000 digits
             raise yaml.constructor.ConstructorError(None, None, str(exc), node.start_mark) from None
 
 
@@ -181,7 +181,7 @@ def fast_load_text(text: str) -> Any:
         return yaml.load(text, Loader=_FastLoader)  # noqa: S506 - a safe loader
     try:  # no anchor, hence no alias, and only the implicit tags: the plain C loader
         return yaml.load(text, Loader=_Loader)  # noqa: S506 - a safe loader
-    except (ValueError, KeyError, TypeError, OverflowError) as exc:
+    except (ValueError, KeyError, TypeError, OverflowError, IndexError) as exc:
         raise yaml.YAMLError(str(exc)) from None
 
 

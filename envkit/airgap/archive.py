@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from envkit import __version__
 from envkit.errors import CannotRun
-from envkit.fsutil import atomic_dir, atomic_stream, atomic_write_bytes
+from envkit.fsutil import atomic_dir, atomic_stream, atomic_write_bytes, plain_relpath
 from envkit.uptodate import archive_stamp, output_key
 
 if TYPE_CHECKING:  # the writers take a plan; importing them (is_archive) must not cost the models
@@ -24,12 +24,14 @@ MTIME = 315532800  # 1980-01-01, the zip epoch: every entry gets it, so archives
 
 
 def write_dir(plan: BundlePlan, out: Path) -> None:
-    """A folder bundle; cache entries are hard-linked when on the same file system (read-only), else copied."""
+    """A folder bundle; cache entries are hard-linked when on the same file system (read-only), else copied.
+
+    Every entry's path is a plain relative path (no `..`, not absolute): nothing is written outside `out`."""
     import shutil
 
     with atomic_dir(out) as tmp:
         for e in plan.all_entries():
-            dest = tmp / e.path
+            dest = tmp / plain_relpath(e.path, str(out))
             dest.parent.mkdir(parents=True, exist_ok=True)
             if e.data is not None:
                 dest.write_bytes(e.data)
@@ -131,7 +133,7 @@ def write_tar(plan: BundlePlan, out: Path) -> str:
             if out.name.endswith((".tar.gz", ".tgz")) else hashing
         with tarfile.open(fileobj=fileobj, mode="w", format=tarfile.PAX_FORMAT, copybufsize=1 << 20) as tf:
             for e in plan.all_entries():
-                info = tarfile.TarInfo(f"{plan.root}/{e.path}")
+                info = tarfile.TarInfo(str(plain_relpath(f"{plan.root}/{e.path}", str(out))))
                 info.size, info.mtime, info.mode = e.size, MTIME, _tar_mode(e)
                 info.uid = info.gid = 0
                 info.uname = info.gname = ""

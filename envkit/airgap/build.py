@@ -41,6 +41,7 @@ class BuildRequest:
     controller_arch: str | None = None
     controller_glibc: str | None = None
     jobs: int = 8  # parallel downloads
+    force: bool = False  # replace what is at `output` even when envkit did not write it
 
 
 @dataclass(frozen=True)
@@ -88,6 +89,11 @@ def build(request: BuildRequest, on_progress: Progress | None = None) -> BuildRe
     kept = _kept(done, r.output, time.perf_counter() - t0)
     if kept is not None:
         return kept
+    from envkit.airgap.verify import is_bundle
+    from envkit.fsutil import BUNDLE, claim_output
+
+    # before anything is fetched: what is at -o must be an earlier bundle (its manifest says so), or --force
+    claim_output(r.output, BUNDLE, force=r.force, folder=not is_archive(r.output), is_ours=is_bundle)
     from envkit.airgap.archive import write_dir, write_tar
     from envkit.airgap.plan import MANIFEST, plan_bundle
     from envkit.download import HashStamps, fetch_with_progress

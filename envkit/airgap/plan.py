@@ -15,7 +15,7 @@ from envkit.errors import BadInput, CheckFailed, Where
 from envkit.models.bundle import BundleFile, BundleManifest, TrustedArtifact
 from envkit.models.lock import Lock, PythonClosure
 from envkit.resources import data_dir
-from envkit.wheels import LAYOUT, Requirement, merge, normalize, requirements_txt
+from envkit.wheels import LAYOUT, Requirement, merge, normalize, requirements_txt, sha256sums
 
 MANIFEST = str(LAYOUT.manifest)
 IMAGE_DIR = str(LAYOUT.image)
@@ -298,6 +298,10 @@ def plan_bundle(
     dup = {e.path for e in entries if sum(1 for x in entries if x.path == e.path) > 1}
     if dup:
         raise BadInput(f"two bundle entries share a path: {sorted(dup)}")
+    # install.sh checks every file with `sha256sum -c SHA256SUMS` before it runs anything of the bundle; the
+    # manifest records the digest of SHA256SUMS, so the published manifest digest covers it too
+    sums = _blob(str(LAYOUT.sums), sha256sums((e.path, e.sha256) for e in entries))
+    entries = sorted([*entries, sums], key=lambda e: e.path)
     manifest = BundleManifest(
         envkit_version=__version__,
         lock_sha256=hashlib.sha256(lock_bytes).hexdigest(),
@@ -307,6 +311,7 @@ def plan_bundle(
         lacks=sorted(lacks),
         trusted_on_first_use=sorted(trusted, key=lambda t: t.file),
         files=[BundleFile(path=e.path, sha256=e.sha256, size=e.size) for e in entries],
+        sha256sums=sums.sha256,
         lock=lock.model_dump(mode="json"),
     )
     base = getattr(cache, "base", None)

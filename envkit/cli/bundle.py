@@ -34,6 +34,7 @@ def lock_cmd(
     index_url: Annotated[str, Opt("--index-url", help="Index to resolve against (recorded).")] = "https://pypi.org/simple",
     extra_index_url: Annotated[Optional[list[str]], Opt("--extra-index-url", help="More indexes (recorded), e.g. a PyTorch CPU index.")] = None,
     find_links: Annotated[Optional[list[str]], Opt("--find-links", help="Local wheel folders (recorded).")] = None,
+    torch_index_url: Annotated[Optional[str], Opt("--torch-index-url", help="Where torch's CPU build comes from, alone (recorded; default: the lock's index for torch, the PyTorch CPU index). A mirror of it.")] = None,
     json_out: Annotated[bool, Opt("--json", help="Machine-readable output.")] = False,
 ) -> None:
     """Record the full Python closure (every wheel: URL, sha256, size) for the target and the controller."""
@@ -43,7 +44,7 @@ def lock_cmd(
         lock, output=output, target_python=target_python, target_arch=target_arch, glibc=glibc,
         controller_python=controller_python, controller_arch=controller_arch, controller_glibc=controller_glibc,
         only=_csv(only), exclude=_csv(exclude), index_url=index_url, extra_index_urls=tuple(extra_index_url or ()),
-        find_links=tuple(find_links or ()), on_progress=console.progress,
+        find_links=tuple(find_links or ()), torch_index_url=torch_index_url, on_progress=console.progress,
     )
     summary = done.to_dict()
     if json_out:
@@ -53,6 +54,8 @@ def lock_cmd(
     console.out.print(f"locked {t['wheels']} target wheels ({t['bytes'] / 1e6:.1f} MB, Python {t['python']}, {t['platform']}) "
                       f"and {c['wheels']} controller wheels ({c['bytes'] / 1e6:.1f} MB, Python {c['python']}, {c['platform']}) "
                       f"-> {summary['lock']}", markup=False)
+    if t["torch"]:
+        console.out.print(f"torch {t['torch']['version']} from {t['torch']['url']}", markup=False)
     if t["excluded"]:
         console.out.print(f"excluded on purpose (recorded in the lock): {', '.join(t['excluded'])}", markup=False)
 
@@ -69,6 +72,7 @@ def build_cmd(
     controller_arch: Annotated[Optional[str], Opt("--controller-arch", help="Controller arch (default: the lock's controller closure).")] = None,
     controller_glibc: Annotated[Optional[str], Opt("--controller-glibc", help="Controller glibc when it is resolved here (default 2.28).")] = None,
     jobs: Annotated[int, Opt("--jobs", "-j", help="Parallel downloads.")] = 8,
+    force: Annotated[bool, Opt("--force", help="Replace what is at -o even if it is not an earlier envkit bundle.")] = False,
     json_out: Annotated[bool, Opt("--json", help="Machine-readable output.")] = False,
 ) -> None:
     """Download every wheel into the cache, check the vendor packages, and write the bundle."""
@@ -77,7 +81,7 @@ def build_cmd(
     result = airgap.build(airgap.BuildRequest(
         lock=lock, output=output, artifacts=artifacts, trust_artifacts=trust_artifacts, image=image, base=base,
         image_archive=image_archive, controller_python=controller_python, controller_arch=controller_arch,
-        controller_glibc=controller_glibc, jobs=jobs,
+        controller_glibc=controller_glibc, jobs=jobs, force=force,
     ), on_progress=console.progress)
     if json_out:
         console.emit_json(result.to_dict())

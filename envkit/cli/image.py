@@ -33,6 +33,7 @@ BaseOpt = Annotated[Optional[str], Opt("--base", help="Base image IMAGE@sha256:D
 ArtOpt = Annotated[
     Optional[Path], Opt("--artifacts", help="Folder with the vendor CANN packages (.run or signed .zip) and optionally wheels/ for an offline install.")
 ]
+ForceOpt = Annotated[bool, Opt("--force", help="Write into an existing folder that is not an earlier envkit build context.")]
 ReqOpt = Annotated[
     Optional[Path],
     Opt("--requirements", help="Hashed requirements (name==ver --hash=sha256:...) covering the lock's Python pins; "
@@ -51,13 +52,14 @@ def register(app: typer.Typer) -> None:
         base: BaseOpt = None,
         artifacts: ArtOpt = None,
         requirements: ReqOpt = None,
+        force: ForceOpt = False,
         json_out: Annotated[bool, Opt("--json", help="Machine-readable output.")] = False,
     ) -> None:
         """Write a build context (Dockerfile, hashed requirements, the vendor packages) for the lock."""
         from envkit.render import write_context
 
         plan = _plan(lock, base, artifacts, requirements, _command(lock, base, artifacts, requirements, ["render", "-o", str(output)]))
-        files = write_context(plan, output)
+        files = write_context(plan, output, force=force)
         _report(plan, output, files, json_out)
 
     @image_app.command("build")
@@ -68,6 +70,7 @@ def register(app: typer.Typer) -> None:
         artifacts: ArtOpt = None,
         requirements: ReqOpt = None,
         context: Annotated[Optional[Path], Opt("--context", help="Where to render the build context (default: a temporary folder).")] = None,
+        force: ForceOpt = False,
         json_out: Annotated[bool, Opt("--json", help="Machine-readable output.")] = False,
     ) -> None:
         """Render, then build with the engine at DOCKER_HOST (Docker, or Podman's Docker API socket)."""
@@ -91,7 +94,7 @@ def register(app: typer.Typer) -> None:
         console.progress(f"engine {info['version']} (API {info['api']}) at {info['url']}")
         with tempfile.TemporaryDirectory(prefix="envkit-image-") as tmp:
             ctx = context or Path(tmp)
-            write_context(plan, ctx)
+            write_context(plan, ctx, force=force)
             console.progress(f"building {tag} from {ctx}")
             t0 = time.monotonic()
             result = engine.build(ctx, tag, on_line=lambda line: console.progress("  " + line) if line.strip() else None)

@@ -12,6 +12,7 @@ def render(
     inventory: Annotated[Path, typer.Option("--inventory", "-i", help="Ansible INI inventory; each host sets envkit_hccn_conf=PATH.")],
     lock: Annotated[Path, typer.Option("--lock", help="The lock whose stack.chip picks the rank-table version.")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Folder to write the launch set into (nothing is written elsewhere).")],
+    force: Annotated[bool, typer.Option("--force", help="Replace an existing folder that is not an earlier envkit launch set.")] = False,
     json_out: Annotated[bool, typer.Option("--json", help="Print the result as one JSON document.")] = False,
 ) -> None:
     """Write rank_table.json (+ schema) and per host accelerate_config.yaml, hccl_env.sh and torchrun.sh.
@@ -20,7 +21,7 @@ def render(
     """
     from envkit.launch.render import format_result, render_launch
 
-    result = render_launch(inventory, lock, out)
+    result = render_launch(inventory, lock, out, force=force)
     if json_out:
         console.emit_json(result.to_dict())
     else:

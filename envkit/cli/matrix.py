@@ -1,4 +1,4 @@
-"""`envkit matrix check | show | schema`."""
+"""`envkit matrix check | show | refresh | schema`."""
 
 import json
 from pathlib import Path
@@ -50,6 +50,30 @@ def _cell(value: Any) -> str:
     if isinstance(value, str) and len(value) == 64 and all(c in "0123456789abcdef" for c in value):
         return value[:12] + "…"
     return str(value)
+
+
+def refresh_cmd(
+    snapshot: Annotated[Optional[Path], Opt("--snapshot", help="Read a recorded PyPI snapshot folder (offline).")] = None,
+    write: Annotated[bool, Opt("--write", help="Apply the diff to matrices/python_packages.yaml.")] = False,
+    record: Annotated[Optional[Path], Opt("--record", help="Record the PyPI documents read into this folder.")] = None,
+    matrix_dir: Annotated[Optional[Path], Opt("--matrix-dir", help="The matrices folder (default: the shipped one).")] = None,
+) -> None:
+    """Derive the Python-package rules from PyPI metadata; print the diff and a torch/torch_npu report.
+
+    Exit 0: nothing to change (or written with --write); 1: the rules differ from the metadata.
+    """
+    from envkit.refresh import refresh
+    from envkit.resources import matrices_dir
+
+    result = refresh(matrix_dir or matrices_dir(), snapshot=snapshot, record=record, write=write)
+    console.out.file.write(result.diff)
+    for line in result.report:
+        console.out.print(f"report  {line}", markup=False)
+    state = "written" if write and result.changed else "differs" if result.changed else "up to date"
+    console.out.print(f"python_packages.yaml {state}: {sum(len(r) for r in result.rules.values())} derived rules",
+                      markup=False)
+    if result.changed and not write:
+        raise typer.Exit(EXIT_FAILED)
 
 
 def register(app: typer.Typer) -> None:
@@ -134,6 +158,8 @@ def register(app: typer.Typer) -> None:
                     cells.append(r.source_text)
             table.add_row(*cells)
         console.out.print(table)
+
+    matrix_app.command("refresh")(refresh_cmd)
 
     @matrix_app.command("schema")
     def schema_cmd(

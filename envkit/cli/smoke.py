@@ -27,6 +27,10 @@ def register(app: typer.Typer) -> None:
         repeat: Annotated[int, typer.Option("--repeat", help="Forward runs for the steady-state median.")] = 10,
         collectives: Annotated[bool, typer.Option("--collectives", help="Also profile all_reduce, all_gather, reduce_scatter, all_to_all(v) across --nproc processes.")] = False,
         max_size: Annotated[str, typer.Option("--max-size", help="With --collectives: the largest size (8K to this, x2 steps), e.g. 1MiB, 64M, 1G.")] = "64MiB",
+        serve: Annotated[bool, typer.Option("--serve", help="Also start an OpenAI-compatible server on the device (vllm serve on npu, transformers serve on cpu) and check its answers.")] = False,
+        server: Annotated[str, typer.Option("--server", help="With --serve: auto, vllm or transformers.")] = "auto",
+        serve_timeout: Annotated[float, typer.Option("--serve-timeout", help="With --serve: seconds to wait for the server to be ready.")] = 300.0,
+        serve_tokens: Annotated[int, typer.Option("--serve-tokens", help="With --serve: max_tokens of each request.")] = 32,
     ) -> None:
         """Run the model on one device and check it: placement, forward, cache, generate, training, collectives.
 
@@ -41,6 +45,11 @@ def register(app: typer.Typer) -> None:
             result = run_smoke_with_collectives(opts, parse_size(max_size), progress=console.progress)
         else:
             result = run_smoke(opts, progress=console.progress)
+        if serve:
+            from envkit.smoke.serve import ServeOptions, add_serve
+
+            sopts = ServeOptions(engine=server, ready_timeout=serve_timeout, max_tokens=serve_tokens)
+            result = add_serve(result, sopts, progress=console.progress)
         if json_out:
             console.emit_json(result.report.model_dump(mode="json"))
         else:

@@ -25,7 +25,7 @@ from typing import Any
 import yaml
 
 from envkit.errors import BadInput, Where
-from envkit.fsutil import atomic_write_bytes, atomic_write_text
+from envkit.fsutil import LAUNCH_SET, atomic_dir, atomic_write_bytes, atomic_write_text, claim_output, mark_output, plain_relpath
 from envkit.launch import ranktable as RT
 from envkit.launch.data import cite, load_hccl
 from envkit.launch.env import EnvPlan, plan_env
@@ -139,9 +139,14 @@ def _torchrun_sh(argv: list[str], rank_table: str) -> str:
     )
 
 
-def render_launch(inventory: Path, lock: Path, out: Path) -> LaunchResult:
-    """Validate and write the launch set; BadInput (exit 2) names the broken rule and its source."""
+def render_launch(inventory: Path, lock: Path, out: Path, *, force: bool = False) -> LaunchResult:
+    """Validate and write the launch set; BadInput (exit 2) names the broken rule and its source.
+
+    The set is written whole into a new folder swapped in at `out`: what was there (an earlier launch set, its
+    marker says so, or anything with `force`) is replaced, nothing is written outside it."""
     from envkit.lockfile import read_lock
+
+    claim_output(Path(out), LAUNCH_SET, force=force)
 
     chip = read_lock(Path(lock)).stack.chip
     data = load_hccl()
@@ -181,11 +186,14 @@ def render_launch(inventory: Path, lock: Path, out: Path) -> LaunchResult:
         files[f"{base}/hccl_env.sh"] = _env_sh(env.per_host[host.name], rt_sources)
         files[f"{base}/torchrun.sh"] = _torchrun_sh(torchrun_argv(len(plans), len(plan.devices), node_rank, master, port, script), "rank_table.json")
     result = LaunchResult(chip=chip, version=row.version, out_dir=Path(out), hosts=names, ranks=total, warnings=warnings)
-    for rel, text in sorted(files.items()):
-        atomic_write_bytes(Path(out) / rel, text.encode(), 0o755 if rel.endswith(".sh") else 0o644)
-        result.files[rel] = hashlib.sha256(text.encode()).hexdigest()
-    manifest = json.dumps(result.to_dict() | {"out_dir": "."}, indent=2, sort_keys=True) + "\n"
-    atomic_write_text(Path(out) / "launch.json", manifest)
+    with atomic_dir(Path(out)) as tmp:
+        for rel, text in sorted(files.items()):
+            atomic_write_bytes(tmp / plain_relpath(rel, str(out)), text.encode(), 0o755 if rel.endswith(".sh") else 0o644,
+                               fsync=False)
+            result.files[rel] = hashlib.sha256(text.encode()).hexdigest()
+        manifest = json.dumps(result.to_dict() | {"out_dir": "."}, indent=2, sort_keys=True) + "\n"
+        atomic_write_text(tmp / "launch.json", manifest)
+        mark_output(tmp, LAUNCH_SET)
     return result
 
 

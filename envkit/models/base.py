@@ -38,6 +38,7 @@ class Sourced(StrictModel):
     confidence: Confidence
     validated: bool = False
     note: str | None = None
+    disagreement: str | None = None  # where sources disagree: what each says (explanations quote it)
 
     @property
     def sources(self) -> list[str]:

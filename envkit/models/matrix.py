@@ -9,12 +9,17 @@ from envkit.models.base import Sourced, StrictModel
 from envkit.versions import InvalidVersion, parse, parse_ranges
 
 
-def _check_version(value: str) -> str:
+def _checked(check, value):
+    """`value` when `check(value)` raises no InvalidVersion; a pydantic ValueError otherwise."""
     try:
-        parse(value)
+        check(value)
     except InvalidVersion as exc:
         raise ValueError(str(exc)) from None
     return value
+
+
+def _check_version(value: str) -> str:
+    return _checked(parse, value)
 
 
 class Chip(Sourced):
@@ -53,6 +58,21 @@ class PythonRelease(Sourced):
     _v = field_validator("version")(_check_version)
 
 
+def _check_ranges(value: str | None) -> str | None:
+    return value if value is None else _checked(parse_ranges, value)
+
+
+class HdkPatch(Sourced):
+    """A patch build of an HDK release as version.info spells it (``24.1.rc2.2``): accepted as its release."""
+
+    version: str = Field(description="the patch's Version= / package_version, e.g. 24.1.rc2.2")
+    chips: list[str] = Field([], description="the chips whose packages carry this patch; empty: not captured")
+    compatible_firmware: str | None = Field(None, description="the patch driver's own compatible_version_fw")
+
+    _v = field_validator("version")(_check_version)
+    _r = field_validator("compatible_firmware")(_check_ranges)
+
+
 class HdkRelease(Sourced):
     version: str
     aliases: list[str] = []
@@ -62,18 +82,10 @@ class HdkRelease(Sourced):
     firmware_version: str | None = Field(None, description="the firmware's own Version= (7.x); null where not captured")
     compatible_firmware: str | None = Field(None, description="driver version.info compatible_version_fw")
     compatible_driver: str | None = Field(None, description="firmware version.info compatible_version_drv")
+    patches: list[HdkPatch] = Field([], description="patch builds of this release seen in the field (24.1.rc2.2)")
 
     _v = field_validator("version")(_check_version)
-
-    @field_validator("compatible_firmware", "compatible_driver")
-    @classmethod
-    def _ranges(cls, value: str | None) -> str | None:
-        if value is not None:
-            try:
-                parse_ranges(value)
-            except InvalidVersion as exc:
-                raise ValueError(str(exc)) from None
-        return value
+    _r = field_validator("compatible_firmware", "compatible_driver")(_check_ranges)
 
 
 class CannRelease(Sourced):
@@ -99,9 +111,10 @@ class TorchNpuLine(Sourced):
 
 class TorchNpuRelease(Sourced):
     version: str
-    line: str | None
+    line: str | None = Field(description="TorchNPU line; set with a null cann: the line is inferred (its CANN range applies)")
     torch: str
     cann: str | None = Field(None, description="the CANN of the vendor's version table (validated); null: none published")
+    prerelease: bool = Field(False, description="an rc build: accepted when pinned, never picked by resolve")
     python: list[str] | None = Field(None, description="wheel tags on PyPI, as Python versions; null: not captured")
     manylinux: dict[str, str] = Field(description="glibc the wheels need, per arch")
     x86_64_torch_local: str | None = Field(None, description="local label the x86_64 wheel pins on torch (cpu)")
@@ -113,6 +126,17 @@ class TorchNpuRelease(Sourced):
 class Index(Sourced):
     id: str
     url: str
+
+
+class TorchBuild(Sourced):
+    """Where torch's CPU build comes from for one torch release and arch (an Ascend stack never takes a CUDA build)."""
+
+    torch: str
+    arch: Literal["aarch64", "x86_64"]
+    index: str = Field(description="id of the index that serves the CPU build (`indexes`: pypi, pytorch-cpu)")
+    local: str | None = Field(description="local label of the pin (cpu: torch==X+cpu); null: the plain X")
+
+    _v = field_validator("torch")(_check_version)
 
 
 class Rule(Sourced):
@@ -180,6 +204,7 @@ class Matrix(StrictModel):
     torch_npu_lines: list[TorchNpuLine]
     torch_npu: list[TorchNpuRelease]
     indexes: list[Index]
+    torch_builds: list[TorchBuild] = Field([], description="per torch release and arch: the index of its CPU build and the pin spelling")
     packages: list[PackagePolicy]
     cann_python_deps: PythonDeps
     installers: list[Installer]

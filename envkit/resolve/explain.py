@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 
+from envkit import versions
 from envkit.constraints import Constraint, RuleConstraint, Statement
 from envkit.matrix import LoadedMatrix
 from envkit.models.report import Conflict, Fact
@@ -199,9 +200,12 @@ def pin_checks(lm: LoadedMatrix, pins: dict[str, Pin]) -> list[Conflict]:
                 ),
             )
         )
+    patch = _patch_firmware(lm, pins)
+    if patch is not None:
+        out.append(patch)
     pin = pins.get("torch_npu")
     t = lm.torch_npu(pin.value) if pin else None
-    if pin and t.cann is None:
+    if pin and t.line is None:
         out.append(
             _one_pin(
                 pin,
@@ -211,6 +215,30 @@ def pin_checks(lm: LoadedMatrix, pins: dict[str, Pin]) -> list[Conflict]:
             )
         )
     return out
+
+
+def _patch_firmware(lm: LoadedMatrix, pins: dict[str, Pin]) -> Conflict | None:
+    """A driver patch (24.1.rc2.2) whose own compatible_version_fw excludes the pinned firmware's Version."""
+    drv, fw = pins.get("driver"), pins.get("firmware")
+    patch = lm.hdk_patch(drv.given) if drv else None
+    if fw is None or patch is None or not patch.compatible_firmware:
+        return None
+    row = lm.hdk(fw.given)
+    fw_version = row.firmware_version if row is not None else fw.given  # an HDK release, or the firmware's Version=
+    if not fw_version or versions.in_any_range(fw_version, versions.parse_ranges(patch.compatible_firmware)):
+        return None
+    return Conflict(
+        summary=f"driver {drv.given} (a patch of HDK {drv.value}) allows firmware {patch.compatible_firmware}, "
+        f"not {fw_version}: 'driver and firmware packages do not match'",
+        pins=["driver", "firmware"],
+        chain=[
+            _fact_of_pin(drv),
+            _fact_of_pin(fw),
+            Fact(fact=f"the driver patch {patch.version} declares compatible_version_fw={patch.compatible_firmware}",
+                 rule=f"hdk/{drv.value}/patch/{patch.version}", source=patch.source_text, kind="derived",
+                 confidence=patch.confidence),
+        ],
+    )
 
 
 def explain(lm: LoadedMatrix, pins: dict[str, Pin], limit: int = 6) -> list[Conflict]:

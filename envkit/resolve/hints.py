@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 
 from envkit.constraints import Assignment, RuleConstraint
+from envkit.versions import in_any_range, parse_ranges, same
 from envkit.matrix import LoadedMatrix
 from envkit.models.report import Conflict, Suggestion
 from envkit.resolve.pins import CHANGE_COST, Pin
@@ -26,10 +27,28 @@ def suggest(lm: LoadedMatrix, pins: dict[str, Pin], conflicts: list[Conflict], l
         res = solve(lm, keep)
         if res is None:
             continue
+        if all(res.stack[k] == pins[k].value for k in drop):
+            continue  # the same release again (a patch pin whose own range the pairing tables cannot see)
         change = {k: {"from": pins[k].given, "to": res.stack[k]} for k in drop}
         out.append(
             Suggestion(change=change, stack=res.stack, validated=res.validated_cann and res.validated_hdk)
         )
+    return out
+
+
+def _patch_hints(lm: LoadedMatrix, stack: Assignment, pins: dict[str, Pin]) -> list[str]:
+    """A patch spelling is validated as its release; say so, and check the patch's own firmware range."""
+    out = []
+    for key in ("driver", "firmware"):
+        pin = pins.get(key)
+        if pin is not None and not same(pin.given, pin.value) and lm.hdk(pin.given) is lm.hdk(pin.value):
+            out.append(f"{key} {pin.given} is validated as HDK {pin.value}")
+    drv = pins.get("driver")
+    patch = lm.hdk_patch(drv.given) if drv else None
+    fw = lm.hdk(stack["firmware"]).firmware_version
+    if patch and patch.compatible_firmware and fw and not in_any_range(fw, parse_ranges(patch.compatible_firmware)):
+        out.append(f"the driver patch {patch.version} allows firmware {patch.compatible_firmware} only, not the firmware "
+                   f"{fw} of HDK {stack['firmware']}: install a firmware in that range")
     return out
 
 
@@ -53,6 +72,12 @@ def hints_for(lm: LoadedMatrix, stack: Assignment, pins: dict[str, Pin]) -> list
     c = lm.cann(stack["cann"])
     if c.prerelease:
         out.append(f"CANN {c.version} is a pre-release")
+    if t.prerelease:
+        out.append(f"torch_npu {t.version} is a pre-release: resolve never picks one unless it is pinned")
+    if t.cann is None and t.line is not None:
+        out.append(f"torch_npu {t.version} has no CANN pairing of its own: it is judged by TorchNPU {t.line}'s CANN "
+                   f"range (inferred)")
+    out.extend(_patch_hints(lm, stack, pins))
     if not c.nnal:
         out.append(f"no NNAL release is recorded for CANN {c.version}: the lock lists none")
     chip = lm.chips[stack["chip"]]

@@ -52,7 +52,8 @@ def initial_domains(lm: LoadedMatrix, pins: dict[str, Pin], strict_cann: bool) -
         "firmware": versions.newest_first([h.version for h in m.hdk]),
         "cann": versions.newest_first([c.version for c in m.cann if not c.prerelease]),
         "torch_npu": [
-            t.version for t in m.torch_npu if t.cann is not None and (t.validated or not strict_cann)
+            t.version for t in m.torch_npu
+            if t.cann is not None and not t.prerelease and (t.validated or not strict_cann)
         ],
         "torch": torch_versions(lm, mapped_only=True),
         "numpy": lm.package("numpy"),

@@ -93,3 +93,6 @@ class SmokeReport(ReportModel):
     outputs: Outputs
     nproc: int = 1
     collectives: Optional[dict[str, Any]] = Field(default=None, description="envkit smoke --collectives: the collective profile")
+    serve: Optional[dict[str, Any]] = Field(
+        default=None, description="envkit smoke --serve: server command, readiness, requests, ttft, tokens/s, agreement"
+    )

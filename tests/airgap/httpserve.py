@@ -59,15 +59,36 @@ def make_handler(root: Path, rate: float | None = None, simple_index: bool = Fal
             else:
                 import hashlib
 
+                files = [f for f in sorted(root.iterdir()) if f.suffix == ".whl" and normalize(f.name.split("-")[0]) == project]
+                if not files:
+                    self.send_error(404)
+                    return
+                if "application/vnd.pypi.simple.v1+json" in (self.headers.get("Accept") or ""):
+                    return self._json(project, files, hashlib)
                 links = []
-                for f in sorted(root.iterdir()):
-                    if f.suffix == ".whl" and normalize(f.name.split("-")[0]) == project:
-                        sha = _sha(f, hashlib)
-                        links.append(f'<a href="/{f.name}#sha256={sha}">{f.name}</a>\n')
+                for f in files:
+                    sha = _sha(f, hashlib)
+                    links.append(f'<a href="/{f.name}#sha256={sha}">{f.name}</a>\n')
                 body = "<html><body>\n" + "".join(links) + "</body></html>\n"
-            data = body.encode()
+            self._send(body.encode(), "text/html")
+
+        def _json(self, project: str, files: list, hashlib):
+            """PEP 691 (with PEP 700 sizes, PEP 714 core-metadata where `<wheel>.metadata` exists)."""
+            import json
+
+            rows = []
+            for f in files:
+                row = {"filename": f.name, "url": f"/{f.name}", "hashes": {"sha256": _sha(f, hashlib)}, "size": f.stat().st_size}
+                meta = f.with_name(f.name + ".metadata")
+                if meta.is_file():
+                    row["core-metadata"] = {"sha256": _sha(meta, hashlib)}
+                rows.append(row)
+            body = {"meta": {"api-version": "1.1"}, "name": project, "versions": [], "files": rows}
+            self._send(json.dumps(body).encode(), "application/vnd.pypi.simple.v1+json")
+
+        def _send(self, data: bytes, content_type: str):
             self.send_response(200)
-            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Type", content_type)
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
             self.wfile.write(data)

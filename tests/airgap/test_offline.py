@@ -10,8 +10,8 @@ proved (a virtualenv with pip costs ~10 s, an install of the controller wheels ~
 - removed wheel:      `envkit bundle verify` names it `missing:`; and pip itself, isolated (no index, no
                       network, no config), finds no other source for it: nothing can hide an incomplete bundle.
 - tampered wheel:     `envkit bundle verify` names it `modified:`; and with the manifest rewritten to match
-                      (so verify passes), install.sh fails on pip's `--require-hashes`, removes the virtualenv
-                      it had started, and says nothing was installed.
+                      (so verify passes), install.sh refuses it with `sha256sum -c SHA256SUMS` before any
+                      virtualenv or pip, and says nothing was installed.
 - tampered manifest:  `envkit bundle verify` names the file it misdescribes `modified:`; and install.sh with
                       the published ENVKIT_BUNDLE_DIGEST refuses it before creating anything.
 """
@@ -105,7 +105,7 @@ def installed(built, tmp_path_factory) -> tuple[Path, Path]:
     venv = tmp / "venv"
     r = _install(bundle, venv)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "next:" in r.stdout and "OK" in r.stdout  # install.sh ran `envkit bundle verify` from the new venv
+    assert "next:" in r.stdout and "verified:" in r.stdout  # install.sh checked SHA256SUMS before pip ran
     return bundle, venv
 
 
@@ -195,15 +195,17 @@ def test_tampered_wheel_is_caught_by_verify_and_by_pip_hashes(installed, tmp_pat
     r = _verify(venv, bundle)
     assert r.returncode == 1, r.stdout + r.stderr
     assert f"modified: wheels/controller/{wheel.name}" in r.stdout
-    # a forger rewrites the manifest to match: verify passes, so only pip's --require-hashes stands in the way
+    # a forger rewrites the manifest's entry to match: verify still refuses (SHA256SUMS says otherwise), and
+    # install.sh checks the wheel against SHA256SUMS before pip
     data = wheel.read_bytes()
     _rewrite_manifest(bundle, f"wheels/controller/{wheel.name}", hashlib.sha256(data).hexdigest(), len(data))
-    assert _verify(venv, bundle).returncode == 0
+    r = _verify(venv, bundle)
+    assert r.returncode == 1 and "SHA256SUMS does not list the manifest's files" in r.stderr, r.stdout + r.stderr
     new_venv = tmp_path / "venv"
     r = _install(bundle, new_venv)
     out = r.stdout + r.stderr
     assert r.returncode == 1, out
-    assert "DO NOT MATCH THE HASHES" in out and wheel.name in out
+    assert "does not match its sha256" in out and f"{wheel.name}: FAILED" in out
     assert "nothing was installed" in out
     assert not new_venv.exists()
 

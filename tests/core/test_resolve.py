@@ -11,7 +11,7 @@ VALID = [
     ("vllm-ascend-v0.13.0", {"torch_npu": "2.8.0.post2", "torch": "2.8.0", "cann": "8.5.0", "python": "3.11", "transformers": "4.57.4"}, {"driver": "25.5.0", "numpy": "1.26.4"}),
     ("vllm-ascend-v0.11.0rc1", {"torch_npu": "2.7.1", "cann": "8.3.RC1", "python": "3.11"}, {"driver": "25.3.RC1", "torch": "2.7.1"}),
     ("vllm-ascend-v0.18.0", {"torch_npu": "2.9.0", "cann": "8.5.1", "python": "3.11"}, {"torch": "2.9.0"}),
-    ("vllm-ascend-v0.23.0", {"torch_npu": "2.10.0.post4", "cann": "9.1.0", "python": "3.12", "transformers": "5.5.4"}, {"driver": "26.0.RC1"}),
+    ("vllm-ascend-v0.23.0", {"torch_npu": "2.10.0.post4", "cann": "9.1.0", "python": "3.12", "transformers": "5.5.4"}, {"driver": "26.0.RC1"}),  # 9.1.0 pairs with 26.0.RC1 (its own notes); 26.1.0 (sibling notes) is compatible
     ("vllm-ascend-v0.23.0rc1", {"torch_npu": "2.10.0.post2", "cann": "9.0.1"}, {"torch": "2.10.0"}),
     ("x86-torch-cpu-index", {"arch": "x86_64", "torch": "2.6.0"}, {"torch_npu": "2.6.0.post5"}),
     ("a3-cann-8.5.0", {"chip": "a3", "cann": "8.5.0"}, {"driver": "25.3.RC1"}),
@@ -45,7 +45,7 @@ INVALID = [
     ("torch-pin-mismatch", {"torch_npu": "2.6.0.post5", "torch": "2.5.1"}, "needs torch 2.6.0"),
     ("alpha-python-range", {"cann": "8.5.0.alpha001", "python": "3.13"}, "Python"),
     ("transformers-5.24-python-3.10", {"transformers": "5.24.0", "python": "3.10"}, "Python >=3.11"),
-    ("numpy-1.26-python-3.13", {"numpy": "1.26.4", "python": "3.13"}, "3.9-3.12"),
+    ("numpy-1.26-python-3.13", {"numpy": "1.26.4", "python": "3.13"}, "Python >=3.9,<3.13"),
     ("310b-has-no-driver-in-matrix", {"chip": "310b"}, "310b"),
 ]
 
@@ -167,27 +167,39 @@ def test_chip_spellings_from_npu_smi(lm):
 # --- one test per rule: a stack that breaks it is refused, one that keeps it is accepted --------
 RULE_CASES = {
     "transformers/npu-support": ({"transformers": "4.30.0"}, {"transformers": "4.32.0"}),
-    "transformers/python-4.38": ({"transformers": "4.40.0", "python": "3.8"}, {"transformers": "4.40.0", "python": "3.8"}),
-    "transformers/python-4.48": ({"transformers": "4.50.0", "python": "3.8"}, {"transformers": "4.50.0", "python": "3.9"}),
-    "transformers/python-5.0": ({"transformers": "5.0.0", "python": "3.9"}, {"transformers": "5.0.0", "python": "3.10"}),
-    "transformers/python-5.24": ({"transformers": "5.24.0", "python": "3.10"}, {"transformers": "5.24.0", "python": "3.11"}),
-    "transformers/torch-4.48": ({"transformers": "4.48.0", "torch": "2.1.0"}, {"transformers": "4.48.0", "torch": "2.1.0"}),
-    "transformers/torch-4.52": ({"transformers": "4.52.1", "torch": "2.7.1"}, {"transformers": "4.52.1", "torch": "2.6.0"}),
-    "transformers/torch-4.53": ({"transformers": "4.53.0", "torch": "2.1.0"}, {"transformers": "4.53.0", "torch": "2.5.1"}),
-    "transformers/torch-4.56": ({"transformers": "4.57.1", "torch": "2.1.0"}, {"transformers": "4.57.1", "torch": "2.5.1"}),
-    "transformers/torch-5.5": ({"transformers": "5.5.4", "torch": "2.3.1"}, {"transformers": "5.5.4", "torch": "2.5.1"}),
-    "transformers/torch-5.24": ({"transformers": "5.24.0", "torch": "2.5.1"}, {"transformers": "5.24.0", "torch": "2.6.0"}),
-    "transformers/numpy-4.42": ({"transformers": "4.42.0", "numpy": "2.2.6"}, {"transformers": "4.42.0", "numpy": "1.26.4"}),
+    # derived rules (envkit matrix refresh): ids name the first release of each run
+    "transformers/python-4.32.0": ({"transformers": "4.40.0", "python": "3.8"}, {"transformers": "4.40.0", "python": "3.8"}),
+    "transformers/python-4.47.0": ({"transformers": "4.47.0", "python": "3.8"}, {"transformers": "4.47.0", "python": "3.9"}),
+    "transformers/python-5.0.0": ({"transformers": "5.0.0", "python": "3.9"}, {"transformers": "5.0.0", "python": "3.10"}),
+    "transformers/python-5.21.0": ({"transformers": "5.21.0", "python": "3.10"}, {"transformers": "5.21.0", "python": "3.11"}),
+    "transformers/torch-4.32.0": ({"transformers": "4.32.0", "torch": "2.1.0"}, {"transformers": "4.32.0", "torch": "2.1.0"}),
+    "transformers/torch-4.33.0": ({"transformers": "4.36.0", "torch": "2.1.0"}, {"transformers": "4.36.0", "torch": "2.1.0"}),
+    "transformers/torch-4.37.0": ({"transformers": "4.37.0", "torch": "2.1.0"}, {"transformers": "4.37.0", "torch": "2.1.0"}),
+    "transformers/torch-4.48.0": ({"transformers": "4.48.0", "torch": "2.1.0"}, {"transformers": "4.48.0", "torch": "2.1.0"}),
+    "transformers/torch-4.52.1": ({"transformers": "4.52.1", "torch": "2.7.1"}, {"transformers": "4.52.1", "torch": "2.6.0"}),
+    "transformers/torch-4.53.0": ({"transformers": "4.53.0", "torch": "2.1.0"}, {"transformers": "4.53.0", "torch": "2.5.1"}),
+    "transformers/torch-4.56.0": ({"transformers": "4.57.1", "torch": "2.1.0"}, {"transformers": "4.57.1", "torch": "2.5.1"}),
+    "transformers/torch-5.1.0": ({"transformers": "5.5.4", "torch": "2.3.1"}, {"transformers": "5.5.4", "torch": "2.5.1"}),
+    "transformers/torch-5.15.0": ({"transformers": "5.15.0", "torch": "2.4.0"}, {"transformers": "5.15.0", "torch": "2.5.1"}),
+    "transformers/torch-5.20.0": ({"transformers": "5.20.0", "torch": "2.5.1"}, {"transformers": "5.20.0", "torch": "2.6.0"}),
+    "transformers/numpy-4.42.0": ({"transformers": "4.42.0", "numpy": "2.2.6"}, {"transformers": "4.42.0", "numpy": "1.26.4"}),
     "transformers/npu-torch-2.5.1": ({"transformers": "4.50.0", "torch": "2.4.0"}, {"transformers": "4.49.0", "torch": "2.4.0"}),
     "accelerate/npu-support": ({"accelerate": "0.20.0"}, {"accelerate": "0.21.0"}),
-    "accelerate/python-0.21": ({"accelerate": "1.0.0", "python": "3.8"}, {"accelerate": "1.0.0", "python": "3.8"}),
-    "accelerate/python-1.2": ({"accelerate": "1.2.0", "python": "3.8"}, {"accelerate": "1.2.0", "python": "3.9"}),
-    "accelerate/python-1.12": ({"accelerate": "1.12.0", "python": "3.9"}, {"accelerate": "1.12.0", "python": "3.10"}),
-    "accelerate/torch-1.5": ({"accelerate": "1.5.0", "torch": "2.1.0"}, {"accelerate": "1.5.0", "torch": "2.1.0"}),
-    "numpy/python-1.24": ({"numpy": "1.24.4", "python": "3.12"}, {"numpy": "1.24.4", "python": "3.11"}),
-    "numpy/python-1.26": ({"numpy": "1.26.4", "python": "3.13"}, {"numpy": "1.26.4", "python": "3.12"}),
-    "numpy/python-2.2": ({"numpy": "2.2.6", "python": "3.9"}, {"numpy": "2.2.6", "python": "3.13"}),
-    "numpy/python-2.3": ({"numpy": "2.3.5", "os": "centos7.6"}, {"numpy": "2.3.5", "os": "centos8.2"}),
+    "accelerate/python-0.21.0": ({"accelerate": "1.0.0", "python": "3.8"}, {"accelerate": "1.0.0", "python": "3.8"}),
+    "accelerate/python-1.1.0": ({"accelerate": "1.1.0", "python": "3.8"}, {"accelerate": "1.1.0", "python": "3.9"}),
+    "accelerate/python-1.11.0": ({"accelerate": "1.11.0", "python": "3.9"}, {"accelerate": "1.11.0", "python": "3.10"}),
+    "accelerate/torch-0.21.0": ({"accelerate": "0.30.0", "torch": "2.1.0"}, {"accelerate": "0.30.0", "torch": "2.1.0"}),
+    "accelerate/torch-1.3.0": ({"accelerate": "1.3.0", "torch": "2.1.0"}, {"accelerate": "1.3.0", "torch": "2.1.0"}),
+    "accelerate/numpy-0.32.0": ({"accelerate": "0.32.0", "numpy": "2.2.6"}, {"accelerate": "0.32.0", "numpy": "1.26.4"}),
+    "accelerate/numpy-0.34.0": ({"accelerate": "0.34.2", "numpy": "2.2.6"}, {"accelerate": "0.34.2", "numpy": "2.2.6"}),
+    "numpy/python-1.24.0": ({"numpy": "1.24.4", "python": "3.12"}, {"numpy": "1.24.4", "python": "3.11"}),
+    "numpy/python-1.25.0": ({"numpy": "1.25.2", "python": "3.12"}, {"numpy": "1.25.2", "python": "3.11"}),
+    "numpy/python-1.26.0": ({"numpy": "1.26.4", "python": "3.13"}, {"numpy": "1.26.4", "python": "3.12"}),
+    "numpy/python-2.1.0": ({"numpy": "2.2.6", "python": "3.9"}, {"numpy": "2.2.6", "python": "3.13"}),
+    "numpy/python-2.3.0": ({"numpy": "2.3.0", "os": "centos7.6"}, {"numpy": "2.3.0", "os": "centos8.2"}),
+    "numpy/python-2.3.2": ({"numpy": "2.3.5", "os": "centos7.6"}, {"numpy": "2.3.5", "os": "centos8.2"}),
+    "numpy/python-2.5.0": ({"numpy": "2.5.0", "python": "3.11"}, {"numpy": "2.5.0", "python": "3.12"}),
+    "numpy/python-2.5.2": ({"numpy": "2.5.2", "python": "3.11"}, {"numpy": "2.5.2", "python": "3.12"}),
     "numpy/torch-2.1": ({"torch": "2.1.0", "numpy": "2.0.0"}, {"torch": "2.1.0", "numpy": "1.26.4"}),
     "numpy/torch-2.2": ({"torch": "2.2.0", "numpy": "2.0.0"}, {"torch": "2.2.0", "numpy": "1.26.4"}),
     "numpy/cann-8.2": ({"cann": "8.2.RC1", "numpy": "2.0.0"}, {"cann": "8.2.RC1", "numpy": "1.26.4"}),
@@ -195,7 +207,9 @@ RULE_CASES = {
 }
 # rules whose "breaking" stack above cannot break them on its own (the witness shows the rule holds)
 # (the matrix has no torch < 2.1 and no Python < 3.8, so these can never be the deciding rule today)
-HOLDS_ONLY = {"transformers/python-4.38", "transformers/torch-4.48", "transformers/torch-4.53", "accelerate/python-0.21", "accelerate/torch-1.5"}
+HOLDS_ONLY = {"transformers/python-4.32.0", "transformers/torch-4.32.0", "transformers/torch-4.33.0",
+              "transformers/torch-4.37.0", "transformers/torch-4.48.0", "transformers/torch-4.53.0",
+              "accelerate/python-0.21.0", "accelerate/torch-0.21.0", "accelerate/torch-1.3.0", "accelerate/numpy-0.34.0"}
 
 
 def test_every_error_rule_has_a_test(lm):

@@ -37,11 +37,11 @@ OLD_TORCH_NPU = """\
 # rule id -> (a stack that breaks it, one that keeps it, whether the other "requires python" rules are left out)
 T, P, A = "transformers", "python", "accelerate"
 CASES = {
-    "transformers/python-4.38": ({T: "4.40.0", P: "3.7"}, {T: "4.40.0", P: "3.8"}, True),
-    "transformers/torch-4.48": ({T: "4.48.0", "torch": "1.11.0"}, {T: "4.48.0", "torch": "2.0.1"}, False),
-    "transformers/torch-4.53": ({T: "4.53.0", "torch": "2.0.1"}, {T: "4.53.0", "torch": "2.5.1"}, False),
-    "accelerate/python-0.21": ({A: "1.0.0", P: "3.7"}, {A: "1.0.0", P: "3.8"}, True),
-    "accelerate/torch-1.5": ({A: "1.5.0", "torch": "1.11.0"}, {A: "1.5.0", "torch": "2.0.1"}, False),
+    "transformers/python-4.32.0": ({T: "4.40.0", P: "3.7"}, {T: "4.40.0", P: "3.8"}, True),
+    "transformers/torch-4.48.0": ({T: "4.48.0", "torch": "1.11.0"}, {T: "4.48.0", "torch": "2.0.1"}, False),
+    "transformers/torch-4.53.0": ({T: "4.53.0", "torch": "2.0.1"}, {T: "4.53.0", "torch": "2.5.1"}, False),
+    "accelerate/python-0.21.0": ({A: "1.0.0", P: "3.7"}, {A: "1.0.0", P: "3.8"}, True),
+    "accelerate/torch-1.3.0": ({A: "1.5.0", "torch": "1.11.0"}, {A: "1.5.0", "torch": "2.0.1"}, False),
 }
 
 

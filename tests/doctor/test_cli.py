@@ -18,7 +18,8 @@ SCENARIOS = {
     "hazard-cuda-torch": (1, {"CUDA torch with torch_npu"}),
     "hazard-numpy2": (1, {"numpy 2 where <2 is needed", "stack validation"}),
     "hazard-set-env": (1, {"set_env.sh not sourced"}),
-    "hazard-fw-mismatch": (1, {"driver/firmware compatibility"}),
+    # driver 24.1.rc2.2 is validated as HDK 24.1.RC2 with the patch's own compatible_version_fw
+    "hazard-fw-mismatch": (1, {"driver/firmware compatibility", "stack validation"}),
     "hazard-npu-held": (1, {"NPU held by another process"}),
     "hazard-device-used": (1, {"npu-smi", "NPU held by another process"}),
     "hazard-no-device-nodes": (1, {"npu devices"}),

@@ -168,10 +168,29 @@ def test_firmware_range_checked_from_the_board_when_no_firmware_file(root_copy):
     assert c.status == "fail" and "firmware 7.3.0.1.231 is outside" in c.detail
 
 
-def test_validation_sets_aside_unknown_versions(root_copy):
-    report = _report(root_copy("hazard-fw-mismatch"))  # driver 24.1.rc2.2 is a patch the matrix does not list
+def test_validation_judges_a_driver_patch_by_its_own_firmware_range(root_copy):
+    report = _report(root_copy("hazard-fw-mismatch"))  # driver 24.1.rc2.2: a patch of 24.1.RC2, fw [7.0.0,7.2.99]
     c = _check(report, "stack validation")
-    assert c.status == "warn" and "set aside: driver 24.1.rc2.2" in c.detail
+    assert c.status == "fail" and "driver 24.1.rc2.2 (a patch of HDK 24.1.RC2) allows firmware [7.0.0,7.2.99]" in c.detail
+    assert report.observed.driver.value == "24.1.rc2.2"  # the exact patch, as observed
+
+
+def test_an_observed_patch_build_validates_as_its_release(root_copy):
+    root = root_copy("healthy-a2")  # driver 25.5.0
+    info = root / "usr/local/Ascend/driver/version.info"
+    info.write_text(info.read_text().replace("Version=25.5.0", "Version=25.5.0.3"))
+    report = _report(root)
+    c = _check(report, "stack validation")
+    assert c.status == "ok" and "driver 25.5.0.3 is validated as HDK 25.5.0" in c.detail
+    assert report.observed.driver.value == "25.5.0.3"
+
+
+def test_validation_sets_aside_unknown_versions(root_copy):
+    root = root_copy("hazard-fw-mismatch")
+    info = root / "usr/local/Ascend/driver/version.info"
+    info.write_text(info.read_text().replace("24.1.rc2.2", "24.1.rc4.2"))  # a patch of a release nobody names
+    c = _check(_report(root), "stack validation")
+    assert c.status == "warn" and "set aside: driver 24.1.rc4.2" in c.detail
 
 
 def test_validation_marks_facts_as_observed(root_copy):

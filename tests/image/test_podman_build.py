@@ -225,7 +225,8 @@ def _closure_from_wheelhouse(lock_path: Path, wheels: list[Path], out: Path) -> 
 
     from packaging.version import Version
 
-    from envkit.closure import OS_GLIBC, make_target, normalize
+    from envkit.closure import make_target
+    from envkit.wheels import normalize
     from envkit.lockfile import dump_lock, read_lock
     from envkit.models.lock import ClosurePackage, PythonClosure
 
@@ -239,7 +240,7 @@ def _closure_from_wheelhouse(lock_path: Path, wheels: list[Path], out: Path) -> 
     pkgs = [ClosurePackage(name=n, version=w.name.split("-")[1], filename=w.name, url=w.as_uri(),
                            sha256=hashlib.sha256(w.read_bytes()).hexdigest(), size=w.stat().st_size)
             for n, w in sorted(newest.items())]
-    target = make_target(lock.stack.python, lock.stack.arch, OS_GLIBC.get(lock.stack.os, "2.28"))
+    target = make_target(lock.stack.python, lock.stack.arch, lock.platform.glibc)
     closure = PythonClosure(target=target, roots=sorted(newest), index_url="file://" + str(WORK), resolver="test wheelhouse",
                             packages=pkgs)
     python = lock.python.model_copy(update={"closure": closure, "controller": closure})

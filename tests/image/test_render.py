@@ -69,14 +69,15 @@ def test_layouts_and_env(golden_inputs) -> None:
     assert "Ascend-cann-A3-ops_8.5.0_linux-aarch64.run" in new
     assert "/usr/local/Ascend/driver/lib64/driver" in new
     # vendor order: toolkit, then ops, then NNAL (after sourcing the toolkit's env)
-    i_tk, i_ops, i_nnal = (new.index(f"COPY artifacts/{n}") for n in (
+    i_tk, i_ops, i_nnal = (new.index(f'COPY ["artifacts/{n}", "./"]') for n in (
         "Ascend-cann-toolkit_8.5.0_linux-aarch64.run", "Ascend-cann-A3-ops_8.5.0_linux-aarch64.run",
         "Ascend-cann-nnal_8.5.0_linux-aarch64.run"))
     assert i_tk < i_ops < i_nnal
     assert ". /usr/local/Ascend/ascend-toolkit/set_env.sh" in new[i_nnal:]
     assert "--quiet --install --install-for-all" in new
     assert "USER HwHiAiUser" in new and "HwHiAiUser" in new
-    assert "driver" not in [line.split()[1] for line in new.splitlines() if line.startswith("COPY artifacts/")]
+    copied = [line for line in new.splitlines() if line.startswith('COPY ["artifacts/')]
+    assert len(copied) == 3 and not any("driver" in line for line in copied)
 
 
 def test_cpu_torch_and_labels(golden_inputs) -> None:

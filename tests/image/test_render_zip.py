@@ -82,9 +82,9 @@ def test_the_dockerfile_checks_the_zip_then_unzips_and_runs_its_installer(render
     # the zip, not the bare .run, goes into the build context and the image's build step
     assert (ctx / "artifacts" / zip_file).is_file() and not (ctx / "artifacts" / run).exists()
     assert hashlib.sha256((ctx / "artifacts" / zip_file).read_bytes()).hexdigest() == sha
-    assert f"COPY artifacts/{zip_file} ./" in text
+    assert f'COPY ["artifacts/{zip_file}", "./"]' in text
     parts = [p.strip() for p in _run_step(text, zip_file).split(" && ")]
-    assert parts[0] == f'echo "{sha}  {zip_file}" | sha256sum -c -'
+    assert parts[0] == f"echo '{sha}  {zip_file}' | sha256sum -c -"
     assert parts[1] == f"python3 -m zipfile -e {zip_file} ./unpacked"
     assert parts[2].startswith(f"mv ./unpacked/{member} ./{run}")
     assert f"chmod +x ./{run}" in parts

@@ -8,6 +8,7 @@ range -> upgrade with a failing installer, reboot, repair -> a bundle from `envk
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -56,7 +57,8 @@ def fleet(work):
 @pytest.fixture(scope="module")
 def locks(work):
     old = resolve_lock(work / "old.lock", "--cann", "8.3.RC1")  # toolkit-latest layout, kernels, HDK 25.3.RC1
-    new = resolve_lock(work / "new.lock")  # CANN 9.1.0: cann-versioned layout, ops, HDK 26.0.RC1
+    # CANN 9.1.0: cann-versioned layout, ops; HDK 26.0.RC1 pinned (9.1.0 pairs with 26.0.RC1 and 26.1.0)
+    new = resolve_lock(work / "new.lock", "--driver", "26.0.RC1", "--firmware", "26.0.RC1")
     return {"old": old, "new": new}
 
 
@@ -305,7 +307,7 @@ def test_provision_from_a_bundle_built_by_envkit(fleet, locks, work):
     assert any((bundle / "wheels" / "target").glob("envkit-*.whl"))
 
     rc, data, err = provision(fleet, lock, bundle, work / "out-bundle-cli", "--limit", "node3")
-    assert rc == 0, err
+    assert rc == 0, err + json.dumps(data.get("hosts", data), indent=1)[:4000]
     h = _hosts(data)["node3"]
     # driver, firmware and CANN are the same lock's: only the venv is rebuilt
     assert [p.split()[0] for p in h["plan"]] == ["python"], h["plan"]

@@ -335,3 +335,71 @@ def test_probe_module_runs_on_this_host(tmp_path):
     assert st["users"]["no-such-user-envkit"] == {"exists": False}
     assert st["groups"]["root"] == {"exists": True}
     assert st["free_kb"] > 0 and isinstance(st["busy_pids"], str)
+
+
+def _tags(text: str) -> list[tuple[str, str]]:
+    """(tag, value) of every scalar of a YAML text, as written (no constructor runs)."""
+    out = []
+    for node in yaml.compose(text).value:
+        stack = [node]
+        while stack:
+            n = stack.pop()
+            if isinstance(n, tuple):
+                stack.extend(n)
+            elif isinstance(n, yaml.MappingNode):
+                stack.extend(n.value)
+            elif isinstance(n, yaml.SequenceNode):
+                stack.extend(n.value)
+            else:
+                out.append((n.tag, n.value))
+    return out
+
+
+HOSTILE = "{{ lookup('pipe', 'touch MARKER') }}"
+
+
+def test_vars_file_marks_every_string_that_could_hold_jinja_unsafe(locks, tmp_path):
+    """Every string of the vars file that could hold Jinja (a `{`) is `!unsafe`: Ansible never templates it.
+    The others stay plain strings: ansible-core 2.19 loads `!unsafe '3.10'` as the float 3.1."""
+    from envkit.provision import dump_vars
+
+    write_vendor(locks["old"], tmp_path / "vendor")
+    lock = read_lock(locks["old"])
+    v = render_vars(lock, lock_path=locks["old"], bundle=locate_bundle(None, tmp_path / "vendor", _wheels(tmp_path / "wheels")),
+                    report_dir=tmp_path / "r")
+    v["envkit_cann_set_env"] = "/opt/{{ x }}"  # a value with Jinja markup, as a hostile bundle could bring
+    text = dump_vars(v, "envkit provision")
+    strings = _tags(text)
+    assert not [(tag, value) for tag, value in strings if "{" in value and tag != "!unsafe"]
+    assert ("!unsafe", "/opt/{{ x }}") in strings
+    assert ("tag:yaml.org,2002:str", lock.stack.python) in strings
+    top = {k.value: v for k, v in yaml.compose(text).value}
+    assert top["envkit_python_lock_python"].value == lock.stack.python
+
+
+def test_jinja_in_a_lock_value_is_never_evaluated_by_ansible(tmp_path):
+    """The grammar refuses `{{ }}` in every lock string; the vars file holds even without it: a value with a
+    pipe lookup reaches a task as text, and the marker the lookup would create never appears."""
+    from envkit.provision import dump_vars
+
+    ansible = Path(sys.executable).parent / "ansible-playbook"
+    marker = tmp_path / "MARKER"
+    hostile = HOSTILE.replace("MARKER", str(marker))
+    text = dump_vars({"envkit_hdk_driver": {"version": hostile, "flags": [hostile]}, "envkit_python_lock_python": "3.10",
+                      "envkit_cann_set_env": hostile, "envkit_python_cann_env": {"X": hostile}}, "test")
+    assert ("!unsafe", hostile) in _tags(text)
+    if not ansible.exists():
+        pytest.skip("ansible-playbook not installed beside this interpreter")
+    (tmp_path / "vars.yml").write_text(text)
+    play = tmp_path / "play.yml"
+    play.write_text(yaml.safe_dump([{"hosts": "all", "gather_facts": False, "tasks": [
+        {"ansible.builtin.copy": {"dest": str(tmp_path / "out.txt"), "mode": "0600", "content":
+            "{{ envkit_hdk_driver.version }}|{{ envkit_hdk_driver.flags[0] }}|{{ envkit_cann_set_env }}|"
+            "{{ envkit_python_cann_env.X }}|{{ envkit_python_lock_python == '3.10' }}"}},
+    ]}]))
+    p = subprocess.run([str(ansible), "-i", "localhost,", "-c", "local", "-e", f"ansible_python_interpreter={sys.executable}",
+                        "-e", f"@{tmp_path / 'vars.yml'}", str(play)], env=playbook_env(PLAYBOOKS),
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert (tmp_path / "out.txt").read_text() == "|".join([hostile] * 4 + ["True"])
+    assert not marker.exists()

@@ -1,0 +1,450 @@
+"""`envkit matrix refresh`: derive the Python-package rules from the packages' own metadata on PyPI.
+
+Reads PyPI's JSON API (``/pypi/NAME/json``: every release with its files' ``requires_python`` and
+wheel names) and each release's core metadata (``/pypi/NAME/VERSION/json``, or, where that answers
+404, the wheel's METADATA read with HTTP range requests) for Transformers, Accelerate and numpy, and
+derives `matrices/python_packages.yaml` rules: Requires-Python, the torch and numpy bounds of
+Requires-Dist, and for numpy the Python range and glibc of its wheel tags. Consecutive releases
+with the same value make one rule (``when: {transformers: ">=4.48.0,<4.52.0"}``), so a bound that
+changes inside a minor series starts a new rule there. Every rule names its releases and the
+metadata field as its source, with the date read.
+
+The derived rules live between ``# BEGIN derived <package>`` / ``# END derived <package>`` markers in
+python_packages.yaml; everything outside the markers is hand-written and left alone. A rule whose
+content is unchanged keeps its existing text (and date), so refreshing a correct matrix changes
+nothing. The result is a unified diff; ``write=True`` applies it.
+
+Offline: ``snapshot`` reads the same documents from a folder (``NAME.json``, ``NAME/VERSION.json``),
+as written by ``record`` (the documents stripped to the fields read here).
+"""
+
+from __future__ import annotations
+
+import datetime
+import difflib
+import io
+import json
+import re
+import struct
+import urllib.error
+import urllib.request
+import zlib
+from urllib.parse import urljoin
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from envkit import versions
+from envkit.errors import BadInput, CannotRun
+
+PYPI = "https://pypi.org"
+# package -> (display name, first release derived: older ones are refused by the NPU-support rules)
+PACKAGES: dict[str, tuple[str, str]] = {
+    "transformers": ("Transformers", "4.32.0"),
+    "accelerate": ("Accelerate", "0.21.0"),
+    "numpy": ("numpy", "1.24.0"),
+}
+_KEPT_DIST = re.compile(r"^(torch|numpy|nvidia-[a-z0-9-]+)\b", re.I)
+
+
+@dataclass
+class Release:
+    version: str
+    requires_python: str | None
+    requires_dist: list[str]
+    wheels: list[str]
+
+
+@dataclass
+class RefreshResult:
+    diff: str
+    changed: bool
+    rules: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    path: Path | None = None
+    report: list[str] = field(default_factory=list)
+
+
+# --- reading PyPI ------------------------------------------------------------------------------
+class Source:
+    """PyPI (online) or a recorded snapshot folder; optionally records what it reads."""
+
+    def __init__(self, snapshot: Path | None = None, record: Path | None = None, timeout: float = 60.0) -> None:
+        self.snapshot, self.record, self.timeout = snapshot, record, timeout
+
+    def _load(self, rel: str) -> dict[str, Any] | None:
+        assert self.snapshot is not None
+        path = self.snapshot / rel
+        if not path.is_file():
+            return None
+        return json.loads(path.read_text())
+
+    def _save(self, rel: str, doc: dict[str, Any]) -> None:
+        if self.record is not None:
+            from envkit.fsutil import atomic_write_text
+
+            atomic_write_text(self.record / rel, json.dumps(doc, indent=1, sort_keys=True) + "\n")
+
+    def _get(self, url: str, headers: dict[str, str] | None = None) -> bytes:
+        req = urllib.request.Request(url, headers={"User-Agent": "envkit-matrix-refresh", **(headers or {})})
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout) as resp:  # noqa: S310 - https URLs we build
+                return resp.read()
+        except urllib.error.HTTPError:
+            raise
+        except OSError as exc:
+            raise CannotRun(f"PyPI cannot be reached ({url}): {exc}",
+                            hint="Run it where pypi.org answers, or pass --snapshot DIR (a recorded snapshot).") from None
+
+    def project(self, name: str, since: str, *, prereleases: bool = False) -> dict[str, Any]:
+        """``/pypi/NAME/json`` stripped: info.version, releases keys, and the files of releases >= since."""
+        if self.snapshot is not None:
+            doc = self._load(f"{name}.json")
+            if doc is None:
+                raise BadInput(f"the snapshot {self.snapshot} has no {name}.json",
+                               hint="Record one with `tools/matrix_refresh.py --record DIR`.")
+            return doc
+        url = f"{PYPI}/pypi/{name}/json"
+        raw = json.loads(self._get(url))
+        keep = ("filename", "packagetype", "requires_python")
+        doc = {
+            "info": {"version": raw["info"]["version"]},
+            "releases": {
+                v: ([{**{k: f.get(k) for k in keep}, "url": urljoin(url, f["url"])} for f in files if not f.get("yanked")]
+                    if _wanted(v, since, prereleases) else [])
+                for v, files in raw["releases"].items()
+            },
+        }
+        # the snapshot keeps what is read, not where it was downloaded from
+        self._save(f"{name}.json", {"info": doc["info"], "releases": {
+            v: [{k: f[k] for k in keep} for f in files] for v, files in doc["releases"].items()}})
+        return doc
+
+    def metadata(self, name: str, version: str, files: list[dict[str, Any]]) -> dict[str, Any]:
+        """``/pypi/NAME/VERSION/json`` stripped to info.version/requires_python/requires_dist (torch, numpy)."""
+        rel = f"{name}/{version}.json"
+        if self.snapshot is not None:
+            doc = self._load(rel)
+            if doc is None:
+                raise BadInput(f"the snapshot {self.snapshot} has no {rel}")
+            return doc
+        try:
+            info = json.loads(self._get(f"{PYPI}/pypi/{name}/{version}/json"))["info"]
+            dist, rp = info.get("requires_dist") or [], info.get("requires_python")
+        except urllib.error.HTTPError:
+            dist, rp = self._wheel_metadata(files)
+        doc = {"info": {"version": version, "requires_python": rp or None,
+                        "requires_dist": sorted(d for d in dist if _KEPT_DIST.match(d))}}
+        self._save(rel, doc)
+        return doc
+
+    def _wheel_metadata(self, files: list[dict[str, Any]]) -> tuple[list[str], str | None]:
+        """Requires-Dist and Requires-Python from a wheel's METADATA, read with range requests."""
+        wheels = sorted((f for f in files if f["filename"].endswith(".whl")), key=lambda f: _wheel_rank(f["filename"]))
+        if not wheels:
+            return [], None
+        text = _read_zip_member(self, wheels[0]["url"], ".dist-info/METADATA")
+        dist = [v.strip() for k, v in _headers(text) if k == "requires-dist"]
+        rp = next((v.strip() for k, v in _headers(text) if k == "requires-python"), None)
+        return dist, rp
+
+
+def _wheel_rank(filename: str) -> tuple[int, str]:
+    return (0 if "none-any" in filename else 1 if "manylinux" in filename and "x86_64" in filename else 2, filename)
+
+
+def _headers(text: str) -> list[tuple[str, str]]:
+    out = []
+    for line in text.split("\n\n", 1)[0].splitlines():
+        if ":" in line and not line.startswith(" "):
+            k, _, v = line.partition(":")
+            out.append((k.strip().lower(), v))
+    return out
+
+
+def _read_zip_member(src: Source, url: str, suffix: str) -> str:
+    """One member of a remote zip (a wheel), from its central directory, with three range requests."""
+    tail = src._get(url, {"Range": "bytes=-65536"})
+    eocd = tail.rfind(b"PK\x05\x06")
+    if eocd < 0:
+        raise CannotRun(f"not a zip: {url}")
+    cd_size, cd_offset = struct.unpack("<II", tail[eocd + 12:eocd + 20])
+    cd = src._get(url, {"Range": f"bytes={cd_offset}-{cd_offset + cd_size - 1}"})
+    pos = 0
+    while pos + 46 <= len(cd) and cd[pos:pos + 4] == b"PK\x01\x02":
+        method, = struct.unpack("<H", cd[pos + 10:pos + 12])
+        csize, _usize, nlen, elen, clen = struct.unpack("<IIHHH", cd[pos + 20:pos + 34])
+        offset, = struct.unpack("<I", cd[pos + 42:pos + 46])
+        name = cd[pos + 46:pos + 46 + nlen].decode()
+        if name.endswith(suffix) and name.count("/") == 1:
+            blob = src._get(url, {"Range": f"bytes={offset}-{offset + 30 + 1024 + csize}"})
+            n2, e2 = struct.unpack("<HH", blob[26:30])
+            data = blob[30 + n2 + e2:30 + n2 + e2 + csize]
+            return (zlib.decompress(data, -15) if method == 8 else data).decode("utf-8", "replace")
+        pos += 46 + nlen + elen + clen
+    raise CannotRun(f"no {suffix} in {url}")
+
+
+def _wanted(v: str, since: str, prereleases: bool) -> bool:
+    return (prereleases and versions.is_valid(v) or _final(v)) and versions.parse(v) >= versions.parse(since)
+
+
+def _final(v: str) -> bool:
+    try:
+        p = versions.parse(v)
+    except versions.InvalidVersion:
+        return False
+    return not p.is_prerelease and not any(kind == 0 for kind, _ in p.key)
+
+
+# --- deriving ------------------------------------------------------------------------------------
+def releases(src: Source, name: str) -> list[Release]:
+    """The final releases since the package's floor, oldest first, with their metadata."""
+    since = PACKAGES[name][1]
+    doc = src.project(name, since)
+    chosen = sorted((v for v, files in doc["releases"].items() if files), key=versions.sort_key)
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        metas = list(pool.map(lambda v: src.metadata(name, v, doc["releases"][v]), chosen))
+    out = []
+    for v, meta in zip(chosen, metas):
+        files = doc["releases"][v]
+        rp = meta["info"].get("requires_python") or next((f["requires_python"] for f in files if f.get("requires_python")), None)
+        out.append(Release(v, rp, list(meta["info"].get("requires_dist") or []),
+                           [f["filename"] for f in files if f["filename"].endswith(".whl")]))
+    return out
+
+
+def _lower(spec: str | None) -> str | None:
+    """``>=3.9.0`` -> ``>=3.9`` (the Requires-Python lower bound, trailing .0 dropped)."""
+    if not spec:
+        return None
+    m = re.search(r">=\s*([0-9.]+)", spec)
+    if not m:
+        return None
+    parts = m.group(1).rstrip(".").split(".")
+    while len(parts) > 2 and parts[-1] == "0":
+        parts.pop()
+    return ">=" + ".".join(parts)
+
+
+def _dist_spec(dist: list[str], name: str, extra: str | None) -> str | None:
+    """The specifier of `name` in Requires-Dist (in `extra` where given), normalised: ``>=2.1,<2.7``."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    for line in dist:
+        try:
+            req = Requirement(line)
+        except InvalidRequirement:
+            continue
+        if req.name.lower() != name:
+            continue
+        in_extra = req.marker is not None and "extra" in str(req.marker)
+        if extra is None and in_extra or extra is not None and not (in_extra and req.marker.evaluate({"extra": extra})):
+            continue
+        specs = sorted(req.specifier, key=lambda s: (s.operator not in (">=", ">"), s.version))
+        return ",".join(f"{s.operator}{s.version}" for s in specs) or None
+    return None
+
+
+def _cp_range(wheels: list[str]) -> tuple[str, str] | None:
+    tags = sorted({int(m.group(1)) for w in wheels if (m := re.search(r"-cp3(\d+)-cp3\d+-", w))})
+    return (f"3.{tags[0]}", f"3.{tags[-1] + 1}") if tags else None
+
+
+def _glibc(wheels: list[str]) -> str | None:
+    """The lowest glibc any Linux wheel of the release needs, where it is above manylinux2014's 2.17."""
+    lows = [(int(a), int(b)) for w in wheels for a, b in re.findall(r"manylinux_(\d+)_(\d+)_(?:x86_64|aarch64)", w)]
+    lows += [(2, 17) for w in wheels if re.search(r"manylinux2014_(x86_64|aarch64)", w)]
+    if not lows:
+        return None
+    low = min(lows)
+    return f">={low[0]}.{low[1]}" if low > (2, 17) else None
+
+
+def _spans(rels: list[Release], value) -> list[tuple[str, str | None, str, Any]]:
+    """(first, next first or None, last, value) for each run of consecutive releases with one value."""
+    out: list[list[Any]] = []
+    for r in rels:
+        v = value(r)
+        if out and out[-1][3] == v:
+            out[-1][2] = r.version
+        else:
+            out.append([r.version, None, r.version, v])
+    for i in range(len(out) - 1):
+        out[i][1] = out[i + 1][0]
+    return [tuple(s) for s in out if s[3] is not None]  # type: ignore[misc]
+
+
+def _when(name: str, first: str, nxt: str | None) -> dict[str, str]:
+    return {name: f">={first},<{nxt}" if nxt else f">={first}"}
+
+
+def _source(name: str, first: str, last: str, fieldname: str, today: str) -> str:
+    span = first if first == last else f"{first} … {last}"
+    return f"PyPI {name} {span} metadata {fieldname} (https://pypi.org/project/{name}/{first}/), read {today}"
+
+
+def derive(name: str, rels: list[Release], today: str) -> list[dict[str, Any]]:
+    """The rule rows of one package, in a stable order: Python, then torch, then numpy bounds."""
+    title = PACKAGES[name][0]
+    rules: list[dict[str, Any]] = []
+    if name == "numpy":
+        def pyval(r: Release):
+            lo, cp = _lower(r.requires_python), _cp_range(r.wheels)
+            if not (lo or cp):
+                return None
+            lo = lo or f">={cp[0]}"
+            return (f"{lo},<{cp[1]}" if cp else lo, _glibc(r.wheels))
+
+        for first, nxt, last, (py, glibc) in _spans(rels, pyval):
+            requires = {"python": py, **({"glibc": glibc} if glibc else {})}
+            extra = f" and glibc {glibc}" if glibc else ""
+            rules.append({"id": f"numpy/python-{first}", "when": _when(name, first, nxt), "requires": requires,
+                          "message": f"numpy {{numpy}} needs Python {py}{extra} (Requires-Python and wheel tags)",
+                          "source": _source(name, first, last, "Requires-Python and wheel tags", today),
+                          "confidence": "derived"})
+        return rules
+    for first, nxt, last, py in _spans(rels, lambda r: _lower(r.requires_python)):
+        rules.append({"id": f"{name}/python-{first}", "when": _when(name, first, nxt), "requires": {"python": py},
+                      "message": f"{title} {{{name}}} requires Python {py} (Requires-Python)",
+                      "source": _source(name, first, last, "Requires-Python", today), "confidence": "derived"})
+    extra = "torch" if name == "transformers" else None
+    for first, nxt, last, spec in _spans(rels, lambda r: _dist_spec(r.requires_dist, "torch", extra)):
+        rules.append({"id": f"{name}/torch-{first}", "when": _when(name, first, nxt), "requires": {"torch": spec},
+                      "message": f"{title} {{{name}}} requires torch {spec} (Requires-Dist)",
+                      "source": _source(name, first, last, "Requires-Dist torch", today), "confidence": "derived"})
+
+    def numpy_upper(r: Release) -> str | None:
+        spec = _dist_spec(r.requires_dist, "numpy", None)
+        return ",".join(p for p in spec.split(",") if p.startswith("<")) or None if spec else None
+
+    for first, nxt, last, spec in _spans(rels, numpy_upper):
+        rules.append({"id": f"{name}/numpy-{first}", "when": _when(name, first, nxt), "requires": {"numpy": spec},
+                      "message": f"{title} {{{name}}} requires numpy {spec} (Requires-Dist)",
+                      "source": _source(name, first, last, "Requires-Dist numpy", today), "confidence": "derived"})
+    return rules
+
+
+# --- torch and torch_npu: a report of what PyPI has that the matrix rows do not say --------------
+def torch_build(dist: list[str], arch: str) -> str:
+    """``cuda`` when an nvidia-* requirement applies on `arch` (Linux), else ``cpu``: the build PyPI serves there."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    env = {"platform_machine": arch, "platform_system": "Linux", "sys_platform": "linux", "extra": ""}
+    for line in dist:
+        try:
+            req = Requirement(line)
+        except InvalidRequirement:
+            continue
+        if req.name.lower().startswith("nvidia-") and (req.marker is None or req.marker.evaluate(env)):
+            return "cuda"
+    return "cpu"
+
+
+def _arch_files(files: list[dict[str, Any]], arch: str, cp: str | None = None) -> list[dict[str, Any]]:
+    return [f for f in files if f["filename"].endswith(f"_{arch}.whl") and (cp is None or f"-{cp}-" in f["filename"])]
+
+
+def torch_report(src: Source, lm: Any) -> list[str]:
+    """Per torch_npu row: wheel tags and manylinux per arch against PyPI; per torch it pins: the build PyPI
+    serves on each arch (CPU or CUDA, from Requires-Dist markers of the cp310 wheel); releases not in the matrix."""
+    lines: list[str] = []
+    doc = src.project("torch-npu", "2.1.0", prereleases=True)
+    known = {versions.parse(t.version).key for t in lm.model.torch_npu}
+    for v in sorted(doc["releases"], key=versions.sort_key):
+        files = doc["releases"][v]
+        if not files or not versions.is_valid(v):
+            continue
+        row = lm.torch_npu(v)
+        tags = sorted({f"3.{m.group(1)}" for f in files if (m := re.search(r"-cp3(\d+)-", f["filename"]))},
+                      key=versions.sort_key)
+        many = {}
+        for arch in ("x86_64", "aarch64"):
+            lows = [(int(a), int(b)) for f in _arch_files(files, arch)
+                    for a, b in re.findall(r"manylinux_(\d+)_(\d+)_", f["filename"])]
+            if lows:
+                many[arch] = "%d.%d" % min(lows)
+        if row is None or versions.parse(v).key not in known:
+            lines.append(f"torch_npu {v}: on PyPI, not in the matrix (wheels {', '.join(tags)}; manylinux {many})")
+            continue
+        if row.python is not None and row.python != tags:
+            lines.append(f"torch_npu {v}: matrix python {row.python}, PyPI wheel tags {tags}")
+        if many and row.manylinux != many:
+            lines.append(f"torch_npu {v}: matrix manylinux {row.manylinux}, PyPI {many}")
+    tdoc = src.project("torch", "2.6.0")
+    pinned = sorted({t.torch for t in lm.model.torch_npu if t.cann is not None}, key=versions.sort_key)
+    for v in pinned:
+        files = _arch_files(tdoc["releases"].get(v) or [], "aarch64", "cp310")
+        if not files:
+            continue
+        dist = src.metadata("torch", v, files)["info"].get("requires_dist") or []
+        lines.append(f"torch {v}: PyPI serves a {torch_build(dist, 'aarch64')} build on aarch64, a "
+                     f"{torch_build(dist, 'x86_64')} build on x86_64 (https://pypi.org/project/torch/{v}/ metadata "
+                     "Requires-Dist)")
+    return lines
+
+
+# --- writing -------------------------------------------------------------------------------------
+def _q(value: str) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _row_yaml(rule: dict[str, Any]) -> str:
+    flow = lambda d: "{" + ", ".join(f"{k}: {_q(v)}" for k, v in d.items()) + "}"  # noqa: E731
+    return (f"  - id: {rule['id']}\n    when: {flow(rule['when'])}\n    requires: {flow(rule['requires'])}\n"
+            f"    message: {_q(rule['message'])}\n    source: {_q(rule['source'])}\n    confidence: {rule['confidence']}\n")
+
+
+def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    keys = ("id", "when", "requires", "message")
+    return all(a.get(k) == b.get(k) for k in keys)
+
+
+def _block(text: str, name: str) -> tuple[int, int]:
+    begin, end = f"  # BEGIN derived {name}", f"  # END derived {name}"
+    try:
+        i = text.index(begin)
+        j = text.index(end, i)
+    except ValueError:
+        raise BadInput(f"python_packages.yaml has no '{begin.strip()}' … '{end.strip()}' block",
+                       hint="The derived rules of each package live between these markers.") from None
+    return text.index("\n", i) + 1, j
+
+
+def render(text: str, derived: dict[str, list[dict[str, Any]]]) -> str:
+    """python_packages.yaml with each package's derived block replaced; unchanged rules keep their text."""
+    from envkit.yamlio import fast_load_text
+
+    for name, rules in derived.items():
+        i, j = _block(text, name)
+        old_rows = fast_load_text("rules:\n" + text[i:j]).get("rules") or []
+        by_id = {r["id"]: r for r in old_rows}
+        parts = []
+        for rule in rules:
+            old = by_id.get(rule["id"])
+            parts.append(_row_yaml(old if old is not None and _same(old, rule) else rule))
+        text = text[:i] + "".join(parts) + text[j:]
+    return text
+
+
+def refresh(matrix_dir: Path, *, snapshot: Path | None = None, record: Path | None = None, write: bool = False,
+            today: str | None = None, packages: list[str] | None = None) -> RefreshResult:
+    """Derive the rules, diff them against matrices/python_packages.yaml, and write them when asked."""
+    path = matrix_dir / "python_packages.yaml"
+    src = Source(snapshot=snapshot, record=record)
+    day = today or datetime.date.today().isoformat()
+    derived = {name: derive(name, releases(src, name), day) for name in (packages or list(PACKAGES))}
+    report: list[str] = []
+    if packages is None:
+        from envkit.matrix import load_matrix_from
+
+        report = torch_report(src, load_matrix_from(matrix_dir))
+    old = path.read_text()
+    new = render(old, derived)
+    diff = "".join(difflib.unified_diff(io.StringIO(old).readlines(), io.StringIO(new).readlines(),
+                                        fromfile=f"a/{path.name}", tofile=f"b/{path.name}"))
+    if write and new != old:
+        from envkit.fsutil import atomic_write_text
+
+        atomic_write_text(path, new)
+    return RefreshResult(diff=diff, changed=new != old, rules=derived, path=path, report=report)

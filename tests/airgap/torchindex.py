@@ -1,0 +1,79 @@
+"""Local stand-ins for PyPI and the PyTorch CPU index (tests; these machines cannot reach download.pytorch.org).
+
+`standin_wheel` writes a small, installable wheel with real METADATA (Name, Version, Requires-Dist), the tags
+in its file name and WHEEL, and a `<wheel>.metadata` file beside it (PEP 714: served as core-metadata).
+`stack_indexes` fills two folders served by `httpserve.Server(simple_index=True)`:
+
+- the CPU index: `torch-X+cpu` for the target's Python and arch, with the Requires-Dist of the real CPU
+  wheel (filelock, typing-extensions, sympy, networkx, jinja2, fsspec: no nvidia-*);
+- "PyPI": a stand-in for every other root of the lock's closure (torch_npu requiring torch==X, as the real
+  wheel does; numpy, transformers, ... each at a version its specifiers accept), torch's own dependencies,
+  and PyPI's CUDA torch X (Requires-Dist nvidia-cublas-cu13, triton: the wheels an Ascend closure must never
+  hold), so a resolver that took torch from "PyPI" would show it.
+"""
+
+from __future__ import annotations
+
+import io
+import zipfile
+from pathlib import Path
+
+from packaging.requirements import Requirement
+
+CPU_TORCH_REQUIRES = ["filelock", "typing-extensions>=4.10.0", "sympy>=1.13.3", "networkx>=2.5.1", "jinja2", "fsspec>=0.8.5"]
+CUDA_TORCH_REQUIRES = [*CPU_TORCH_REQUIRES, 'nvidia-cublas-cu13==13.1.0.3; platform_system == "Linux"',
+                       'triton==3.7.0; platform_system == "Linux"']
+
+
+def standin_wheel(folder: Path, name: str, version: str, tag: str = "py3-none-any", requires: list[str] = ()) -> Path:
+    dist = f"{name.replace('-', '_')}-{version}"
+    meta = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n" + "".join(f"Requires-Dist: {r}\n" for r in requires)
+    files = {
+        f"{name.replace('-', '_')}/__init__.py": f"__version__ = {version!r}\n",
+        f"{dist}.dist-info/METADATA": meta,
+        f"{dist}.dist-info/WHEEL": f"Wheel-Version: 1.0\nGenerator: envkit-tests\nRoot-Is-Purelib: false\nTag: {tag}\n",
+    }
+    files[f"{dist}.dist-info/RECORD"] = "".join(f"{n},,\n" for n in files) + f"{dist}.dist-info/RECORD,,\n"
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        for n, text in files.items():
+            zf.writestr(zipfile.ZipInfo(n, date_time=(1980, 1, 1, 0, 0, 0)), text)
+    path = folder / f"{dist}-{tag}.whl"
+    path.write_bytes(buf.getvalue())
+    (folder / f"{path.name}.metadata").write_text(meta)
+    return path
+
+
+def _version_for(reqs: list[Requirement]) -> str:
+    """A version every specifier of `reqs` accepts (their own bounds first, then a plain 1.0 or 99.0)."""
+    candidates = [s.version for r in reqs for s in r.specifier if s.operator in ("==", ">=", "~=", "===")] + ["1.0", "99.0"]
+    for v in candidates:
+        if all(r.specifier.contains(v, prereleases=True) for r in reqs):
+            return v
+    raise AssertionError(f"no stand-in version fits {[str(r) for r in reqs]}")
+
+
+def stack_indexes(pypi: Path, cpu: Path, roots: list[str], torch: str, python: str, arch: str) -> dict[str, Path]:
+    """Stand-ins for every root (torch from `cpu` as `torch` X+cpu, the rest from `pypi`); returns name -> wheel."""
+    pypi.mkdir(parents=True, exist_ok=True)
+    cpu.mkdir(parents=True, exist_ok=True)
+    cp = "cp" + python.replace(".", "")
+    tag = f"{cp}-{cp}-manylinux_2_28_{arch}"
+    public = torch.split("+")[0]
+    made = {"torch": standin_wheel(cpu, "torch", f"{public}+cpu", tag, CPU_TORCH_REQUIRES)}
+    standin_wheel(pypi, "torch", public, tag, CUDA_TORCH_REQUIRES)  # PyPI's CUDA build: never to be taken
+    standin_wheel(pypi, "nvidia-cublas-cu13", "13.1.0.3", f"py3-none-manylinux_2_27_{arch}")
+    standin_wheel(pypi, "triton", "3.7.0", tag)
+    by_name: dict[str, list[Requirement]] = {}
+    for spec in [*roots, *CPU_TORCH_REQUIRES]:
+        r = Requirement(spec)
+        by_name.setdefault(r.name.lower().replace("_", "-"), []).append(r)
+    for name, reqs in sorted(by_name.items()):
+        if name == "torch":
+            continue
+        if name == "torch-npu":
+            version = _version_for(reqs)
+            made[name] = standin_wheel(pypi, "torch_npu", version, tag, [f"torch=={public}"])
+        else:
+            made[name] = standin_wheel(pypi, name, _version_for(reqs))
+    return made
