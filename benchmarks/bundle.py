@@ -129,7 +129,8 @@ def local_lock(pypi_lock: Path, out: Path, url: str) -> tuple[Path, list]:
     for key in ("closure", "controller"):
         c = getattr(lk.python, key)
         pkgs = [p.model_copy(update={"url": f"{url}/{p.filename}"}) for p in c.packages]
-        new[key] = c.model_copy(update={"packages": pkgs, "index_url": f"{url}/simple", "extra_index_urls": [], "find_links": []})
+        new[key] = c.model_copy(update={"packages": pkgs, "index_url": f"{url}/simple", "extra_index_urls": [], "find_links": [],
+                                         "mirrors": [f"{url}/"]})  # the local index, as `envkit lock --index-url` records it
     lk = lk.model_copy(update={"python": lk.python.model_copy(update=new)})
     write_lock(lk, out)
     return out, [p for key in ("closure", "controller") for p in new[key].packages]

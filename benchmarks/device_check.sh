@@ -6,7 +6,8 @@
 # installed on the machine is reused), installs torch (a CUDA build, from pip) and transformers only if
 # they are missing, then `pip install -e .[smoke]`, and prints the comparison tables.
 # Environment: PYTHON (default python3), VENV (default .venv-device-check), TORCH_SPEC (default torch),
-#              ENVKIT_DEVICE (default cuda), SKIP_VENV=1 to use $PYTHON as it is.
+#              ENVKIT_DEVICE (default cuda), SKIP_VENV=1 to use $PYTHON as it is,
+#              COLL_MAX_SIZE (default 64MiB: the collective profile's largest size, with 2 or more GPUs).
 # Budget: under 5 minutes once the packages are installed (each step has a timeout).
 # Exit status: 0 when every smoke passed and every comparison is within the default thresholds.
 set -uo pipefail
@@ -79,6 +80,18 @@ run_smoke "$DEVICE-bf16" --device "$DEVICE" --dtype bf16
 NGPU=$("$PY" -c "import torch; print(torch.cuda.device_count() if torch.cuda.is_available() else 0)" 2>/dev/null || echo 0)
 if [ "$DEVICE" = "cuda" ] && [ "${NGPU:-0}" -ge 2 ]; then
   run_smoke "$DEVICE-bf16-nproc2" --device "$DEVICE" --dtype bf16 --nproc 2
+fi
+# the collective profile with nccl across every GPU present (nccl needs one GPU per rank: 2 or more);
+# every result is checked, the table and report.json's `collectives` section go to $OUT/$DEVICE-collectives
+if [ "$DEVICE" = "cuda" ] && [ "${NGPU:-0}" -ge 2 ]; then
+  say "collective profile: nccl across $NGPU GPUs, 8 KiB to ${COLL_MAX_SIZE:-64MiB}"
+  envkit 600 -q smoke --device cuda --dtype fp32 --repeat 3 --nproc "$NGPU" --collectives \
+    --max-size "${COLL_MAX_SIZE:-64MiB}" --out "$OUT/$DEVICE-collectives"
+  rc=$?
+  echo "exit $rc"
+  [ $rc -eq 0 ] || status=1
+else
+  say "collective profile: skipped ($NGPU GPU(s) visible; nccl needs 2 or more)"
 fi
 
 for cand in "$DEVICE-fp32" "$DEVICE-bf16"; do

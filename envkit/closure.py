@@ -8,7 +8,8 @@ each package the one wheel the target's pip would choose (by tag preference).
 torch comes from the index the lock names for it (its CPU build: the PyTorch CPU index, or a mirror
 given with `--torch-index-url`) and from no other: uv gets it as an explicit index that only torch
 may use (`[tool.uv.sources]`), so an unreachable index is an error, never a fall-back to PyPI's CUDA
-build. A closure that still holds a CUDA wheel (nvidia-*, cuda-*, triton, nccl) is refused, naming
+build. Every pin that names an index (triton-ascend: `ascend-pypi`) is taken the same way; `--index-for
+ID=URL` replaces the URL of any index the lock records (a mirror; `--torch-index-url` is `pytorch-cpu`'s). A closure that still holds a CUDA wheel (nvidia-*, cuda-*, triton, nccl) is refused, naming
 what pulled it in.
 
 Cross-platform resolution is uv's (`uv pip compile --python-platform`): pip's `--platform`
@@ -52,6 +53,7 @@ class ClosurePlan:
     excluded: tuple[str, ...] = ()
     overrides: tuple[str, ...] = field(default=())
     pinned: tuple[tuple[str, str], ...] = ()  # (project, index URL): taken from that index alone
+    pinned_ids: tuple[tuple[str, str], ...] = ()  # (project, the lock's id of that index), for error messages
 
     def requirements_in(self) -> str:
         return "".join(f"{r}\n" for r in self.roots)
@@ -68,6 +70,14 @@ class ClosurePlan:
         return text
 
     @property
+    def mirrors(self) -> list[str]:
+        """The http:/file: sources given (index, extra indexes, find-links, pinned indexes) as the URL prefixes the
+        closure records: an http origin (`http://127.0.0.1:8080/`) or a file folder. Only under these may the
+        closure's URLs be other than https (`PythonClosure`'s URL policy)."""
+        out = [mirror_prefix(u) for u in (self.index_url, *self.extra_index_urls, *self.find_links, *(u for _, u in self.pinned))]
+        return sorted({m for m in out if m})
+
+    @property
     def recorded_extra_index_urls(self) -> list[str]:
         """The extra indexes the closure records: those given, then each pinned project's index."""
         return list(dict.fromkeys([*self.extra_index_urls, *(u for _, u in self.pinned)]))
@@ -76,6 +86,22 @@ class ClosurePlan:
         # an override with a marker that is never true removes the project and what only it needs
         lines = list(self.overrides) + [f"{n} ; sys_platform == 'never'" for n in self.excluded]
         return "".join(f"{x}\n" for x in lines)
+
+
+def mirror_prefix(source: str) -> str | None:
+    """The URL prefix an http:/file: source (or a find-links folder) stands for; None for https."""
+    from urllib.parse import urlsplit
+
+    if source.startswith("https://"):
+        return None
+    if source.startswith("http://"):
+        parts = urlsplit(source)
+        return f"http://{parts.netloc}/"
+    path = source[len("file://"):] if source.startswith("file://") else source
+    folder = Path(path).resolve()
+    if source.startswith("file://") and folder.name == "simple":  # a PEP 503 file index: its files lie beside it
+        folder = folder.parent
+    return folder.as_uri().rstrip("/") + "/"
 
 
 def make_target(python: str, arch: str, glibc: str = DEFAULT_GLIBC) -> ClosureTarget:
@@ -89,26 +115,68 @@ def make_target(python: str, arch: str, glibc: str = DEFAULT_GLIBC) -> ClosureTa
     return ClosureTarget(python=python, arch=arch, glibc=glibc, platform=f"manylinux_2_{minor}_{arch}")  # type: ignore[arg-type]
 
 
-def pinned_indexes(lock: Lock, roots: list[str], torch_index_url: str | None = None) -> tuple[tuple[str, str], ...]:
-    """(project, index URL) for each root whose lock pin names an index (torch: its CPU build's), or any index
-    for torch given with --torch-index-url: uv takes those projects from that index alone."""
-    names = {req_name(r) for r in roots}
+TORCH_INDEX = "pytorch-cpu"  # the index id `--torch-index-url` stands for
+
+
+def index_overrides(lock: Lock, index_for: tuple[str, ...] = (), torch_index_url: str | None = None) -> dict[str, str]:
+    """`--index-for ID=URL` (repeatable) as {index id: mirror URL}, each id one the lock records
+    (python.indexes); `--torch-index-url URL` is `--index-for pytorch-cpu=URL`."""
+    known = lock.python.indexes
     out: dict[str, str] = {}
+    for item in index_for:
+        iid, sep, url = (x.strip() for x in item.partition("="))
+        if not sep or not iid or not url.startswith(("https://", "http://", "file://")):
+            raise BadInput(f"--index-for {item!r} is not ID=URL (an http(s):// or file:// index URL)",
+                           hint=f"e.g. --index-for ascend-pypi=http://127.0.0.1:8080/simple; the lock's indexes: {', '.join(known)}")
+        if iid == "pypi":
+            raise BadInput("--index-for pypi: PyPI is the index everything else resolves against",
+                           hint="Give its mirror with --index-url URL.")
+        if iid not in known:
+            raise BadInput(f"--index-for names index {iid!r}, which the lock does not record",
+                           where=Where("envkit.lock", None, "python.indexes"),
+                           hint=f"The lock's indexes: {', '.join(known)}.")
+        if out.get(iid, url) != url:
+            raise BadInput(f"--index-for {iid} is given twice, as {out[iid]} and {url}")
+        out[iid] = url
+    if torch_index_url:
+        if out.get(TORCH_INDEX, torch_index_url) != torch_index_url:
+            raise BadInput(f"--torch-index-url {torch_index_url} and --index-for {TORCH_INDEX}={out[TORCH_INDEX]} differ",
+                           hint=f"--torch-index-url is --index-for {TORCH_INDEX}=URL: give one of them.")
+        out[TORCH_INDEX] = torch_index_url
+    return out
+
+
+def pinned_sources(lock: Lock, roots: list[str], torch_index_url: str | None = None,
+                   index_for: dict[str, str] | None = None) -> tuple[tuple[str, str, str], ...]:
+    """(project, index id, index URL) for each root whose lock pin names an index (torch: its CPU build's;
+    triton-ascend: the Ascend index), the URL replaced by its `index_for` mirror; torch with --torch-index-url
+    comes from that index even when its pin names none. uv takes those projects from that index alone."""
+    names = {req_name(r) for r in roots}
+    mirrors = dict(index_for or {})
+    if torch_index_url:
+        mirrors[TORCH_INDEX] = torch_index_url
+    out: dict[str, tuple[str, str]] = {}
     for pin in lock.python.requirements:
         name = normalize(pin.name)
         if name not in names or not (pin.index or (name == "torch" and torch_index_url)):
             continue
         if name == "torch" and torch_index_url:
-            out[name] = torch_index_url
+            out[name] = (pin.index or TORCH_INDEX, torch_index_url)
         elif pin.index in lock.python.indexes:
-            out[name] = lock.python.indexes[pin.index]
+            out[name] = (pin.index, mirrors.get(pin.index, lock.python.indexes[pin.index]))
         else:
             raise BadInput(
                 f"the lock's {pin.name} pin names index {pin.index!r}, which python.indexes does not list",
                 where=Where("envkit.lock", None, "python.requirements"),
-                hint="Re-resolve the lock (`envkit resolve`), or give the index with --torch-index-url.",
+                hint="Re-resolve the lock (`envkit resolve`), or give the index with --index-for ID=URL.",
             )
-    return tuple(sorted(out.items()))
+    return tuple((n, i, u) for n, (i, u) in sorted(out.items()))
+
+
+def pinned_indexes(lock: Lock, roots: list[str], torch_index_url: str | None = None,
+                   index_for: dict[str, str] | None = None) -> tuple[tuple[str, str], ...]:
+    """(project, index URL) of `pinned_sources`."""
+    return tuple((n, u) for n, _, u in pinned_sources(lock, roots, torch_index_url, index_for))
 
 
 def target_roots(lock: Lock, only: list[str] | None = None, exclude: list[str] | None = None) -> list[str]:
@@ -206,6 +274,18 @@ def closure_from_pylock(data: dict[str, Any], plan: ClosurePlan, resolver: str) 
             url = Path(url).resolve().as_uri()
         packages.append(ClosurePackage(name=name, version=version, filename=w["name"], url=url, sha256=sha, size=int(w["size"])))
     packages.sort(key=lambda p: (p.name, p.version, p.filename))
+    from pydantic import ValidationError
+
+    try:
+        return _closure(plan, resolver, packages)
+    except ValidationError as exc:  # e.g. an index that sends a wheel to an http host it was not given as
+        err = exc.errors()[0]
+        raise BadInput(f"the resolved closure cannot be recorded: {err['msg']}",
+                       hint="Give every http: or file: source explicitly (--index-url, --extra-index-url, --find-links, "
+                            "--index-for ID=URL, --torch-index-url), or use https indexes.") from None
+
+
+def _closure(plan: ClosurePlan, resolver: str, packages: list[ClosurePackage]) -> PythonClosure:
     return PythonClosure(
         target=plan.target,
         roots=list(plan.roots),
@@ -215,6 +295,7 @@ def closure_from_pylock(data: dict[str, Any], plan: ClosurePlan, resolver: str) 
         excluded=sorted(plan.excluded),
         resolver=resolver,
         packages=packages,
+        mirrors=plan.mirrors,
     )
 
 
@@ -316,19 +397,25 @@ def parse_via(text: str) -> dict[str, list[str]]:
 
 
 def pinned_failure(plan: ClosurePlan, err: str) -> None:
-    """uv failed where a pinned project's own index is involved: say which index, and the option that sets it."""
+    """uv failed where a pinned project's own index is involved: say which index (its id), and the option that
+    sets it (`--index-for ID=URL`; for torch also `--torch-index-url`)."""
+    ids = dict(plan.pinned_ids)
     for name, url in plan.pinned:
+        iid = ids.get(name, "")
+        label = f"the {iid} index ({name}'s)" if iid else f"the {name} index"
         if url.rstrip("/") in err:
-            what = f"the {name} index {url} cannot be reached"
+            what = f"{label} {url} cannot be reached"
         elif re.search(rf"(?<![A-Za-z0-9_.-]){re.escape(name)}(?![A-Za-z0-9_-])", err):
-            what = f"uv could not take {name} from its index {url}"
+            what = f"uv could not take {name} from {label} {url}"
         else:
             continue
+        option = f"--index-for {iid or TORCH_INDEX}=URL"
+        if name == "torch" or iid == TORCH_INDEX:
+            option = f"--torch-index-url (or {option})"
         raise CannotRun(
             what,
-            hint=(f"{name} comes from {url} alone, never from PyPI (whose {name} may be a CUDA build). Point "
-                  + ("--torch-index-url" if name == "torch" else "the lock's python.indexes")
-                  + f" at a reachable mirror of that index, or leave {name} out with --exclude {name}.\nuv: {err[-1200:]}"),
+            hint=(f"{name} comes from {url} alone, never from PyPI (whose {name} may be a CUDA build or lack it). Point "
+                  f"{option} at a reachable mirror of that index, or leave {name} out with --exclude {name}.\nuv: {err[-1200:]}"),
         )
 
 
@@ -419,11 +506,13 @@ def lock_python(
     extra_index_urls: tuple[str, ...] = (),
     find_links: tuple[str, ...] = (),
     torch_index_url: str | None = None,
+    index_for: tuple[str, ...] = (),
     on_progress: Callable[[str], None] | None = None,
 ) -> LockedPython:
     """`envkit lock`: resolve the full closure for the lock's target and envkit's for the controller, and write
-    the lock with both (`output`, default the lock itself). torch comes from the index the lock names for it
-    (`torch_index_url` replaces it: a mirror) and from no other; a closure with a CUDA wheel is refused."""
+    the lock with both (`output`, default the lock itself). Each pin that names an index (torch, triton-ascend)
+    comes from that index alone: `index_for` ("ID=URL", a mirror of the lock's index ID) or `torch_index_url`
+    (pytorch-cpu's) replaces its URL; a closure with a CUDA wheel is refused."""
     import tempfile
 
     from envkit.lockfile import read_lock, write_lock
@@ -447,8 +536,10 @@ def lock_python(
     # envkit runs on every target (the smoke role), where its Python allows it
     ek_roots = envkit_roots() if envkit_supports(target.python) else []
     roots = target_roots(lk, list(only or []), list(excluded))
-    pinned = pinned_indexes(lk, roots, torch_index_url)
-    tplan = ClosurePlan(roots=tuple(roots + ek_roots), target=target, excluded=excluded, pinned=pinned, **sources)
+    sourced = pinned_sources(lk, roots, torch_index_url, index_overrides(lk, tuple(index_for), torch_index_url))
+    pinned = tuple((n, u) for n, _, u in sourced)
+    tplan = ClosurePlan(roots=tuple(roots + ek_roots), target=target, excluded=excluded, pinned=pinned,
+                        pinned_ids=tuple((n, i) for n, i, _ in sourced), **sources)
     cplan = ClosurePlan(roots=tuple(envkit_roots()), target=ctl_target, **sources)
     say(f"resolving the closure for Python {target.python} on {target.platform} ..."
         + "".join(f" ({n} from {u} alone)" for n, u in pinned))

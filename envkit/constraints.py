@@ -498,6 +498,133 @@ def torch_npu_glibc(lm: LoadedMatrix, strict: Strictness) -> Constraint:
     return _GlibcConstraint(lm)
 
 
+# --- serving and training frameworks (matrices/serving.yaml) -----------------------------------------
+# These edges relate the optional keys (vllm, vllm_ascend, triton_ascend, mindspeed); the search uses an edge only
+# when every key of its scope is in play, so a plain stack never meets them. ABSENT is the value of an optional
+# key that the stack leaves out (a serving stack whose vllm-ascend release installs no triton-ascend).
+ABSENT = "none"
+
+
+def _spec_relation(lm: LoadedMatrix, cid: str, key: str, what: str, lookup: Callable, field: str, other: str,
+                   ok_other: Callable, said: Callable[[object], str]) -> Relation:
+    """A framework release (`key`) that allows only some values of `other`, as its row says (`field`)."""
+    rows = getattr(lm.model, key)
+    return Relation(
+        cid, key, other,
+        lambda v, o: v == ABSENT or ok_other(lookup(v), o),
+        lambda v: _row(f"{key}/{v}", lookup(v), f"{what} {v} {said(lookup(v))}"),
+        lambda o: Statement(f"{other} {o} fits {what} {_fmt([r.version for r in rows if ok_other(r, o)])}",
+                            f"{key}/*.{field}", "matrices/serving.yaml"),
+        lambda a: f"{what} {a[key]} {said(lookup(a[key]))}, not {other} {a[other]}",
+    )
+
+
+def vllm_ascend_vllm(lm: LoadedMatrix, strict: Strictness) -> Constraint:
+    """vllm_ascend ↔ vllm: a vllm-ascend release pins one vLLM release; install `vllm==X` first, then
+    `vllm-ascend==X` (matrices/serving.yaml, `vllm_ascend[].vllm`: the release compatibility matrix)."""
+    return _spec_relation(lm, "vllm_ascend-vllm", "vllm_ascend", "vllm-ascend", lm.vllm_ascend, "vllm", "vllm",
+                          lambda r, v: versions.same(r.vllm, v), lambda r: f"pins vLLM {r.vllm}")
+
+
+def vllm_ascend_torch_npu(lm: LoadedMatrix, strict: Strictness) -> Constraint:
+    """vllm_ascend ↔ torch_npu: a vllm-ascend release is built against one torch_npu release (installing it can
+    replace torch_npu); a row whose torch_npu the matrix lacks (`needs`) allows none (matrices/serving.yaml,
+    `vllm_ascend[].torch_npu`)."""
+    return _spec_relation(
+        lm, "vllm_ascend-torch_npu", "vllm_ascend", "vllm-ascend", lm.vllm_ascend, "torch_npu", "torch_npu",
+        lambda r, t: r.torch_npu is not None and versions.same(r.torch_npu, t),
+        lambda r: f"pins torch_npu {r.torch_npu}" if r.torch_npu else f"needs {'; '.join(r.needs)}")
+
+
+def vllm_ascend_cann(lm: LoadedMatrix, strict: Strictness) -> Constraint:
+    """vllm_ascend ↔ cann: a vllm-ascend release is released with one CANN (the "Stable CANN" of the release table,
+    or the CANN image of its Dockerfile) (matrices/serving.yaml, `vllm_ascend[].cann`)."""
+    return _spec_relation(lm, "vllm_ascend-cann", "vllm_ascend", "vllm-ascend", lm.vllm_ascend, "cann", "cann",
+                          lambda r, c: r.cann is not None and versions.same(r.cann, c),
+                          lambda r: f"is released with CANN {r.cann}" if r.cann else f"needs {'; '.join(r.needs)}")
+
+
+def vllm_ascend_triton_ascend(lm: LoadedMatrix, strict: Strictness) -> Constraint:
+    """vllm_ascend ↔ triton_ascend: a vllm-ascend release installs one triton-ascend release, or none where its
+    stack has none (matrices/serving.yaml, `vllm_ascend[].triton_ascend`)."""
+    def ok(r, t: str) -> bool:
+        return t == ABSENT if r.triton_ascend is None else t != ABSENT and versions.same(r.triton_ascend, t)
+
+    return _spec_relation(lm, "vllm_ascend-triton_ascend", "vllm_ascend", "vllm-ascend", lm.vllm_ascend, "triton_ascend",
+                          "triton_ascend", ok,
+                          lambda r: f"installs triton-ascend {r.triton_ascend}" if r.triton_ascend else "installs no triton-ascend")
+
+
+def vllm_ascend_python(lm: LoadedMatrix, strict: Strictness) -> Constraint:
+    """vllm_ascend ↔ python: a vllm-ascend release installs on the Pythons of its Requires-Python
+    (matrices/serving.yaml, `vllm_ascend[].python`)."""
+    return _spec_relation(lm, "vllm_ascend-python", "vllm_ascend", "vllm-ascend", lm.vllm_ascend, "python", "python",
+                          lambda r, py: versions.satisfies(py, r.python), lambda r: f"needs Python {r.python}")
+
+
+def vllm_ascend_glibc(lm: LoadedMatrix, strict: Strictness) -> Constraint:
+    """vllm_ascend ↔ os: the wheels of a vllm-ascend release are manylinux_2_<N>, so the OS must ship glibc ≥ 2.N
+    (matrices/serving.yaml, `vllm_ascend[].glibc`; matrices/platform.yaml, `operating_systems[].glibc`)."""
+    return _spec_relation(
+        lm, "vllm_ascend-glibc", "vllm_ascend", "vllm-ascend", lm.vllm_ascend, "glibc", "os",
+        lambda r, os_: r.glibc is None or versions.parse(lm.oses[os_].glibc) >= versions.parse(r.glibc),
+        lambda r: f"wheels are manylinux_2_{r.glibc.split('.')[1]} (glibc >= {r.glibc})" if r.glibc else "wheels: glibc not captured")
+
+
+def triton_ascend_cann(lm: LoadedMatrix, strict: Strictness) -> Constraint:
+    """triton_ascend ↔ cann: triton-ascend versions are strictly bound to CANN: a release works with the CANN of its
+    row only (matrices/serving.yaml, `triton_ascend[].cann`)."""
+    return _spec_relation(lm, "triton_ascend-cann", "triton_ascend", "triton-ascend", lm.triton_ascend, "cann", "cann",
+                          lambda r, c: any(versions.same(x, c) for x in r.cann),
+                          lambda r: f"is bound to CANN {_fmt(r.cann)} (versions strictly bound to CANN)")
+
+
+def triton_ascend_chip(lm: LoadedMatrix, strict: Strictness) -> Constraint:
+    """triton_ascend ↔ chip: triton-ascend supports Atlas A2/A3 only (matrices/serving.yaml, `triton_ascend[].chips`)."""
+    return _spec_relation(lm, "triton_ascend-chip", "triton_ascend", "triton-ascend", lm.triton_ascend, "chips", "chip",
+                          lambda r, chip: chip in r.chips, lambda r: f"supports chips {_fmt(r.chips)} only")
+
+
+def triton_ascend_python(lm: LoadedMatrix, strict: Strictness) -> Constraint:
+    """triton_ascend ↔ python: a triton-ascend release has wheels for the Pythons of its range; any where none is
+    stated (matrices/serving.yaml, `triton_ascend[].python`)."""
+    return _spec_relation(lm, "triton_ascend-python", "triton_ascend", "triton-ascend", lm.triton_ascend, "python", "python",
+                          lambda r, py: r.python is None or versions.satisfies(py, r.python),
+                          lambda r: f"needs Python {r.python}" if r.python else "states no Python range")
+
+
+def mindspeed_torch_npu(lm: LoadedMatrix, strict: Strictness) -> Constraint:
+    """mindspeed ↔ torch_npu: a MindSpeed release supports the torch_npu releases of its TorchNPU lines
+    (matrices/serving.yaml, `mindspeed[].torch_npu_lines`; matrices/torch_npu.yaml `torch_npu[].line`)."""
+    return _spec_relation(lm, "mindspeed-torch_npu", "mindspeed", "MindSpeed", lm.mindspeed, "torch_npu_lines", "torch_npu",
+                          lambda r, t: lm.torch_npu(t).line in r.torch_npu_lines,
+                          lambda r: f"supports TorchNPU {_fmt(r.torch_npu_lines)} only")
+
+
+def mindspeed_cann(lm: LoadedMatrix, strict: Strictness) -> Constraint:
+    """mindspeed ↔ cann: a MindSpeed release supports the CANN of its version table (matrices/serving.yaml,
+    `mindspeed[].cann`)."""
+    return _spec_relation(lm, "mindspeed-cann", "mindspeed", "MindSpeed", lm.mindspeed, "cann", "cann",
+                          lambda r, c: bool(lm.series_members(r.cann, [c])),
+                          lambda r: f"supports CANN {_fmt(r.cann)} only")
+
+
+def mindspeed_torch(lm: LoadedMatrix, strict: Strictness) -> Constraint:
+    """mindspeed ↔ torch: a MindSpeed release supports the PyTorch versions it lists; any its TorchNPU line pins
+    where none is listed (matrices/serving.yaml, `mindspeed[].torch`)."""
+    return _spec_relation(lm, "mindspeed-torch", "mindspeed", "MindSpeed", lm.mindspeed, "torch", "torch",
+                          lambda r, t: not r.torch or any(versions.same(x, versions.parse(t).public) for x in r.torch),
+                          lambda r: f"supports PyTorch {_fmt(r.torch)} only" if r.torch else "lists no PyTorch versions")
+
+
+def mindspeed_python(lm: LoadedMatrix, strict: Strictness) -> Constraint:
+    """mindspeed ↔ python: a MindSpeed release supports the Pythons of its range (26.1.0: Python 3.10 only)
+    (matrices/serving.yaml, `mindspeed[].python`)."""
+    return _spec_relation(lm, "mindspeed-python", "mindspeed", "MindSpeed", lm.mindspeed, "python", "python",
+                          lambda r, py: r.python is None or versions.satisfies(py, r.python),
+                          lambda r: f"needs Python {r.python}" if r.python else "states no Python range")
+
+
 # The fixed edges, in the order the resolver checks and explains them.
 EDGES: tuple[Edge, ...] = (
     chip_cann,
@@ -512,6 +639,19 @@ EDGES: tuple[Edge, ...] = (
     cann_python,
     os_arch,
     torch_npu_glibc,
+    vllm_ascend_vllm,
+    vllm_ascend_torch_npu,
+    vllm_ascend_cann,
+    vllm_ascend_triton_ascend,
+    vllm_ascend_python,
+    vllm_ascend_glibc,
+    triton_ascend_cann,
+    triton_ascend_chip,
+    triton_ascend_python,
+    mindspeed_torch_npu,
+    mindspeed_cann,
+    mindspeed_torch,
+    mindspeed_python,
 )
 
 

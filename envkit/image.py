@@ -29,6 +29,11 @@ CANN_COMPONENTS = ("cann-toolkit", "cann-ops", "cann-kernels", "cann-nnal")
 # The heavy, rarely-changing Python projects: installed in their own earlier layer, so that a change of
 # any other pin (transformers, accelerate, ...) rebuilds only the small layer after it.
 HEAVY = ("torch", "torch-npu")
+# The serving variant's layer, after torch, in the vendor's install order (vllm-ascend installation.md:
+# `pip install vllm==X`, then `pip install vllm-ascend==X`; triton-ascend from the Ascend index).
+SERVING = ("vllm", "vllm-ascend", "triton-ascend")
+VARIANTS = ("base", "serving")
+SERVING_ENTRYPOINT = ("vllm", "serve")
 
 
 @dataclass(frozen=True)
@@ -73,6 +78,17 @@ class BuildPlan:
     atb_cxx_abi: int
     notes: list[str] = field(default_factory=list)
     python_source: str = ""  # where the hashed pins come from: "closure", "requirements" or "wheels" (+ a note)
+    variant: str = "base"  # "serving": a serving layer after torch, the serving env, `vllm serve` as entry point
+    serving_env: list[tuple[str, str]] = field(default_factory=list)
+
+    @property
+    def serving(self) -> bool:
+        return self.variant == "serving"
+
+    @property
+    def layer_names(self) -> tuple[str, ...]:
+        """The projects of the layers before the last one (`python/rest`): torch's, then the serving layer's."""
+        return HEAVY + SERVING if self.serving else HEAVY
 
     @property
     def offline(self) -> bool:
@@ -84,9 +100,17 @@ class BuildPlan:
         return [r for r in self.requirements if r.name in HEAVY]
 
     @property
+    def serving_requirements(self) -> list[Requirement]:
+        """The serving variant's layer after torch: vllm, vllm-ascend, triton-ascend, in that order."""
+        if not self.serving:
+            return []
+        by = {r.name: r for r in self.requirements}
+        return [by[n] for n in SERVING if n in by]
+
+    @property
     def rest_requirements(self) -> list[Requirement]:
-        """Everything else: the second Python layer."""
-        return [r for r in self.requirements if r.name not in HEAVY]
+        """Everything else: the last Python layer."""
+        return [r for r in self.requirements if r.name not in self.layer_names]
 
     @property
     def torch_indexes(self) -> list[str]:
@@ -101,8 +125,12 @@ class BuildPlan:
         return [w for w in self.wheels if wheel_name(w) in HEAVY]
 
     @property
+    def serving_wheels(self) -> list[Path]:
+        return [w for w in self.wheels if self.serving and wheel_name(w) in SERVING]
+
+    @property
     def rest_wheels(self) -> list[Path]:
-        return [w for w in self.wheels if wheel_name(w) not in HEAVY]
+        return [w for w in self.wheels if wheel_name(w) not in self.layer_names]
 
 
 # --- base image ----------------------------------------------------------------------------------
@@ -419,6 +447,32 @@ def plan_labels(lock: Lock, lock_digest: str, base: BaseRef) -> list[tuple[str, 
     return sorted(labels.items())
 
 
+def check_variant(lock: Lock, variant: str) -> None:
+    """`--variant serving` needs a lock with the serving keys (vllm, vllm-ascend pinned); exit 2 otherwise."""
+    if variant not in VARIANTS:
+        raise BadInput(f"--variant {variant!r}: use one of {', '.join(VARIANTS)}")
+    if variant == "serving":
+        pinned = {normalize(p.name) for p in lock.python.requirements}
+        lacking = [n for n in SERVING[:2] if n not in pinned]
+        if lacking:
+            raise BadInput(
+                f"--variant serving needs a lock with the serving stack; this lock pins no {' or '.join(lacking)}",
+                where=Where("envkit.lock", None, "python.requirements"),
+                hint="Resolve a serving stack (`envkit resolve --workload serving`), lock it (`envkit lock`), and render again.",
+            )
+
+
+def plan_serving(lock: Lock, labels: list[tuple[str, str]]) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """The serving variant's environment block (the one `envkit smoke --serve` runs `vllm serve` with) and its labels."""
+    from envkit.smoke.serve import NPU_SERVING_ENV
+
+    s = lock.stack.model_dump()
+    extra = {f"{LABEL_PREFIX}.variant": "serving",
+             f"{LABEL_PREFIX}.serving.entrypoint": " ".join(SERVING_ENTRYPOINT),
+             "org.opencontainers.image.title": f"envkit {s['chip']} CANN {s['cann']} torch {s['torch']} vllm-ascend {s.get('vllm_ascend')}"}
+    return sorted(NPU_SERVING_ENV.items()), sorted({**dict(labels), **extra}.items())
+
+
 def lock_digest(lock_text: str) -> str:
     return "sha256:" + hashlib.sha256(lock_text.encode()).hexdigest()
 
@@ -432,11 +486,15 @@ def plan_build(
     requirements: Path | None = None,
     hasher: Callable[[Path], str] = sha256_file,
     python: tuple[list[Requirement], list[Path], list[str], str] | None = None,
+    variant: str = "base",
 ) -> BuildPlan:
     """`python`, when given, replaces the choice of `plan_python` (pins, wheels, indexes, source): a bundle
-    renders its context against its own wheels."""
+    renders its context against its own wheels. `variant` "serving" adds the serving layer after torch
+    (vllm, vllm-ascend, triton-ascend), the serving environment and `vllm serve` as entry point; the layers
+    before the Python ones are the base variant's, instruction for instruction (one build cache)."""
     from envkit.lockfile import dump_lock
 
+    check_variant(lock, variant)
     if artifacts is not None and not Path(artifacts).is_dir():
         raise BadInput(f"--artifacts {artifacts} is not a directory", where=Where(str(artifacts)))
     text = dump_lock(lock)
@@ -455,6 +513,10 @@ def plan_build(
         notes.append(f"Python pins from the wheels handed in: {why}")
     if not base_ref.from_matrix:
         notes.append(f"base {base_ref.ref} given with --base: the build checks that its python3 is {lock.stack.python}")
+    labels = plan_labels(lock, digest, base_ref)
+    serving_env: list[tuple[str, str]] = []
+    if variant == "serving":
+        serving_env, labels = plan_serving(lock, labels)
     return BuildPlan(
         generated_by=generated_by,
         lock=lock,
@@ -466,8 +528,10 @@ def plan_build(
         wheels=wheels,
         indexes=indexes,
         env=plan_env(lock, lock.stack.arch),
-        labels=plan_labels(lock, digest, base_ref),
+        labels=labels,
         atb_cxx_abi=atb_abi(lock),
         notes=notes,
         python_source=py_source,
+        variant=variant,
+        serving_env=serving_env,
     )

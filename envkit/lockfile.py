@@ -1,9 +1,28 @@
 """Read and write the lock: canonical text, atomic writes, strict parsing. Models only: deriving a lock from the
-matrix is `envkit.locking`; the jobs import this module and the lock model, never the matrix or the resolver."""
+matrix is `envkit.locking`; the jobs import this module and the lock model, never the matrix or the resolver.
+
+The gate. `read_lock` holds every lock to the schema (a grammar for every string, `envkit.models.safe`) and then
+to each registered gate: a function `(lock, filename) -> Edited | None` that names the fields an edit changed.
+The jobs cannot compare a lock with the matrix themselves (they never import it); the side that can registers
+its check here instead (dependency inversion): the `envkit` command line registers `envkit.locking.gate` before
+it runs any command, so every command that reads a lock re-derives what the matrix derives and refuses an
+edited lock (BadInput, exit 2, naming the fields) unless `--accept-edited-lock` turns that into a warning.
+A library caller that reads locks someone else made registers the gate too:
+
+    from envkit import lockfile, locking
+    lockfile.add_gate(locking.gate)           # for the process, or, for a block:
+    with lockfile.gated(locking.gate): ...
+
+A lock's closures (python.closure, python.controller: wheels, URLs, hashes resolved from an index) are not
+derivable: the schema and its URL policy (https, or under a mirror the closure records) are all that holds them.
+"""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -71,18 +90,93 @@ def parse_lock(data: Any, lines: dict[str, int], filename: str) -> Lock:
 
 
 def read_lock(path: Path) -> Lock:
-    """The lock at `path`. A valid lock parses with the C loader; only a bad one is parsed again with line
-    tracking, so that the error names file:line."""
+    """The lock at `path`, held to the schema and then to every registered gate. A valid lock parses with the C
+    loader; only a bad one is parsed again with line tracking, so that the error names file:line."""
     import yaml
 
     from envkit.errors import EnvkitError
     from envkit.yamlio import fast_load_text, read_text
 
     text = read_text(Path(path))
+    lock: Lock | None = None
     if getattr(yaml, "CSafeLoader", None) is not None:
         try:  # the C loader; anything yamlio's caps would look at (aliases, tags, size) falls back
-            return parse_lock(fast_load_text(text), {}, str(path))
+            lock = parse_lock(fast_load_text(text), {}, str(path))
         except (yaml.YAMLError, EnvkitError):
-            pass
-    data, lines = load_text(text, str(path))
-    return parse_lock(data, lines, str(path))
+            lock = None
+    if lock is None:
+        data, lines = load_text(text, str(path))
+        lock = parse_lock(data, lines, str(path))
+    check_gates(lock, str(path))
+    return lock
+
+
+# --- the gate ------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Edited:
+    """What a gate found: the dotted paths of the fields that differ (`artifacts.driver.zip.sha256`), and a note
+    (e.g. that the lock comes from another matrix)."""
+
+    fields: tuple[str, ...]
+    note: str = ""
+
+
+LockGate = Callable[[Lock, str], "Edited | None"]
+_gates: list[LockGate] = []
+_accept = {"edited": False}
+
+
+def add_gate(gate: LockGate) -> None:
+    """Run `gate` on every lock `read_lock` reads from now on (once, however often it is added)."""
+    if gate not in _gates:
+        _gates.append(gate)
+
+
+def remove_gate(gate: LockGate) -> None:
+    if gate in _gates:
+        _gates.remove(gate)
+
+
+def accepting_edited() -> bool:
+    """Whether `--accept-edited-lock` is in force (provision passes it on to the hosts' `envkit doctor`)."""
+    return _accept["edited"]
+
+
+def accept_edited(value: bool) -> None:
+    """`--accept-edited-lock`: a gate's finding is a warning on stderr, not a refusal."""
+    _accept["edited"] = value
+
+
+@contextmanager
+def gated(gate: LockGate, *, accept: bool = False) -> Iterator[None]:
+    """`gate` registered (and edits accepted or not) for the block; what was registered before is kept."""
+    had, was = gate in _gates, _accept["edited"]
+    add_gate(gate)
+    accept_edited(accept)
+    try:
+        yield
+    finally:
+        accept_edited(was)
+        if not had:
+            remove_gate(gate)
+
+
+def check_gates(lock: Lock, filename: str) -> None:
+    """Each registered gate on `lock`: BadInput (exit 2) naming the edited fields, or a warning when accepted."""
+    for gate in list(_gates):
+        edited = gate(lock, filename)
+        if edited is None or not edited.fields:
+            continue
+        fields = ", ".join(edited.fields[:24]) + (f" and {len(edited.fields) - 24} more" if len(edited.fields) > 24 else "")
+        what = f"{filename} was edited: {fields} differ from what the matrix derives for its stack"
+        what += f"; {edited.note}" if edited.note else ""
+        if _accept["edited"]:
+            from envkit import console
+
+            console.err.print(f"warning: {what} (accepted: --accept-edited-lock)", markup=False)
+            continue
+        raise BadInput(
+            what,
+            where=Where(filename, None, edited.fields[0]),
+            hint=f"Re-lock with `{lock.generated_by}` (or pass --accept-edited-lock if you edited it on purpose).",
+        )

@@ -1,13 +1,19 @@
 """Derive a lock from a resolution: the stack's artifacts, layout, Python pins, platform facts and provenance.
 
 This is the one place where a lock meets the matrix; `envkit.lockfile` only reads and writes the lock, and the
-jobs (image, bundle, provision) read the lock alone.
+jobs (image, bundle, provision) read the lock alone. `check_lock` derives a lock again from a lock's stack and names
+every field that differs; `gate` is that check as `envkit.lockfile`'s gate, which the command line registers so that
+every command that reads a lock refuses an edited one.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 from envkit import __version__, versions
-from envkit.matrix import LoadedMatrix
+from envkit.errors import BadInput
+from envkit.lockfile import Edited
+from envkit.matrix import LoadedMatrix, load_matrix
 from envkit.models.lock import (
     Artifact,
     BaseImage,
@@ -22,8 +28,8 @@ from envkit.models.lock import (
     ZipEdition,
 )
 from envkit.models.matrix import VendorArtifact
-from envkit.models.stack import STACK_KEYS, FullStack
-from envkit.resolve import Pin, Resolution, hints_for
+from envkit.models.stack import ALL_KEYS, FRAMEWORK_KEYS, STACK_KEYS, FullStack
+from envkit.resolve import Pin, Resolution, hints_for, solve
 
 
 def hdk_file_version(lm: LoadedMatrix, hdk_version: str, chip: str) -> str:
@@ -164,6 +170,20 @@ def _torch_build_rule(lm: LoadedMatrix, stack: dict[str, str]) -> str:
     return f"; its {stack['arch']} CPU build {spelling} from {build.index} (torch_builds, {build.confidence})"
 
 
+def framework_pins(lm: LoadedMatrix, stack: dict[str, str]) -> list[PythonPin]:
+    """The serving pins in the vendor's install order (`vllm==X`, then `vllm-ascend==X`; triton-ascend from the index
+    its row names: 3.2.1/3.2.2 only on the Ascend index). MindSpeed installs from its git release: no pin."""
+    pins = []
+    if stack.get("vllm"):
+        pins.append(PythonPin(name="vllm", version=stack["vllm"]))
+    if stack.get("vllm_ascend"):
+        pins.append(PythonPin(name="vllm-ascend", version=stack["vllm_ascend"]))
+    if stack.get("triton_ascend"):
+        row = lm.triton_ascend(stack["triton_ascend"])
+        pins.append(PythonPin(name="triton-ascend", version=row.version, index=None if row.index == "pypi" else row.index))
+    return pins
+
+
 def build_python(lm: LoadedMatrix, stack: dict[str, str]) -> PythonSection:
     torch_version, torch_index = torch_spec(lm, stack)
     pins = [
@@ -173,15 +193,33 @@ def build_python(lm: LoadedMatrix, stack: dict[str, str]) -> PythonSection:
         PythonPin(name="transformers", version=stack["transformers"]),
         PythonPin(name="accelerate", version=stack["accelerate"]),
     ]
+    pins += framework_pins(lm, stack)
     indexes = {"pypi": lm.index_url("pypi")}
-    if torch_index:
-        indexes[torch_index] = lm.index_url(torch_index)
+    for index in [torch_index, *(p.index for p in pins)]:
+        if index:
+            indexes[index] = lm.index_url(index)
     return PythonSection(
         python=stack["python"],
         indexes=indexes,
         requirements=pins,
         cann_runtime=list(lm.model.cann_python_deps.requirements),
     )
+
+
+def _framework_provenance(lm: LoadedMatrix, s: dict[str, str]) -> dict[str, tuple[str, str, str | None]]:
+    out: dict[str, tuple[str, str, str | None]] = {}
+    va = lm.vllm_ascend(s["vllm_ascend"]) if s.get("vllm_ascend") else None
+    if va is not None:
+        out["vllm_ascend"] = (f"newest vllm-ascend release that fits (vllm_ascend/{va.version})", va.source_text, va.confidence)
+        out["vllm"] = (f"vllm_ascend/{va.version} pins vLLM {va.vllm}", va.source_text, va.confidence)
+    ta = lm.triton_ascend(s["triton_ascend"]) if s.get("triton_ascend") else None
+    if ta is not None:
+        rule = f"vllm_ascend/{va.version} installs triton-ascend {ta.version}" if va else f"triton_ascend/{ta.version}"
+        out["triton_ascend"] = (f"{rule}, bound to CANN {', '.join(ta.cann)}", ta.source_text, ta.confidence)
+    ms = lm.mindspeed(s["mindspeed"]) if s.get("mindspeed") else None
+    if ms is not None:
+        out["mindspeed"] = (f"newest MindSpeed release that fits (mindspeed/{ms.version})", ms.source_text, ms.confidence)
+    return out
 
 
 def _provenance(lm: LoadedMatrix, res: Resolution) -> dict[str, Provenance]:
@@ -211,8 +249,9 @@ def _provenance(lm: LoadedMatrix, res: Resolution) -> dict[str, Provenance]:
         "transformers": ("newest recommended Transformers that fits the rules", "matrices/python_packages.yaml", None),
         "accelerate": ("newest recommended Accelerate that fits the rules", "matrices/python_packages.yaml", None),
     }
+    derived.update(_framework_provenance(lm, s))
     defaults = lm.model.defaults
-    for key in STACK_KEYS:
+    for key in [*STACK_KEYS, *(k for k in FRAMEWORK_KEYS if k in s)]:
         pin = res.pins.get(key)
         if pin is not None:
             out[key] = Provenance(declared=pin.origin == "declared", origin=pin.origin, source=pin.where or "input")  # type: ignore[arg-type]
@@ -249,4 +288,73 @@ def build_lock(lm: LoadedMatrix, res: Resolution, generated_by: str) -> Lock:
 def lock_pins(lm: LoadedMatrix, lock: Lock, filename: str) -> dict[str, Pin]:
     from envkit.resolve import pins_from_mapping
 
-    return pins_from_mapping(lm, lock.stack.model_dump(), where={k: f"{filename} stack.{k}" for k in STACK_KEYS})
+    return pins_from_mapping(lm, lock.stack.model_dump(), where={k: f"{filename} stack.{k}" for k in ALL_KEYS})
+
+
+# --- the gate: a lock compared with what the matrix derives for its stack ------------------------------------
+# What a lock holds that the matrix does not derive from its stack: who made it and from what, why each value
+# was chosen (provenance, hints), and the closures `envkit lock` resolves from an index (held by the schema and
+# its URL policy alone). Every other field is compared, so a section added to the lock is compared with no change.
+NOT_DERIVED: dict[str, Any] = {
+    "envkit_version": True, "matrix_digest": True, "generated_by": True, "provenance": True, "hints": True,
+    "python": {"closure": True, "controller": True},
+}
+# a list of mappings is compared item by item under the first of these keys they all have (`artifacts.driver`)
+_ITEM_KEYS = ("component", "name")
+
+
+def derive_lock(lm: LoadedMatrix, lock: Lock, filename: str) -> Lock | None:
+    """The lock the matrix gives for `lock`'s stack (None: the stack is not valid for this matrix). BadInput when
+    the stack names a version the matrix does not know."""
+    res = solve(lm, lock_pins(lm, lock, filename))
+    return None if res is None else build_lock(lm, res, lock.generated_by)
+
+
+def check_lock(lock: Lock, where: str, lm: LoadedMatrix | None = None) -> list[str]:
+    """The dotted paths of the fields of `lock` that differ from what the matrix derives for its stack
+    (`artifacts.driver.zip.sha256`, `platform.glibc`, `python.indexes.pypi`); ["stack"] when the stack itself is
+    not valid for this matrix. Empty: nothing derivable was edited."""
+    lm = lm or load_matrix()
+    want = derive_lock(lm, lock, where)
+    if want is None:
+        return ["stack"]
+    return differ(want.model_dump(mode="json", exclude=NOT_DERIVED), lock.model_dump(mode="json", exclude=NOT_DERIVED))
+
+
+def gate(lock: Lock, where: str) -> Edited | None:
+    """`check_lock` as a gate of `envkit.lockfile.read_lock` (registered by the command line)."""
+    lm = load_matrix()
+    other = (f"the lock comes from another matrix ({lock.matrix_digest[:19]}…, this envkit has {lm.digest[:19]}…)"
+             if lock.matrix_digest != lm.digest else "")
+    try:
+        fields = check_lock(lock, where, lm)
+    except BadInput as exc:  # a version this matrix does not know
+        return Edited(("stack",), "; ".join(x for x in (f"its stack is not one this matrix knows: {exc.message}", other) if x))
+    if not fields:
+        return None
+    note = "its stack is not valid for this matrix (`envkit validate` explains why)" if fields == ["stack"] else ""
+    return Edited(tuple(fields), "; ".join(x for x in (note, other) if x))
+
+
+def differ(want: object, have: object, at: str = "") -> list[str]:
+    """The dotted paths where two model dumps differ (`artifacts.cann-toolkit.zip.sha256`); a missing or added
+    key, or a list of plain values that differs, is named as a whole."""
+    if isinstance(want, list) and isinstance(have, list):
+        keyed = _keyed(want), _keyed(have)
+        if keyed[0] is not None and keyed[1] is not None:
+            want, have = keyed
+        elif any(isinstance(x, dict) for x in want + have) and len(want) == len(have):
+            want, have = dict(enumerate(want)), dict(enumerate(have))
+    if isinstance(want, dict) and isinstance(have, dict):
+        return [p for k in sorted(want.keys() | have.keys(), key=str)
+                for p in differ(want.get(k), have.get(k), f"{at}.{k}" if at else str(k))]
+    return [] if want == have else [at or "(all)"]
+
+
+def _keyed(items: list[Any]) -> dict[str, Any] | None:
+    """A list of mappings by their component or name (None: not such a list, or a key repeats)."""
+    for key in _ITEM_KEYS:
+        if items and all(isinstance(x, dict) and isinstance(x.get(key), str) for x in items):
+            out = {x[key]: x for x in items}
+            return out if len(out) == len(items) else None
+    return None

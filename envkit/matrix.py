@@ -22,11 +22,14 @@ from envkit.models.matrix import (
     HdkPatch,
     HdkRelease,
     Matrix,
+    MindSpeedRelease,
     OperatingSystem,
     Rule,
     TorchBuild,
     TorchNpuLine,
     TorchNpuRelease,
+    TritonAscendRelease,
+    VllmAscendRelease,
 )
 from envkit.resources import matrices_dir
 from envkit.yamlio import fast_load, load_file
@@ -124,6 +127,25 @@ class LoadedMatrix:
     def torch_build(self, torch: str, arch: str) -> TorchBuild | None:
         """Where torch's CPU build for `arch` comes from (index id, pin spelling); None: no row."""
         return self.torch_builds_by_key.get((_key(versions.parse(torch).public), arch))
+
+    # --- serving and training frameworks (matrices/serving.yaml) ------------------------------------
+    @functools.cached_property
+    def vllm_ascend_by_key(self) -> dict[tuple, VllmAscendRelease]:
+        return {versions.parse(r.version).key: r for r in self.model.vllm_ascend}
+
+    @functools.cached_property
+    def triton_ascend_by_key(self) -> dict[tuple, TritonAscendRelease]:
+        return {versions.parse(r.version).key: r for r in self.model.triton_ascend}
+
+    def vllm_ascend(self, version: str) -> VllmAscendRelease | None:
+        return self.vllm_ascend_by_key.get(_key(version))
+
+    def triton_ascend(self, version: str) -> TritonAscendRelease | None:
+        return self.triton_ascend_by_key.get(_key(version))
+
+    def mindspeed(self, version: str) -> MindSpeedRelease | None:
+        """A MindSpeed release by its docs' spelling (``2.2.0_core_r0.12.1``), case-insensitively."""
+        return next((r for r in self.model.mindspeed if r.version.lower() == str(version).strip().lower()), None)
 
     def firmware(self, version: str) -> HdkRelease | None:
         return self.hdk(version) or self.firmware_alias.get(_key(version))
@@ -468,8 +490,9 @@ def check_matrix(lm: LoadedMatrix) -> list[Problem]:
         if key == "os" and value not in lm.oses:
             add("defaults", key, f"unknown os {value}")
     check_torch_builds(lm, add)
+    check_frameworks(lm, add)
     for section in ("chips", "arches", "operating_systems", "pythons", "hdk", "cann", "torch_npu_lines", "torch_npu",
-                    "indexes", "packages", "rules", "torch_builds"):
+                    "indexes", "packages", "rules", "torch_builds", "vllm_ascend", "triton_ascend", "mindspeed"):
         for row in getattr(m, section):
             if not row.sources or any(not s.strip() for s in row.sources):
                 add(section, str(getattr(row, "id", getattr(row, "version", "?"))), "row without a source")
@@ -516,3 +539,53 @@ def check_torch_builds(lm: LoadedMatrix, add: Any) -> None:
                 add("torch_builds", f"{t.torch} {arch}",
                     f"torch_npu {t.version} pins torch=={t.torch}+{t.x86_64_torch_local} on x86_64; this row gives "
                     + (f"+{b.local}" if b.local else "the plain version"))
+
+
+def check_frameworks(lm: LoadedMatrix, add: Any) -> None:
+    """matrices/serving.yaml: no duplicates, newest first, and every CANN, torch_npu, triton-ascend, chip, TorchNPU
+    line and index it names is in the matrix, unless the row says in `needs` that the matrix lacks it."""
+    m = lm.model
+    index_ids = {i.id for i in m.indexes}
+    for section in ("vllm_ascend", "triton_ascend"):
+        rows = [r.version for r in getattr(m, section)]
+        if len({versions.parse(v).key for v in rows}) != len(rows):
+            add(section, ",".join(rows), "duplicate version")
+        if rows != versions.newest_first(rows):
+            add(section, ",".join(rows), "not sorted (newest first)")
+    for r in m.vllm_ascend:
+        needs = " ".join(r.needs)
+        if r.cann is None and "CANN" not in needs:
+            add("vllm_ascend", r.version, "cann is null: say in `needs` which CANN the matrix lacks")
+        if r.torch_npu is None and "torch_npu" not in needs:
+            add("vllm_ascend", r.version, "torch_npu is null: say in `needs` which torch_npu the matrix lacks")
+        if r.cann is not None and lm.cann(r.cann) is None:
+            add("vllm_ascend", r.version, f"CANN {r.cann} is not a CANN release of the matrix")
+        t = lm.torch_npu(r.torch_npu) if r.torch_npu else None
+        if r.torch_npu is not None and t is None:
+            add("vllm_ascend", r.version, f"torch_npu {r.torch_npu} is not a torch_npu release of the matrix")
+        if t is not None and not versions.same(t.torch, r.torch):
+            add("vllm_ascend", r.version, f"torch_npu {t.version} pins torch {t.torch}, not {r.torch}")
+        if r.triton_ascend is not None and lm.triton_ascend(r.triton_ascend) is None:
+            add("vllm_ascend", r.version, f"triton-ascend {r.triton_ascend} is not in triton_ascend")
+        if r.prerelease != versions.parse(r.version).is_prerelease:
+            add("vllm_ascend", r.version, "prerelease must be true exactly for an rc/alpha/beta/dev version")
+    for r in m.triton_ascend:
+        for c in r.cann:
+            if lm.cann(c) is None:
+                add("triton_ascend", r.version, f"CANN {c} is not a CANN release of the matrix")
+        for chip in r.chips:
+            if chip not in lm.chips:
+                add("triton_ascend", r.version, f"unknown chip {chip}")
+        if r.index not in index_ids:
+            add("triton_ascend", r.version, f"unknown index {r.index}")
+    seen: set[str] = set()
+    for r in m.mindspeed:
+        if r.version.lower() in seen:
+            add("mindspeed", r.version, "duplicate version")
+        seen.add(r.version.lower())
+        for line in r.torch_npu_lines:
+            if line not in lm.lines:
+                add("mindspeed", r.version, f"unknown TorchNPU line {line}")
+        for c in r.cann:
+            if not lm.series_members([c], [x.version for x in m.cann]):
+                add("mindspeed", r.version, f"CANN {c} matches no CANN release")

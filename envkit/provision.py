@@ -27,6 +27,7 @@ from typing import Any, Callable, Iterable
 
 from envkit.fsutil import sha256_file
 from envkit.errors import BadInput
+from envkit.lockfile import accepting_edited
 from envkit.models.lock import Artifact, Lock
 from envkit.wheels import FOLDER_REQUIREMENTS as REQUIREMENTS_NAME
 from envkit.wheels import BundleLayout, parse_requirements
@@ -318,6 +319,7 @@ def render_vars(
         "envkit_python_cann_env": dict(sorted(lock.layout.env.items())),
         "envkit_smoke_lock_src": str(lock_path),
         "envkit_smoke_lock_sha1": hashlib.sha1(Path(lock_path).read_bytes()).hexdigest(),  # noqa: S324 - as the copy module
+        "envkit_smoke_accept_edited_lock": accepting_edited(),
     }
 
 
@@ -363,6 +365,8 @@ class HostRow:
     skipped: int = 0
     smoke: str = "not run"
     doctor: str = "not run"
+    net: str = "not checked"  # hccn_tool's state (the preflight probe, where hccn_tool exists), checked here
+    net_findings: list[dict[str, Any]] = field(default_factory=list)
     plan: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     ran: bool = False
@@ -382,7 +386,7 @@ class HostRow:
         return {
             "host": self.host, "status": self.status, "ok": self.ok, "changed": self.changed, "failed": self.failed,
             "unreachable": self.unreachable, "skipped": self.skipped, "smoke": self.smoke, "doctor": self.doctor,
-            "plan": self.plan, "errors": self.errors,
+            "plan": self.plan, "errors": self.errors, "net": self.net, "net_findings": self.net_findings,
         }
 
 
@@ -439,6 +443,11 @@ def summarize(events: Iterable[dict[str, Any]], hosts: Iterable[str] = ()) -> Su
                 row.errors.append(f"{task}: {str(text).strip()}"[:600])
             if status in ("ok", "changed") and task.endswith("| Report plan"):
                 row.plan.extend(_msg_list(ev.get("msg")))
+            if status in ("ok", "changed") and task.endswith("Preflight | Report network") and isinstance(ev.get("msg"), dict):
+                from envkit.doctor.hccn import check_net, net_from_probe_facts, net_verdict
+
+                found = check_net(net_from_probe_facts(ev["msg"]), host=host)
+                row.net, row.net_findings = net_verdict(found), [f.to_dict() for f in found]
             if status in ("ok", "changed") and task.endswith("Smoke | Report verdict"):
                 msg = ev.get("msg")
                 if isinstance(msg, dict):
@@ -488,11 +497,14 @@ def parse_lines(lines: Iterable[str]) -> list[dict[str, Any]]:
 
 
 def format_table(summary: Summary) -> list[str]:
-    head = ("host", "status", "ok", "changed", "failed", "unreachable", "smoke", "doctor")
+    head: tuple[str, ...] = ("host", "status", "ok", "changed", "failed", "unreachable", "smoke", "doctor")
     rows = [head] + [
         (r.host, r.status, str(r.ok), str(r.changed), str(r.failed), str(r.unreachable), r.smoke, r.doctor)
         for r in (summary.hosts[h] for h in sorted(summary.hosts))
     ]
+    if any(r.net != "not checked" for r in summary.hosts.values()):  # a net column only where hccn_tool answered
+        rows = [row + ((summary.hosts[row[0]].net,) if i else ("net",)) for i, row in enumerate(rows)]
+        head = rows[0]
     widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
     return ["  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in rows]
 

@@ -105,14 +105,15 @@ def render(name: str, **context: Any) -> str:
 
 
 def dockerfile(plan: Any) -> str:
-    from envkit.image import LOCK_IN_IMAGE, VENV
+    from envkit.image import LOCK_IN_IMAGE, SERVING_ENTRYPOINT, VENV
 
-    return render("Dockerfile.j2", plan=plan, venv=VENV, lock_path=LOCK_IN_IMAGE)
+    return render("Dockerfile.j2", plan=plan, venv=VENV, lock_path=LOCK_IN_IMAGE,
+                  serving_entrypoint=json.dumps(list(SERVING_ENTRYPOINT)))  # the exec form
 
 
 def context_files(plan: Any) -> dict[str, str]:
     """The text files of the build context, by path inside it."""
-    return {
+    files = {
         "Dockerfile": dockerfile(plan),
         "envkit.lock": plan.lock_text,
         "python/torch/requirements.txt": render(
@@ -123,6 +124,11 @@ def context_files(plan: Any) -> dict[str, str]:
         ),
         ".dockerignore": render("dockerignore.j2", plan=plan),
     }
+    if plan.serving:
+        files["python/serving/requirements.txt"] = render(
+            "requirements.txt.j2", plan=plan, reqs=plan.serving_requirements,
+            title="The serving layer (vllm, vllm-ascend, triton-ascend, in this order)")
+    return files
 
 
 def context_inputs(plan: Any) -> list[tuple[str, Any, str | None]]:
@@ -133,7 +139,7 @@ def context_inputs(plan: Any) -> list[tuple[str, Any, str | None]]:
     out: list[tuple[str, Any, str | None]] = []
     for step in plan.steps:
         out.append((f"artifacts/{step.file}", step.source, step.sha256))
-    for part, wheels in (("torch", plan.heavy_wheels), ("rest", plan.rest_wheels)):
+    for part, wheels in (("torch", plan.heavy_wheels), ("serving", plan.serving_wheels), ("rest", plan.rest_wheels)):
         for wheel in wheels:
             out.append((f"python/{part}/wheels/{Path(wheel).name}", wheel, None))
     return out
@@ -155,7 +161,8 @@ def write_context(plan: Any, out: Path, *, force: bool = False) -> list[Path]:
     texts = [(inside(out, rel), text) for rel, text in context_files(plan).items()]
     inputs = [(inside(out, rel), Path(source)) for rel, source, _sha in context_inputs(plan) if source is not None]
     py = out / "python"
-    stale = [p for p in (py / "requirements.txt", py / "wheels", py / "torch" / "wheels", py / "rest" / "wheels")
+    stale = [p for p in (py / "requirements.txt", py / "wheels", py / "torch" / "wheels", py / "rest" / "wheels",
+                         py / "serving" / "wheels", py / "serving" / "requirements.txt")
              if p.exists() or p.is_symlink()]
     for p in stale:
         held = [src for _, src in inputs if src.resolve().is_relative_to(p.resolve())]

@@ -1,4 +1,4 @@
-"""Read a stack file (YAML, the twelve stack keys, all optional, exact versions)."""
+"""Read a stack file (YAML, the twelve stack keys and the optional framework keys, all optional, exact versions)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import difflib
 from pathlib import Path
 
 from envkit.errors import BadInput, Where
-from envkit.models.stack import STACK_KEYS
+from envkit.models.stack import ALL_KEYS
 from envkit.yamlio import load_file
 
 
@@ -20,19 +20,19 @@ def stack_from_data(data: object, lines: dict[str, int], filename: str) -> tuple
         raise BadInput(
             f"{filename} must be a mapping of stack keys, not a {type(data).__name__}",
             where=Where(filename, 1),
-            hint=f"Write keys such as `chip: 910b` and `torch: 2.6.0`. Keys: {', '.join(STACK_KEYS)}.",
+            hint=f"Write keys such as `chip: 910b` and `torch: 2.6.0`. Keys: {', '.join(ALL_KEYS)}.",
         )
     values: dict[str, str] = {}
     where: dict[str, str] = {}
     for key, value in data.items():
         line = lines.get(key)
-        if key not in STACK_KEYS:
-            close = difflib.get_close_matches(key, STACK_KEYS, n=1, cutoff=0.5)
+        if key not in ALL_KEYS:
+            close = difflib.get_close_matches(key, ALL_KEYS, n=1, cutoff=0.5)
             hint = f"Did you mean '{close[0]}'? " if close else ""
             raise BadInput(
                 f"unknown key '{key}' in {filename}",
                 where=Where(filename, line, key),
-                hint=hint + f"Keys: {', '.join(STACK_KEYS)}.",
+                hint=hint + f"Keys: {', '.join(ALL_KEYS)}.",
                 details={"key": key, "did_you_mean": close[0] if close else None},
             )
         if isinstance(value, (dict, list)):

@@ -1,11 +1,12 @@
-"""Validate a file: a stack file (partial or full) or a lock (its stack, and that it is current)."""
+"""Validate a file: a stack file (partial or full) or a lock (its stack, and that every field the matrix derives
+from it is what the matrix gives: the same check the command line's lock gate runs, `envkit.locking.check_lock`)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from envkit.lockfile import parse_lock
-from envkit.locking import build_artifacts, build_platform, lock_pins
+from envkit.locking import check_lock, lock_pins
 from envkit.matrix import load_matrix
 from envkit.models.report import Conflict, Fact, ValidationReport
 from envkit.resolve import pins_from_mapping, validate_pins
@@ -30,29 +31,22 @@ def validate_file(path: Path) -> ValidationReport:
                 f"the lock was made from another matrix ({lock.matrix_digest[:19]}…, this envkit has {lm.digest[:19]}…): "
                 "re-run the command in its header to refresh it"
             )
-        stack = lock.stack.model_dump() | {"torch": lock.stack.torch}
-        want = {a.component: a.model_dump() for a in build_artifacts(lm, stack)}
-        have = {a.component: a.model_dump() for a in lock.artifacts}
-        fields = [f"{c}: {f}" for c in sorted(want.keys() | have.keys()) for f in _differ(want.get(c), have.get(c))]
-        if fields:
-            extra.append(_edited(lock, path, "artifacts", "artifact fields " + ", ".join(fields)))
-        fields = _differ(build_platform(lm, stack).model_dump(), lock.platform.model_dump())
-        if fields:
-            extra.append(_edited(lock, path, "platform", "platform fields " + ", ".join(fields)))
+        sections: dict[str, list[str]] = {}
+        for field in check_lock(lock, str(path), lm):
+            section, _, rest = field.partition(".")
+            if section == "artifacts":  # `cann-toolkit: zip.sha256`
+                component, _, rest = rest.partition(".")
+                rest = f"{component}: {rest or '(all)'}"
+            sections.setdefault(section, []).append(rest or section)
+        for section, fields in sections.items():
+            what = ("artifact fields " if section == "artifacts" else f"{section} fields ") + ", ".join(fields)
+            extra.append(_edited(lock, path, section, what))
         return ValidationReport(
             valid=not extra, input=report.input, stack=report.stack, conflicts=extra, hints=hints
         )
     data, lines = load_text(text, str(path), scalars_as_str=True)
     values, where = stack_from_data(data, lines, str(path))
     return validate_pins(lm, pins_from_mapping(lm, values, where=where))
-
-
-def _differ(want: object, have: object, at: str = "") -> list[str]:
-    """The dotted paths where two dumped models differ (`zip.sha256`, `run.file`); the whole path if one is missing."""
-    if isinstance(want, dict) and isinstance(have, dict):
-        return [p for k in sorted(want.keys() | have.keys())
-                for p in _differ(want.get(k), have.get(k), f"{at}.{k}" if at else str(k))]
-    return [] if want == have else [at or "(all)"]
 
 
 def _edited(lock, path: Path, section: str, what: str) -> Conflict:

@@ -38,7 +38,8 @@ COMMANDS: dict[str, str] = {
     "launch": "launch",
 }
 # Root options that take no value and may come before the command.
-_ROOT_FLAGS = frozenset({"--debug", "--quiet", "-q"})
+_ROOT_FLAGS = frozenset({"--debug", "--quiet", "-q", "--accept-edited-lock"})
+ACCEPT_EDITED = "--accept-edited-lock"
 
 
 def build_app(modules: list[str] | None = None) -> "typer.Typer":
@@ -55,6 +56,11 @@ def build_app(modules: list[str] | None = None) -> "typer.Typer":
                                                help="Print the version."),
         debug: bool = typer.Option(False, "--debug", help="Show tracebacks of errors."),
         quiet: bool = typer.Option(False, "--quiet", "-q", help="Silence progress output."),
+        accept_edited_lock: bool = typer.Option(
+            False, ACCEPT_EDITED,
+            help="Use a lock whose derived fields differ from what the matrix gives for its stack (edited on purpose): "
+                 "a warning naming the fields instead of a refusal. The schema is enforced all the same.",
+        ),
     ) -> None:
         console.set_debug(debug)
         console.set_quiet(quiet)
@@ -123,9 +129,7 @@ def _report_error(exc: EnvkitError, argv: list[str]) -> int:
 
 def _fast(args: list[str]) -> int | None:
     """`envkit [--debug|--quiet] resolve|validate ...` without typer (see envkit.cli.stack); None: use typer."""
-    i = 0
-    while i < len(args) and args[i] in _ROOT_FLAGS:
-        i += 1
+    i = len(_root_args(args))
     if i >= len(args) or COMMANDS.get(args[i]) != "stack":
         return None
     console.set_debug("--debug" in args[:i])
@@ -135,8 +139,32 @@ def _fast(args: list[str]) -> int | None:
     return fast_main(args[i:])
 
 
+def _root_args(args: list[str]) -> list[str]:
+    """The root options before the command."""
+    i = 0
+    while i < len(args) and args[i] in _ROOT_FLAGS:
+        i += 1
+    return args[:i]
+
+
+def _gated(args: list[str]):  # noqa: ANN202
+    """The block in which the command runs: the lock gate registered, edits accepted with --accept-edited-lock."""
+    from envkit import lockfile
+
+    return lockfile.gated(_matrix_gate, accept=ACCEPT_EDITED in _root_args(args))
+
+
+def _matrix_gate(lock, where):  # noqa: ANN001, ANN202
+    """`envkit.locking.gate`, imported when a lock is read (a command that reads none does not load the matrix)."""
+    from envkit.locking import gate
+
+    return gate(lock, where)
+
+
 def main(argv: list[str] | None = None) -> None:
-    """Entry point of the console script. Exits with the error's own code."""
+    """Entry point of the console script. Exits with the error's own code. Before any command runs, the lock gate
+    (`envkit.locking.gate`) is registered with `envkit.lockfile`: every lock a command reads is compared with what
+    the matrix derives for its stack."""
     args = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in args
     try:
@@ -145,8 +173,9 @@ def main(argv: list[str] | None = None) -> None:
             import typer.main
 
             command = typer.main.get_command(build_app(_modules_for(args)))
-            # standalone mode: click prints usage errors itself and exits 2; our errors pass through.
-            command.main(args=args, prog_name="envkit", standalone_mode=True)
+            with _gated(args):
+                # standalone mode: click prints usage errors itself and exits 2; our errors pass through.
+                command.main(args=args, prog_name="envkit", standalone_mode=True)
     except (EnvkitError, OSError, ModuleNotFoundError) as exc:
         if debug:
             raise

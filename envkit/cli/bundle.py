@@ -34,7 +34,8 @@ def lock_cmd(
     index_url: Annotated[str, Opt("--index-url", help="Index to resolve against (recorded).")] = "https://pypi.org/simple",
     extra_index_url: Annotated[Optional[list[str]], Opt("--extra-index-url", help="More indexes (recorded), e.g. a PyTorch CPU index.")] = None,
     find_links: Annotated[Optional[list[str]], Opt("--find-links", help="Local wheel folders (recorded).")] = None,
-    torch_index_url: Annotated[Optional[str], Opt("--torch-index-url", help="Where torch's CPU build comes from, alone (recorded; default: the lock's index for torch, the PyTorch CPU index). A mirror of it.")] = None,
+    torch_index_url: Annotated[Optional[str], Opt("--torch-index-url", help="Where torch's CPU build comes from, alone (recorded; default: the lock's index for torch, the PyTorch CPU index). A mirror of it: --index-for pytorch-cpu=URL.")] = None,
+    index_for: Annotated[Optional[list[str]], Opt("--index-for", help="ID=URL, repeatable: a mirror of the lock's index ID (python.indexes, e.g. ascend-pypi, pytorch-cpu); the pins that name ID come from URL alone (recorded).")] = None,
     json_out: Annotated[bool, Opt("--json", help="Machine-readable output.")] = False,
 ) -> None:
     """Record the full Python closure (every wheel: URL, sha256, size) for the target and the controller."""
@@ -44,7 +45,8 @@ def lock_cmd(
         lock, output=output, target_python=target_python, target_arch=target_arch, glibc=glibc,
         controller_python=controller_python, controller_arch=controller_arch, controller_glibc=controller_glibc,
         only=_csv(only), exclude=_csv(exclude), index_url=index_url, extra_index_urls=tuple(extra_index_url or ()),
-        find_links=tuple(find_links or ()), torch_index_url=torch_index_url, on_progress=console.progress,
+        find_links=tuple(find_links or ()), torch_index_url=torch_index_url, index_for=tuple(index_for or ()),
+        on_progress=console.progress,
     )
     summary = done.to_dict()
     if json_out:

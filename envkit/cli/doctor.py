@@ -44,10 +44,28 @@ def register(app: typer.Typer) -> None:
             bool,
             typer.Option(
                 "--exec-root-tools",
-                help="With --root, run the root's own npu-smi (empty environment, --timeout) instead of reading "
+                help="With --root, run the root's own npu-smi (and hccn_tool with --net; empty environment, --timeout) instead of reading "
                 "its recorded output. Only for a root you trust: by default nothing in a root is executed.",
             ),
         ] = False,
+        net: Annotated[
+            bool,
+            typer.Option(
+                "--net",
+                help="Also check the NPU network with hccn_tool (link, net_health, tls, ip vs /etc/hccn.conf, ping to "
+                "--peers); with --root, its recorded output in <root>/var/log/envkit/hccn_tool/<dev>-<what>.txt.",
+            ),
+        ] = False,
+        peers: Annotated[
+            Optional[str], typer.Option("--peers", help="With --net: peer device IPs to ping from every device, comma-separated.")
+        ] = None,
+        inventory: Annotated[
+            Optional[Path],
+            typer.Option("--inventory", "-i", help="With --net: ping, from device N, address_N of each host's envkit_hccn_conf."),
+        ] = None,
+        net_log: Annotated[
+            Optional[Path], typer.Option("--net-log", help="With --net: a log (CANN plog, training output) whose HCCL EI codes to explain.")
+        ] = None,
     ) -> None:
         """Probe a host or an image: driver, firmware, CANN, npu-smi, Python packages, environment.
 
@@ -76,6 +94,20 @@ def register(app: typer.Typer) -> None:
                     f"--python {python}: no such file in {root}",
                     hint="With --root, --python names the interpreter inside the root, e.g. /usr/local/python3.11.13/bin/python3.",
                 )
+        peer_list = None
+        if (peers or inventory or net_log) and not net:
+            raise BadInput("--peers, --inventory and --net-log go with --net")
+        if peers and inventory:
+            raise BadInput("give --peers or --inventory, not both")
+        if net and (peers or inventory):
+            from envkit.doctor.hccn import inventory_peers, parse_peers
+
+            peer_list = parse_peers(peers) if peers else inventory_peers(inventory)
+        log_text = None
+        if net_log is not None:
+            from envkit.yamlio import read_text
+
+            log_text = read_text(net_log)
         if env_file is not None and not env_file.is_file():
             raise BadInput(f"--env-file {env_file}: no such file")
         lock_stack = None
@@ -95,9 +127,12 @@ def register(app: typer.Typer) -> None:
             lock_path=str(lock) if lock is not None else None,
             timeout=timeout,
             exec_root_tools=exec_root_tools,
+            net=net,
+            peers=peer_list,
+            net_log=log_text,
         )
         if json_out:
-            console.emit_json(report.model_dump(mode="json"))
+            console.emit_json(report.to_json())
         else:
             console.out.print(render_text(report), markup=False)
         raise typer.Exit(report.exit_code)

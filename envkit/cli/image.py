@@ -10,8 +10,11 @@ from typer import Option as Opt
 from envkit import console
 
 
-def _command(lock: Path, base: Optional[str], artifacts: Optional[Path], requirements: Optional[Path], tail: list[str]) -> str:
+def _command(lock: Path, base: Optional[str], artifacts: Optional[Path], requirements: Optional[Path], tail: list[str],
+             variant: str = "base") -> str:
     cmd = ["envkit", "image", *tail[:1], "--lock", str(lock)]
+    if variant != "base":
+        cmd += ["--variant", variant]
     if base:
         cmd += ["--base", base]
     if artifacts:
@@ -21,11 +24,13 @@ def _command(lock: Path, base: Optional[str], artifacts: Optional[Path], require
     return " ".join(cmd + tail[1:])
 
 
-def _plan(lock: Path, base: Optional[str], artifacts: Optional[Path], requirements: Optional[Path], generated_by: str):  # noqa: ANN202
+def _plan(lock: Path, base: Optional[str], artifacts: Optional[Path], requirements: Optional[Path], generated_by: str,  # noqa: ANN202
+          variant: str = "base"):
     from envkit.image import plan_build
     from envkit.lockfile import read_lock
 
-    return plan_build(read_lock(lock), generated_by=generated_by, base=base, artifacts=artifacts, requirements=requirements)
+    return plan_build(read_lock(lock), generated_by=generated_by, base=base, artifacts=artifacts, requirements=requirements,
+                      variant=variant)
 
 
 LockOpt = Annotated[Path, Opt("--lock", help="The lock to build from.")]
@@ -33,6 +38,8 @@ BaseOpt = Annotated[Optional[str], Opt("--base", help="Base image IMAGE@sha256:D
 ArtOpt = Annotated[
     Optional[Path], Opt("--artifacts", help="Folder with the vendor CANN packages (.run or signed .zip) and optionally wheels/ for an offline install.")
 ]
+VariantOpt = Annotated[str, Opt("--variant", help="base, or serving: a serving layer after torch (vllm, vllm-ascend, "
+                                 "triton-ascend), the serving environment and `vllm serve` as entry point; same CANN layers.")]
 ForceOpt = Annotated[bool, Opt("--force", help="Write into an existing folder that is not an earlier envkit build context.")]
 ReqOpt = Annotated[
     Optional[Path],
@@ -52,13 +59,15 @@ def register(app: typer.Typer) -> None:
         base: BaseOpt = None,
         artifacts: ArtOpt = None,
         requirements: ReqOpt = None,
+        variant: VariantOpt = "base",
         force: ForceOpt = False,
         json_out: Annotated[bool, Opt("--json", help="Machine-readable output.")] = False,
     ) -> None:
         """Write a build context (Dockerfile, hashed requirements, the vendor packages) for the lock."""
         from envkit.render import write_context
 
-        plan = _plan(lock, base, artifacts, requirements, _command(lock, base, artifacts, requirements, ["render", "-o", str(output)]))
+        plan = _plan(lock, base, artifacts, requirements,
+                     _command(lock, base, artifacts, requirements, ["render", "-o", str(output)], variant), variant)
         files = write_context(plan, output, force=force)
         _report(plan, output, files, json_out)
 
@@ -70,6 +79,7 @@ def register(app: typer.Typer) -> None:
         artifacts: ArtOpt = None,
         requirements: ReqOpt = None,
         context: Annotated[Optional[Path], Opt("--context", help="Where to render the build context (default: a temporary folder).")] = None,
+        variant: VariantOpt = "base",
         force: ForceOpt = False,
         json_out: Annotated[bool, Opt("--json", help="Machine-readable output.")] = False,
     ) -> None:
@@ -80,7 +90,8 @@ def register(app: typer.Typer) -> None:
         from envkit.errors import BadInput
         from envkit.render import write_context
 
-        plan = _plan(lock, base, artifacts, requirements, _command(lock, base, artifacts, requirements, ["render", "-o", "CONTEXT"]))
+        plan = _plan(lock, base, artifacts, requirements,
+                     _command(lock, base, artifacts, requirements, ["render", "-o", "CONTEXT"], variant), variant)
         missing = [s.file for s in plan.steps if s.source is None]
         if missing:
             raise BadInput(
@@ -88,7 +99,8 @@ def register(app: typer.Typer) -> None:
                 hint="Pass --artifacts DIR holding them (the signed .zip edition or the bare .run).",
             )
         s = plan.lock.stack
-        tag = tag or f"envkit/{s.chip}:cann{s.cann}-torch{s.torch.replace('+', '-')}-py{s.python}".lower()
+        tag = tag or (f"envkit/{s.chip}:cann{s.cann}-torch{s.torch.replace('+', '-')}-py{s.python}"
+                      + ("-serving" if plan.serving else "")).lower()
         engine = Engine()
         info = engine.version()
         console.progress(f"engine {info['version']} (API {info['api']}) at {info['url']}")
@@ -149,7 +161,9 @@ def _report(plan, output: Path, files: list[Path], json_out: bool) -> None:  # n
                 "lock_digest": plan.lock_digest,
                 "steps": [{"component": s.component, "version": s.version, "file": s.file, "sha256": s.sha256,
                            "sha256_from": s.sha256_from} for s in plan.steps],
+                "variant": plan.variant,
                 "python": {"requirements": len(plan.requirements), "torch_layer": [r.name for r in plan.heavy_requirements],
+                           "serving_layer": [r.name for r in plan.serving_requirements],
                            "source": plan.python_source, "offline": plan.offline, "indexes": plan.indexes},
                 "notes": plan.notes,
             }
@@ -162,8 +176,10 @@ def _report(plan, output: Path, files: list[Path], json_out: bool) -> None:  # n
     mode = "offline wheelhouse" if plan.offline else "index " + ", ".join(plan.indexes)
     source = {"closure": "the lock's closure", "requirements": "--requirements"}.get(plan.python_source, "the wheels")
     heavy = ", ".join(r.name for r in plan.heavy_requirements) or "none"
+    serving = ", ".join(r.name for r in plan.serving_requirements)
     console.out.print(
-        f"  python  {len(plan.requirements)} hashed pins from {source} ({heavy} in their own layer), {mode}", markup=False
+        f"  python  {len(plan.requirements)} hashed pins from {source} ({heavy} in their own layer"
+        + (f", then {serving}: the serving variant" if serving else "") + f"), {mode}", markup=False
     )
     for note in plan.notes:
         console.out.print(f"  note: {note}", markup=False)

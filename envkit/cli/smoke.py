@@ -63,7 +63,7 @@ def register(app: typer.Typer) -> None:
 
     @app.command("compare")
     def compare(
-        ref: Annotated[str, typer.Argument(help="The reference run: a smoke output directory or its logits.safetensors.")],
+        ref: Annotated[str, typer.Argument(help="The reference run: a smoke output directory or its logits.safetensors; or a collective profile (a `smoke --collectives` run, its report.json or a profile JSON).")],
         cand: Annotated[str, typer.Argument(help="The candidate run, likewise.")],
         thresholds: Annotated[
             Optional[Path], typer.Option("--thresholds", help="A thresholds YAML file, fixed before the runs (default: envkit's, per dtype pair).")
@@ -74,8 +74,23 @@ def register(app: typer.Typer) -> None:
         """Compare two smoke runs: per prompt max/mean |diff|, cosine, top-1 agreement, KL; per layer with --layers.
 
         Exit 0 within the thresholds, 1 outside, 2 bad input (different model, prompts or token ids, or a
-        file whose recorded device does not match how it was produced).
+        file whose recorded device does not match how it was produced). Two collective profiles compare per
+        (op, size): the time ratio against envkit/data/collective_thresholds.yaml (or --thresholds); each slower size is named.
         """
+        from envkit.smoke.collectives import is_profile
+
+        if is_profile(ref) or is_profile(cand):  # collective profiles: per-size time ratios, no logits
+            from envkit.smoke.collectives import compare_profile_files, format_comparison
+
+            prof = compare_profile_files(ref, cand, thresholds)
+            if json_out:
+                console.emit_json(prof)
+            else:
+                for line in format_comparison(prof):
+                    console.out.print(line, markup=False)
+            if not prof["ok"]:
+                raise typer.Exit(1)
+            return
         from envkit.smoke.compare import compare_runs, format_table
 
         cmp = compare_runs(ref, cand, thresholds)

@@ -28,10 +28,16 @@ PIN_OPTIONS: tuple[tuple[str, str], ...] = (
     ("numpy", "numpy version."),
     ("transformers", "Transformers version."),
     ("accelerate", "Accelerate version."),
+    ("vllm", "vLLM version (serving)."),
+    ("vllm_ascend", "vllm-ascend version (serving; brings vllm and triton_ascend with it)."),
+    ("triton_ascend", "triton-ascend version (bound to one CANN release)."),
+    ("mindspeed", "MindSpeed version (training)."),
 )
 RESOLVE_OPTIONS = {
     "file": (("-f", "--file"), "Stack file (YAML) with the keys to pin."),
     "output": (("-o", "--output"), "Where to write the lock ('-' for stdout)."),
+    "workload": (("--workload",), "Complete the frameworks of a workload: serving (vllm-ascend, vLLM, triton-ascend) "
+                                  "or training-mindspeed (MindSpeed)."),
     "json_out": (("--json",), "Machine-readable output."),
 }
 VALIDATE_HELP = {"file": "A stack file or a lock.", "json_out": "Machine-readable output."}
@@ -83,14 +89,14 @@ def render_report(report, title: str) -> None:  # noqa: ANN001 - ValidationRepor
 def render_stack(stack: dict[str, str], provenance: dict | None = None) -> None:  # noqa: ANN001
     from rich.table import Table
 
-    from envkit.models.stack import STACK_KEYS
+    from envkit.models.stack import ALL_KEYS
 
     table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
     table.add_column("key")
     table.add_column("version")
     if provenance:
         table.add_column("from")
-    for key in STACK_KEYS:
+    for key in ALL_KEYS:
         if key not in stack:
             continue
         row = [key, str(stack[key])]
@@ -101,13 +107,14 @@ def render_stack(stack: dict[str, str], provenance: dict | None = None) -> None:
     console.out.print(table)
 
 
-def resolve(file: Optional[Path], output: Path, json_out: bool, pins: dict[str, Optional[str]]) -> int:
+def resolve(file: Optional[Path], output: Path, json_out: bool, pins: dict[str, Optional[str]],
+            workload: Optional[str] = None) -> int:
     """Complete a (partial) stack into the best valid full stack and write the lock."""
     from envkit.fsutil import atomic_write_text
     from envkit.lockfile import dump_lock
     from envkit.locking import build_lock
     from envkit.matrix import load_matrix
-    from envkit.resolve import pins_from_mapping, solve, validate_pins
+    from envkit.resolve import framework_keys, pins_from_mapping, solve, validate_pins
     from envkit.stackfile import read_stack_file
 
     lm = load_matrix()
@@ -122,10 +129,12 @@ def resolve(file: Optional[Path], output: Path, json_out: bool, pins: dict[str, 
     where.update({k: _flag(k) for k in cli_values})
     for k, v in cli_values.items():
         cmd += [_flag(k), v]
+    if workload is not None:
+        cmd += ["--workload", workload]
     pinned = pins_from_mapping(lm, values, where=where)
-    res = solve(lm, pinned)
+    res = solve(lm, pinned, framework_keys(pinned, workload))
     if res is None:
-        report = validate_pins(lm, pinned)
+        report = validate_pins(lm, pinned, workload)
         if json_out:
             console.emit_json({"resolved": False, **report.model_dump(mode="json")})
         else:
@@ -182,6 +191,8 @@ def fast_main(args: list[str]) -> Optional[int]:
         parser.add_argument(*decls, dest="file", type=Path)
         decls, _ = RESOLVE_OPTIONS["output"]
         parser.add_argument(*decls, dest="output", type=Path, default=Path("envkit.lock"))
+        decls, _ = RESOLVE_OPTIONS["workload"]
+        parser.add_argument(*decls, dest="workload")
         for key, _ in PIN_OPTIONS:
             parser.add_argument(_flag(key), dest=key)
     else:
@@ -195,7 +206,7 @@ def fast_main(args: list[str]) -> Optional[int]:
         return None
     if args[0] == "validate":
         return validate(ns.file, ns.json_out)
-    return resolve(ns.file, ns.output, ns.json_out, {key: getattr(ns, key) for key, _ in PIN_OPTIONS})
+    return resolve(ns.file, ns.output, ns.json_out, {key: getattr(ns, key) for key, _ in PIN_OPTIONS}, ns.workload)
 
 
 # --- typer ----------------------------------------------------------------------------------------
@@ -211,7 +222,7 @@ def register(app) -> None:  # noqa: ANN001 - a typer.Typer
 
     def resolve_cmd(**kw) -> None:  # noqa: ANN003
         pins = {key: kw.pop(key) for key, _ in PIN_OPTIONS}
-        _exit(resolve(kw["file"], kw["output"], kw["json_out"], pins))
+        _exit(resolve(kw["file"], kw["output"], kw["json_out"], pins, kw["workload"]))
 
     resolve_cmd.__doc__ = resolve.__doc__
 
@@ -222,6 +233,7 @@ def register(app) -> None:  # noqa: ANN001 - a typer.Typer
     params = [opt("file", None, Optional[Path], *RESOLVE_OPTIONS["file"][0], help=RESOLVE_OPTIONS["file"][1])]
     params += [opt(key, None, Optional[str], _flag(key), help=text) for key, text in PIN_OPTIONS]
     params += [opt("output", Path("envkit.lock"), Path, *RESOLVE_OPTIONS["output"][0], help=RESOLVE_OPTIONS["output"][1]),
+               opt("workload", None, Optional[str], *RESOLVE_OPTIONS["workload"][0], help=RESOLVE_OPTIONS["workload"][1]),
                opt("json_out", False, bool, *RESOLVE_OPTIONS["json_out"][0], help=RESOLVE_OPTIONS["json_out"][1])]
     resolve_cmd.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
     app.command("resolve")(resolve_cmd)

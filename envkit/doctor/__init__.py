@@ -24,15 +24,28 @@ def run_doctor(
     timeout: float = 20.0,
     validator: Any = None,
     exec_root_tools: bool = False,
+    net: bool = False,
+    peers: list[str] | dict[int, list[str]] | None = None,
+    net_log: str | None = None,
 ) -> DoctorReport:
     """Probe ``root`` and return the report (never raises for what it finds on the target).
 
-    A root other than ``/`` is data: nothing in it runs unless ``exec_root_tools``."""
+    A root other than ``/`` is data: nothing in it runs unless ``exec_root_tools``. With ``net``, hccn_tool's
+    state of every device is checked too (pinging ``peers``; EI codes of the ``net_log`` text explained)."""
     from envkit.doctor.diagnose import diagnose
     from envkit.doctor.probe import probe
 
     result = probe(root, python=python, env_file=env_file, timeout=timeout, exec_root_tools=exec_root_tools)
-    return diagnose(result, lock_stack=lock_stack, lock_path=lock_path, validator=validator)
+    report = diagnose(result, lock_stack=lock_stack, lock_path=lock_path, validator=validator)
+    if not net:
+        return report
+    from envkit.doctor.hccn import net_section
+    from envkit.doctor.probe import probe_net
+
+    got = probe_net(root, peers=peers, env_file=env_file, timeout=timeout, exec_root_tools=exec_root_tools)
+    chip = report.observed.chip.value if report.observed.chip is not None else (lock_stack or {}).get("chip")
+    report.net = net_section(got, chip, peers, net_log)
+    return report.finalize()
 
 
 __all__ = ["DoctorReport", "run_doctor"]

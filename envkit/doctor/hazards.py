@@ -441,6 +441,98 @@ def autoload(f: Facts) -> Check | None:
     return _check("torch_npu autoload", "ok", f"TORCH_DEVICE_BACKEND_AUTOLOAD={value}")
 
 
+# --------------------------------------------------------------------------- serving frameworks
+TRITON_CLASH_ERRORS = (
+    "Failed to import Triton kernels ... No module named 'triton.language.target_info'",
+    "cannot import name 'AttrsDescriptor' from 'triton.backends.compiler'",
+    "RuntimeError: 0 active drivers ([])",
+)
+
+
+def triton_clash(f: Facts) -> Check:
+    """Upstream `triton` beside `triton-ascend`: both own the `triton` package, so the one installed last wins."""
+    name = "upstream triton beside triton-ascend"
+    ta, tr = f.version_of("triton_ascend"), f.version_of("triton")
+    if ta is None:
+        return _check(name, "ok", "triton-ascend is not installed")
+    if tr is None:
+        return _check(name, "ok", f"triton-ascend {ta} without upstream triton")
+    return _check(
+        name, "fail",
+        f"triton {tr} (upstream) is installed beside triton-ascend {ta}; \"Community Triton and Triton-Ascend cannot "
+        f"coexist\": vLLM Ascend fails with {'; then '.join(repr(e) for e in TRITON_CLASH_ERRORS)}",
+        f"pip uninstall -y triton && pip install --force-reinstall --no-deps triton-ascend=={ta} "
+        "--extra-index-url https://mirrors.huaweicloud.com/ascend/repos/pypi (and keep triton out of the closure)",
+    )
+
+
+def _matrix():  # noqa: ANN202 - the doctor judges frameworks by the matrix, like its stack validation
+    from envkit.matrix import load_matrix
+
+    return load_matrix()
+
+
+def triton_ascend_cann(f: Facts) -> Check:
+    """triton-ascend is strictly bound to the CANN releases of its row (matrices/serving.yaml)."""
+    name = "triton-ascend bound to CANN"
+    ta = f.version_of("triton_ascend")
+    if ta is None or f.cann is None:
+        return _check(name, "ok", "triton-ascend or CANN is not installed")
+    row = _matrix().triton_ascend(ta)
+    if row is None:
+        return _check(name, "warn", f"triton-ascend {ta} is not in the matrix: its CANN binding is unknown")
+    if any(_same(c, f.cann.version) for c in row.cann):
+        return _check(name, "ok", f"triton-ascend {ta} with CANN {f.cann.version}")
+    fits = [r.version for r in _matrix().model.triton_ascend if any(_same(c, f.cann.version) for c in r.cann)]
+    fix = (f"pip install --force-reinstall --no-deps triton-ascend=={fits[0]}" if fits
+           else f"install a CANN that triton-ascend {ta} is bound to ({', '.join(row.cann)})")
+    return _check(name, "fail", f"triton-ascend {ta} is bound to CANN {', '.join(row.cann)} (versions strictly bound "
+                  f"to CANN), but CANN {f.cann.version} is installed ({row.source_text})", fix)
+
+
+def vllm_pairing(f: Facts) -> Check:
+    """vllm-ascend pins one vLLM release (matrices/serving.yaml); its platform plugin must be registered."""
+    name = "vLLM and vllm-ascend"
+    va, vl = f.version_of("vllm_ascend"), f.version_of("vllm")
+    if va is None:
+        return _check(name, "ok", "vllm-ascend is not installed")
+    plugins = (f.package("vllm_ascend") or {}).get("platform_plugins")
+    if plugins is not None and "ascend" not in plugins:
+        return _check(name, "fail", f"vllm-ascend {va} registers no `ascend` entry point in group vllm.platform_plugins "
+                      "(entry_points.txt): vLLM will not load the NPU platform and falls back or finds no device",
+                      f"pip install --force-reinstall --no-deps vllm-ascend=={va} (a wheel, not a copied source tree)")
+    row = _matrix().vllm_ascend(va)
+    if row is None:
+        return _check(name, "warn", f"vllm-ascend {va} is not in the matrix: its vLLM pairing is unknown")
+    if vl is None or not _same(row.vllm, vl):
+        return _check(name, "fail", f"vllm-ascend {va} pins vLLM {row.vllm}, but vLLM {vl or 'is not installed'}"
+                      + (" is installed" if vl else ""),
+                      f"pip install vllm=={row.vllm}, then pip install vllm-ascend=={va} (the vendor's order)")
+    return _check(name, "ok", f"vllm-ascend {va} with vLLM {vl}")
+
+
+def torch_npu_replaced(f: Facts, lock_stack: dict[str, str] | None) -> Check | None:
+    """Installing vllm-ascend can replace torch_npu ("TorchNPU will be overridden when installing vllm-ascend")."""
+    if not lock_stack or not f.version_of("vllm_ascend"):
+        return None
+    name = "torch_npu replaced by vllm-ascend"
+    want, have = lock_stack.get("torch_npu"), f.version_of("torch_npu")
+    if want is None or (have is not None and _same(want, have)):
+        return _check(name, "ok", f"torch_npu {have} as locked")
+    return _check(name, "fail", f"the lock has torch_npu {want}, but {have or 'none'} is installed beside vllm-ascend "
+                  f"{f.version_of('vllm_ascend')}: installing vllm-ascend replaced it (its FAQ: \"TorchNPU will be "
+                  "overridden when installing vllm-ascend\")",
+                  f"pip install --force-reinstall --no-deps torch-npu=={want} after vllm-ascend, or install from the "
+                  "lock's closure (`envkit bundle`, --no-deps --require-hashes)")
+
+
+def _same(a: str, b: str) -> bool:
+    try:
+        return parse(a) == parse(b)
+    except InvalidVersion:
+        return a == b
+
+
 HAZARDS: list[Callable[[Facts], Check]] = [
     torch_npu_without_cann,
     cuda_torch_with_torch_npu,
@@ -454,7 +546,9 @@ HAZARDS: list[Callable[[Facts], Check]] = [
 def run_hazards(f: Facts, lock_stack: dict[str, str] | None = None) -> list[Check]:
     checks = [h(f) for h in HAZARDS]
     checks.insert(2, numpy_two(f, lock_stack))
-    for extra in (driver_libraries(f), autoload(f)):
+    if f.version_of("triton_ascend") or f.version_of("vllm_ascend"):
+        checks += [triton_clash(f), triton_ascend_cann(f), vllm_pairing(f)]
+    for extra in (driver_libraries(f), autoload(f), torch_npu_replaced(f, lock_stack)):
         if extra is not None:
             checks.append(extra)
     return checks

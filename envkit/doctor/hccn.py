@@ -204,3 +204,138 @@ def check_ip_plan(chip: str, addresses: dict[int, tuple[str, str]], host: str | 
             findings.append(Finding("ip_plan", "fail", f"devices {d} and {d + 1} (the two dies of NPU {d // 2}) share subnet {nets[d]}; they must differ",
                                     d, host, source))
     return findings or [Finding("ip_plan", "ok", f"the two dies of each NPU are in different subnets ({len(nets)} devices)", host=host, source=source)]
+
+
+# --- `envkit doctor --net`: every device of one node -------------------------------------------------
+
+
+def parse_peers(text: str) -> list[str]:
+    """`--peers IP,IP,...`: each an IP address (a peer is passed to hccn_tool, so nothing else is accepted)."""
+    from envkit.errors import BadInput
+
+    peers = [p.strip() for p in text.split(",") if p.strip()]
+    for p in peers:
+        try:
+            ipaddress.ip_address(p)
+        except ValueError:
+            raise BadInput(f"--peers: {p!r} is not an IP address",
+                           hint="give the peers' device IPs (address_N of their /etc/hccn.conf), comma-separated") from None
+    return peers
+
+
+def inventory_peers(inventory: object) -> dict[int, list[str]]:
+    """Per device N, address_N of every host of an inventory that sets envkit_hccn_conf (as `launch render` reads it)."""
+    from pathlib import Path
+
+    from envkit.launch.inventory import read_hccn_conf, read_inventory
+
+    inv = read_inventory(Path(str(inventory)))
+    peers: dict[int, list[str]] = {}
+    for host in inv.hosts:
+        conf = host.vars.get("envkit_hccn_conf")
+        if not conf:
+            continue
+        path = Path(conf) if Path(conf).is_absolute() else inv.path.parent / conf
+        for dev, item in read_hccn_conf(path).items():
+            if item.address:
+                peers.setdefault(dev, []).append(item.address)
+    if not peers:
+        from envkit.errors import BadInput
+
+        raise BadInput(f"{inventory}: no host sets envkit_hccn_conf, so no peer device IP is known",
+                       hint="set envkit_hccn_conf=PATH (a copy of the host's /etc/hccn.conf) per host, or give --peers")
+    return peers
+
+
+def check_net(net: object, chip: str | None = None, host: str | None = None) -> list[Finding]:
+    """Findings of a `probe_net` result: per device link, health, ip vs hccn.conf, pings; one TLS switch on every
+    device; the chip's IP plan. A query that gave no output says why (a timeout, a missing recording)."""
+    from envkit.doctor.probe import NetProbe, hccn_conf_addresses
+
+    assert isinstance(net, NetProbe)
+    if net.tool is None:
+        return [Finding("hccn_tool", "warn", f"network not checked: {net.skipped}", host=host)]
+    conf = hccn_conf_addresses(net.hccn_conf.data)
+    findings: list[Finding] = []
+    if net.hccn_conf.data is None:
+        findings.append(Finding("hccn.conf", "warn", f"{net.hccn_conf.source}: {net.hccn_conf.error}; device IPs not compared",
+                                host=host, source="hicann/hccl rank_table_config_a2.md"))
+    if not net.outputs:
+        return findings + [Finding("hccn_tool", "warn", "no NPU device found (no address_N in /etc/hccn.conf, no /dev/davinciN)", host=host)]
+    tls: dict[tuple[str, int], int] = {}
+    addresses: dict[int, tuple[str, str]] = {}
+    for dev, outs in sorted(net.outputs.items()):
+        out = DeviceOutputs(dev, outs.get("link"), outs.get("net_health"), outs.get("tls"), outs.get("ip"), net.pings.get(dev))
+        found, facts = check_device(out, conf.get(dev), host)
+        for f in found:
+            why = net.errors.get((dev, f.check))
+            findings.append(Finding(f.check, "fail", why, f.device, f.host) if why and f.status != "ok" else f)
+        if "tls" in facts:
+            tls[(host or "-", dev)] = int(facts["tls"])  # type: ignore[call-overload]
+        if "ip" in facts:
+            addresses[dev] = (str(facts["ip"]), str(facts["netmask"]))
+    if tls:
+        findings.append(check_tls_consistent(tls))
+    if chip and addresses:
+        findings.extend(check_ip_plan(chip, addresses, host))
+    return findings
+
+
+def net_section(net: object, chip: str | None, peers: list[str] | dict[int, list[str]] | None, log_text: str | None = None):
+    """The report's `net` section: the findings of `check_net`, the peers asked, the EI codes of a log."""
+    from envkit.doctor.probe import NetProbe
+    from envkit.doctor.report import NetFinding, NetSection
+
+    assert isinstance(net, NetProbe)
+    codes = []
+    if log_text is not None:
+        from envkit.launch.eicodes import find_codes
+
+        codes = [c.to_dict() for c in find_codes(log_text)]
+    return NetSection(
+        tool=net.tool,
+        devices=sorted(net.outputs),
+        peers={str(d): sorted(p) for d, p in sorted(net.pings.items()) if p},
+        findings=[NetFinding(**f.to_dict()) for f in check_net(net, chip)],
+        codes=codes,
+    )
+
+
+def net_from_probe_facts(state: object) -> object:
+    """The provisioning probe's `hccn` facts (envkit_probe.py: tool, conf, outputs, pings, errors) as a NetProbe;
+    anything of the wrong shape (a hostile host) is dropped, never trusted."""
+    from envkit.doctor.probe import Evidence, NetProbe
+
+    st = state if isinstance(state, dict) else {}
+
+    def text(v: object) -> bytes | None:
+        return v.encode("utf-8", "replace")[:MAX_CHARS] if isinstance(v, str) else None
+
+    def dev_map(v: object) -> dict[int, dict[str, bytes | None]]:
+        out: dict[int, dict[str, bytes | None]] = {}
+        for k, d in (v.items() if isinstance(v, dict) else []):
+            if isinstance(k, str) and k.isdigit() and len(k) <= 3 and isinstance(d, dict):
+                out[int(k)] = {str(w): text(t) for w, t in list(d.items())[:64]}
+        return out
+
+    conf = st.get("conf") if isinstance(st.get("conf"), dict) else {}
+    conf_ev = Evidence("/etc/hccn.conf", data=text(conf.get("content")) if conf.get("exists") else None,
+                       error=None if conf.get("exists") else "not found")
+    errors: dict[tuple[int, str], str] = {}
+    for k, why in (st.get("errors") or {}).items() if isinstance(st.get("errors"), dict) else []:
+        dev, _, what = str(k).partition(" ")
+        if dev.isdigit():
+            errors[(int(dev), what)] = excerpt(str(why), 200)
+    tool = st.get("tool")
+    return NetProbe(tool=excerpt(tool, 200) if isinstance(tool, str) and tool else None, skipped="no hccn_tool on the host",
+                    hccn_conf=conf_ev, outputs=dev_map(st.get("outputs")), pings=dev_map(st.get("pings")), errors=errors)
+
+
+def net_verdict(findings: list[Finding]) -> str:
+    """One summary cell: 'ok (N checks)', or the failures (then the warnings), first two named."""
+    for status, word in (("fail", "FAIL"), ("warn", "warn")):
+        bad = [f for f in findings if f.status == status]
+        if bad:
+            named = "; ".join((f"dev {f.device} " if f.device is not None else "") + f"{f.check}: {f.message}" for f in bad[:2])
+            return f"{word} {len(bad)}: {named}" + (f" (+{len(bad) - 2} more)" if len(bad) > 2 else "")
+    return f"ok ({len(findings)} checks)"

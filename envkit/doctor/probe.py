@@ -39,7 +39,9 @@ MAX_READ = 1 << 20  # a file (or a command's output) read past this is refused a
 MAX_LIST = 10_000  # entries read from one folder
 RECORDED_NPU_SMI = "/var/log/envkit/npu-smi"  # recorded `npu-smi` output in a root (see docs/doctor.md)
 ASCEND_BASE = "/usr/local/Ascend"
-PACKAGES = ("torch", "torch_npu", "transformers", "accelerate", "numpy")
+PACKAGES = ("torch", "torch_npu", "transformers", "accelerate", "numpy",
+            "vllm", "vllm_ascend", "triton", "triton_ascend")  # serving: read for the framework hazards
+PLUGIN_GROUP = "vllm.platform_plugins"  # vllm-ascend registers `ascend = vllm_ascend:register` here
 ARCHES = ("aarch64", "x86_64")
 CONTROL_NODES = ("davinci_manager", "devmm_svm", "hisi_hdc")
 MAX_BOARDS = 16
@@ -88,8 +90,12 @@ for name in NAMES:
         location = str(dist.locate_file(""))
     except Exception:
         location = ""
+    try:
+        plugins = sorted(ep.name for ep in dist.entry_points if ep.group == "vllm.platform_plugins")
+    except Exception:
+        plugins = []
     out["packages"][name] = {"version": dist.version, "requires": list(dist.requires or []),
-                             "cuda_files": cuda, "location": location}
+                             "cuda_files": cuda, "location": location, "platform_plugins": plugins}
 print(json.dumps(out))
 """
 
@@ -608,7 +614,23 @@ def _dist_info(target: Target, folder: str, problems: list[str]) -> dict | None:
                     cuda.append(path)
                     if len(cuda) >= 5:
                         break
-    return {"name": name, "version": version, "requires": requires, "cuda_files": cuda, "location": folder}
+    return {"name": name, "version": version, "requires": requires, "cuda_files": cuda, "location": folder,
+            "platform_plugins": _platform_plugins(target, folder)}
+
+
+def _platform_plugins(target: Target, folder: str) -> list[str]:
+    """The names a dist-info's entry_points.txt registers in the vLLM platform-plugin group (metadata only)."""
+    ep = target.read(f"{folder}/entry_points.txt", partial=True)
+    if not ep.data:
+        return []
+    names, group = [], None
+    for line in ep.data.decode("utf-8", "replace").splitlines():
+        line = line.strip()
+        if line.startswith("[") and line.endswith("]"):
+            group = line[1:-1].strip()
+        elif group == PLUGIN_GROUP and "=" in line:
+            names.append(line.split("=", 1)[0].strip())
+    return sorted(names)
 
 
 def _norm(name: str) -> str:
@@ -669,7 +691,8 @@ def _python_from_root(target: Target, python: str | None) -> PythonProbe:
     for name in PACKAGES:
         info = best.get(_norm(name))
         packages[name] = (
-            None if info is None else {k: info[k] for k in ("version", "requires", "cuda_files", "location")}
+            None if info is None
+            else {k: info[k] for k in ("version", "requires", "cuda_files", "location", "platform_plugins")}
         )
     data = {
         "python": m.group(1) if m else None,
@@ -868,3 +891,126 @@ def probe(
         path_exists=paths,
         container=target.exists("/.dockerenv") or target.exists("/run/.containerenv"),
     )
+
+
+# --------------------------------------------------------------------------- hccn_tool (`doctor --net`)
+
+RECORDED_HCCN = "/var/log/envkit/hccn_tool"  # <dev>-<what>.txt, e.g. 0-link.txt, 0-ping-10.20.0.11.txt
+HCCN_TOOL = "/usr/local/Ascend/driver/tools/hccn_tool"
+HCCN_CONF = "/etc/hccn.conf"
+HCCN_QUERIES: dict[str, list[str]] = {  # read-only queries only (`-g`), never a set (`-s`)
+    "link": ["-link", "-g"],
+    "net_health": ["-net_health", "-g"],
+    "tls": ["-tls", "-g"],
+    "ip": ["-ip", "-g"],
+}
+MAX_DEVICES = 16
+MAX_PEERS = 64
+
+
+@dataclass
+class NetProbe:
+    """hccn_tool's answers per device, run here or read from the root's recording."""
+
+    tool: str | None  # the executable run, or the recording folder
+    skipped: str | None  # why nothing was asked
+    hccn_conf: Evidence
+    outputs: dict[int, dict[str, bytes | None]] = field(default_factory=dict)  # dev -> what -> output (None: none)
+    pings: dict[int, dict[str, bytes | None]] = field(default_factory=dict)  # dev -> peer -> output
+    errors: dict[tuple[int, str], str] = field(default_factory=dict)  # (dev, what or "ping PEER") -> why no output
+
+
+def _hccn_tool(target: Target, env: dict[str, str], exec_root_tools: bool) -> tuple[str | None, str | None]:
+    """(executable, skipped reason): on a host the driver's tools folder, then PATH; in a root only with
+    ``exec_root_tools`` (the root's own, in its driver folder)."""
+    if target.host:
+        if os.path.isfile(HCCN_TOOL) and os.access(HCCN_TOOL, os.X_OK):
+            return HCCN_TOOL, None
+        found = shutil.which("hccn_tool", path=env.get("PATH") or os.defpath)
+        return (found, None) if found else (None, f"hccn_tool not found in {os.path.dirname(HCCN_TOOL)} or on PATH")
+    try:
+        real = target.resolve(HCCN_TOOL)
+        mode = os.lstat(real).st_mode
+    except OSError:
+        return None, f"no {HCCN_TOOL} in the root"
+    if not stat.S_ISREG(mode) or not mode & 0o111:
+        return None, f"the root's {HCCN_TOOL} is not an executable regular file"
+    return str(real), None
+
+
+def _hccn_devices(target: Target, conf: dict[int, str], recorded: bool) -> list[int]:
+    """Devices to ask about: hccn.conf's address_N, else /dev/davinciN, else (a recording) its file names."""
+    devs = set(conf)
+    if not devs:
+        devs = {int(n[7:]) for n in target.listdir("/dev") if re.fullmatch(r"davinci\d{1,3}", n)}
+    if not devs and recorded:
+        devs = {int(m.group(1)) for n in target.listdir(RECORDED_HCCN) if (m := re.fullmatch(r"(\d{1,3})-link\.txt", n))}
+    return sorted(devs)[:MAX_DEVICES]
+
+
+def hccn_conf_addresses(data: bytes | None) -> dict[int, str]:
+    """address_N of an hccn.conf; lines that do not hold a valid address are left out (the IP check names them)."""
+    import ipaddress
+
+    out: dict[int, str] = {}
+    for line in (data or b"").decode("utf-8", "replace").splitlines():
+        m = re.fullmatch(r"\s*address_(\d{1,3})\s*=\s*(\S+)\s*", line)
+        if m:
+            try:
+                ipaddress.ip_address(m.group(2))
+            except ValueError:
+                continue
+            out[int(m.group(1))] = m.group(2)
+    return out
+
+
+def probe_net(
+    root: str = "/",
+    *,
+    peers: list[str] | dict[int, list[str]] | None = None,
+    env_file: str | None = None,
+    timeout: float = 20.0,
+    exec_root_tools: bool = False,
+) -> NetProbe:
+    """hccn_tool's link, net_health, tls and ip per device, and a ping from each device to its peers
+    (``peers``: the same list for every device, or per device id). On a host hccn_tool runs (each query with
+    the timeout); in a root its recorded output is read (``RECORDED_HCCN``), unless ``exec_root_tools``."""
+    target = Target(root)
+    env, _src, _known = load_env(target, env_file)
+    conf_ev = target.read(HCCN_CONF)
+    conf = hccn_conf_addresses(conf_ev.data)
+    if target.host or exec_root_tools:
+        tool, skipped = _hccn_tool(target, env, exec_root_tools)
+        run_env: dict[str, str] | None = dict(env) if target.host else {}
+    else:
+        tool, skipped, run_env = None, None, None
+        if target.is_dir(RECORDED_HCCN):
+            tool = RECORDED_HCCN
+        else:
+            skipped = f"no recorded hccn_tool output in the root ({RECORDED_HCCN}/<dev>-<what>.txt)"
+    net = NetProbe(tool=tool, skipped=skipped, hccn_conf=conf_ev)
+    if tool is None:
+        return net
+
+    def ask(dev: int, what: str, args: list[str], name: str) -> bytes | None:
+        if run_env is None:
+            ev = target.read(f"{RECORDED_HCCN}/{dev}-{name}.txt")
+            if ev.data is None:
+                net.errors[(dev, what)] = f"{ev.source}: {ev.error}"
+            return ev.data
+        assert tool is not None
+        res = run_command([tool, "-i", str(dev), *args], timeout=timeout, env=run_env, cwd="/")
+        if res.error:
+            net.errors[(dev, what)] = f"hccn_tool -i {dev} {' '.join(args)}: {res.error}"
+            return None
+        return res.stdout + res.stderr
+
+    for dev in _hccn_devices(target, conf, run_env is None):
+        net.outputs[dev] = {what: ask(dev, what, args, what) for what, args in HCCN_QUERIES.items()}
+        wanted = peers.get(dev, []) if isinstance(peers, dict) else (peers or [])
+        own = conf.get(dev)
+        net.pings[dev] = {
+            p: ask(dev, f"ping {p}", ["-ping", "-g", "address", p], f"ping-{p}")
+            for p in list(dict.fromkeys(wanted))[:MAX_PEERS] if p != own
+        }
+    return net

@@ -5,7 +5,7 @@ import fnmatch
 import re
 from typing import Annotated, Literal
 
-from pydantic import Field, model_validator
+from pydantic import AfterValidator, Field, model_validator
 
 from envkit.models.base import StrictModel
 from envkit.models.safe import (
@@ -48,12 +48,27 @@ class RunFile(StrictModel):
     flags: list[Flag] = Field(max_length=32)
 
 
+def _https(value: str) -> str:
+    if not value.startswith("https://"):
+        raise ValueError(f"{value[:80]!r} is not an https URL (a vendor download is https only)")
+    return value
+
+
+def is_mirrored(url: str, mirrors: list[str]) -> bool:
+    """Whether `url` may be fetched: https, or http/file under a mirror prefix the user asked for (no `..` or
+    `%2e` that could climb out of it)."""
+    if url.startswith("https://"):
+        return True
+    climbs = any(seg in (".", "..") for seg in url.split("?")[0].split("/")[3:]) or "%2e" in url.lower()
+    return not climbs and any(url.startswith(m) or url + "/" == m for m in mirrors)
+
+
 class ZipEdition(StrictModel):
     """The vendor's signed `.zip` edition that holds the `.run` installer."""
 
     file: PlainName
     sha256: Sha256
-    url: Url
+    url: Annotated[Url, AfterValidator(_https)]
     source: Text
 
 
@@ -126,6 +141,16 @@ class ClosurePackage(StrictModel):
         return self
 
 
+def _mirror_prefix(value: str) -> str:
+    """A mirror is an http:// origin or a file:// folder, written with its closing `/` (so that
+    `http://127.0.0.1:80/` does not cover `http://127.0.0.1:8000/`)."""
+    if not value.startswith(("http://", "file:///")) or not value.endswith("/") or value.count("/") < 3:
+        raise ValueError(f"mirror {value[:80]!r} is not an http:// origin or a file:/// folder ending in /")
+    if ".." in value.split("/"):
+        raise ValueError(f"mirror {value[:80]!r} has a `..` segment")
+    return value
+
+
 class PythonClosure(StrictModel):
     """Every wheel an offline install needs, resolved for one target (`envkit lock`)."""
 
@@ -137,6 +162,26 @@ class PythonClosure(StrictModel):
     excluded: list[ProjectName] = Field([], description="projects left out on purpose, with what only they need (e.g. torch)")
     resolver: Text = Field(description="the tool and version that resolved it, e.g. uv 0.13.9")
     packages: list[ClosurePackage] = Field(max_length=5000, description="sorted by name")
+    mirrors: list[Annotated[Url, AfterValidator(_mirror_prefix)]] = Field(
+        [], max_length=16,
+        description="http:/file: URL prefixes the user gave as sources (`envkit lock --index-url` ...): the only places "
+                    "an http or file URL of this closure may point to; everything else is https",
+    )
+
+    @model_validator(mode="after")
+    def _urls_follow_the_policy(self) -> "PythonClosure":
+        """https, or http/file under a recorded mirror: an edited URL cannot point at a plain-text host or a local
+        file nobody asked for."""
+        urls = [("index_url", self.index_url)] + [("extra_index_urls", u) for u in self.extra_index_urls]
+        urls += [("find_links", u) for u in self.find_links if "://" in u]
+        urls += [(f"packages.{p.name}.url", p.url) for p in self.packages]
+        for where, url in urls:
+            if not is_mirrored(url, self.mirrors):
+                raise ValueError(f"{where}: {url[:120]!r} is neither https nor under a mirror the closure records "
+                                 f"(mirrors: {', '.join(self.mirrors) or 'none'}); http: and file: sources must be "
+                                 "given to `envkit lock` explicitly (--index-url, --extra-index-url, --find-links, "
+                                 "--torch-index-url)")
+        return self
 
 
 class PythonSection(StrictModel):

@@ -7,6 +7,7 @@ from pydantic import Field, field_validator
 
 from envkit.models.base import Sourced, StrictModel
 from envkit.versions import InvalidVersion, parse, parse_ranges
+from envkit.versions import satisfies as versions_satisfies
 
 
 def _checked(check, value):
@@ -193,6 +194,57 @@ class BaseImage(Sourced):
     python: str | None = Field(None, description="minor version of the OS's own python3; null: not captured")
 
 
+def _check_spec(value: str | None) -> str | None:
+    """A PEP 440-style specifier (``>=3.10,<3.13``) as `versions.satisfies` reads it."""
+    return value if value is None else _checked(lambda v: versions_satisfies("1.0", v), value)
+
+
+class VllmAscendRelease(Sourced):
+    """One vllm-ascend release and the stack it was released with (matrices/serving.yaml)."""
+
+    version: str = Field(description="vllm-ascend version (pip), e.g. 0.23.0 or 0.26.0rc1")
+    vllm: str = Field(description="the vLLM release it pins (install vllm==X first, then vllm-ascend==X)")
+    cann: str | None = Field(None, description="the CANN it was released with; null: a CANN the matrix lacks (see needs)")
+    torch: str = Field(description="the torch version it pins")
+    torch_npu: str | None = Field(None, description="the torch_npu it pins; null: a release the matrix lacks (see needs)")
+    triton_ascend: str | None = Field(None, description="the triton-ascend it installs; null: none")
+    transformers: str | None = Field(None, description="the transformers its requirements.txt pins, where read")
+    python: str = Field(description="Requires-Python range (wheel METADATA or the release table)")
+    glibc: str | None = Field(None, description="glibc floor of its wheels (manylinux_2_<minor>); null: not captured")
+    prerelease: bool = Field(False, description="an rc: accepted when pinned, never picked by resolve")
+    needs: list[str] = Field([], description="what the matrix lacks for this row to resolve (e.g. torch_npu 2.7.1.post1)")
+
+    _v = field_validator("version", "vllm")(_check_version)
+    _r = field_validator("python")(_check_spec)
+
+
+class TritonAscendRelease(Sourced):
+    """One triton-ascend release: the CANN it is bound to, its chips and Pythons, and where it is published."""
+
+    version: str
+    cann: list[str] = Field(description="the CANN releases it is bound to (versions strictly bound to CANN)")
+    chips: list[str] = Field(description="chips it supports (Atlas A2/A3 only)")
+    python: str | None = Field(None, description="Python range; null: not stated")
+    index: str = Field(description="id of the index that serves it (`indexes`: pypi, ascend-pypi)")
+    excludes: list[str] = Field(["triton"], description="distributions that must not be installed beside it")
+    prerelease: bool = False
+
+    _v = field_validator("version")(_check_version)
+    _r = field_validator("python")(_check_spec)
+
+
+class MindSpeedRelease(Sourced):
+    """One MindSpeed release and the TorchNPU line, CANN, torch and Python it supports."""
+
+    version: str = Field(description="MindSpeed release as its docs spell it (2.2.0_core_r0.12.1, 26.1.0)")
+    torch_npu_lines: list[str] = Field(description="TorchNPU lines (torch_npu_lines[].line)")
+    cann: list[str] = Field(description="CANN releases or series")
+    torch: list[str] = Field([], description="torch versions; empty: any its TorchNPU line pins")
+    python: str | None = Field(None, description="Python range; null: not stated")
+
+    _r = field_validator("python")(_check_spec)
+
+
 class Matrix(StrictModel):
     schema_version: Literal[1] = 1
     chips: list[Chip]
@@ -213,3 +265,6 @@ class Matrix(StrictModel):
     artifacts: list[VendorArtifact]
     defaults: dict[str, str]
     images: list[BaseImage] = Field([], description="base images of `envkit image render` (matrices/images.yaml)")
+    vllm_ascend: list[VllmAscendRelease] = Field([], description="vllm-ascend releases and their stack (matrices/serving.yaml)")
+    triton_ascend: list[TritonAscendRelease] = Field([], description="triton-ascend releases bound to CANN (matrices/serving.yaml)")
+    mindspeed: list[MindSpeedRelease] = Field([], description="MindSpeed releases (matrices/serving.yaml)")

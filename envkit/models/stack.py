@@ -1,9 +1,10 @@
-"""A stack: the twelve keys that decide an Ascend PyTorch environment. All optional, exact versions."""
+"""A stack: the twelve keys that decide an Ascend PyTorch environment, and the optional serving and training
+frameworks on top of them (vLLM Ascend, triton-ascend, MindSpeed). All optional in a stack file, exact versions."""
 
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_serializer
 
 from envkit.models.base import StrictModel
 from envkit.models.safe import Ident, PythonMinor, Version
@@ -23,6 +24,11 @@ STACK_KEYS: tuple[str, ...] = (
     "accelerate",
 )
 
+# Optional framework keys: a stack without them is a plain stack (its lock is unchanged); `envkit resolve
+# --workload serving|training-mindspeed` completes them (matrices/serving.yaml).
+FRAMEWORK_KEYS: tuple[str, ...] = ("vllm", "vllm_ascend", "triton_ascend", "mindspeed")
+ALL_KEYS: tuple[str, ...] = STACK_KEYS + FRAMEWORK_KEYS
+
 Origin = Literal["declared", "observed"]
 
 _DESCRIPTIONS = {
@@ -38,6 +44,10 @@ _DESCRIPTIONS = {
     "numpy": "numpy version",
     "transformers": "Transformers version",
     "accelerate": "Accelerate version",
+    "vllm": "vLLM version (serving: the one its vllm_ascend release pins)",
+    "vllm_ascend": "vLLM Ascend plugin version (vllm-ascend), e.g. 0.23.0",
+    "triton_ascend": "triton-ascend version (bound to one CANN release; never beside upstream triton)",
+    "mindspeed": "MindSpeed version (training), e.g. 2.2.0_core_r0.12.1 or 26.1.0",
 }
 
 
@@ -56,6 +66,10 @@ class Stack(StrictModel):
     numpy: str | None = Field(None, description=_DESCRIPTIONS["numpy"])
     transformers: str | None = Field(None, description=_DESCRIPTIONS["transformers"])
     accelerate: str | None = Field(None, description=_DESCRIPTIONS["accelerate"])
+    vllm: str | None = Field(None, description=_DESCRIPTIONS["vllm"])
+    vllm_ascend: str | None = Field(None, description=_DESCRIPTIONS["vllm_ascend"])
+    triton_ascend: str | None = Field(None, description=_DESCRIPTIONS["triton_ascend"])
+    mindspeed: str | None = Field(None, description=_DESCRIPTIONS["mindspeed"])
 
     def pins(self) -> dict[str, str]:
         return {k: v for k, v in self.model_dump().items() if v is not None}
@@ -76,3 +90,13 @@ class FullStack(StrictModel):
     numpy: Version = Field(description=_DESCRIPTIONS["numpy"])
     transformers: Version = Field(description=_DESCRIPTIONS["transformers"])
     accelerate: Version = Field(description=_DESCRIPTIONS["accelerate"])
+    vllm: Version | None = Field(None, description=_DESCRIPTIONS["vllm"])
+    vllm_ascend: Version | None = Field(None, description=_DESCRIPTIONS["vllm_ascend"])
+    triton_ascend: Version | None = Field(None, description=_DESCRIPTIONS["triton_ascend"])
+    mindspeed: Version | None = Field(None, description=_DESCRIPTIONS["mindspeed"])
+
+    @model_serializer(mode="wrap")
+    def _without_absent_frameworks(self, handler: Any) -> dict[str, Any]:
+        """The framework keys appear only when set: a plain stack dumps (and locks) exactly as before."""
+        data = handler(self)
+        return {k: v for k, v in data.items() if not (k in FRAMEWORK_KEYS and v is None)}

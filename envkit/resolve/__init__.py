@@ -28,12 +28,14 @@ from envkit.models.report import ValidationReport
 from envkit.resolve.explain import explain, pin_checks
 from envkit.resolve.hints import hints_for, suggest
 from envkit.resolve.pins import Pin, pins_from_mapping
-from envkit.resolve.search import _CONSTRAINT_CACHE, Resolution, solve
+from envkit.resolve.search import _CONSTRAINT_CACHE, WORKLOADS, Resolution, framework_keys, solve
 
 # What other modules and tests import from `envkit.resolve` (`_CONSTRAINT_CACHE`: the determinism test clears it).
 __all__ = [
     "Pin",
     "Resolution",
+    "WORKLOADS",
+    "framework_keys",
     "hints_for",
     "pins_from_mapping",
     "solve",
@@ -42,16 +44,18 @@ __all__ = [
 ]
 
 
-def validate_pins(lm: LoadedMatrix, pins: dict[str, Pin]) -> ValidationReport:
-    """Valid with the resolved stack and its hints, or invalid with every conflict and the nearest valid stacks."""
+def validate_pins(lm: LoadedMatrix, pins: dict[str, Pin], workload: str | None = None) -> ValidationReport:
+    """Valid with the resolved stack and its hints, or invalid with every conflict and the nearest valid stacks.
+    `workload` (serving, training-mindspeed) brings its optional keys into play."""
     given = {k: p.given for k, p in pins.items()}
+    extra = framework_keys(pins, workload)
     pre = pin_checks(lm, pins)
-    res = solve(lm, pins) if not pre else None
+    res = solve(lm, pins, extra) if not pre else None
     if res is not None:
         return ValidationReport(valid=True, input=given, stack=res.stack, hints=hints_for(lm, res.stack, pins))
-    conflicts = explain(lm, pins)
+    conflicts = explain(lm, pins, extra=extra)
     return ValidationReport(
-        valid=False, input=given, conflicts=conflicts, suggestions=suggest(lm, pins, conflicts)
+        valid=False, input=given, conflicts=conflicts, suggestions=suggest(lm, pins, conflicts, extra=extra)
     )
 
 

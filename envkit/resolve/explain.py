@@ -12,15 +12,22 @@ from envkit import versions
 from envkit.constraints import Constraint, RuleConstraint, Statement
 from envkit.matrix import LoadedMatrix
 from envkit.models.report import Conflict, Fact
-from envkit.models.stack import STACK_KEYS
 from envkit.resolve.pins import CHANGE_COST, Pin
-from envkit.resolve.search import SEARCH_ORDER, initial_domains, pass_constraints, satisfiable, supported
+from envkit.resolve.search import (
+    SEARCH_ORDER,
+    framework_keys,
+    in_play,
+    initial_domains,
+    pass_constraints,
+    satisfiable,
+    supported,
+)
 
-def _minimal_core(lm: LoadedMatrix, pins: dict[str, Pin]) -> dict[str, Pin]:
+def _minimal_core(lm: LoadedMatrix, pins: dict[str, Pin], extra: tuple[str, ...] = ()) -> dict[str, Pin]:
     core = dict(pins)
     for key in sorted(pins, key=lambda k: -CHANGE_COST[k]):
         trial = {k: v for k, v in core.items() if k != key}
-        if not satisfiable(lm, trial):
+        if not satisfiable(lm, trial, extra):
             core = trial
     return core
 
@@ -41,14 +48,14 @@ def _fmt_values(values: list[str], limit: int = 6) -> str:
     return "{" + ", ".join(values[:limit]) + f", … {len(values)} in all" + "}"
 
 
-def _explain_core(lm: LoadedMatrix, core: dict[str, Pin]) -> Conflict:
-    constraints = pass_constraints(lm)
-    base = initial_domains(lm, {}, False)
+def _explain_core(lm: LoadedMatrix, core: dict[str, Pin], extra: tuple[str, ...] = ()) -> Conflict:
+    base = initial_domains(lm, {}, False, extra)
+    constraints = in_play(pass_constraints(lm), base)
     # the free domains, after pruning that holds regardless of the pins
     dom = {k: list(v) for k, v in base.items()}
     for k, pin in core.items():
         dom[k] = [pin.value]
-    reasons: dict[str, list[tuple[Constraint, str, list[str]]]] = {k: [] for k in STACK_KEYS}
+    reasons: dict[str, list[tuple[Constraint, str, list[str]]]] = {k: [] for k in base}
     wipe: tuple[Constraint, str] | None = None
     changed = True
     rounds = 0
@@ -241,24 +248,26 @@ def _patch_firmware(lm: LoadedMatrix, pins: dict[str, Pin]) -> Conflict | None:
     )
 
 
-def explain(lm: LoadedMatrix, pins: dict[str, Pin], limit: int = 6) -> list[Conflict]:
-    """Every conflict among the pins: single-pin problems, then minimal conflicting sets."""
+def explain(lm: LoadedMatrix, pins: dict[str, Pin], limit: int = 6, extra: tuple[str, ...] | None = None) -> list[Conflict]:
+    """Every conflict among the pins: single-pin problems, then minimal conflicting sets. `extra`: the optional
+    keys in play (default: those the pins imply)."""
+    extra = framework_keys(pins) if extra is None else extra
     conflicts = pin_checks(lm, pins)
     blocked = {k for c in conflicts for k in c.pins}
     rest = {k: v for k, v in pins.items() if k not in blocked}
     # pairs first: they give the most readable chains
     found_cores: list[dict[str, Pin]] = []
     for k in rest:
-        if not satisfiable(lm, {k: rest[k]}):
+        if not satisfiable(lm, {k: rest[k]}, extra):
             found_cores.append({k: rest[k]})
     singles = {next(iter(c)) for c in found_cores}
     keys = [k for k in rest if k not in singles]
     for a, b in itertools.combinations(keys, 2):
         pair = {a: rest[a], b: rest[b]}
-        if not satisfiable(lm, pair):
+        if not satisfiable(lm, pair, extra):
             found_cores.append(pair)
-    if not found_cores and not satisfiable(lm, rest):
-        found_cores.append(_minimal_core(lm, rest))
+    if not found_cores and not satisfiable(lm, rest, extra):
+        found_cores.append(_minimal_core(lm, rest, extra))
     for core in found_cores[:limit]:
-        conflicts.append(_explain_core(lm, core))
+        conflicts.append(_explain_core(lm, core, extra))
     return conflicts

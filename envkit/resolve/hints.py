@@ -11,8 +11,10 @@ from envkit.models.report import Conflict, Suggestion
 from envkit.resolve.pins import CHANGE_COST, Pin
 from envkit.resolve.search import solve
 
-def suggest(lm: LoadedMatrix, pins: dict[str, Pin], conflicts: list[Conflict], limit: int = 3) -> list[Suggestion]:
-    """Nearest valid stacks: drop one pin (the cheapest to change first) and re-resolve."""
+def suggest(lm: LoadedMatrix, pins: dict[str, Pin], conflicts: list[Conflict], limit: int = 3,
+            extra: tuple[str, ...] | None = None) -> list[Suggestion]:
+    """Nearest valid stacks: drop one pin (the cheapest to change first) and re-resolve (with the same optional
+    keys in play, `extra`)."""
     involved = sorted({k for c in conflicts for k in c.pins}, key=lambda k: CHANGE_COST[k])
     out: list[Suggestion] = []
     tried: list[tuple[str, ...]] = [(k,) for k in involved]
@@ -24,12 +26,12 @@ def suggest(lm: LoadedMatrix, pins: dict[str, Pin], conflicts: list[Conflict], l
         if len(drop) == 2 and out:
             break
         keep = {k: v for k, v in pins.items() if k not in drop}
-        res = solve(lm, keep)
+        res = solve(lm, keep, extra)
         if res is None:
             continue
-        if all(res.stack[k] == pins[k].value for k in drop):
+        if all(res.stack.get(k) == pins[k].value for k in drop):
             continue  # the same release again (a patch pin whose own range the pairing tables cannot see)
-        change = {k: {"from": pins[k].given, "to": res.stack[k]} for k in drop}
+        change = {k: {"from": pins[k].given, "to": res.stack.get(k)} for k in drop}
         out.append(
             Suggestion(change=change, stack=res.stack, validated=res.validated_cann and res.validated_hdk)
         )

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from envkit import versions
 from envkit.errors import BadInput, Where, shown
 from envkit.matrix import LoadedMatrix
-from envkit.models.stack import STACK_KEYS
+from envkit.models.stack import ALL_KEYS
 
 # Which pin to give up first when suggesting a change (hardware last).
 CHANGE_COST: dict[str, int] = {
@@ -28,6 +28,11 @@ CHANGE_COST: dict[str, int] = {
     "os": 9,
     "arch": 10,
     "chip": 11,
+    # the frameworks: a workload's choice, given up before the hardware but after the Python packages
+    "mindspeed": 2,
+    "triton_ascend": 3,
+    "vllm": 3,
+    "vllm_ascend": 4,
 }
 
 
@@ -81,8 +86,13 @@ def canonical_pin(lm: LoadedMatrix, key: str, given: str, where: str = "", origi
     """Check that a pinned value exists (or is at least a version) and return its canonical spelling."""
     m = lm.model
     value = str(given).strip()
-    if key not in STACK_KEYS:
+    if key not in ALL_KEYS:
         raise BadInput(f"unknown key {key!r}", where=_where(where, key))
+    if key == "mindspeed":
+        row = lm.mindspeed(value)
+        if row is None:
+            raise _unknown(key, value, [r.version for r in m.mindspeed], where, "MindSpeed release")
+        return Pin(key, row.version, given, where, origin)
     if key == "chip":
         ids = [c.id for c in m.chips]
         low = value.lower()
@@ -129,6 +139,8 @@ def canonical_pin(lm: LoadedMatrix, key: str, given: str, where: str = "", origi
         ),
         "cann": (lm.cann, lambda: [x.version for x in m.cann], "CANN release"),
         "torch_npu": (lm.torch_npu, lambda: [x.version for x in m.torch_npu], "torch_npu release"),
+        "vllm_ascend": (lm.vllm_ascend, lambda: [x.version for x in m.vllm_ascend], "vllm-ascend release"),
+        "triton_ascend": (lm.triton_ascend, lambda: [x.version for x in m.triton_ascend], "triton-ascend release"),
     }
     if key in releases:
         lookup, known, what = releases[key]
@@ -142,6 +154,12 @@ def canonical_pin(lm: LoadedMatrix, key: str, given: str, where: str = "", origi
             if versions.parse(k).key == parsed.key:
                 return Pin(key, k, given, where, origin, local=parsed.local)
         raise _unknown(key, value, known, where, "torch version (one that a torch_npu release pins)")
+    if key == "vllm":
+        known = vllm_versions(lm)
+        for k in known:
+            if versions.same(k, value):
+                return Pin(key, k, given, where, origin)
+        raise _unknown(key, value, known, where, "vLLM release (one that a vllm-ascend release pins)")
     # numpy / transformers / accelerate: any release is accepted, judged by ranges
     return Pin(key, value, given, where, origin)
 
@@ -156,13 +174,18 @@ def torch_versions(lm: LoadedMatrix, *, mapped_only: bool) -> list[str]:
     return versions.newest_first(list(seen.values()))
 
 
+def vllm_versions(lm: LoadedMatrix) -> list[str]:
+    """The vLLM releases that vllm-ascend releases pin, newest first."""
+    return versions.newest_first(list({versions.parse(r.vllm).key: r.vllm for r in lm.model.vllm_ascend}.values()))
+
+
 def pins_from_mapping(
     lm: LoadedMatrix, values: dict[str, str], *, where: dict[str, str] | None = None, origin: str = "declared"
 ) -> dict[str, Pin]:
-    """The pins of a (partial) stack mapping, in STACK_KEYS order; empty values are no pin."""
+    """The pins of a (partial) stack mapping, in ALL_KEYS order; empty values are no pin."""
     where = where or {}
     out = {}
-    for key in STACK_KEYS:
+    for key in ALL_KEYS:
         value = values.get(key)
         if value is None or str(value).strip() == "":
             continue

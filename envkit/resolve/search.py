@@ -10,16 +10,21 @@ import itertools
 from dataclasses import dataclass
 
 from envkit import versions
-from envkit.constraints import Assignment, Constraint, build_constraints
-from envkit.errors import CannotRun
+from envkit.constraints import ABSENT, Assignment, Constraint, build_constraints
+from envkit.errors import BadInput, CannotRun
 from envkit.matrix import LoadedMatrix
-from envkit.models.stack import STACK_KEYS
-from envkit.resolve.pins import Pin, torch_versions
+from envkit.models.stack import FRAMEWORK_KEYS
+from envkit.resolve.pins import Pin, torch_versions, vllm_versions
 
+# The frameworks come before torch_npu: a workload asks for the newest framework release, and the rest follows it.
 SEARCH_ORDER: tuple[str, ...] = (
     "chip",
     "arch",
     "os",
+    "vllm_ascend",
+    "vllm",
+    "triton_ascend",
+    "mindspeed",
     "torch_npu",
     "torch",
     "cann",
@@ -33,10 +38,39 @@ SEARCH_ORDER: tuple[str, ...] = (
 NODE_BUDGET = 200_000
 PASSES: tuple[tuple[bool, bool], ...] = ((True, True), (True, False), (False, True), (False, False))
 
+# `envkit resolve --workload W`: the optional keys W completes.
+WORKLOADS: dict[str, tuple[str, ...]] = {
+    "serving": ("vllm", "vllm_ascend", "triton_ascend"),
+    "training-mindspeed": ("mindspeed",),
+}
+SERVING_KEYS = WORKLOADS["serving"]
 
 
-def initial_domains(lm: LoadedMatrix, pins: dict[str, Pin], strict_cann: bool) -> dict[str, list[str]]:
-    """Every key's values in preference order (default chip/arch/os first, then newest); a pin is its key's domain."""
+def framework_keys(pins: dict[str, Pin], workload: str | None = None) -> tuple[str, ...]:
+    """The optional keys in play: those of the workload, the serving set where vllm or vllm_ascend is pinned, and
+    every pinned one. A plain stack has none, so it resolves exactly as without frameworks."""
+    if workload is not None and workload not in WORKLOADS:
+        raise BadInput(f"unknown workload {workload!r}", where=None,
+                       hint=f"Workloads: {', '.join(WORKLOADS)} (or none: a plain stack).")
+    keys = set(WORKLOADS.get(workload or "", ()))
+    if "vllm" in pins or "vllm_ascend" in pins:
+        keys.update(SERVING_KEYS)
+    keys.update(k for k in pins if k in FRAMEWORK_KEYS)
+    return tuple(k for k in FRAMEWORK_KEYS if k in keys)
+
+
+def stack_of(found: Assignment) -> Assignment:
+    """A solver assignment as a stack: optional keys left out (ABSENT) are dropped."""
+    return {k: v for k, v in found.items() if v != ABSENT}
+
+
+
+def initial_domains(
+    lm: LoadedMatrix, pins: dict[str, Pin], strict_cann: bool, extra: tuple[str, ...] = ()
+) -> dict[str, list[str]]:
+    """Every key's values in preference order (default chip/arch/os first, then newest); a pin is its key's domain.
+    The optional keys in `extra` join the twelve (pre-releases only when pinned; triton_ascend may be ABSENT when
+    the serving set is in play, for a vllm-ascend release without it)."""
     m = lm.model
     d = m.defaults
 
@@ -60,6 +94,15 @@ def initial_domains(lm: LoadedMatrix, pins: dict[str, Pin], strict_cann: bool) -
         "transformers": lm.package("transformers"),
         "accelerate": lm.package("accelerate"),
     }
+    optional = {
+        "vllm_ascend": [r.version for r in m.vllm_ascend if not r.prerelease],
+        "vllm": vllm_versions(lm),
+        "triton_ascend": [r.version for r in m.triton_ascend if not r.prerelease]
+        + ([ABSENT] if "vllm_ascend" in extra else []),
+        "mindspeed": [r.version for r in m.mindspeed],
+    }
+    for key in extra:
+        dom[key] = optional[key]
     # in a pass, a pinned value is the whole domain (even one outside the preferred lists)
     for key, pin in pins.items():
         dom[key] = [pin.value]
@@ -74,8 +117,9 @@ class _Solver:
         self.domains = domains
         self.lm = lm
         self.nodes = 0
-        self.by_key: dict[str, list[Constraint]] = {k: [] for k in STACK_KEYS}
-        for c in constraints:
+        self.order = [k for k in SEARCH_ORDER if k in domains]
+        self.by_key: dict[str, list[Constraint]] = {k: [] for k in domains}
+        for c in in_play(constraints, domains):
             for k in c.scope:
                 self.by_key[k].append(c)
 
@@ -93,9 +137,9 @@ class _Solver:
                 "the resolver exceeded its search budget",
                 hint="This is a bug in envkit's matrix or resolver: report the stack that caused it.",
             )
-        if depth == len(SEARCH_ORDER):
+        if depth == len(self.order):
             return dict(a)
-        key = SEARCH_ORDER[depth]
+        key = self.order[depth]
         values = dom[key]
         if key == "python" and self.lm is not None and "os" in a:
             # prefer the python3 the OS ships (no Python to build), then newest
@@ -141,6 +185,11 @@ class _Solver:
                     copied = True
                 new[f] = kept
         return new
+
+
+def in_play(constraints: list[Constraint], keys: dict[str, list[str]] | set[str]) -> list[Constraint]:
+    """The constraints whose every key is in play (an edge of an optional key left out does not apply)."""
+    return [c for c in constraints if all(k in keys for k in c.scope)]
 
 
 def supported(c: Constraint, target: str, others: list[str], dom: dict[str, list[str]]) -> list[str]:
@@ -201,13 +250,15 @@ class Resolution:
     pins: dict[str, Pin]
 
 
-def solve(lm: LoadedMatrix, pins: dict[str, Pin]) -> Resolution | None:
-    """The best full stack that keeps every pin, or None."""
+def solve(lm: LoadedMatrix, pins: dict[str, Pin], extra: tuple[str, ...] | None = None) -> Resolution | None:
+    """The best full stack that keeps every pin, or None. `extra`: the optional keys in play (default: those the
+    pins imply, `framework_keys`)."""
+    extra = framework_keys(pins) if extra is None else extra
     for strict_cann, strict_hdk in PASSES:
         constraints = pass_constraints(lm, strict_cann, strict_hdk)
-        found = _Solver(constraints, initial_domains(lm, pins, strict_cann), lm).solve(list(pins))
+        found = _Solver(constraints, initial_domains(lm, pins, strict_cann, extra), lm).solve(list(pins))
         if found is not None:
-            return Resolution(found, strict_cann, strict_hdk, pins)
+            return Resolution(stack_of(found), strict_cann, strict_hdk, pins)
     return None
 
 
@@ -222,6 +273,7 @@ def pass_constraints(lm: LoadedMatrix, strict_cann: bool = False, strict_hdk: bo
     return _CONSTRAINT_CACHE[key]
 
 
-def satisfiable(lm: LoadedMatrix, pins: dict[str, Pin]) -> bool:
+def satisfiable(lm: LoadedMatrix, pins: dict[str, Pin], extra: tuple[str, ...] | None = None) -> bool:
     """Whether some full stack keeps every pin (the loosest pass)."""
-    return _Solver(pass_constraints(lm), initial_domains(lm, pins, False)).solve(list(pins)) is not None
+    extra = framework_keys(pins) if extra is None else extra
+    return _Solver(pass_constraints(lm), initial_domains(lm, pins, False, extra)).solve(list(pins)) is not None

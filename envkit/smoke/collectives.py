@@ -157,8 +157,10 @@ def bare_seconds(torch, dist, op: str, size: int, rank: int, n: int, dev, sync: 
     return (time.perf_counter() - t0) / iters
 
 
-def init_rank(rank: int, world: int, device_type: str, port: int, timeout_s: int):
-    """Join the process group as `smoke --nproc` does: (torch, dist, device, sync)."""
+def init_rank(rank: int, world: int, device_type: str, port: int, timeout_s: int, master: str = "127.0.0.1", local: int | None = None):
+    """Join the process group as `smoke --nproc` does: (torch, dist, device, sync). Across hosts: the rendezvous at
+    `master`, and `local` the rank's device index on its own host (default: the rank)."""
+    local = rank if local is None else local
     import warnings
 
     import torch
@@ -168,22 +170,24 @@ def init_rank(rank: int, world: int, device_type: str, port: int, timeout_s: int
     if device_type == "npu":
         import torch_npu  # noqa: F401
 
-        torch.npu.set_device(rank)
+        torch.npu.set_device(local)
     elif device_type == "cuda":
-        torch.cuda.set_device(rank)
+        torch.cuda.set_device(local)
     import torch.distributed as dist
 
     warnings.filterwarnings("ignore", category=FutureWarning, module="torch.distributed")
     sync = {"cuda": lambda: torch.cuda.synchronize(), "npu": lambda: torch.npu.synchronize()}.get(device_type, lambda: None)
-    dist.init_process_group(BACKENDS[device_type], init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
+    dist.init_process_group(BACKENDS[device_type], init_method=f"tcp://{master}:{port}", rank=rank, world_size=world,
                             timeout=timedelta(seconds=timeout_s))
-    return torch, dist, torch.device("cpu" if device_type == "cpu" else f"{device_type}:{rank}"), sync
+    return torch, dist, torch.device("cpu" if device_type == "cpu" else f"{device_type}:{local}"), sync
 
 
-def _worker(rank: int, world: int, device_type: str, port: int, outdir: str, timeout_s: int, size_list: list[int], ops: list[str]) -> None:
+def _worker(local: int, world: int, device_type: str, port: int, outdir: str, timeout_s: int, size_list: list[int], ops: list[str],
+            master: str = "127.0.0.1", first_rank: int = 0) -> None:
+    rank = first_rank + local
     result: dict[str, Any] = {"rank": rank, "results": []}
     try:
-        torch, dist, dev, sync = init_rank(rank, world, device_type, port, timeout_s)
+        torch, dist, dev, sync = init_rank(rank, world, device_type, port, timeout_s, master, local)
         for op in ops:
             for size in size_list:
                 warmup, iters = iterations(size)
@@ -199,8 +203,9 @@ def _worker(rank: int, world: int, device_type: str, port: int, outdir: str, tim
     Path(outdir, f"rank{rank}.json").write_text(json.dumps(result))
 
 
-def aggregate(ranks: list[dict[str, Any]], world: int) -> list[dict[str, Any]]:
-    """Per (op, size): the slowest rank's time, algbw and busbw (GB/s, 1e9), and correct on every rank."""
+def aggregate(ranks: list[dict[str, Any]], world: int, expected: int | None = None) -> list[dict[str, Any]]:
+    """Per (op, size): the slowest rank's time, algbw and busbw (GB/s, 1e9), and correct on every rank (on each of
+    the `expected` ranks given, default all `world`: one host of several holds only its own)."""
     rows: dict[tuple[str, int], list[dict[str, Any]]] = {}
     for r in ranks:
         for res in r.get("results", []):
@@ -211,7 +216,7 @@ def aggregate(ranks: list[dict[str, Any]], world: int) -> list[dict[str, Any]]:
         algbw = size / t / 1e9 if t > 0 else 0.0
         out.append({
             "op": op, "size": size, "time_us": t * 1e6, "algbw_gbps": algbw, "busbw_gbps": algbw * BUS_FACTOR[op](world),
-            "correct": len(items) == world and all(i["correct"] for i in items),
+            "correct": len(items) == (expected or world) and all(i["correct"] for i in items),
             "per_rank_time_us": [i["seconds"] * 1e6 for i in items],
         })
     return out
@@ -249,8 +254,12 @@ def copy_bandwidth(device_type: str, max_size: int = 256 << 20) -> dict[str, Any
 
 
 def run_profile(device_type: str, world: int, max_size: int = DEFAULT_MAX_SIZE, ops: tuple[str, ...] = OPS,
-                timeout_s: int = 600, copy_max: int | None = None) -> dict[str, Any]:
-    """The profile: per-rank raw results, the aggregated table, copy bandwidth; ok when every result is correct."""
+                timeout_s: int = 600, copy_max: int | None = None, *, nnodes: int = 1, node_rank: int = 0,
+                master: str = "127.0.0.1", port: int | None = None) -> dict[str, Any]:
+    """The profile: per-rank raw results, the aggregated table, copy bandwidth; ok when every result is correct.
+
+    Across hosts (`nnodes` > 1): this host runs ranks node_rank*nproc ... (nproc = world / nnodes) against the
+    rendezvous at master:port; its profile holds its own ranks (envkit/launch/profile.py merges the hosts')."""
     import torch.multiprocessing as mp
 
     from envkit.smoke.dist import BACKENDS, free_port
@@ -258,19 +267,20 @@ def run_profile(device_type: str, world: int, max_size: int = DEFAULT_MAX_SIZE, 
     if world < 2:
         raise BadInput("--collectives needs --nproc 2 or more", hint="collectives run across processes: e.g. --nproc 4")
     size_list = sizes(max_size)
+    nproc, first = world // nnodes, node_rank * (world // nnodes)
     with tempfile.TemporaryDirectory(prefix="envkit-coll-") as tmp:
         error = None
         try:
-            mp.start_processes(_worker, args=(world, device_type, free_port(), tmp, timeout_s, size_list, list(ops)),
-                               nprocs=world, join=True, start_method="spawn")
+            mp.start_processes(_worker, args=(world, device_type, port or free_port(), tmp, timeout_s, size_list, list(ops), master, first),
+                               nprocs=nproc, join=True, start_method="spawn")
         except Exception as exc:  # noqa: BLE001 - a dead rank is a failed profile
             text = str(exc).strip()
             error = f"{type(exc).__name__}: {text.splitlines()[-1] if text else ''}"
         ranks = []
-        for r in range(world):
+        for r in range(first, first + nproc):
             path = Path(tmp, f"rank{r}.json")
             ranks.append(json.loads(path.read_text()) if path.is_file() else {"rank": r, "error": "no result"})
-    table = aggregate(ranks, world)
+    table = aggregate(ranks, world, nproc)
     errors = [r["error"] for r in ranks if r.get("error")] + ([error] if error else [])
     ok = not errors and len(table) == len(ops) * len(size_list) and all(row["correct"] for row in table)
     return {
@@ -443,3 +453,45 @@ def parse_ascend_dmi_bw(text: str) -> dict[str, Any]:
         except (TypeError, ValueError):
             continue
     return {"rows": rows, "error": None if rows else "no size / bandwidth values found"}
+
+
+# --- `envkit compare` on two profiles ---------------------------------------------------------------
+
+
+def is_profile(path: str | Path) -> bool:
+    """True when `path` (a run folder or a JSON file) holds a collective profile; never raises."""
+    try:
+        load_profile(Path(path))
+    except Exception:  # noqa: BLE001 - anything unreadable is simply not a profile here
+        return False
+    return True
+
+
+def compare_profile_files(ref: str | Path, cand: str | Path, thresholds: Path | None = None) -> dict[str, Any]:
+    """`envkit compare A B` on two profiles: `compare_profiles` with the thresholds file (default envkit's).
+
+    A profile whose rows lack the fields compared is bad input (exit 2), never a traceback."""
+    th = load_thresholds(thresholds)
+    a, b = load_profile(Path(ref)), load_profile(Path(cand))
+    try:
+        cmp = compare_profiles(a, b, th)
+    except (KeyError, TypeError, ValueError, ZeroDivisionError, AttributeError) as exc:
+        raise BadInput(f"a profile row is malformed ({type(exc).__name__}: {exc})",
+                       hint="compare the report.json of `envkit smoke --collectives` runs") from None
+    if not cmp["rows"]:
+        raise BadInput("the two profiles share no (op, size) to compare", hint="run both with the same --max-size")
+    return {**cmp, "ref": str(ref), "cand": str(cand), "ref_backend": a.get("backend"), "cand_backend": b.get("backend"),
+            "world": a.get("world")}
+
+
+def format_comparison(cmp: dict[str, Any]) -> list[str]:
+    """A table: each (op, size) with both times and the ratio; each size beyond the threshold marked and named."""
+    th = cmp["thresholds"]
+    lines = [f"collective profiles: {cmp.get('ref')} ({cmp.get('ref_backend')}) vs {cmp.get('cand')} ({cmp.get('cand_backend')}),"
+             f" world {cmp.get('world')}; limit x{th['time_ratio_max']:g} (sizes under {th.get('min_time_us', 0):g} us only checked)",
+             f"{'op':<15}{'size':>10}{'ref(us)':>12}{'cand(us)':>12}{'ratio':>8}  verdict"]
+    for r in cmp["rows"]:
+        verdict = "SLOWER" if r["beyond"] and r["correct"] else ("WRONG" if not r["correct"] else "ok")
+        lines.append(f"{r['op']:<15}{human(r['size']):>10}{r['ref_time_us']:>12.1f}{r['cand_time_us']:>12.1f}{r['ratio']:>8.2f}  {verdict}")
+    lines.append("beyond the thresholds: " + "; ".join(cmp["beyond"]) if cmp["beyond"] else "every size within the thresholds")
+    return lines

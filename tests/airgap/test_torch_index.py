@@ -108,7 +108,7 @@ def test_a_closure_with_a_cuda_wheel_is_refused_naming_it_and_what_pulled_it(cpu
     pins = [p.model_copy(update={"version": "2.12.0", "index": None}) if p.name == "torch" else p for p in lock.python.requirements]
     old = lock.model_copy(update={"python": lock.python.model_copy(update={"requirements": pins, "indexes": {"pypi": pypi}})})
     path.write_text(dump_lock(old))
-    r = cli("lock", "--lock", str(path), "--index-url", pypi)
+    r = cli("--accept-edited-lock", "lock", "--lock", str(path), "--index-url", pypi)  # an old lock, edited on purpose
     assert r.returncode == 2, r.stdout + r.stderr
     assert "CUDA wheel" in r.stderr and "nvidia-cublas-cu13" in r.stderr and "triton" in r.stderr
     assert "pulled in by torch 2.12.0" in r.stderr and "--torch-index-url" in r.stderr

@@ -25,7 +25,9 @@ CUDA_TORCH_REQUIRES = [*CPU_TORCH_REQUIRES, 'nvidia-cublas-cu13==13.1.0.3; platf
                        'triton==3.7.0; platform_system == "Linux"']
 
 
-def standin_wheel(folder: Path, name: str, version: str, tag: str = "py3-none-any", requires: list[str] = ()) -> Path:
+def standin_wheel(folder: Path, name: str, version: str, tag: str = "py3-none-any", requires: list[str] = (),
+                  entry_points: dict[str, dict[str, str]] | None = None) -> Path:
+    """`entry_points`: {group: {name: "module:attr"}}, written as the dist-info's entry_points.txt."""
     dist = f"{name.replace('-', '_')}-{version}"
     meta = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n" + "".join(f"Requires-Dist: {r}\n" for r in requires)
     files = {
@@ -33,6 +35,9 @@ def standin_wheel(folder: Path, name: str, version: str, tag: str = "py3-none-an
         f"{dist}.dist-info/METADATA": meta,
         f"{dist}.dist-info/WHEEL": f"Wheel-Version: 1.0\nGenerator: envkit-tests\nRoot-Is-Purelib: false\nTag: {tag}\n",
     }
+    if entry_points:
+        files[f"{dist}.dist-info/entry_points.txt"] = "".join(
+            f"[{group}]\n" + "".join(f"{k} = {v}\n" for k, v in sorted(eps.items())) + "\n" for group, eps in sorted(entry_points.items()))
     files[f"{dist}.dist-info/RECORD"] = "".join(f"{n},,\n" for n in files) + f"{dist}.dist-info/RECORD,,\n"
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w") as zf:

@@ -168,6 +168,8 @@ def test_resolve_and_validate_start_without_typer(tmp_path):
     [
         ["resolve", "-o", "-"],
         ["resolve", "--chip", "a3", "--torch-npu", "2.6.0.post5", "-o", "-"],
+        ["resolve", "--workload", "serving", "--vllm-ascend", "0.25.1rc1", "-o", "-"],
+        ["resolve", "--workload", "nope", "-o", "-"],
         ["resolve", "--chip", "910b", "--python", "3.11", "--torch-npu", "2.2.0", "--json", "-o", "-"],
         ["resolve", "-f", "tests/data/stacks/bad-cp311.yaml", "-o", "-"],
         ["resolve", "--chip", "nope"],

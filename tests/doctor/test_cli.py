@@ -23,6 +23,7 @@ SCENARIOS = {
     "hazard-npu-held": (1, {"NPU held by another process"}),
     "hazard-device-used": (1, {"npu-smi", "NPU held by another process"}),
     "hazard-no-device-nodes": (1, {"npu devices"}),
+    "hazard-triton-clash": (1, {"upstream triton beside triton-ascend"}),
     "garbled": (0, set()),
 }
 

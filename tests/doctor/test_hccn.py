@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 from pathlib import Path
 
 import pytest
@@ -83,3 +85,112 @@ def test_ip_plan_a2_one_subnet_and_a3_die_pairs():
     fails = [f for f in H.check_ip_plan("a3", a3) if f.status == "fail"]
     assert len(fails) == 1 and fails[0].device == 2 and "NPU 1" in fails[0].message
     assert H.check_ip_plan("310p", a3)[0].status == "warn"
+
+
+# --- `envkit doctor --net`: recorded outputs in a root, hccn_tool run on a host ---------------------------
+
+
+def _record(root: Path, dev: int, what: str, text: str | bytes) -> None:
+    path = root / "var/log/envkit/hccn_tool" / f"{dev}-{what}.txt"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(text if isinstance(text, bytes) else text.encode())
+
+
+def _healthy_device(root: Path, dev: int, ip: str) -> None:
+    _record(root, dev, "link", read("link_up.txt"))
+    _record(root, dev, "net_health", read("net_health_success.txt"))
+    _record(root, dev, "tls", read("tls.txt").replace("dev_id:0", f"dev_id:{dev}"))
+    _record(root, dev, "ip", f"ipaddr:{ip}\nnetmask:255.255.0.0\n")
+
+
+def test_doctor_net_reads_a_roots_recording(root_copy, run_cli):
+    root = root_copy("healthy-a2")
+    (root / "etc/hccn.conf").write_text(read("a2_node0.hccn.conf"))
+    conf = read_hccn_conf(F / "a2_node0.hccn.conf")
+    for dev, item in conf.items():
+        _healthy_device(root, dev, item.address)
+    _record(root, 3, "link", read("link_down.txt"))
+    _record(root, 5, "net_health", (F / "garbled_link.bin").read_bytes())
+    _record(root, 6, "tls", read("tls_enabled.txt"))
+    _record(root, 0, "ping-10.20.1.10", read("ping_ok.txt"))
+    _record(root, 1, "ping-10.20.1.11", read("ping_fail.txt"))
+    # without --net the report is what it always was: no net key, the same exit status
+    rc0, out0, _ = run_cli("doctor", "--root", str(root), "--json")
+    assert "net" not in json.loads(out0)
+    rc, out, _ = run_cli("doctor", "--root", str(root), "--json", "--net", "-i", str(_inventory(root.parent)))
+    assert rc == 1
+    doc = json.loads(out)
+    net = doc["net"]
+    assert net["tool"] == "/var/log/envkit/hccn_tool" and net["devices"] == list(range(8))
+    assert net["peers"]["0"] == ["10.20.1.10"]  # its own address_0 is never pinged
+    by = {(f["device"], f["check"]): f for f in net["findings"]}
+    assert by[(3, "link")]["status"] == "fail" and "DOWN" in by[(3, "link")]["message"]
+    assert by[(5, "net_health")]["status"] == "fail" and "unreadable" in by[(5, "net_health")]["message"]
+    assert by[(0, "ping 10.20.1.10")]["status"] == "ok" and by[(1, "ping 10.20.1.11")]["status"] == "fail"
+    assert by[(2, "ping 10.20.1.12")]["status"] == "fail" and "not found" in by[(2, "ping 10.20.1.12")]["message"]
+    assert by[(0, "ip")]["status"] == "ok"
+    assert by[(None, "tls")]["status"] == "fail" and "(on: -:6)" in by[(None, "tls")]["message"]
+    assert by[(None, "ip_plan")]["status"] == "ok"  # chip 910b: the 8 ports in one subnet
+    assert "net device 3 link: link status DOWN: must be UP" in doc["failures"]
+    rc, text, _ = run_cli("doctor", "--root", str(root), "--net", "--peers", "10.20.1.10")
+    assert rc == 1 and "network (hccn_tool: /var/log/envkit/hccn_tool; devices 0, 1, 2, 3, 4, 5, 6, 7):" in text
+    assert "FAIL  device 3 link" in text and "network checks:" in text
+
+
+def _inventory(d: Path) -> Path:
+    inv = d / "inv.ini"
+    inv.write_text(f"[ascend]\nn0 envkit_hccn_conf={F / 'a2_node0.hccn.conf'}\nn1 envkit_hccn_conf={F / 'a2_node1.hccn.conf'}\n")
+    return inv
+
+
+def test_doctor_net_bad_inputs_and_no_recording(root_copy, run_cli, tmp_path):
+    root = root_copy("healthy-a2")
+    rc, out, err = run_cli("doctor", "--root", str(root), "--net", "--peers", "10.0.0.1,-s")
+    assert rc == 2 and "'-s' is not an IP address" in err
+    rc, _, err = run_cli("doctor", "--root", str(root), "--peers", "10.0.0.1")
+    assert rc == 2 and "go with --net" in err
+    rc0, _, _ = run_cli("doctor", "--root", str(root))
+    rc, out, _ = run_cli("doctor", "--root", str(root), "--net", "--json")
+    net = json.loads(out)["net"]
+    assert rc == rc0 and net["tool"] is None
+    assert [f["status"] for f in net["findings"]] == ["warn"] and "no recorded hccn_tool output" in net["findings"][0]["message"]
+
+
+FAKE_TOOL = r"""#!/bin/sh
+# a fake hccn_tool: answers from the fixtures by its arguments; device 2 hangs, device 1 is busy
+F=__FIX__
+case "$2:$3" in
+  2:-link) exec sleep 60 ;;
+  1:-link) cat $F/busy.txt; exit 1 ;;
+  *:-link) cat $F/link_up.txt ;;
+  *:-net_health) cat $F/net_health_success.txt ;;
+  *:-tls) cat $F/tls.txt ;;
+  *:-ip) printf 'ipaddr:10.20.0.1%s\nnetmask:255.255.255.0\n' "$2" ;;
+  *:-ping) cat $F/ping_ok.txt ;;
+  *) echo "unexpected: $*" >&2; exit 9 ;;
+esac
+"""
+
+
+def test_doctor_net_runs_hccn_tool_on_a_host(tmp_path, monkeypatch):
+    from envkit.doctor import run_doctor
+
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    tool = bindir / "hccn_tool"
+    tool.write_text(FAKE_TOOL.replace("__FIX__", str(F)))
+    tool.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bindir}:{os.environ['PATH']}")
+    import envkit.doctor.probe as P
+
+    monkeypatch.setattr(P, "HCCN_TOOL", str(tmp_path / "absent"))  # this host's driver folder must not interfere
+    monkeypatch.setattr(P, "_hccn_devices", lambda target, conf, recorded: [0, 1, 2])
+    report = run_doctor("/", net=True, peers=["10.20.9.9"], timeout=3, net_log="x EI0016 y\n")
+    net = report.net
+    assert net is not None and net.tool == str(tool) and net.devices == [0, 1, 2]
+    by = {(f.device, f.check): f for f in net.findings}
+    assert by[(0, "link")].status == "ok" and by[(0, "ping 10.20.9.9")].status == "ok"
+    assert by[(1, "link")].status == "warn" and "busy" in by[(1, "link")].message
+    assert by[(2, "link")].status == "fail" and "timed out after 3 s" in by[(2, "link")].message
+    assert [c["code"] for c in net.codes] == ["EI0016"] and net.codes[0]["cause"]
+    assert report.exit_code == 1

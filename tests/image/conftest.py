@@ -17,7 +17,10 @@ GOLDEN_CASES = {
     "910b-aarch64-cann8.0.0": ["--chip", "910b", "--arch", "aarch64", "--cann", "8.0.0", "--python", "3.10"],
     "a3-aarch64-cann8.5.0": ["--chip", "a3", "--arch", "aarch64", "--cann", "8.5.0", "--python", "3.10"],
     "910b-x86_64-cpu-torch": ["--chip", "910b", "--arch", "x86_64", "--torch", "2.9.0", "--python", "3.10"],
+    "910b-aarch64-serving": ["--workload", "serving", "--chip", "910b", "--arch", "aarch64", "--python", "3.10"],
 }
+# name -> the `envkit image render --variant` of the golden (default: base)
+GOLDEN_VARIANTS = {"910b-aarch64-serving": "serving"}
 
 
 def resolve_lock(args: list[str], out: Path) -> Path:

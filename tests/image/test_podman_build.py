@@ -138,7 +138,9 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> dict:
 
 
 def _envkit(*args: str, timeout: int = 900) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "envkit", *args], capture_output=True, text=True, timeout=timeout)
+    """The CLI on this test's locks, which are edited on purpose (the CI's torch and wheel versions, zip hashes)."""
+    return subprocess.run([sys.executable, "-m", "envkit", "--accept-edited-lock", *args], capture_output=True, text=True,
+                          timeout=timeout)
 
 
 def _layers(engine, ref: str) -> list[str]:
@@ -242,7 +244,7 @@ def _closure_from_wheelhouse(lock_path: Path, wheels: list[Path], out: Path) -> 
             for n, w in sorted(newest.items())]
     target = make_target(lock.stack.python, lock.stack.arch, lock.platform.glibc)
     closure = PythonClosure(target=target, roots=sorted(newest), index_url="file://" + str(WORK), resolver="test wheelhouse",
-                            packages=pkgs)
+                            packages=pkgs, mirrors=sorted({WORK.as_uri() + "/", WORK.resolve().as_uri() + "/"}))
     python = lock.python.model_copy(update={"closure": closure, "controller": closure})
     out.write_text(dump_lock(lock.model_copy(update={"python": python})))
     return out

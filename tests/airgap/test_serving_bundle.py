@@ -1,0 +1,162 @@
+"""A serving lock (`envkit resolve --workload serving`) locks, bundles, verifies and installs offline, on stand-ins.
+
+Three indexes on 127.0.0.1 (tests/airgap/torchindex.py, httpserve.py), given to `envkit lock` as mirrors of the indexes
+the lock records (`--index-for pytorch-cpu=...`, `--index-for ascend-pypi=...`):
+- "PyPI": every other root, vllm as the vendor builds it (VLLM_TARGET_DEVICE=empty: no torch, no triton in its
+  Requires-Dist; PyPI's own vllm wheel is a CUDA build), vllm-ascend (manylinux_2_34, Requires-Dist torch-npu, the
+  `vllm.platform_plugins` entry point), torch_npu (stand-in; a real one is never installed), and the traps: PyPI's
+  CUDA torch, upstream triton, and triton-ascend 3.2.0 (PyPI holds no 3.2.2);
+- the PyTorch CPU index: torch X+cpu; the Ascend index: triton-ascend 3.2.2.
+Nothing here leaves the machine.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import tarfile
+
+import pytest
+
+from envkit.closure import host_arch, host_python
+
+SERVING = ["vllm", "vllm-ascend", "triton-ascend"]  # the vendor's install order
+ARCH = "x86_64"  # torch's CPU build then comes from the PyTorch CPU index: both --index-for mirrors are used
+
+
+@pytest.fixture
+def serving_stack(tmp_path, monkeypatch, cli):
+    from envkit.closure import envkit_roots, find_uv, req_name, target_roots
+    from envkit.errors import CannotRun
+    from envkit.lockfile import read_lock
+    from tests.airgap.httpserve import Server
+    from tests.airgap.torchindex import stack_indexes, standin_wheel
+
+    try:
+        find_uv()
+    except CannotRun:
+        pytest.skip("uv is not installed")
+    monkeypatch.setenv("ENVKIT_CACHE_DIR", str(tmp_path / "cache"))
+    path = tmp_path / "envkit.lock"
+    r = cli("resolve", "--workload", "serving", "--arch", ARCH, "--python", host_python(), "-o", str(path))
+    assert r.returncode == 0, r.stdout + r.stderr
+    lock = read_lock(path)
+    s = lock.stack
+    assert (s.vllm, s.vllm_ascend, s.triton_ascend) == ("0.23.0", "0.23.0", "3.2.2")
+    roots = [x for x in target_roots(lock) + envkit_roots() if req_name(x) not in SERVING]
+    pypi, cpu, ascend = tmp_path / "pypi", tmp_path / "cpu", tmp_path / "ascend"
+    stack_indexes(pypi, cpu, roots, s.torch, s.python, s.arch)
+    ascend.mkdir()
+    cp = "cp" + s.python.replace(".", "")
+    standin_wheel(pypi, "vllm", s.vllm, "py3-none-any", ["transformers", "numpy", "requests"])
+    standin_wheel(pypi, "vllm_ascend", s.vllm_ascend, f"{cp}-{cp}-manylinux_2_34_{s.arch}", [f"torch-npu=={s.torch_npu}"],
+                  entry_points={"vllm.platform_plugins": {"ascend": "vllm_ascend:register"}})
+    standin_wheel(pypi, "triton_ascend", "3.2.0", f"{cp}-{cp}-manylinux_2_28_{s.arch}")  # PyPI's: never taken
+    standin_wheel(ascend, "triton_ascend", s.triton_ascend, f"{cp}-{cp}-manylinux_2_28_{s.arch}")
+    with Server(pypi, simple_index=True) as p, Server(cpu, simple_index=True) as c, Server(ascend, simple_index=True) as a:
+        yield path, lock, f"{p.url}/simple", f"{c.url}/simple", f"{a.url}/simple"
+
+
+def _lock(cli, path, pypi, cpu, ascend, *extra):
+    return cli("lock", "--lock", str(path), "--index-url", pypi, "--index-for", f"pytorch-cpu={cpu}",
+               "--index-for", f"ascend-pypi={ascend}", *extra)
+
+
+@pytest.fixture
+def serving_bundle(serving_stack, tmp_path, cli):
+    """The serving lock, locked against the stand-ins and bundled into bundle.tar: (lock path, pypi, cpu, ascend)."""
+    path, _, pypi, cpu, ascend = serving_stack
+    r = _lock(cli, path, pypi, cpu, ascend, "--json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    r = cli("bundle", "build", "--lock", str(path), "-o", str(tmp_path / "bundle.tar"), "--json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    return path, pypi, cpu, ascend
+
+
+@pytest.mark.slow
+def test_the_serving_closure_holds_the_vendors_order_and_no_triton_or_cuda(serving_bundle, tmp_path, cli):
+    from envkit.closure import req_name
+    from envkit.lockfile import read_lock
+
+    path, pypi, cpu, ascend = serving_bundle
+    lock = read_lock(path)
+    closure = lock.python.closure
+    roots = [req_name(x) for x in closure.roots]
+    assert [n for n in roots if n in SERVING] == SERVING  # vllm, then vllm-ascend, then triton-ascend
+    got = {p.name: p for p in closure.packages}
+    assert (got["vllm"].version, got["vllm-ascend"].version, got["triton-ascend"].version) == ("0.23.0", "0.23.0", "3.2.2")
+    assert got["triton-ascend"].url.startswith(ascend.rsplit("/simple", 1)[0])  # from the Ascend index's mirror alone
+    assert got["torch"].version == lock.stack.torch and got["torch"].url.startswith(cpu.rsplit("/simple", 1)[0])
+    assert got["torch-npu"].version == lock.stack.torch_npu
+    assert got["vllm-ascend"].filename.endswith(f"manylinux_2_34_{ARCH}.whl")
+    assert "triton" not in got and not [n for n in got if n.startswith(("nvidia-", "cuda-")) or "nccl" in n]
+    assert {cpu, ascend} <= set(closure.extra_index_urls) and closure.index_url == pypi
+    with tarfile.open(tmp_path / "bundle.tar") as tf:
+        names = [m.name.rsplit("/", 1)[-1] for m in tf.getmembers()]
+    assert any(n.startswith("vllm_ascend-0.23.0-") for n in names) and any(n.startswith("triton_ascend-3.2.2-") for n in names)
+    assert not [n for n in names if n.endswith(".whl") and n.lower().startswith(("nvidia", "triton-", "triton_3", "cuda"))]
+    r = cli("bundle", "verify", str(tmp_path / "bundle.tar"), "--json")
+    assert r.returncode == 0 and json.loads(r.stdout)["ok"] is True, r.stdout + r.stderr
+
+
+def test_an_unreachable_index_is_exit_2_naming_its_id_and_the_option(serving_stack, cli):
+    path, _, pypi, cpu, _ = serving_stack
+    before = path.read_text()
+    r = _lock(cli, path, pypi, cpu, "http://127.0.0.1:9/simple")
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "ascend-pypi" in r.stderr and "--index-for ascend-pypi=URL" in r.stderr and "http://127.0.0.1:9/simple" in r.stderr
+    assert path.read_text() == before  # nothing written; no fall-back to "PyPI"'s triton-ascend 3.2.0
+    r = cli("lock", "--lock", str(path), "--index-url", pypi, "--index-for", "nope=http://127.0.0.1:9/simple")
+    assert r.returncode == 2 and "'nope'" in r.stderr and "ascend-pypi" in r.stderr, r.stdout + r.stderr
+    r = cli("lock", "--lock", str(path), "--index-for", f"pytorch-cpu={cpu}", "--torch-index-url", "http://127.0.0.1:9/x")
+    assert r.returncode == 2 and "--torch-index-url" in r.stderr, r.stdout + r.stderr
+
+
+def test_index_for_replaces_the_url_of_the_index_the_pins_name(serving_stack):
+    from envkit.closure import index_overrides, pinned_sources, target_roots
+    from envkit.errors import BadInput
+
+    _, lock, _, _, _ = serving_stack
+    roots = target_roots(lock)
+    assert pinned_sources(lock, roots) == (
+        ("torch", "pytorch-cpu", "https://download.pytorch.org/whl/cpu"),
+        ("triton-ascend", "ascend-pypi", "https://mirrors.huaweicloud.com/ascend/repos/pypi"))
+    mirrors = index_overrides(lock, ("ascend-pypi=http://m/ascend",), "http://m/cpu")  # --torch-index-url: pytorch-cpu's
+    assert mirrors == {"ascend-pypi": "http://m/ascend", "pytorch-cpu": "http://m/cpu"}
+    assert pinned_sources(lock, roots, None, mirrors) == (
+        ("torch", "pytorch-cpu", "http://m/cpu"), ("triton-ascend", "ascend-pypi", "http://m/ascend"))
+    for bad in ("ascend-pypi", "ascend-pypi=ftp://m", "pypi=http://m/simple"):
+        with pytest.raises(BadInput):
+            index_overrides(lock, (bad,))
+
+
+@pytest.mark.root
+@pytest.mark.slow
+def test_the_bundle_installs_offline_with_the_locked_versions(serving_bundle, tmp_path):
+    """install.sh into a venv, then the target wheels into a new venv with the bundle's pip rules: all in `unshare -n`."""
+    from envkit.lockfile import read_lock
+    from tests.airgap.test_offline import _extract, _install, _need_root_unshare, _offline
+
+    _need_root_unshare()
+    if host_arch() != ARCH:
+        pytest.skip(f"the stand-in wheels are for {ARCH}")
+    path = serving_bundle[0]
+    bundle = _extract(tmp_path, tmp_path / "x")
+    r = _install(bundle, tmp_path / "controller")
+    assert r.returncode == 0 and "verified:" in r.stdout, r.stdout + r.stderr
+    venv = tmp_path / "serving-venv"
+    r = _offline(["python3", "-I", "-m", "venv", str(venv)])
+    assert r.returncode == 0, r.stdout + r.stderr
+    r = _offline([str(venv / "bin/python"), "-I", "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--require-hashes",
+                  "--find-links", str(bundle / "wheels/target"), "-r", str(bundle / "requirements/target.txt")])
+    assert r.returncode == 0, r.stdout + r.stderr
+    r = _offline([str(venv / "bin/python"), "-I", "-m", "pip", "list", "--format", "json"])
+    assert r.returncode == 0, r.stdout + r.stderr
+    listed = {p["name"].lower().replace("_", "-"): p["version"] for p in json.loads(r.stdout)}
+    locked = {p.name: p.version for p in read_lock(path).python.closure.packages}
+    for name in [*SERVING, "torch", "torch-npu"]:
+        assert listed.get(name) == locked[name], (name, listed.get(name), locked[name])
+    assert "triton" not in listed
+    code = "from importlib.metadata import entry_points; print([e.value for e in entry_points(group='vllm.platform_plugins')])"
+    r = subprocess.run([str(venv / "bin/python"), "-I", "-c", code], capture_output=True, text=True)
+    assert r.stdout.strip() == "['vllm_ascend:register']", r.stdout + r.stderr

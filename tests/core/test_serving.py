@@ -1,0 +1,112 @@
+"""Serving and training frameworks: the optional keys vllm, vllm_ascend, triton_ascend, mindspeed (matrices/serving.yaml).
+
+A plain stack never meets them (its lock is unchanged); `--workload serving|training-mindspeed` completes them; each
+edge of constraints.EDGES that relates them refuses a stack that really breaks its rule, and names the rule."""
+
+from __future__ import annotations
+
+import pytest
+
+from envkit import constraints
+from envkit.matrix import check_matrix, load_matrix
+from envkit.resolve import framework_keys, pins_from_mapping, solve, validate_pins, validate_stack
+
+
+@pytest.fixture(scope="module")
+def lm():
+    return load_matrix()
+
+
+def test_the_serving_matrix_is_consistent_and_every_framework_edge_names_its_rule(lm):
+    assert check_matrix(lm) == []
+    new = [e for e in constraints.EDGES if e.__name__.startswith(("vllm_ascend_", "triton_ascend_", "mindspeed_"))]
+    assert len(new) == 13
+    # the python edges of vllm-ascend and the CANN/torch edges of MindSpeed, checked directly on a full assignment
+    build = {e.__name__: e(lm, constraints.Strictness()) for e in new}
+    assert not build["vllm_ascend_python"].check({"vllm_ascend": "0.9.1", "python": "3.12"})
+    assert not build["vllm_ascend_cann"].check({"vllm_ascend": "0.23.0", "cann": "9.0.1"})
+    assert not build["mindspeed_cann"].check({"mindspeed": "2.1.0", "cann": "8.5.0"})
+    assert not build["mindspeed_torch"].check({"mindspeed": "26.1.0", "torch": "2.10.0"})
+    assert build["mindspeed_torch"].check({"mindspeed": "26.1.0", "torch": "2.7.1"})
+    for edge in new:
+        assert "matrices/serving.yaml" in edge.__doc__, edge.__name__
+
+
+# (pins, workload, the edge id the conflict must name, text of the rule in the chain)
+BROKEN = [
+    ({"vllm_ascend": "0.23.0", "vllm": "0.9.1"}, None, "vllm_ascend-vllm", "pins vLLM 0.23.0"),
+    ({"vllm": "0.25.1"}, None, "vllm_ascend-vllm", "vllm 0.25.1 fits vllm-ascend 0.25.1rc1"),
+    ({"vllm_ascend": "0.23.0", "torch_npu": "2.5.1.post1"}, None, "vllm_ascend-torch_npu", "pins torch_npu 2.10.0.post4"),
+    ({"vllm_ascend": "0.23.0", "cann": "8.2.RC1"}, None, "vllm_ascend-torch_npu", "vllm_ascend 0.23.0 is excluded by the torch_npu above"),
+    ({"vllm_ascend": "0.9.1", "triton_ascend": "3.2.2"}, None, "vllm_ascend-triton_ascend", "installs no triton-ascend"),
+    ({"vllm_ascend": "0.23.0", "os": "ubuntu20.04"}, None, "vllm_ascend-glibc", "manylinux_2_34 (glibc >= 2.34)"),
+    ({"triton_ascend": "3.2.0", "cann": "9.1.0"}, None, "triton_ascend-cann", "strictly bound to CANN"),
+    ({"triton_ascend": "3.2.2", "chip": "310p"}, None, "triton_ascend-chip", "chip 310p fits triton-ascend none"),
+    ({"triton_ascend": "3.2.0", "python": "3.12"}, None, "triton_ascend-python", "needs Python >=3.9,<3.12"),
+    ({"mindspeed": "2.2.0_core_r0.12.1", "torch_npu": "2.7.1.post8"}, None, "mindspeed-torch_npu", "supports TorchNPU 7.2.0 only"),
+    ({"mindspeed": "2.1.0", "cann": "9.1.0"}, None, "mindspeed-torch_npu", "mindspeed 2.1.0 is excluded by the torch_npu above"),
+    ({"mindspeed": "26.1.0", "torch": "2.6.0"}, None, "mindspeed-torch_npu", "supports TorchNPU 26.1.0 only"),
+    ({"mindspeed": "26.1.0", "python": "3.11"}, None, "mindspeed-python", "needs Python >=3.10,<3.11"),
+]
+
+
+@pytest.mark.parametrize("pins,workload,rule,text", BROKEN, ids=[b[2] for b in BROKEN])
+def test_each_framework_edge_explains_a_stack_that_breaks_it(lm, pins, workload, rule, text):
+    report = validate_pins(lm, pins_from_mapping(lm, pins), workload)
+    assert not report.valid
+    facts = [(f.rule, f.fact) for c in report.conflicts for f in c.chain]
+    assert any(r == rule for r, _ in facts), facts  # the edge is named ...
+    assert any(text in fact for _, fact in facts), facts  # ... with what its matrix row says
+
+
+def test_the_serving_workload_completes_the_newest_final_vllm_ascend_and_its_stack(lm):
+    pins = pins_from_mapping(lm, {})
+    s = solve(lm, pins, framework_keys(pins, "serving")).stack
+    assert (s["vllm_ascend"], s["vllm"], s["triton_ascend"], s["torch_npu"], s["cann"]) == (
+        "0.23.0", "0.23.0", "3.2.2", "2.10.0.post4", "9.1.0")
+    assert "mindspeed" not in s
+
+
+def test_a_pinned_release_candidate_brings_its_own_stack_and_one_without_triton_leaves_it_out(lm):
+    s = validate_stack({"vllm_ascend": "0.25.1rc1"}, matrix=lm).stack
+    assert (s["vllm"], s["cann"], s["torch_npu"], s["triton_ascend"]) == ("0.25.1", "9.0.1", "2.10.0.post2", "3.2.1")
+    s = validate_stack({"vllm_ascend": "0.9.1"}, matrix=lm).stack
+    assert (s["vllm"], s["torch_npu"], s["cann"]) == ("0.9.1", "2.5.1.post1", "8.2.RC1") and "triton_ascend" not in s
+
+
+def test_a_row_whose_torch_npu_the_matrix_lacks_says_what_it_needs(lm):
+    report = validate_stack({"vllm_ascend": "0.11.0"}, matrix=lm)
+    assert not report.valid
+    assert any("needs torch_npu 2.7.1.post1" in f.fact for c in report.conflicts for f in c.chain)
+
+
+def test_training_mindspeed_completes_mindspeed_and_a_plain_stack_has_no_framework(lm):
+    pins = pins_from_mapping(lm, {})
+    s = solve(lm, pins, framework_keys(pins, "training-mindspeed")).stack
+    assert (s["mindspeed"], s["torch"], s["python"], s["cann"]) == ("26.1.0", "2.7.1", "3.10", "9.1.0")
+    assert not set(solve(lm, pins).stack) & {"vllm", "vllm_ascend", "triton_ascend", "mindspeed"}
+
+
+def test_a_serving_lock_pins_vllm_then_vllm_ascend_and_triton_ascend_from_the_ascend_index(lm):
+    from envkit.lockfile import dump_lock
+    from envkit.locking import build_lock
+
+    pins = pins_from_mapping(lm, {})
+    lock = build_lock(lm, solve(lm, pins, framework_keys(pins, "serving")), "envkit resolve --workload serving")
+    names = [p.name for p in lock.python.requirements]
+    assert names[-3:] == ["vllm", "vllm-ascend", "triton-ascend"]
+    triton = lock.python.requirements[-1]
+    assert triton.index == "ascend-pypi"
+    assert lock.python.indexes["ascend-pypi"] == "https://mirrors.huaweicloud.com/ascend/repos/pypi"
+    assert "vllm_ascend: 0.23.0" in dump_lock(lock) and lock.provenance["triton_ascend"].rule.startswith("vllm_ascend/0.23.0")
+    plain = dump_lock(build_lock(lm, solve(lm, pins), "envkit resolve"))
+    assert "vllm_ascend:" not in plain and "triton-ascend" not in plain and "ascend-pypi" not in plain
+
+
+def test_a_stack_file_takes_the_framework_keys(tmp_path):
+    from envkit.stackfile import read_stack_file
+
+    path = tmp_path / "serve.yaml"
+    path.write_text("chip: 910b\nvllm_ascend: 0.23.0\nmindspeed: 26.1.0\n")
+    values, where = read_stack_file(path)
+    assert values == {"chip": "910b", "vllm_ascend": "0.23.0", "mindspeed": "26.1.0"} and where["vllm_ascend"].endswith(":2")
