@@ -19,6 +19,7 @@ import statistics
 import sys
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -54,8 +55,8 @@ def _worker(rank, world, device_type, port, outdir, sizes, rounds):
             warmup, iters = C.iterations(size)
             h, b = [], []
             for rnd in range(rounds):
-                pair = [("h", lambda: C.bare_seconds(torch, dist, op, size, rank, world, dev, sync, warmup, iters)),
-                        ("b", lambda: _bare(torch, dist, op, size, world, dev, sync, warmup, iters))]
+                pair = [("h", partial(C.bare_seconds, torch, dist, op, size, rank, world, dev, sync, warmup, iters)),
+                        ("b", partial(_bare, torch, dist, op, size, world, dev, sync, warmup, iters))]
                 for name, fn in (pair if rnd % 2 == 0 else pair[::-1]):
                     (h if name == "h" else b).append(fn())
             out[f"{op}/{size}"] = {"harness": h, "bare": b}

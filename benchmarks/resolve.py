@@ -51,7 +51,7 @@ def interleaved(cmds: list[list[str]], runs: int = 9, env: dict[str, str] | None
     them alike. One warm-up run each first (the matrix cache, and the bytecode cache where one is used)."""
     samples: list[list[tuple[float, float]]] = [[] for _ in cmds]
     for i in range(runs + 1):
-        for cmd, out in zip(cmds, samples):
+        for cmd, out in zip(cmds, samples, strict=True):
             c0, t0 = _cpu(), time.perf_counter()
             subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, cwd=ROOT, env=env)
             if i:

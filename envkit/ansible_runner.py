@@ -10,9 +10,10 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from envkit.errors import CannotRun
 from envkit.provision import parse_lines
@@ -118,7 +119,7 @@ def run_playbook(
             err_fh.seek(0)  # type: ignore[union-attr]
             stderr = err_fh.read()  # type: ignore[union-attr]
         else:
-            stderr = proc.stderr.read() if proc.stderr else ""  # type: ignore[union-attr]
+            stderr = proc.stderr.read() if proc.stderr else ""
     finally:
         if log_fh:
             log_fh.close()

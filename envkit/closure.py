@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -112,7 +113,7 @@ def make_target(python: str, arch: str, glibc: str = DEFAULT_GLIBC) -> ClosureTa
     minor = glibc.split(".")[1] if re.fullmatch(r"2\.[0-9]+", glibc) else None
     if minor is None:
         raise BadInput(f"--glibc {glibc!r} is not a glibc version like 2.28")
-    return ClosureTarget(python=python, arch=arch, glibc=glibc, platform=f"manylinux_2_{minor}_{arch}")  # type: ignore[arg-type]
+    return ClosureTarget(python=python, arch=arch, glibc=glibc, platform=f"manylinux_2_{minor}_{arch}")
 
 
 TORCH_INDEX = "pytorch-cpu"  # the index id `--torch-index-url` stands for
@@ -222,7 +223,8 @@ def envkit_supports(python: str) -> bool:
     from packaging.specifiers import SpecifierSet
 
     try:
-        spec = metadata("envkit").get("Requires-Python") or ""
+        # an email.message.Message at run time; the PackageMetadata protocol of the stubs omits get()
+        spec = metadata("envkit").get("Requires-Python") or ""  # type: ignore[attr-defined]
     except PackageNotFoundError:  # pragma: no cover - envkit always installed when it runs
         return True
     return SpecifierSet(spec).contains(f"{python}.0", prereleases=True)
@@ -459,10 +461,10 @@ def refuse_cuda(closure: PythonClosure, via: dict[str, list[str]]) -> None:
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
-    try:
+    if sys.version_info >= (3, 11):
         import tomllib
-    except ImportError:  # pragma: no cover - Python 3.10
-        import tomli as tomllib  # type: ignore[no-redef]
+    else:  # pragma: no cover - Python 3.10
+        import tomli as tomllib
     with open(path, "rb") as fh:
         return tomllib.load(fh)
 
@@ -532,7 +534,7 @@ def lock_python(
         controller_glibc or (host_glibc() if controller_arch in (None, host_arch()) else DEFAULT_GLIBC),
     )
     excluded = tuple(sorted({normalize(x) for x in exclude or ()}))
-    sources = dict(index_url=index_url, extra_index_urls=tuple(extra_index_urls), find_links=tuple(find_links))
+    sources: dict[str, Any] = dict(index_url=index_url, extra_index_urls=tuple(extra_index_urls), find_links=tuple(find_links))
     # envkit runs on every target (the smoke role), where its Python allows it
     ek_roots = envkit_roots() if envkit_supports(target.python) else []
     roots = target_roots(lk, list(only or []), list(excluded))

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any
-
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from rich.console import Console

@@ -11,13 +11,20 @@ matrices/python_packages.yaml.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
+from typing import TypeVar
 
 from envkit import versions
-from envkit.matrix import LoadedMatrix
-from envkit.models.base import Sourced
-from envkit.models.matrix import Rule
+from envkit.matrix import LoadedMatrix, known
+from envkit.models.base import Confidence, Sourced
+from envkit.models.matrix import (
+    MindSpeedRelease,
+    Rule,
+    TorchNpuLine,
+    TritonAscendRelease,
+    VllmAscendRelease,
+)
 
 Assignment = dict[str, str]
 
@@ -29,7 +36,7 @@ class Statement:
     text: str
     rule: str
     source: str
-    confidence: str | None = None
+    confidence: Confidence | None = None
 
 
 def _row(rule: str, row: Sourced | None, text: str) -> Statement:
@@ -38,6 +45,10 @@ def _row(rule: str, row: Sourced | None, text: str) -> Statement:
     if row.disagreement:
         text += f" (sources disagree: {row.disagreement})"
     return Statement(text, rule, row.source_text, row.confidence)
+
+
+# the framework releases of matrices/serving.yaml (a versioned row each)
+_Framework = TypeVar("_Framework", VllmAscendRelease, TritonAscendRelease, MindSpeedRelease)
 
 
 def _fmt(values: list[str], limit: int = 8) -> str:
@@ -80,7 +91,7 @@ class Relation(Constraint):
         self.id = cid
         self.scope = (left, right)
         self._ok = ok
-        self._say = {left: say_left, right: say_right}
+        self._say: dict[str, Callable[[str], Statement | None]] = {left: say_left, right: say_right}
         self._summary = summary
 
     def summary(self, a: Assignment) -> str | None:
@@ -89,7 +100,7 @@ class Relation(Constraint):
     def check(self, a: Assignment) -> bool:
         return self._ok(a[self.scope[0]], a[self.scope[1]])
 
-    def says(self, key: str, value: str) -> Statement:
+    def says(self, key: str, value: str) -> Statement | None:
         return self._say[key](value)
 
 
@@ -148,7 +159,7 @@ class RuleConstraint(Constraint):
         return _row(self.rule.id, self.rule, text)
 
 
-class _Blank(dict):
+class _Blank(dict[str, str]):
     def __missing__(self, key: str) -> str:
         return "{" + key + "}"
 
@@ -162,14 +173,14 @@ class _GlibcConstraint(Constraint):
         self._lm = lm
 
     def check(self, a: Assignment) -> bool:
-        need = self._lm.torch_npu(a["torch_npu"]).manylinux.get(a["arch"])
+        need = self._lm.torch_npu_row(a["torch_npu"]).manylinux.get(a["arch"])
         have = self._lm.oses[a["os"]].glibc
         return need is not None and versions.parse(have) >= versions.parse(need)
 
-    def says(self, key: str, value: str) -> Statement:
+    def says(self, key: str, value: str) -> Statement | None:
         lm = self._lm
         if key == "torch_npu":
-            t = lm.torch_npu(value)
+            t = lm.torch_npu_row(value)
             ml = ", ".join(f"{arch}: glibc >= {g}" for arch, g in sorted(t.manylinux.items()))
             return _row(f"torch_npu/{value}", t, f"torch_npu {value} wheels are manylinux ({ml})")
         if key == "os":
@@ -178,7 +189,7 @@ class _GlibcConstraint(Constraint):
         return None
 
     def summary(self, a: Assignment) -> str | None:
-        t = self._lm.torch_npu(a["torch_npu"])
+        t = self._lm.torch_npu_row(a["torch_npu"])
         o = self._lm.oses[a["os"]]
         if a.get("arch"):
             need = f"glibc >= {t.manylinux.get(a['arch'], '?')} on {a['arch']}"
@@ -206,13 +217,13 @@ def chip_cann(lm: LoadedMatrix, strict: Strictness) -> Constraint:
         "chip-cann",
         "chip",
         "cann",
-        lambda chip, cann: chip in lm.cann(cann).chips,
+        lambda chip, cann: chip in lm.cann_row(cann).chips,
         lambda chip: Statement(
             f"chip {chip} is supported by CANN {_fmt([c.version for c in m.cann if chip in c.chips])}",
             "cann/*.chips",
             "matrices/cann.yaml (per-release chip lists)",
         ),
-        lambda cann: _row(f"cann/{cann}", lm.cann(cann), f"CANN {cann} supports chips {_fmt(lm.cann(cann).chips)}"),
+        lambda cann: _row(f"cann/{cann}", lm.cann_row(cann), f"CANN {cann} supports chips {_fmt(lm.cann_row(cann).chips)}"),
         lambda a: f"chip {a['chip']} is not supported by CANN {a['cann']}",
     )
 
@@ -223,13 +234,13 @@ def _chip_hdk(lm: LoadedMatrix, key: str, what: str) -> Constraint:
         f"chip-{key}",
         "chip",
         key,
-        lambda chip, v: chip in lm.hdk(v).chips,
+        lambda chip, v: chip in lm.hdk_row(v).chips,
         lambda chip: Statement(
             f"chip {chip}: the matrix knows {what} packages in HDK {_fmt([h.version for h in m.hdk if chip in h.chips])}",
             "hdk/*.chips",
             "matrices/hdk.yaml (per-release chip lists)",
         ),
-        lambda v: _row(f"hdk/{lm.hdk(v).version}", lm.hdk(v), f"HDK {v} ships {what} packages for chips {_fmt(lm.hdk(v).chips)}"),
+        lambda v: _row(f"hdk/{lm.hdk_row(v).version}", lm.hdk_row(v), f"HDK {v} ships {what} packages for chips {_fmt(lm.hdk_row(v).chips)}"),
         lambda a: f"HDK {a[key]} has no {what} package for chip {a['chip']} in the matrix",
     )
 
@@ -246,7 +257,7 @@ def chip_firmware(lm: LoadedMatrix, strict: Strictness) -> Constraint:
     return _chip_hdk(lm, "firmware", "NPU firmware")
 
 
-def _disputed_lines(lines: list, chip: str) -> str:
+def _disputed_lines(lines: list[TorchNpuLine], chip: str) -> str:
     """Lines that leave `chip` out while their sources disagree about it (the line's `disagreement` names it)."""
     disputed = [ln for ln in lines if chip not in ln.chips and ln.disagreement and chip in ln.disagreement.lower()]
     if not disputed:
@@ -259,28 +270,33 @@ def chip_torch_npu(lm: LoadedMatrix, strict: Strictness) -> Constraint:
     supports none (matrices/torch_npu.yaml, `torch_npu[].line` → `torch_npu_lines[].chips`)."""
     m = lm.model
 
-    def npu_line(v: str):
+    def npu_line(v: str) -> TorchNpuLine | None:
         t = lm.torch_npu(v)
         return lm.lines.get(t.line) if t and t.line else None
+
+    def chip_tn_ok(chip: str, tn: str) -> bool:
+        ln = npu_line(tn)
+        return ln is not None and chip in ln.chips
+
+    def say_tn_chips(tn: str) -> Statement:
+        rule = f"torch_npu_line/{lm.torch_npu_row(tn).line}"
+        ln = npu_line(tn)
+        text = (f"torch_npu {tn} (TorchNPU {lm.torch_npu_row(tn).line}) supports chips {_fmt(ln.chips)}" if ln
+                else f"torch_npu {tn} belongs to no TorchNPU line with published hardware support")
+        return _row(rule, ln, text)
 
     return Relation(
         "chip-torch_npu",
         "chip",
         "torch_npu",
-        lambda chip, tn: npu_line(tn) is not None and chip in npu_line(tn).chips,
+        chip_tn_ok,
         lambda chip: Statement(
             f"chip {chip} is supported by TorchNPU lines {_fmt([ln.line for ln in m.torch_npu_lines if chip in ln.chips])}"
             + _disputed_lines(m.torch_npu_lines, chip),
             "torch_npu_lines/*.chips",
             "matrices/torch_npu.yaml (TorchNPU lines)",
         ),
-        lambda tn: _row(
-            f"torch_npu_line/{lm.torch_npu(tn).line}",
-            npu_line(tn),
-            f"torch_npu {tn} (TorchNPU {lm.torch_npu(tn).line}) supports chips {_fmt(npu_line(tn).chips)}"
-            if npu_line(tn)
-            else f"torch_npu {tn} belongs to no TorchNPU line with published hardware support",
-        ),
+        say_tn_chips,
         lambda a: f"chip {a['chip']} is not supported by torch_npu {a['torch_npu']}",
     )
 
@@ -292,7 +308,7 @@ def driver_firmware(lm: LoadedMatrix, strict: Strictness) -> Constraint:
     `firmware_version`, `compatible_driver`: the version.info files of the packages)."""
 
     def fw_ok(driver: str, firmware: str) -> bool:
-        d, f = lm.hdk(driver), lm.hdk(firmware)
+        d, f = lm.hdk_row(driver), lm.hdk_row(firmware)
         if d is f:
             return True
         if strict.hdk:
@@ -306,7 +322,7 @@ def driver_firmware(lm: LoadedMatrix, strict: Strictness) -> Constraint:
         return True
 
     def say_driver_fw(driver: str) -> Statement:
-        d = lm.hdk(driver)
+        d = lm.hdk_row(driver)
         text = f"driver {driver} pairs with the firmware of HDK {d.version}"
         if d.compatible_firmware:
             text += f"; its version.info allows firmware {d.compatible_firmware}"
@@ -315,7 +331,7 @@ def driver_firmware(lm: LoadedMatrix, strict: Strictness) -> Constraint:
         return _row(f"hdk/{d.version}", d, text)
 
     def say_fw_driver(firmware: str) -> Statement:
-        f = lm.hdk(firmware)
+        f = lm.hdk_row(firmware)
         fwv = f" (firmware Version {f.firmware_version})" if f.firmware_version else " (firmware Version not captured)"
         text = f"the firmware of HDK {f.version}{fwv} pairs with driver {f.version}"
         if f.compatible_driver:
@@ -337,14 +353,14 @@ def cann_driver(lm: LoadedMatrix, strict: Strictness) -> Constraint:
     cann_versions = [c.version for c in lm.model.cann]
 
     def cann_hdk_ok(cann: str, driver: str) -> bool:
-        c = lm.cann(cann)
+        c = lm.cann_row(cann)
         refs = c.hdk_paired if strict.hdk else [*c.hdk_paired, *c.hdk_compatible]
-        h = lm.hdk(driver)
+        h = lm.hdk_row(driver)
         names = [h.version, *h.aliases]
         return any(versions.in_series(n, s) for n in names for s in refs)
 
     def say_cann_hdk(cann: str) -> Statement:
-        c = lm.cann(cann)
+        c = lm.cann_row(cann)
         text = f"CANN {cann} pairs with HDK {_fmt(c.hdk_paired)}"
         if c.hdk_compatible:
             text += f" and also works with HDK {_fmt(c.hdk_compatible)}"
@@ -367,7 +383,7 @@ def torch_npu_cann(lm: LoadedMatrix, strict: Strictness) -> Constraint:
     m = lm.model
 
     def tn_cann_ok(tn: str, cann: str) -> bool:
-        t = lm.torch_npu(tn)
+        t = lm.torch_npu_row(tn)
         if t.cann is not None and versions.same(t.cann, cann):
             return True
         if strict.cann or t.line is None:
@@ -375,7 +391,7 @@ def torch_npu_cann(lm: LoadedMatrix, strict: Strictness) -> Constraint:
         return lm.series_members(lm.lines[t.line].cann_compatible, [cann]) != []
 
     def say_tn_cann(tn: str) -> Statement:
-        t = lm.torch_npu(tn)
+        t = lm.torch_npu_row(tn)
         if t.line is None:
             return _row(f"torch_npu/{tn}", t, f"torch_npu {tn} has no published CANN pairing")
         ln = lm.lines[t.line]
@@ -405,8 +421,8 @@ def torch_npu_torch(lm: LoadedMatrix, strict: Strictness) -> Constraint:
         "torch_npu-torch",
         "torch_npu",
         "torch",
-        lambda tn, torch: versions.same(lm.torch_npu(tn).torch, torch),
-        lambda tn: _row(f"torch_npu/{tn}", lm.torch_npu(tn), f"torch_npu {tn} pins torch=={lm.torch_npu(tn).torch}"),
+        lambda tn, torch: versions.same(lm.torch_npu_row(tn).torch, torch),
+        lambda tn: _row(f"torch_npu/{tn}", lm.torch_npu_row(tn), f"torch_npu {tn} pins torch=={lm.torch_npu_row(tn).torch}"),
         lambda torch: Statement(
             f"torch {torch} is pinned by torch_npu "
             + _fmt([t.version + ("" if t.cann else " (no published CANN pairing)") for t in m.torch_npu
@@ -414,7 +430,7 @@ def torch_npu_torch(lm: LoadedMatrix, strict: Strictness) -> Constraint:
             "torch_npu/*.torch",
             "wheel METADATA Requires-Dist torch (compat-facts §1.7)",
         ),
-        lambda a: f"torch_npu {a['torch_npu']} needs torch {lm.torch_npu(a['torch_npu']).torch}, not {a['torch']}",
+        lambda a: f"torch_npu {a['torch_npu']} needs torch {lm.torch_npu_row(a['torch_npu']).torch}, not {a['torch']}",
     )
 
 
@@ -424,11 +440,16 @@ def torch_npu_python(lm: LoadedMatrix, strict: Strictness) -> Constraint:
     m = lm.model
 
     def tn_py_ok(tn: str, py: str) -> bool:
-        tags = lm.torch_npu(tn).python
+        tags = lm.torch_npu_row(tn).python
         return tags is not None and any(versions.same(py, p) for p in tags)
 
+    def tn_py_summary(a: Assignment) -> str:
+        tags = lm.torch_npu_row(a["torch_npu"]).python
+        wheels = f" (wheels: {', '.join(versions.python_tag(p) for p in tags)})" if tags else ""
+        return f"no torch_npu {a['torch_npu']} wheel for {versions.python_tag(a['python'])}" + wheels
+
     def say_tn_py(tn: str) -> Statement:
-        t = lm.torch_npu(tn)
+        t = lm.torch_npu_row(tn)
         if t.python is None:
             return _row(f"torch_npu/{tn}", t, f"torch_npu {tn}: wheel tags not captured")
         tags = ", ".join(versions.python_tag(p) for p in t.python)
@@ -445,12 +466,7 @@ def torch_npu_python(lm: LoadedMatrix, strict: Strictness) -> Constraint:
             "torch_npu/*.python",
             "PyPI torch-npu wheel tags (compat-facts §1.5)",
         ),
-        lambda a: f"no torch_npu {a['torch_npu']} wheel for {versions.python_tag(a['python'])}"
-        + (
-            f" (wheels: {', '.join(versions.python_tag(p) for p in lm.torch_npu(a['torch_npu']).python)})"
-            if lm.torch_npu(a["torch_npu"]).python
-            else ""
-        ),
+        tn_py_summary,
     )
 
 
@@ -458,22 +474,27 @@ def cann_python(lm: LoadedMatrix, strict: Strictness) -> Constraint:
     """cann ↔ python: a CANN release supports the Pythons of its stated range; any where none is stated
     (matrices/cann.yaml, `cann[].python`)."""
     m = lm.model
+
+    def cann_py_ok(cann: str, py: str) -> bool:
+        stated = lm.cann_row(cann).python
+        return stated is None or versions.satisfies(py, stated)
+
     return Relation(
         "cann-python",
         "cann",
         "python",
-        lambda cann, py: lm.cann(cann).python is None or versions.satisfies(py, lm.cann(cann).python),
+        cann_py_ok,
         lambda cann: _row(
             f"cann/{cann}",
-            lm.cann(cann),
-            f"CANN {cann} supports Python {lm.cann(cann).python}" if lm.cann(cann).python else f"CANN {cann}: Python range not stated",
+            lm.cann_row(cann),
+            f"CANN {cann} supports Python {lm.cann_row(cann).python}" if lm.cann_row(cann).python else f"CANN {cann}: Python range not stated",
         ),
         lambda py: Statement(
             f"Python {py} is supported by CANN {_fmt([c.version for c in m.cann if c.python is None or versions.satisfies(py, c.python)])}",
             "cann/*.python",
             "matrices/cann.yaml",
         ),
-        lambda a: f"CANN {a['cann']} does not support Python {a['python']} ({lm.cann(a['cann']).python})",
+        lambda a: f"CANN {a['cann']} does not support Python {a['python']} ({lm.cann_row(a['cann']).python})",
     )
 
 
@@ -505,17 +526,22 @@ def torch_npu_glibc(lm: LoadedMatrix, strict: Strictness) -> Constraint:
 ABSENT = "none"
 
 
-def _spec_relation(lm: LoadedMatrix, cid: str, key: str, what: str, lookup: Callable, field: str, other: str,
-                   ok_other: Callable, said: Callable[[object], str]) -> Relation:
+def _spec_relation(lm: LoadedMatrix, cid: str, key: str, what: str, lookup: Callable[[str], _Framework | None],
+                   field: str, other: str, ok_other: Callable[[_Framework, str], bool], said: Callable[[_Framework], str]
+                   ) -> Relation:
     """A framework release (`key`) that allows only some values of `other`, as its row says (`field`)."""
-    rows = getattr(lm.model, key)
+    rows: list[_Framework] = getattr(lm.model, key)
+
+    def row(v: str) -> _Framework:
+        return known(lookup(v), f"{what} {v}")
+
     return Relation(
         cid, key, other,
-        lambda v, o: v == ABSENT or ok_other(lookup(v), o),
-        lambda v: _row(f"{key}/{v}", lookup(v), f"{what} {v} {said(lookup(v))}"),
+        lambda v, o: v == ABSENT or ok_other(row(v), o),
+        lambda v: _row(f"{key}/{v}", lookup(v), f"{what} {v} {said(row(v))}"),
         lambda o: Statement(f"{other} {o} fits {what} {_fmt([r.version for r in rows if ok_other(r, o)])}",
                             f"{key}/*.{field}", "matrices/serving.yaml"),
-        lambda a: f"{what} {a[key]} {said(lookup(a[key]))}, not {other} {a[other]}",
+        lambda a: f"{what} {a[key]} {said(row(a[key]))}, not {other} {a[other]}",
     )
 
 
@@ -547,7 +573,7 @@ def vllm_ascend_cann(lm: LoadedMatrix, strict: Strictness) -> Constraint:
 def vllm_ascend_triton_ascend(lm: LoadedMatrix, strict: Strictness) -> Constraint:
     """vllm_ascend ↔ triton_ascend: a vllm-ascend release installs one triton-ascend release, or none where its
     stack has none (matrices/serving.yaml, `vllm_ascend[].triton_ascend`)."""
-    def ok(r, t: str) -> bool:
+    def ok(r: VllmAscendRelease, t: str) -> bool:
         return t == ABSENT if r.triton_ascend is None else t != ABSENT and versions.same(r.triton_ascend, t)
 
     return _spec_relation(lm, "vllm_ascend-triton_ascend", "vllm_ascend", "vllm-ascend", lm.vllm_ascend, "triton_ascend",
@@ -597,7 +623,7 @@ def mindspeed_torch_npu(lm: LoadedMatrix, strict: Strictness) -> Constraint:
     """mindspeed ↔ torch_npu: a MindSpeed release supports the torch_npu releases of its TorchNPU lines
     (matrices/serving.yaml, `mindspeed[].torch_npu_lines`; matrices/torch_npu.yaml `torch_npu[].line`)."""
     return _spec_relation(lm, "mindspeed-torch_npu", "mindspeed", "MindSpeed", lm.mindspeed, "torch_npu_lines", "torch_npu",
-                          lambda r, t: lm.torch_npu(t).line in r.torch_npu_lines,
+                          lambda r, t: lm.torch_npu_row(t).line in r.torch_npu_lines,
                           lambda r: f"supports TorchNPU {_fmt(r.torch_npu_lines)} only")
 
 

@@ -266,8 +266,8 @@ class Downloader:
         digest = h.hexdigest()
         if digest != it.sha256:
             part.unlink(missing_ok=True)
-            exc = CheckFailed(f"{it.name}: sha256 {digest} does not match the lock's {it.sha256}")
-            raise _Retry(str(exc)) from exc
+            mismatch = CheckFailed(f"{it.name}: sha256 {digest} does not match the lock's {it.sha256}")
+            raise _Retry(str(mismatch)) from mismatch
 
 
 def _open_local(it: Fetch):  # noqa: ANN202 - a binary file object

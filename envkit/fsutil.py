@@ -268,7 +268,7 @@ def clean_debris(path: Path) -> list[Path]:
     """Remove what a killed envkit run left beside `path` (`.NAME.partial-PID`, `.NAME.old-PID`, `.NAME.PID-*.tmp`)
     when that run is no longer alive; returns what was removed."""
     path = Path(path).absolute()
-    removed = []
+    removed: list[Path] = []
     try:
         entries = list(os.scandir(path.parent))
     except OSError:

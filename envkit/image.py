@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
-from envkit.fsutil import sha256_file
 from envkit import __version__, versions
 from envkit.errors import BadInput, CheckFailed, Where
+from envkit.fsutil import sha256_file
 from envkit.models.lock import Artifact, ClosurePackage, Lock
 from envkit.wheels import Requirement, merge, normalize, parse_requirements, parse_wheel_name, wheel_name
 

@@ -1,5 +1,9 @@
 """Derive a lock from a resolution: the stack's artifacts, layout, Python pins, platform facts and provenance.
 
+The models are built with `model_construct` (no validation): their values come from the matrix, which envkit
+trusts and checks itself (`envkit matrix check`), and building the lock model's validators would cost the
+start-up of `envkit resolve` about 80 ms. A test validates every derived lock against the schema.
+
 This is the one place where a lock meets the matrix; `envkit.lockfile` only reads and writes the lock, and the
 jobs (image, bundle, provision) read the lock alone. `check_lock` derives a lock again from a lock's stack and names
 every field that differs; `gate` is that check as `envkit.lockfile`'s gate, which the command line registers so that
@@ -13,11 +17,13 @@ from typing import Any
 from envkit import __version__, versions
 from envkit.errors import BadInput
 from envkit.lockfile import Edited
-from envkit.matrix import LoadedMatrix, load_matrix
+from envkit.matrix import LoadedMatrix, known, load_matrix
+from envkit.models.base import Confidence
 from envkit.models.lock import (
     Artifact,
     BaseImage,
     CannLayout,
+    ComponentName,
     Lock,
     Platform,
     Provenance,
@@ -33,7 +39,7 @@ from envkit.resolve import Pin, Resolution, hints_for, solve
 
 
 def hdk_file_version(lm: LoadedMatrix, hdk_version: str, chip: str) -> str:
-    h = lm.hdk(hdk_version)
+    h = lm.hdk_row(hdk_version)
     if chip in h.chip_package_versions:
         return h.chip_package_versions[chip]
     return h.package_version or h.version.replace("RC", "rc")
@@ -53,7 +59,7 @@ def _zip(lm: LoadedMatrix, component: str, release: str, kind: str, chip: str | 
 
 
 def _edition(a: VendorArtifact) -> ZipEdition:
-    return ZipEdition(file=a.file, sha256=a.sha256, url=a.url, source=a.source)
+    return ZipEdition.model_construct(file=a.file, sha256=a.sha256, url=a.url, source=a.source)
 
 
 def _flags(lm: LoadedMatrix, component: str) -> tuple[list[str], int]:
@@ -63,15 +69,15 @@ def _flags(lm: LoadedMatrix, component: str) -> tuple[list[str], int]:
     raise KeyError(component)
 
 
-def _artifact(lm: LoadedMatrix, component: str, version: str, file: str | None, pattern: str, zip: ZipEdition | None,
+def _artifact(lm: LoadedMatrix, component: ComponentName, version: str, file: str | None, pattern: str, zip: ZipEdition | None,
               firmware_version: str | None = None) -> Artifact:
     """One installer of the lock: its `.run` (exact name and glob), install flags and order, and the signed zip."""
     flags, order = _flags(lm, component)
-    return Artifact(
-        component=component,  # type: ignore[arg-type]
+    return Artifact.model_construct(
+        component=component,
         version=version,
         order=order,
-        run=RunFile(file=file, pattern=pattern, flags=flags),
+        run=RunFile.model_construct(file=file, pattern=pattern, flags=flags),
         zip=zip,
         firmware_version=firmware_version,
     )
@@ -89,28 +95,28 @@ def build_artifacts(lm: LoadedMatrix, stack: dict[str, str]) -> list[Artifact]:
         drv = _artifact(lm, "driver", stack["driver"], chip.driver_file.format(version=driver_v, hdk_arch=hdk_arch),
                         chip.driver_file.format(version="*", hdk_arch=hdk_arch), zip_drv)
         out.append(drv.model_copy(update={"package_version": driver_v.lower(),
-                                          "compatible": lm.hdk(stack["driver"]).compatible_firmware}))
+                                          "compatible": lm.hdk_row(stack["driver"]).compatible_firmware}))
     if chip.firmware_file:
-        fw_version = lm.hdk(stack["firmware"]).firmware_version
+        fw_version = lm.hdk_row(stack["firmware"]).firmware_version
         zip_fw = _zip(lm, "hdk", stack["firmware"], "npu", chip.hdk_zip_token, arch) if chip.hdk_zip_token else None
-        fw = lm.hdk(stack["firmware"])
+        fw = lm.hdk_row(stack["firmware"])
         out.append(_artifact(lm, "firmware", stack["firmware"],
                              chip.firmware_file.format(firmware=fw_version) if fw_version else None,
                              chip.firmware_file.format(firmware="*"), zip_fw, firmware_version=fw_version)
                    .model_copy(update={"package_version": (fw.package_version or fw.version).lower(),
                                        "compatible": fw.compatible_driver}))
     # CANN: the toolkit, the operator package of the chip, NNAL; file name templates take {version} and {arch}
-    cann = lm.cann(stack["cann"])
+    cann = lm.cann_row(stack["cann"])
     file_version = cann.file_version or cann.version
 
-    def cann_artifact(component: str, template: str, kind: str, chip_id: str | None = None) -> Artifact:
+    def cann_artifact(component: ComponentName, template: str, kind: str, chip_id: str | None = None) -> Artifact:
         return _artifact(lm, component, cann.version, template.format(version=file_version, arch=arch),
                          template.format(version="*", arch=arch), _zip(lm, "cann", cann.version, kind, chip_id, arch))
 
     out.append(cann_artifact("cann-toolkit", "Ascend-cann-toolkit_{version}_linux-{arch}.run", "toolkit"))
     op_template = chip.ops_file if cann.operator_package == "ops" else chip.kernels_file
     if op_template:
-        component = "cann-ops" if cann.operator_package == "ops" else "cann-kernels"
+        component: ComponentName = "cann-ops" if cann.operator_package == "ops" else "cann-kernels"
         out.append(cann_artifact(component, op_template, cann.operator_package, chip.id))
     if cann.nnal:
         out.append(cann_artifact("cann-nnal", "Ascend-cann-nnal_{version}_linux-{arch}.run", "nnal"))
@@ -124,8 +130,8 @@ def build_platform(lm: LoadedMatrix, stack: dict[str, str]) -> Platform:
     row = next((i for i in lm.model.images if i.os == osrow.id), None)
     base = None
     if row is not None:
-        base = BaseImage(image=row.image, digest=row.digest, python=row.python, source=row.source_text, note=row.note)
-    return Platform(
+        base = BaseImage.model_construct(image=row.image, digest=row.digest, python=row.python, source=row.source_text, note=row.note)
+    return Platform.model_construct(
         os_family=osrow.family,
         glibc=osrow.glibc,
         npu_smi_names=list(chip.npu_smi_names or []),
@@ -136,10 +142,10 @@ def build_platform(lm: LoadedMatrix, stack: dict[str, str]) -> Platform:
 
 
 def build_layout(lm: LoadedMatrix, cann_version: str) -> CannLayout:
-    cann = lm.cann(cann_version)
+    cann = lm.cann_row(cann_version)
     rule = next(r for r in lm.model.cann_layouts if r.kind == cann.layout)
     home = rule.home.format(version=cann.version)
-    return CannLayout(
+    return CannLayout.model_construct(
         kind=rule.kind,
         home=home,
         set_env=[s.format(version=cann.version) for s in rule.set_env],
@@ -156,7 +162,7 @@ def torch_spec(lm: LoadedMatrix, stack: dict[str, str]) -> tuple[str, str | None
     if build is not None:
         version = f"{public}+{build.local}" if build.local else public
         return version, (None if build.index == "pypi" else build.index)
-    t = lm.torch_npu(stack["torch_npu"])
+    t = lm.torch_npu_row(stack["torch_npu"])
     if stack["arch"] == "x86_64" and t.x86_64_torch_local:
         return f"{public}+{t.x86_64_torch_local}", "pytorch-cpu"
     return public, None
@@ -175,30 +181,30 @@ def framework_pins(lm: LoadedMatrix, stack: dict[str, str]) -> list[PythonPin]:
     its row names: 3.2.1/3.2.2 only on the Ascend index). MindSpeed installs from its git release: no pin."""
     pins = []
     if stack.get("vllm"):
-        pins.append(PythonPin(name="vllm", version=stack["vllm"]))
+        pins.append(PythonPin.model_construct(name="vllm", version=stack["vllm"]))
     if stack.get("vllm_ascend"):
-        pins.append(PythonPin(name="vllm-ascend", version=stack["vllm_ascend"]))
+        pins.append(PythonPin.model_construct(name="vllm-ascend", version=stack["vllm_ascend"]))
     if stack.get("triton_ascend"):
-        row = lm.triton_ascend(stack["triton_ascend"])
-        pins.append(PythonPin(name="triton-ascend", version=row.version, index=None if row.index == "pypi" else row.index))
+        row = known(lm.triton_ascend(stack["triton_ascend"]), f"triton-ascend {stack['triton_ascend']}")
+        pins.append(PythonPin.model_construct(name="triton-ascend", version=row.version, index=None if row.index == "pypi" else row.index))
     return pins
 
 
 def build_python(lm: LoadedMatrix, stack: dict[str, str]) -> PythonSection:
     torch_version, torch_index = torch_spec(lm, stack)
     pins = [
-        PythonPin(name="torch", version=torch_version, index=torch_index),
-        PythonPin(name="torch_npu", version=stack["torch_npu"]),
-        PythonPin(name="numpy", version=stack["numpy"]),
-        PythonPin(name="transformers", version=stack["transformers"]),
-        PythonPin(name="accelerate", version=stack["accelerate"]),
+        PythonPin.model_construct(name="torch", version=torch_version, index=torch_index),
+        PythonPin.model_construct(name="torch_npu", version=stack["torch_npu"]),
+        PythonPin.model_construct(name="numpy", version=stack["numpy"]),
+        PythonPin.model_construct(name="transformers", version=stack["transformers"]),
+        PythonPin.model_construct(name="accelerate", version=stack["accelerate"]),
     ]
     pins += framework_pins(lm, stack)
     indexes = {"pypi": lm.index_url("pypi")}
     for index in [torch_index, *(p.index for p in pins)]:
         if index:
             indexes[index] = lm.index_url(index)
-    return PythonSection(
+    return PythonSection.model_construct(
         python=stack["python"],
         indexes=indexes,
         requirements=pins,
@@ -206,8 +212,8 @@ def build_python(lm: LoadedMatrix, stack: dict[str, str]) -> PythonSection:
     )
 
 
-def _framework_provenance(lm: LoadedMatrix, s: dict[str, str]) -> dict[str, tuple[str, str, str | None]]:
-    out: dict[str, tuple[str, str, str | None]] = {}
+def _framework_provenance(lm: LoadedMatrix, s: dict[str, str]) -> dict[str, tuple[str, str, Confidence | None]]:
+    out: dict[str, tuple[str, str, Confidence | None]] = {}
     va = lm.vllm_ascend(s["vllm_ascend"]) if s.get("vllm_ascend") else None
     if va is not None:
         out["vllm_ascend"] = (f"newest vllm-ascend release that fits (vllm_ascend/{va.version})", va.source_text, va.confidence)
@@ -225,10 +231,10 @@ def _framework_provenance(lm: LoadedMatrix, s: dict[str, str]) -> dict[str, tupl
 def _provenance(lm: LoadedMatrix, res: Resolution) -> dict[str, Provenance]:
     out: dict[str, Provenance] = {}
     s = res.stack
-    t = lm.torch_npu(s["torch_npu"])
-    c = lm.cann(s["cann"])
-    h = lm.hdk(s["driver"])
-    derived: dict[str, tuple[str, str, str | None]] = {
+    t = lm.torch_npu_row(s["torch_npu"])
+    c = lm.cann_row(s["cann"])
+    h = lm.hdk_row(s["driver"])
+    derived: dict[str, tuple[str, str, Confidence | None]] = {
         "torch_npu": (f"torch_npu/{t.version}", t.source_text, t.confidence),
         "torch": (f"torch_npu/{t.version} pins torch=={t.torch}" + _torch_build_rule(lm, s), t.source_text, t.confidence),
         "cann": (
@@ -237,8 +243,8 @@ def _provenance(lm: LoadedMatrix, res: Resolution) -> dict[str, Provenance]:
             c.confidence,
         ),
         "driver": (f"cann/{c.version} -> HDK {h.version}", h.source_text, h.confidence),
-        "firmware": (f"hdk/{s['firmware']}: firmware of the same HDK release", lm.hdk(s["firmware"]).source_text,
-                     lm.hdk(s["firmware"]).confidence),
+        "firmware": (f"hdk/{s['firmware']}: firmware of the same HDK release", lm.hdk_row(s["firmware"]).source_text,
+                     lm.hdk_row(s["firmware"]).confidence),
         "python": (
             (f"the python3 {lm.oses[s['os']].name} ships" if lm.oses[s["os"]].system_python == s["python"] else "newest Python")
             + f" with torch_npu {t.version} wheels and CANN {c.version} support",
@@ -254,15 +260,15 @@ def _provenance(lm: LoadedMatrix, res: Resolution) -> dict[str, Provenance]:
     for key in [*STACK_KEYS, *(k for k in FRAMEWORK_KEYS if k in s)]:
         pin = res.pins.get(key)
         if pin is not None:
-            out[key] = Provenance(declared=pin.origin == "declared", origin=pin.origin, source=pin.where or "input")  # type: ignore[arg-type]
+            out[key] = Provenance.model_construct(declared=pin.origin == "declared", origin=pin.origin, source=pin.where or "input")
         elif key in ("chip", "arch", "os"):
             if defaults.get(key) == s[key]:
-                out[key] = Provenance(declared=False, origin="default", rule="defaults", source="matrices/platform.yaml")
+                out[key] = Provenance.model_construct(declared=False, origin="default", rule="defaults", source="matrices/platform.yaml")
             else:
-                out[key] = Provenance(declared=False, origin="derived", rule="first that fits", source="matrices/platform.yaml")
+                out[key] = Provenance.model_construct(declared=False, origin="derived", rule="first that fits", source="matrices/platform.yaml")
         else:
             rule, source, conf = derived[key]
-            out[key] = Provenance(declared=False, origin="derived", rule=rule, source=source, confidence=conf)  # type: ignore[arg-type]
+            out[key] = Provenance.model_construct(declared=False, origin="derived", rule=rule, source=source, confidence=conf)
     return out
 
 
@@ -270,12 +276,12 @@ def build_lock(lm: LoadedMatrix, res: Resolution, generated_by: str) -> Lock:
     stack = dict(res.stack)
     torch_version, _ = torch_spec(lm, stack)
     stack["torch"] = torch_version
-    return Lock(
+    return Lock.model_construct(
         envkit_version=__version__,
         matrix_digest=lm.digest,
         generated_by=generated_by,
-        stack=FullStack(**stack),
-        validated=Validation(torch_npu_cann=res.validated_cann, cann_hdk=res.validated_hdk),
+        stack=FullStack.model_construct(None, **stack),  # None: the fields set is the keys given (the default)
+        validated=Validation.model_construct(torch_npu_cann=res.validated_cann, cann_hdk=res.validated_hdk),
         provenance=_provenance(lm, res),
         platform=build_platform(lm, stack),
         layout=build_layout(lm, stack["cann"]),

@@ -8,9 +8,10 @@ import json
 import os
 import sys
 import typing
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -44,6 +45,10 @@ SORTED_SECTIONS: dict[str, tuple[str, bool]] = {
 }
 
 
+_Row = TypeVar("_Row")
+VersionKey = tuple[tuple[int, int], ...]
+
+
 @dataclass
 class LoadedMatrix:
     """The matrix with its lookups, its digest and where each section came from."""
@@ -65,9 +70,9 @@ class LoadedMatrix:
 
     # --- lookups -------------------------------------------------------------------------------
     @functools.cached_property
-    def hdk_by_key(self) -> dict[tuple, HdkRelease]:
+    def hdk_by_key(self) -> dict[VersionKey, HdkRelease]:
         """Release, alias, file spelling (package_version, per chip) and patch builds -> the release."""
-        out = {}
+        out: dict[VersionKey, HdkRelease] = {}
         for h in self.model.hdk:
             spellings = [h.version, *h.aliases, *h.chip_package_versions.values(), *(p.version for p in h.patches)]
             if h.package_version:
@@ -77,34 +82,34 @@ class LoadedMatrix:
         return out
 
     @functools.cached_property
-    def hdk_patch_by_key(self) -> dict[tuple, HdkPatch]:
+    def hdk_patch_by_key(self) -> dict[VersionKey, HdkPatch]:
         return {versions.parse(p.version).key: p for h in self.model.hdk for p in h.patches}
 
     @functools.cached_property
-    def cann_by_key(self) -> dict[tuple, CannRelease]:
+    def cann_by_key(self) -> dict[VersionKey, CannRelease]:
         return {versions.parse(c.version).key: c for c in self.model.cann}
 
     @functools.cached_property
-    def torch_npu_by_key(self) -> dict[tuple, TorchNpuRelease]:
+    def torch_npu_by_key(self) -> dict[VersionKey, TorchNpuRelease]:
         return {versions.parse(t.version).key: t for t in self.model.torch_npu}
 
     @functools.cached_property
-    def firmware_alias(self) -> dict[tuple, HdkRelease]:
+    def firmware_alias(self) -> dict[VersionKey, HdkRelease]:
         """Firmware given by its own Version= (7.x) -> the HDK release that ships it."""
         return {versions.parse(h.firmware_version).key: h for h in self.model.hdk if h.firmware_version}
 
     def hdk(self, version: str) -> HdkRelease | None:
         """The HDK release of a version as the host or a user spells it: ``25.0.RC1``, ``25.0.rc1.1``
         (its package_version), ``24.1.rc2.2`` (a patch build: accepted as its release)."""
-        row = self.hdk_by_key.get(_key(version))
+        row = _lookup(self.hdk_by_key, version)
         if row is None:
             base = versions.patch_base(version)
-            row = self.hdk_by_key.get(_key(base)) if base else None
+            row = _lookup(self.hdk_by_key, base) if base else None
         return row
 
     def hdk_patch(self, version: str) -> HdkPatch | None:
         """The sourced patch row of a patch spelling (24.1.rc2.2), None for a release or an unrecorded patch."""
-        return self.hdk_patch_by_key.get(_key(version))
+        return _lookup(self.hdk_patch_by_key, version)
 
     def compatible_firmware(self, driver: str) -> str | None:
         """The driver's compatible_version_fw: the patch's own range where sourced, else its release's."""
@@ -115,40 +120,51 @@ class LoadedMatrix:
         return row.compatible_firmware if row else None
 
     def cann(self, version: str) -> CannRelease | None:
-        return self.cann_by_key.get(_key(version))
+        return _lookup(self.cann_by_key, version)
 
     def torch_npu(self, version: str) -> TorchNpuRelease | None:
-        return self.torch_npu_by_key.get(_key(version))
+        return _lookup(self.torch_npu_by_key, version)
+
+    # the rows of versions known to be in the matrix (a search domain, a resolved stack): KeyError otherwise
+    def hdk_row(self, version: str) -> HdkRelease:
+        return known(self.hdk(version), f"HDK {version}")
+
+    def cann_row(self, version: str) -> CannRelease:
+        return known(self.cann(version), f"CANN {version}")
+
+    def torch_npu_row(self, version: str) -> TorchNpuRelease:
+        return known(self.torch_npu(version), f"torch_npu {version}")
 
     @functools.cached_property
-    def torch_builds_by_key(self) -> dict[tuple, TorchBuild]:
+    def torch_builds_by_key(self) -> dict[tuple[VersionKey, str], TorchBuild]:
         return {(versions.parse(b.torch).key, b.arch): b for b in self.model.torch_builds}
 
     def torch_build(self, torch: str, arch: str) -> TorchBuild | None:
         """Where torch's CPU build for `arch` comes from (index id, pin spelling); None: no row."""
-        return self.torch_builds_by_key.get((_key(versions.parse(torch).public), arch))
+        key = _key(versions.parse(torch).public)
+        return self.torch_builds_by_key.get((key, arch)) if key is not None else None
 
     # --- serving and training frameworks (matrices/serving.yaml) ------------------------------------
     @functools.cached_property
-    def vllm_ascend_by_key(self) -> dict[tuple, VllmAscendRelease]:
+    def vllm_ascend_by_key(self) -> dict[VersionKey, VllmAscendRelease]:
         return {versions.parse(r.version).key: r for r in self.model.vllm_ascend}
 
     @functools.cached_property
-    def triton_ascend_by_key(self) -> dict[tuple, TritonAscendRelease]:
+    def triton_ascend_by_key(self) -> dict[VersionKey, TritonAscendRelease]:
         return {versions.parse(r.version).key: r for r in self.model.triton_ascend}
 
     def vllm_ascend(self, version: str) -> VllmAscendRelease | None:
-        return self.vllm_ascend_by_key.get(_key(version))
+        return _lookup(self.vllm_ascend_by_key, version)
 
     def triton_ascend(self, version: str) -> TritonAscendRelease | None:
-        return self.triton_ascend_by_key.get(_key(version))
+        return _lookup(self.triton_ascend_by_key, version)
 
     def mindspeed(self, version: str) -> MindSpeedRelease | None:
         """A MindSpeed release by its docs' spelling (``2.2.0_core_r0.12.1``), case-insensitively."""
         return next((r for r in self.model.mindspeed if r.version.lower() == str(version).strip().lower()), None)
 
     def firmware(self, version: str) -> HdkRelease | None:
-        return self.hdk(version) or self.firmware_alias.get(_key(version))
+        return self.hdk(version) or _lookup(self.firmware_alias, version)
 
     def package(self, name: str) -> list[str]:
         for p in self.model.packages:
@@ -166,11 +182,24 @@ class LoadedMatrix:
         raise KeyError(index_id)
 
 
-def _key(version: str) -> tuple | None:
+def _key(version: str) -> VersionKey | None:
     try:
         return versions.parse(version).key
     except versions.InvalidVersion:
         return None
+
+
+def known(row: _Row | None, what: str) -> _Row:
+    """A row the caller knows is there (a value of a search domain, of a resolved stack)."""
+    if row is None:
+        raise KeyError(f"{what} is not in the matrix")
+    return row
+
+
+def _lookup(table: dict[VersionKey, _Row], version: str) -> _Row | None:
+    """The row of `version` in a table keyed by version key; None for an unknown or unparsable version."""
+    key = _key(version)
+    return table.get(key) if key is not None else None
 
 
 def _section_line(path: Path, loc: tuple[Any, ...], section: str) -> tuple[int | None, str]:
@@ -199,7 +228,7 @@ def _cache_dir() -> Path:
 # The cache holds `model_dump_json()` of a matrix that passed validation. Its name carries the
 # digest of the YAML files and a fingerprint of the models, so a hit is rebuilt with
 # `model_construct` (no validator to build or run); anything unexpected falls back to the YAML.
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _fields_of(cls: type[BaseModel]) -> tuple[tuple[str, str, type[BaseModel] | None], ...]:
     """(name, how, nested model) per field: how is "model", "list" (of models) or "" (plain data)."""
     out = []
@@ -255,6 +284,8 @@ def _construct(cls: type[BaseModel], data: Any) -> Any:
     if not isinstance(data, dict) or data.keys() != cls.model_fields.keys():
         raise ValueError(f"cache entry does not match {cls.__name__}")
     for name, how, sub in _fields_of(cls):
+        if sub is None:  # plain data (how == "")
+            continue
         if how == "model":
             data[name] = _construct(sub, data[name])
         elif how == "list":
@@ -339,11 +370,11 @@ def load_matrix_from(folder: Path, *, use_cache: bool = False) -> LoadedMatrix:
         first = exc.errors()[0]
         loc = tuple(first["loc"])
         section = str(loc[0]) if loc else ""
-        path = origin.get(section)
-        line, key = _section_line(path, loc, section) if path else (None, section)
+        src = origin.get(section)
+        line, key = _section_line(src, loc, section) if src else (None, section)
         raise MatrixError(
             f"matrix row invalid: {first['msg']} ({len(exc.errors())} error(s))",
-            where=Where(str(path) if path else None, line, ".".join(str(p) for p in loc)),
+            where=Where(str(src) if src else None, line, ".".join(str(p) for p in loc)),
             hint="Fix the row; every row needs source and confidence (stated | derived | inferred).",
         ) from None
     lm = LoadedMatrix(model=model, digest=digest_text, files=origin)
@@ -377,11 +408,17 @@ class Problem:
     message: str
 
 
+AddProblem = Callable[[str, str, str], None]  # (section, row, message)
+
+
 def check_matrix(lm: LoadedMatrix) -> list[Problem]:
     """Every reference resolves, no duplicates, sections sorted, every row sourced."""
     m = lm.model
     problems: list[Problem] = []
-    add = lambda section, row, msg: problems.append(Problem(section, row, msg))  # noqa: E731
+
+    def add(section: str, row: str, msg: str) -> None:
+        problems.append(Problem(section, row, msg))
+
     chip_ids = set(lm.chips)
     arch_ids = {a.id for a in m.arches}
     hdk_versions = [h.version for h in m.hdk]
@@ -410,7 +447,7 @@ def check_matrix(lm: LoadedMatrix) -> list[Problem]:
         rows = [getattr(r, attr) for r in getattr(m, section)]
         want = sorted(rows, key=versions.sort_key, reverse=reverse)
         if rows != want:
-            first = next(i for i, (a, b) in enumerate(zip(rows, want)) if a != b)
+            first = next(i for i, (a, b) in enumerate(zip(rows, want, strict=True)) if a != b)
             add(section, rows[first], f"not sorted ({'newest' if reverse else 'oldest'} first): expected {want[first]} here")
 
     for o in m.operating_systems:
@@ -418,9 +455,9 @@ def check_matrix(lm: LoadedMatrix) -> list[Problem]:
             if a not in arch_ids:
                 add("operating_systems", o.id, f"unknown arch {a}")
     for h in m.hdk:
-        for c in [*h.chips, *h.chip_package_versions, *(c for p in h.patches for c in p.chips)]:
-            if c not in chip_ids:
-                add("hdk", h.version, f"unknown chip {c}")
+        for chip in [*h.chips, *h.chip_package_versions, *(c for p in h.patches for c in p.chips)]:
+            if chip not in chip_ids:
+                add("hdk", h.version, f"unknown chip {chip}")
         for p in h.patches:
             if lm.hdk(versions.patch_base(p.version) or "") is not h:
                 add("hdk", h.version, f"patch {p.version} is not a patch spelling of {h.version}")
@@ -453,12 +490,12 @@ def check_matrix(lm: LoadedMatrix) -> list[Problem]:
             add("torch_npu", t.version, "a CANN pairing needs its TorchNPU line")
         if t.prerelease != versions.parse(t.version).is_prerelease:
             add("torch_npu", t.version, "prerelease must be true exactly for an rc/alpha/beta/dev version")
-        for p in t.python or []:
-            if versions.parse(p).key not in python_versions:
-                add("torch_npu", t.version, f"Python {p} is not in pythons")
-        for a in t.manylinux:
-            if a not in arch_ids:
-                add("torch_npu", t.version, f"unknown arch {a} in manylinux")
+        for py in t.python or []:
+            if versions.parse(py).key not in python_versions:
+                add("torch_npu", t.version, f"Python {py} is not in pythons")
+        for arch in t.manylinux:
+            if arch not in arch_ids:
+                add("torch_npu", t.version, f"unknown arch {arch} in manylinux")
         if t.line and lm.cann(t.cann or "") and not lm.series_members(lm.lines[t.line].cann_compatible, [t.cann or ""]):
             add("torch_npu", t.version, f"paired CANN {t.cann} is not in line {t.line}'s compatible list")
     stack_keys = {"chip", "arch", "os", "python", "driver", "firmware", "cann", "torch", "torch_npu", "numpy",
@@ -474,14 +511,14 @@ def check_matrix(lm: LoadedMatrix) -> list[Problem]:
                     add("rules", r.id, str(exc))
         if r.forbid == bool(r.requires):
             add("rules", r.id, "a rule either forbids or requires, exactly one")
-    for a in m.artifacts:
-        if a.chip is not None and a.chip not in chip_ids:
-            add("artifacts", a.file, f"unknown chip {a.chip}")
-        release = lm.cann(a.release) if a.component == "cann" else lm.hdk(a.release)
+    for art in m.artifacts:
+        if art.chip is not None and art.chip not in chip_ids:
+            add("artifacts", art.file, f"unknown chip {art.chip}")
+        release = lm.cann(art.release) if art.component == "cann" else lm.hdk(art.release)
         if release is None:
-            add("artifacts", a.file, f"{a.component} release {a.release} is not in the matrix")
-        if a.arch is not None and a.arch not in arch_ids:
-            add("artifacts", a.file, f"unknown arch {a.arch}")
+            add("artifacts", art.file, f"{art.component} release {art.release} is not in the matrix")
+        if art.arch is not None and art.arch not in arch_ids:
+            add("artifacts", art.file, f"unknown arch {art.arch}")
     for key, value in m.defaults.items():
         if key == "chip" and value not in chip_ids:
             add("defaults", key, f"unknown chip {value}")
@@ -512,12 +549,12 @@ def check_matrix(lm: LoadedMatrix) -> list[Problem]:
     return problems
 
 
-def check_torch_builds(lm: LoadedMatrix, add: Any) -> None:
+def check_torch_builds(lm: LoadedMatrix, add: AddProblem) -> None:
     """`torch_builds`: one row per torch release the torch_npu rows pin and per arch, a known index, a PyPI
     row without a local label (PyPI serves no `+cpu`), and the x86_64 `+label` a torch_npu wheel pins."""
     m = lm.model
     index_ids = {i.id for i in m.indexes}
-    seen: set[tuple] = set()
+    seen: set[tuple[VersionKey, str]] = set()
     for b in m.torch_builds:
         row = f"{b.torch} {b.arch}"
         key = (versions.parse(b.torch).key, b.arch)
@@ -532,16 +569,16 @@ def check_torch_builds(lm: LoadedMatrix, add: Any) -> None:
         return
     for t in m.torch_npu:
         for arch in sorted({a.id for a in m.arches}):
-            b = lm.torch_build(t.torch, arch)
-            if b is None:
+            build = lm.torch_build(t.torch, arch)
+            if build is None:
                 add("torch_builds", f"{t.torch} {arch}", f"no row for torch {t.torch} on {arch} (torch_npu {t.version} pins it)")
-            elif arch == "x86_64" and t.x86_64_torch_local and b.local != t.x86_64_torch_local:
+            elif arch == "x86_64" and t.x86_64_torch_local and build.local != t.x86_64_torch_local:
                 add("torch_builds", f"{t.torch} {arch}",
                     f"torch_npu {t.version} pins torch=={t.torch}+{t.x86_64_torch_local} on x86_64; this row gives "
-                    + (f"+{b.local}" if b.local else "the plain version"))
+                    + (f"+{build.local}" if build.local else "the plain version"))
 
 
-def check_frameworks(lm: LoadedMatrix, add: Any) -> None:
+def check_frameworks(lm: LoadedMatrix, add: AddProblem) -> None:
     """matrices/serving.yaml: no duplicates, newest first, and every CANN, torch_npu, triton-ascend, chip, TorchNPU
     line and index it names is in the matrix, unless the row says in `needs` that the matrix lacks it."""
     m = lm.model
@@ -569,23 +606,23 @@ def check_frameworks(lm: LoadedMatrix, add: Any) -> None:
             add("vllm_ascend", r.version, f"triton-ascend {r.triton_ascend} is not in triton_ascend")
         if r.prerelease != versions.parse(r.version).is_prerelease:
             add("vllm_ascend", r.version, "prerelease must be true exactly for an rc/alpha/beta/dev version")
-    for r in m.triton_ascend:
-        for c in r.cann:
+    for tr in m.triton_ascend:
+        for c in tr.cann:
             if lm.cann(c) is None:
-                add("triton_ascend", r.version, f"CANN {c} is not a CANN release of the matrix")
-        for chip in r.chips:
+                add("triton_ascend", tr.version, f"CANN {c} is not a CANN release of the matrix")
+        for chip in tr.chips:
             if chip not in lm.chips:
-                add("triton_ascend", r.version, f"unknown chip {chip}")
-        if r.index not in index_ids:
-            add("triton_ascend", r.version, f"unknown index {r.index}")
+                add("triton_ascend", tr.version, f"unknown chip {chip}")
+        if tr.index not in index_ids:
+            add("triton_ascend", tr.version, f"unknown index {tr.index}")
     seen: set[str] = set()
-    for r in m.mindspeed:
-        if r.version.lower() in seen:
-            add("mindspeed", r.version, "duplicate version")
-        seen.add(r.version.lower())
-        for line in r.torch_npu_lines:
+    for ms in m.mindspeed:
+        if ms.version.lower() in seen:
+            add("mindspeed", ms.version, "duplicate version")
+        seen.add(ms.version.lower())
+        for line in ms.torch_npu_lines:
             if line not in lm.lines:
-                add("mindspeed", r.version, f"unknown TorchNPU line {line}")
-        for c in r.cann:
+                add("mindspeed", ms.version, f"unknown TorchNPU line {line}")
+        for c in ms.cann:
             if not lm.series_members([c], [x.version for x in m.cann]):
-                add("mindspeed", r.version, f"CANN {c} matches no CANN release")
+                add("mindspeed", ms.version, f"CANN {c} matches no CANN release")

@@ -21,12 +21,13 @@ import fnmatch
 import hashlib
 import json
 import re
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
 
-from envkit.fsutil import sha256_file
 from envkit.errors import BadInput
+from envkit.fsutil import sha256_file
 from envkit.lockfile import accepting_edited
 from envkit.models.lock import Artifact, Lock
 from envkit.wheels import FOLDER_REQUIREMENTS as REQUIREMENTS_NAME
@@ -55,14 +56,14 @@ def locate_bundle(bundle: Path | None, artifacts: Path | None, wheels: Path | No
     """The vendor and wheels folders from `--bundle DIR` or `--artifacts`/`--wheels` (which win)."""
     layout = BundleLayout(bundle) if bundle is not None else None
     vendor = artifacts or (Path(layout.vendor) if layout else None)
-    wheel_dir = wheels or (Path(layout.wheels().parent) if layout else None)
+    wheel_dir: Path | None = wheels or (Path(layout.wheels().parent) if layout else None)
     if layout is not None and wheels is None and Path(layout.requirements()).is_file():
         # the layout `envkit bundle build` writes: wheels/target/ + requirements/target.txt + manifest.json
-        req = Path(layout.requirements())
-        parse_requirements(req.read_text(), str(req), options_allowed=True)  # pip --require-hashes, checked early
+        reqs = Path(layout.requirements())
+        parse_requirements(reqs.read_text(), str(reqs), options_allowed=True)  # pip --require-hashes, checked early
         if vendor is None or not vendor.is_dir():
             raise BadInput(f"{vendor}: not a directory", hint="The bundle's vendor/ folder holds the lock's .run/.zip files.")
-        return BundlePaths(vendor=vendor.resolve(), wheels=Path(layout.wheels()).resolve(), requirements=req.resolve())
+        return BundlePaths(vendor=vendor.resolve(), wheels=Path(layout.wheels()).resolve(), requirements=reqs.resolve())
     if vendor is None:
         raise BadInput(
             "no vendor files given",

@@ -29,11 +29,11 @@ import struct
 import urllib.error
 import urllib.request
 import zlib
-from urllib.parse import urljoin
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urljoin
 
 from envkit import versions
 from envkit.errors import BadInput, CannotRun
@@ -206,7 +206,7 @@ def releases(src: Source, name: str) -> list[Release]:
     with ThreadPoolExecutor(max_workers=8) as pool:
         metas = list(pool.map(lambda v: src.metadata(name, v, doc["releases"][v]), chosen))
     out = []
-    for v, meta in zip(chosen, metas):
+    for v, meta in zip(chosen, metas, strict=True):
         files = doc["releases"][v]
         rp = meta["info"].get("requires_python") or next((f["requires_python"] for f in files if f.get("requires_python")), None)
         out.append(Release(v, rp, list(meta["info"].get("requires_dist") or []),
@@ -239,7 +239,7 @@ def _dist_spec(dist: list[str], name: str, extra: str | None) -> str | None:
         if req.name.lower() != name:
             continue
         in_extra = req.marker is not None and "extra" in str(req.marker)
-        if extra is None and in_extra or extra is not None and not (in_extra and req.marker.evaluate({"extra": extra})):
+        if extra is None and in_extra or extra is not None and not (in_extra and req.marker is not None and req.marker.evaluate({"extra": extra})):
             continue
         specs = sorted(req.specifier, key=lambda s: (s.operator not in (">=", ">"), s.version))
         return ",".join(f"{s.operator}{s.version}" for s in specs) or None
@@ -272,7 +272,7 @@ def _spans(rels: list[Release], value) -> list[tuple[str, str | None, str, Any]]
             out.append([r.version, None, r.version, v])
     for i in range(len(out) - 1):
         out[i][1] = out[i + 1][0]
-    return [tuple(s) for s in out if s[3] is not None]  # type: ignore[misc]
+    return [tuple(s) for s in out if s[3] is not None]
 
 
 def _when(name: str, first: str, nxt: str | None) -> dict[str, str]:
@@ -293,7 +293,8 @@ def derive(name: str, rels: list[Release], today: str) -> list[dict[str, Any]]:
             lo, cp = _lower(r.requires_python), _cp_range(r.wheels)
             if not (lo or cp):
                 return None
-            lo = lo or f">={cp[0]}"
+            if not lo and cp:
+                lo = f">={cp[0]}"
             return (f"{lo},<{cp[1]}" if cp else lo, _glibc(r.wheels))
 
         for first, nxt, last, (py, glibc) in _spans(rels, pyval):
@@ -304,12 +305,12 @@ def derive(name: str, rels: list[Release], today: str) -> list[dict[str, Any]]:
                           "source": _source(name, first, last, "Requires-Python and wheel tags", today),
                           "confidence": "derived"})
         return rules
-    for first, nxt, last, py in _spans(rels, lambda r: _lower(r.requires_python)):
-        rules.append({"id": f"{name}/python-{first}", "when": _when(name, first, nxt), "requires": {"python": py},
-                      "message": f"{title} {{{name}}} requires Python {py} (Requires-Python)",
+    for first, nxt, last, requires_py in _spans(rels, lambda r: _lower(r.requires_python)):
+        rules.append({"id": f"{name}/python-{first}", "when": _when(name, first, nxt), "requires": {"python": requires_py},
+                      "message": f"{title} {{{name}}} requires Python {requires_py} (Requires-Python)",
                       "source": _source(name, first, last, "Requires-Python", today), "confidence": "derived"})
-    extra = "torch" if name == "transformers" else None
-    for first, nxt, last, spec in _spans(rels, lambda r: _dist_spec(r.requires_dist, "torch", extra)):
+    torch_extra = "torch" if name == "transformers" else None
+    for first, nxt, last, spec in _spans(rels, lambda r: _dist_spec(r.requires_dist, "torch", torch_extra)):
         rules.append({"id": f"{name}/torch-{first}", "when": _when(name, first, nxt), "requires": {"torch": spec},
                       "message": f"{title} {{{name}}} requires torch {spec} (Requires-Dist)",
                       "source": _source(name, first, last, "Requires-Dist torch", today), "confidence": "derived"})
@@ -363,7 +364,7 @@ def torch_report(src: Source, lm: Any) -> list[str]:
             lows = [(int(a), int(b)) for f in _arch_files(files, arch)
                     for a, b in re.findall(r"manylinux_(\d+)_(\d+)_", f["filename"])]
             if lows:
-                many[arch] = "%d.%d" % min(lows)
+                many[arch] = "{}.{}".format(*min(lows))
         if row is None or versions.parse(v).key not in known:
             lines.append(f"torch_npu {v}: on PyPI, not in the matrix (wheels {', '.join(tags)}; manylinux {many})")
             continue

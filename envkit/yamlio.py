@@ -86,7 +86,7 @@ class _Walk:
         if isinstance(node, yaml.SequenceNode):
             return [self.construct(v, (*path, str(i))) for i, v in enumerate(node.value)]
         if self.scalars_as_str:
-            if node.tag == "tag:yaml.org,2002:null" or (node.value in ("", "~", "null") and node.style is None):
+            if node.tag == "tag:yaml.org,2002:null" or (node.value in ("", "~", "null") and isinstance(node, yaml.ScalarNode) and node.style is None):
                 return None
             return str(node.value)
         try:
@@ -156,7 +156,7 @@ def load_file(path: Path, *, scalars_as_str: bool = False) -> tuple[Any, dict[st
     return load_text(read_text(path), str(path), scalars_as_str=scalars_as_str)
 
 
-class _FastLoader(_Loader):  # type: ignore[misc,valid-type]
+class _FastLoader(_Loader):
     """The C loader for a fast path: refuses (yaml.YAMLError) what load_text checks closely."""
 
     def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:

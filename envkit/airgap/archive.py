@@ -38,12 +38,12 @@ def write_dir(plan: BundlePlan, out: Path) -> None:
                 os.chmod(dest, e.mode)
             elif e.link:
                 try:
-                    os.link(e.source, dest)
+                    os.link(e.file(), dest)
                 except OSError:
-                    shutil.copyfile(e.source, dest)
+                    shutil.copyfile(e.file(), dest)
                     os.chmod(dest, 0o444)
             else:
-                shutil.copyfile(e.source, dest)
+                shutil.copyfile(e.file(), dest)
                 os.chmod(dest, e.mode)
 
 
@@ -129,9 +129,11 @@ def write_tar(plan: BundlePlan, out: Path) -> str:
         return digest
     with atomic_stream(out) as raw:
         hashing = _HashingWriter(raw)
-        fileobj = gzip.GzipFile(filename="", mode="wb", fileobj=hashing, mtime=0, compresslevel=6) \
-            if out.name.endswith((".tar.gz", ".tgz")) else hashing
-        with tarfile.open(fileobj=fileobj, mode="w", format=tarfile.PAX_FORMAT, copybufsize=1 << 20) as tf:
+        gz = gzip.GzipFile(filename="", mode="wb", fileobj=hashing, mtime=0, compresslevel=6) \
+            if out.name.endswith((".tar.gz", ".tgz")) else None
+        fileobj = gz if gz is not None else hashing
+        # typeshed's tarfile.open overloads lack copybufsize (a TarFile argument open passes on)
+        with tarfile.open(fileobj=fileobj, mode="w", format=tarfile.PAX_FORMAT, copybufsize=1 << 20) as tf:  # type: ignore[call-overload]
             for e in plan.all_entries():
                 info = tarfile.TarInfo(str(plain_relpath(f"{plan.root}/{e.path}", str(out))))
                 info.size, info.mtime, info.mode = e.size, MTIME, _tar_mode(e)
@@ -140,10 +142,10 @@ def write_tar(plan: BundlePlan, out: Path) -> str:
                 if e.data is not None:
                     tf.addfile(info, io.BytesIO(e.data))
                 else:
-                    with open(e.source, "rb") as fh:
+                    with open(e.file(), "rb") as fh:
                         tf.addfile(info, fh)
-        if fileobj is not hashing:
-            fileobj.close()
+        if gz is not None:
+            gz.close()
     digest = hashing.h.hexdigest()
     _remember(plan, out, key, digest)
     return digest

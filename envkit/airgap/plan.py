@@ -31,6 +31,12 @@ class Entry:
     source: Path | None = None
     link: bool = False  # may be hard-linked from the cache into a folder bundle
 
+    def file(self) -> Path:
+        """The file an entry not held in memory (`data` None) is read from."""
+        if self.source is None:
+            raise ValueError(f"{self.path}: an entry without data needs a source file")
+        return self.source
+
 
 @dataclass(frozen=True)
 class ImageContext:
@@ -64,6 +70,7 @@ class BundlePlan:
         prefix = f"{IMAGE_DIR}/context/"
         for path, e in by_path.items():
             if path.startswith(prefix):  # rendered text: always data
+                assert e.data is not None
                 dest = out / path[len(prefix):]
                 dest.parent.mkdir(parents=True, exist_ok=True)
                 dest.write_bytes(e.data)
@@ -73,7 +80,7 @@ class BundlePlan:
                 (out / rel).parent.mkdir(parents=True, exist_ok=True)
                 (out / rel).write_bytes(e.data)
             else:
-                link_or_copy(e.source, out / rel)
+                link_or_copy(e.file(), out / rel)
         return out
 
     def all_entries(self) -> list[Entry]:
@@ -95,7 +102,8 @@ def manifest_bytes(m: BundleManifest) -> bytes:
 def _requires_python() -> str:
     from importlib.metadata import metadata
 
-    return metadata("envkit").get("Requires-Python") or "any"
+    # an email.message.Message at run time; the PackageMetadata protocol of the stubs omits get()
+    return metadata("envkit").get("Requires-Python") or "any"  # type: ignore[attr-defined]
 
 
 def _target_dict(c: PythonClosure) -> dict[str, str]:

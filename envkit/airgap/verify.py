@@ -218,6 +218,7 @@ def check_members(tf: tarfile.TarFile, archive: str) -> tuple[str, list[tarfile.
     ex = _Extraction(archive)
     files = [m for m in ex.members(tf) if ex.add(m) is not None]
     ex.check_end(tf, drain=False)
+    assert ex.root is not None  # check_end refuses an archive without one
     return ex.root, files
 
 
@@ -254,7 +255,9 @@ def _read_small(tf: tarfile.TarFile, m: tarfile.TarInfo, archive: str) -> bytes:
     if m.size > MAX_MANIFEST:
         raise CheckFailed(f"{archive}: {m.name} is {m.size} bytes, more than any bundle's", where=Where(archive, key=m.name))
     try:
-        return tf.extractfile(m).read()
+        fh = tf.extractfile(m)
+        assert fh is not None  # a regular member (the callers pick them)
+        return fh.read()
     except _READ_ERRORS as exc:
         raise _unreadable(archive, m.name, exc) from None
 
@@ -343,7 +346,7 @@ def _verify_plain(tf: tarfile.TarFile, path: Path, expect_digest: str | None, jo
             actual[rel] = _hash_member(tf, m, archive)
         else:
             todo.append((rel, m))
-    fd = tf.fileobj.fileno()
+    fd = tf.fileobj.fileno()  # type: ignore[attr-defined]  # a TarFile opened on a file: the stubs' _Fileobj omits fileno
 
     def h_member(m: tarfile.TarInfo) -> tuple[str, int]:
         hm, off, end = hashlib.sha256(), m.offset_data, m.offset_data + m.size
@@ -358,7 +361,7 @@ def _verify_plain(tf: tarfile.TarFile, path: Path, expect_digest: str | None, jo
     if todo:
         with ThreadPoolExecutor(max_workers=_jobs(jobs)) as pool:
             order = sorted(todo, key=lambda t: -t[1].size)  # biggest first keeps every worker busy
-            actual.update(zip((rel for rel, _ in order), pool.map(h_member, (m for _, m in order))))
+            actual.update(zip((rel for rel, _ in order), pool.map(h_member, (m for _, m in order)), strict=True))
     return mdata, manifest, actual, ex.dirs, sums
 
 
@@ -480,7 +483,9 @@ def is_bundle(path: Path) -> bool:
                 if i > MAX_MEMBERS:
                     return False
                 if m.isreg() and m.name.count("/") == 1 and m.name.endswith("/" + MANIFEST) and m.size <= MAX_MANIFEST:
-                    _parse_manifest(tf.extractfile(m).read(), str(path))
+                    fh = tf.extractfile(m)
+                    assert fh is not None  # m.isreg()
+                    _parse_manifest(fh.read(), str(path))
                     return True
     except (*_READ_ERRORS, CheckFailed):
         return False

@@ -42,7 +42,7 @@ _ROOT_FLAGS = frozenset({"--debug", "--quiet", "-q", "--accept-edited-lock"})
 ACCEPT_EDITED = "--accept-edited-lock"
 
 
-def build_app(modules: list[str] | None = None) -> "typer.Typer":
+def build_app(modules: list[str] | None = None) -> typer.Typer:
     """The `envkit` app with the commands of `modules` (default: every command group)."""
     import typer
 
@@ -97,10 +97,10 @@ def _modules_for(args: list[str]) -> list[str] | None:
     return None
 
 
-_full_app: "typer.Typer | None" = None
+_full_app: typer.Typer | None = None
 
 
-def __getattr__(name: str) -> "typer.Typer":
+def __getattr__(name: str) -> typer.Typer:
     """`envkit.cli.app`: the whole command tree, built on first use (e.g. by typer's CliRunner)."""
     global _full_app
     if name != "app":

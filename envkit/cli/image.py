@@ -132,19 +132,19 @@ def register(app: typer.Typer) -> None:
 
         if (chip is None) == (lock is None):
             raise BadInput("give exactly one of --chip and --lock", hint="e.g. envkit image run-args --chip 910b")
-        if lock is not None:
+        if chip is not None:
+            facts = chip_from_matrix(chip)
+        elif lock is not None:
             from envkit.lockfile import read_lock
 
             facts = chip_from_lock(read_lock(lock))
-        else:
-            facts = chip_from_matrix(chip)
         ra = run_args(facts, devices)
         if fmt == "json":
             console.emit_json(ra.to_json())
         elif fmt == "compose":
             typer.echo(ra.compose(), nl=False)
         elif fmt == "flags":
-            typer.echo(" \\\n  ".join(" ".join(shlex.quote(x) for x in pair) for pair in zip(ra.flags()[::2], ra.flags()[1::2])))
+            typer.echo(" \\\n  ".join(" ".join(shlex.quote(x) for x in pair) for pair in zip(ra.flags()[::2], ra.flags()[1::2], strict=True)))
             typer.echo("# or, with the Ascend Docker Runtime: " + " ".join(ra.runtime_flags()))
             for note in ra.notes:
                 typer.echo(f"# {note}")

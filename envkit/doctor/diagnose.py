@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from envkit.doctor.facts import Facts, gather
 from envkit.doctor.hazards import run_hazards

@@ -6,8 +6,9 @@ never an exception: a doctor must report on a broken host, not crash on it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable, TypeVar
+from typing import TypeVar
 
 from envkit.doctor.parsers import (
     BoardInfo,
@@ -92,7 +93,7 @@ class Facts:
         )
 
     def add(self, name: str, status: str, detail: str, fix: str | None = None) -> None:
-        self.checks.append(Check(name=name, status=status, detail=detail, fix=fix))  # type: ignore[arg-type]
+        self.checks.append(Check(name=name, status=status, detail=detail, fix=fix))
 
 
 def _parse(ev: Evidence, parser: Callable[[bytes], T]) -> tuple[T | None, str | None]:
@@ -214,8 +215,8 @@ def _cann(f: Facts) -> None:
     found: list[Cann] = []
     for inst in p.cann:
         version, source, problems = _cann_version(inst)
-        for why in problems:
-            f.add("cann", "warn", why)
+        for problem in problems:
+            f.add("cann", "warn", problem)
         if version is None:
             if not problems:
                 f.add("cann", "warn", f"unparsed: {inst.resolved}: no version file and no version in the folder name")
@@ -243,7 +244,7 @@ def _cann(f: Facts) -> None:
         order = newest_first([c.version for c in found])
         active = next(c for c in found if c.version == order[0])
     f.cann, f.cann_all = active, found
-    by_env = bool(home) and home.rstrip("/") in (active.install.path.rstrip("/"), active.install.resolved)
+    by_env = bool(home and home.rstrip("/") in (active.install.path.rstrip("/"), active.install.resolved))
     why_active = "selected by ASCEND_HOME_PATH" if by_env else "the newest found"
     detail = f"{active.version} ({active.install.layout} layout, {active.install.resolved}; from {active.source})"
     if len(found) > 1:

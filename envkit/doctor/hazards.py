@@ -7,7 +7,7 @@ was looked at. The texts quote the error users would otherwise meet (compat-fact
 from __future__ import annotations
 
 import re
-from typing import Callable
+from collections.abc import Callable
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion as PackagingInvalidVersion
@@ -32,7 +32,7 @@ DEVICE_FLAGS = (
 
 
 def _check(name: str, status: str, detail: str, fix: str | None = None) -> Check:
-    return Check(name=name, status=status, detail=detail, fix=fix)  # type: ignore[arg-type]
+    return Check(name=name, status=status, detail=detail, fix=fix)
 
 
 def _set_env_path(f: Facts) -> str:

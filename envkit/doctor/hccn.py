@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import ipaddress
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal, Union
+from typing import Literal
 
 Status = Literal["ok", "warn", "fail"]
-Text = Union[str, bytes, None]
+Text = str | bytes | None
 MAX_CHARS = 65536
 SOURCE_CHECKS = "vllm-project/vllm-ascend docs installation.md (multi-node checks); Ascend/mind-cluster fault guide"
 
@@ -126,12 +127,14 @@ class DeviceOutputs:
     net_health: Text = None
     tls: Text = None
     ip: Text = None
-    ping: dict[str, Text] | None = None  # peer address -> output
+    ping: Mapping[str, Text] | None = None  # peer address -> output
 
 
 def check_device(out: DeviceOutputs, hccn_address: str | None = None, host: str | None = None) -> tuple[list[Finding], dict[str, object]]:
     """Findings for one device and the facts read (link, health, tls, ip, netmask)."""
-    d, findings, facts = out.device, [], {}
+    d = out.device
+    findings: list[Finding] = []
+    facts: dict[str, object] = {}
     link = parse_link(out.link)
     if link is None:
         findings.append(_unreadable("link", out.link, d, host))
@@ -318,7 +321,8 @@ def net_from_probe_facts(state: object) -> object:
                 out[int(k)] = {str(w): text(t) for w, t in list(d.items())[:64]}
         return out
 
-    conf = st.get("conf") if isinstance(st.get("conf"), dict) else {}
+    raw_conf = st.get("conf")
+    conf = raw_conf if isinstance(raw_conf, dict) else {}
     conf_ev = Evidence("/etc/hccn.conf", data=text(conf.get("content")) if conf.get("exists") else None,
                        error=None if conf.get("exists") else "not found")
     errors: dict[tuple[int, str], str] = {}

@@ -860,9 +860,9 @@ def probe(
 
     paths: dict[str, bool] = {}
     for key in ("ASCEND_HOME_PATH", "ASCEND_OPP_PATH", "ASCEND_TOOLKIT_HOME"):
-        value = env.get(key)
-        if value:
-            paths[value] = target.is_dir(value)
+        env_path = env.get(key)
+        if env_path:
+            paths[env_path] = target.is_dir(env_path)
     for part in env.get("LD_LIBRARY_PATH", "").split(":"):
         if part:
             paths[part] = target.is_dir(part)

@@ -137,7 +137,8 @@ def run_fleet_profile(inventory: Path, out: Path, *, nproc: int, device: str, ma
         try:
             profiles[host] = json.loads(path.read_text())
         except (OSError, ValueError):
-            run = runs.get(host) if isinstance(runs.get(host), dict) else {}
+            raw_run = runs.get(host)
+            run = raw_run if isinstance(raw_run, dict) else {}
             missing.append(f"{host}: no profile (rc {run.get('rc', '?')}: {str(run.get('stderr', ''))[-400:].strip()})")
     if missing:
         raise CannotRun("; ".join(missing), hint=f"see {out / 'ansible.log'} and {out / 'events.jsonl'}")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import ipaddress
 import json
 from dataclasses import dataclass, field
-from typing import Any, Literal, Union
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -107,7 +107,7 @@ class RankTableV20(StrictModel):
     rank_list: list[RankV20] = Field(min_length=1)
 
 
-RankTable = Union[RankTableV10, RankTableV12, RankTableV20]
+RankTable = RankTableV10 | RankTableV12 | RankTableV20
 MODELS: dict[str, type[StrictModel]] = {"1.0": RankTableV10, "1.2": RankTableV12, "2.0": RankTableV20}
 SOURCES = {"1.0": A2_SOURCE, "1.2": A3_SOURCE, "2.0": A5_SOURCE}
 
@@ -210,7 +210,7 @@ class Problem:
 
 def _entries(table: RankTable) -> list[tuple[str, int, int, str, str | None]]:
     """(server, rank, device_id, device_ip, super_device_id) for every rank."""
-    out = []
+    out: list[tuple[str, int, int, str, str | None]] = []
     if isinstance(table, RankTableV20):
         for r in table.rank_list:
             server = r.level_list[0].net_instance_id
@@ -266,7 +266,7 @@ def check(table: RankTable, hccn: dict[str, dict[int, HccnDevice]] | None = None
                     problems.append(Problem("super-pod-servers", f"super_pod {pod.super_pod_id} names unknown server {ref.server_id}", A3_SOURCE))
                 pod_of[ref.server_id] = pod.super_pod_id
         seen: dict[tuple[str, str], str] = {}
-        for server, rank, _dev, _ip, sdid in entries:
+        for server, _rank, _dev, _ip, sdid in entries:
             key = (pod_of.get(server, "?"), sdid or "")
             if key in seen:
                 problems.append(Problem("unique-super-device-id",

@@ -180,7 +180,7 @@ def render_launch(inventory: Path, lock: Path, out: Path, *, force: bool = False
         "rank_table.json": RT.to_json(table),
         "rank_table.schema.json": json.dumps(RT.json_schema(row.version), indent=2, sort_keys=True) + "\n",
     }
-    for node_rank, (host, plan) in enumerate(zip(inv.hosts, plans)):
+    for node_rank, (host, plan) in enumerate(zip(inv.hosts, plans, strict=True)):
         base = f"hosts/{host.name}"
         files[f"{base}/accelerate_config.yaml"] = _accelerate(len(plans), total, node_rank, master, port)
         files[f"{base}/hccl_env.sh"] = _env_sh(env.per_host[host.name], rt_sources)

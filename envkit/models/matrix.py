@@ -1,7 +1,8 @@
 """The compatibility matrix schema (matrices/*.yaml). Data only: no I/O, no logic beyond lookups."""
 
 
-from typing import Literal
+from collections.abc import Callable
+from typing import Literal, TypeVar
 
 from pydantic import Field, field_validator
 
@@ -9,8 +10,10 @@ from envkit.models.base import Sourced, StrictModel
 from envkit.versions import InvalidVersion, parse, parse_ranges
 from envkit.versions import satisfies as versions_satisfies
 
+_T = TypeVar("_T")
 
-def _checked(check, value):
+
+def _checked(check: Callable[[_T], object], value: _T) -> _T:
     """`value` when `check(value)` raises no InvalidVersion; a pydantic ValueError otherwise."""
     try:
         check(value)

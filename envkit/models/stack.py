@@ -2,7 +2,7 @@
 frameworks on top of them (vLLM Ascend, triton-ascend, MindSpeed). All optional in a stack file, exact versions."""
 
 
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field, model_serializer
 
@@ -94,6 +94,9 @@ class FullStack(StrictModel):
     vllm_ascend: Version | None = Field(None, description=_DESCRIPTIONS["vllm_ascend"])
     triton_ascend: Version | None = Field(None, description=_DESCRIPTIONS["triton_ascend"])
     mindspeed: Version | None = Field(None, description=_DESCRIPTIONS["mindspeed"])
+
+    # the framework keys appear only when set (envkit.lockfile's dumper reads this too)
+    dump_drop_none: ClassVar[frozenset[str]] = frozenset(FRAMEWORK_KEYS)
 
     @model_serializer(mode="wrap")
     def _without_absent_frameworks(self, handler: Any) -> dict[str, Any]:

@@ -27,11 +27,12 @@ from envkit.matrix import LoadedMatrix, load_matrix
 from envkit.models.report import ValidationReport
 from envkit.resolve.explain import explain, pin_checks
 from envkit.resolve.hints import hints_for, suggest
-from envkit.resolve.pins import Pin, pins_from_mapping
+from envkit.resolve.pins import Pin, PinOrigin, pins_from_mapping
 from envkit.resolve.search import _CONSTRAINT_CACHE, WORKLOADS, Resolution, framework_keys, solve
 
 # What other modules and tests import from `envkit.resolve` (`_CONSTRAINT_CACHE`: the determinism test clears it).
 __all__ = [
+    "_CONSTRAINT_CACHE",
     "Pin",
     "Resolution",
     "WORKLOADS",
@@ -60,7 +61,7 @@ def validate_pins(lm: LoadedMatrix, pins: dict[str, Pin], workload: str | None =
 
 
 def validate_stack(
-    stack: dict[str, str], *, matrix: LoadedMatrix | None = None, origin: str = "declared",
+    stack: dict[str, str], *, matrix: LoadedMatrix | None = None, origin: PinOrigin = "declared",
     where: dict[str, str] | None = None,
 ) -> ValidationReport:
     """Validate a (partial) stack given as a mapping. Unknown versions raise BadInput (exit 2)."""

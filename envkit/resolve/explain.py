@@ -23,6 +23,7 @@ from envkit.resolve.search import (
     supported,
 )
 
+
 def _minimal_core(lm: LoadedMatrix, pins: dict[str, Pin], extra: tuple[str, ...] = ()) -> dict[str, Pin]:
     core = dict(pins)
     for key in sorted(pins, key=lambda k: -CHANGE_COST[k]):
@@ -39,7 +40,7 @@ def _fact_of_pin(pin: Pin) -> Fact:
 
 
 def _stmt_fact(s: Statement) -> Fact:
-    return Fact(fact=s.text, rule=s.rule, source=s.source, kind="derived", confidence=s.confidence)  # type: ignore[arg-type]
+    return Fact(fact=s.text, rule=s.rule, source=s.source, kind="derived", confidence=s.confidence)
 
 
 def _fmt_values(values: list[str], limit: int = 6) -> str:
@@ -179,7 +180,7 @@ def _summary(core: dict[str, Pin], c: Constraint, target: str, dom: dict[str, li
     return f"{pins}: no {target} fits ({c.id.replace('-', ' ↔ ')})"
 
 
-class _Fmt(dict):
+class _Fmt(dict[str, str]):
     def __missing__(self, key: str) -> str:
         return "{" + key + "}"
 
@@ -211,8 +212,8 @@ def pin_checks(lm: LoadedMatrix, pins: dict[str, Pin]) -> list[Conflict]:
     if patch is not None:
         out.append(patch)
     pin = pins.get("torch_npu")
-    t = lm.torch_npu(pin.value) if pin else None
-    if pin and t.line is None:
+    t = lm.torch_npu_row(pin.value) if pin else None
+    if pin and t and t.line is None:
         out.append(
             _one_pin(
                 pin,
@@ -228,7 +229,7 @@ def _patch_firmware(lm: LoadedMatrix, pins: dict[str, Pin]) -> Conflict | None:
     """A driver patch (24.1.rc2.2) whose own compatible_version_fw excludes the pinned firmware's Version."""
     drv, fw = pins.get("driver"), pins.get("firmware")
     patch = lm.hdk_patch(drv.given) if drv else None
-    if fw is None or patch is None or not patch.compatible_firmware:
+    if drv is None or fw is None or patch is None or not patch.compatible_firmware:
         return None
     row = lm.hdk(fw.given)
     fw_version = row.firmware_version if row is not None else fw.given  # an HDK release, or the firmware's Version=

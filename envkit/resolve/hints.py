@@ -5,11 +5,12 @@ from __future__ import annotations
 import itertools
 
 from envkit.constraints import Assignment, RuleConstraint
-from envkit.versions import in_any_range, parse_ranges, same
 from envkit.matrix import LoadedMatrix
 from envkit.models.report import Conflict, Suggestion
 from envkit.resolve.pins import CHANGE_COST, Pin
 from envkit.resolve.search import solve
+from envkit.versions import in_any_range, parse_ranges, same
+
 
 def suggest(lm: LoadedMatrix, pins: dict[str, Pin], conflicts: list[Conflict], limit: int = 3,
             extra: tuple[str, ...] | None = None) -> list[Suggestion]:
@@ -47,7 +48,7 @@ def _patch_hints(lm: LoadedMatrix, stack: Assignment, pins: dict[str, Pin]) -> l
             out.append(f"{key} {pin.given} is validated as HDK {pin.value}")
     drv = pins.get("driver")
     patch = lm.hdk_patch(drv.given) if drv else None
-    fw = lm.hdk(stack["firmware"]).firmware_version
+    fw = lm.hdk_row(stack["firmware"]).firmware_version
     if patch and patch.compatible_firmware and fw and not in_any_range(fw, parse_ranges(patch.compatible_firmware)):
         out.append(f"the driver patch {patch.version} allows firmware {patch.compatible_firmware} only, not the firmware "
                    f"{fw} of HDK {stack['firmware']}: install a firmware in that range")
@@ -58,7 +59,7 @@ def hints_for(lm: LoadedMatrix, stack: Assignment, pins: dict[str, Pin]) -> list
     """What to know about a valid stack: the x86_64 torch index, `severity: hint` rules, pre-releases, missing
     NNAL, contested chips, uncaptured firmware Versions and inferred matrix rows."""
     out: list[str] = []
-    t = lm.torch_npu(stack["torch_npu"])
+    t = lm.torch_npu_row(stack["torch_npu"])
     if stack["arch"] == "x86_64" and t.x86_64_torch_local:
         url = lm.index_url("pytorch-cpu")
         out.append(
@@ -71,7 +72,7 @@ def hints_for(lm: LoadedMatrix, stack: Assignment, pins: dict[str, Pin]) -> list
             a = dict(stack)
             if rc.applies(a):
                 out.append(f"{rc.message(a)} [{rule.id}]")
-    c = lm.cann(stack["cann"])
+    c = lm.cann_row(stack["cann"])
     if c.prerelease:
         out.append(f"CANN {c.version} is a pre-release")
     if t.prerelease:
@@ -88,14 +89,14 @@ def hints_for(lm: LoadedMatrix, stack: Assignment, pins: dict[str, Pin]) -> list
             f"chip {chip.id} ({chip.name}): official torch_npu support is contradictory (COMPATIBILITY.en.md lists it, "
             "the TorchNPU 26.1 install guide does not)"
         )
-    fw = lm.hdk(stack["firmware"])
+    fw = lm.hdk_row(stack["firmware"])
     if not fw.firmware_version:
         out.append(
             f"the firmware Version of HDK {fw.version} is not captured in the matrix: the lock names its installer "
             "by pattern (it is found inside the HDK package)"
         )
     inferred = []
-    h = lm.hdk(stack["driver"])
+    h = lm.hdk_row(stack["driver"])
     for name, row in (("cann", c), ("driver", h), ("torch_npu", t)):
         if row.confidence == "inferred":
             inferred.append(f"{name} {stack[name]}")

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import difflib
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Literal, Protocol
 
 from envkit import versions
 from envkit.errors import BadInput, Where, shown
@@ -36,13 +38,24 @@ CHANGE_COST: dict[str, int] = {
 }
 
 
+
+PinOrigin = Literal["declared", "observed"]  # a pin the user wrote, or one read from a host
+
+
+class _Release(Protocol):
+    """A matrix row with a version (HDK, CANN, torch_npu, vllm-ascend, triton-ascend)."""
+
+    @property
+    def version(self) -> str: ...
+
+
 @dataclass(frozen=True)
 class Pin:
     key: str
     value: str  # canonical spelling in the matrix
     given: str  # what the user wrote
     where: str  # "stack.yaml:3", "--torch", "observed: /usr/local/Ascend/driver/version.info"
-    origin: str = "declared"  # declared | observed
+    origin: PinOrigin = "declared"
     local: str | None = None  # torch local label (+cpu / +cu124)
 
 
@@ -55,7 +68,7 @@ def _nearest(value: str, known: list[str], n: int = 5) -> list[str]:
     return versions.newest_first(ranked[:n]) if all(versions.is_valid(k) for k in ranked[:n]) else ranked[:n]
 
 
-def _distance(target: versions.Version, other: str) -> tuple:
+def _distance(target: versions.Version, other: str) -> tuple[int, ...]:
     try:
         o = versions.parse(other)
     except versions.InvalidVersion:
@@ -82,17 +95,17 @@ def _where(where: str, key: str) -> Where:
     return Where(where if where else None, None, key)
 
 
-def canonical_pin(lm: LoadedMatrix, key: str, given: str, where: str = "", origin: str = "declared") -> Pin:
+def canonical_pin(lm: LoadedMatrix, key: str, given: str, where: str = "", origin: PinOrigin = "declared") -> Pin:
     """Check that a pinned value exists (or is at least a version) and return its canonical spelling."""
     m = lm.model
     value = str(given).strip()
     if key not in ALL_KEYS:
         raise BadInput(f"unknown key {key!r}", where=_where(where, key))
     if key == "mindspeed":
-        row = lm.mindspeed(value)
-        if row is None:
+        release = lm.mindspeed(value)
+        if release is None:
             raise _unknown(key, value, [r.version for r in m.mindspeed], where, "MindSpeed release")
-        return Pin(key, row.version, given, where, origin)
+        return Pin(key, release.version, given, where, origin)
     if key == "chip":
         ids = [c.id for c in m.chips]
         low = value.lower()
@@ -130,7 +143,7 @@ def canonical_pin(lm: LoadedMatrix, key: str, given: str, where: str = "", origi
             if versions.same(p.version, short):
                 return Pin(key, p.version, given, where, origin)
         raise _unknown(key, value, [p.version for p in m.pythons], where, "Python version")
-    releases = {
+    releases: dict[str, tuple[Callable[[str], _Release | None], Callable[[], list[str]], str]] = {
         "driver": (lm.hdk, lambda: [x.version for x in m.hdk], "HDK (driver) release"),
         "firmware": (
             lm.firmware,
@@ -143,10 +156,10 @@ def canonical_pin(lm: LoadedMatrix, key: str, given: str, where: str = "", origi
         "triton_ascend": (lm.triton_ascend, lambda: [x.version for x in m.triton_ascend], "triton-ascend release"),
     }
     if key in releases:
-        lookup, known, what = releases[key]
+        lookup, known_of, what = releases[key]
         row = lookup(value)
         if row is None:
-            raise _unknown(key, value, known(), where, what)
+            raise _unknown(key, value, known_of(), where, what)
         return Pin(key, row.version, given, where, origin)
     if key == "torch":
         known = torch_versions(lm, mapped_only=False)
@@ -166,7 +179,7 @@ def canonical_pin(lm: LoadedMatrix, key: str, given: str, where: str = "", origi
 
 def torch_versions(lm: LoadedMatrix, *, mapped_only: bool) -> list[str]:
     """The torch versions that torch_npu releases pin, newest first (`mapped_only`: of releases with a CANN pairing)."""
-    seen: dict[tuple, str] = {}
+    seen: dict[tuple[tuple[int, int], ...], str] = {}
     for t in lm.model.torch_npu:
         if mapped_only and t.cann is None:
             continue
@@ -180,7 +193,7 @@ def vllm_versions(lm: LoadedMatrix) -> list[str]:
 
 
 def pins_from_mapping(
-    lm: LoadedMatrix, values: dict[str, str], *, where: dict[str, str] | None = None, origin: str = "declared"
+    lm: LoadedMatrix, values: dict[str, str], *, where: dict[str, str] | None = None, origin: PinOrigin = "declared"
 ) -> dict[str, Pin]:
     """The pins of a (partial) stack mapping, in ALL_KEYS order; empty values are no pin."""
     where = where or {}

@@ -197,7 +197,7 @@ def supported(c: Constraint, target: str, others: list[str], dom: dict[str, list
     kept = []
     for v in dom[target]:
         for combo in itertools.product(*(dom[k] for k in others)):
-            a = dict(zip(others, combo))
+            a = dict(zip(others, combo, strict=True))
             a[target] = v
             if c.check(a):
                 kept.append(v)

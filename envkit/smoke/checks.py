@@ -14,8 +14,9 @@ import math
 import statistics
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from envkit.smoke.device import Device
 from envkit.smoke.prompts import Prompt
@@ -50,7 +51,7 @@ class Encoded:
 
     def token_ids(self) -> list[list[int]]:
         ids, mask = self.input_ids.tolist(), self.attention_mask.tolist()
-        return [[t for t, m in zip(row, mrow) if m] for row, mrow in zip(ids, mask)]
+        return [[t for t, m in zip(row, mrow, strict=True) if m] for row, mrow in zip(ids, mask, strict=True)]
 
 
 def position_ids_for(torch, mask):
@@ -398,7 +399,7 @@ def check_generate(ctx: SmokeContext, enc: Encoded) -> Check:
         manual = manual.cpu()
         manual_same = all(
             _until_eos(g, eos_set) == m[: len(_until_eos(g, eos_set))]
-            for g, m in zip(cached.tolist(), manual.tolist())
+            for g, m in zip(cached.tolist(), manual.tolist(), strict=True)
         )
     ctx.tensors[f"generated.{enc.name}"] = cached
     ok = same and manual_same is not False

@@ -17,9 +17,10 @@ import json
 import re
 import tempfile
 import time
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from envkit.errors import BadInput, CannotRun, Where
 
@@ -170,13 +171,15 @@ def init_rank(rank: int, world: int, device_type: str, port: int, timeout_s: int
     if device_type == "npu":
         import torch_npu  # noqa: F401
 
-        torch.npu.set_device(local)
+        torch.npu.set_device(local)  # type: ignore[attr-defined]  # torch_npu adds torch.npu when imported
     elif device_type == "cuda":
         torch.cuda.set_device(local)
     import torch.distributed as dist
 
     warnings.filterwarnings("ignore", category=FutureWarning, module="torch.distributed")
-    sync = {"cuda": lambda: torch.cuda.synchronize(), "npu": lambda: torch.npu.synchronize()}.get(device_type, lambda: None)
+    sync = {"cuda": lambda: torch.cuda.synchronize(),
+            "npu": lambda: torch.npu.synchronize(),  # type: ignore[attr-defined]  # torch_npu adds torch.npu
+            }.get(device_type, lambda: None)
     dist.init_process_group(BACKENDS[device_type], init_method=f"tcp://{master}:{port}", rank=rank, world_size=world,
                             timeout=timedelta(seconds=timeout_s))
     return torch, dist, torch.device("cpu" if device_type == "cpu" else f"{device_type}:{local}"), sync

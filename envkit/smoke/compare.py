@@ -21,7 +21,7 @@ import math
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -46,7 +46,7 @@ class Limits(BaseModel):
     cosine_min: float = Field(ge=-1, le=1)
     top1_min: float = Field(ge=0, le=1)
     kl_max: float = Field(ge=0)
-    layer_rel_max: Optional[float] = Field(default=None, ge=0)
+    layer_rel_max: float | None = Field(default=None, ge=0)
 
 
 class ThresholdsFile(BaseModel):
@@ -308,8 +308,8 @@ class RunInfo(StrictModel):
     path: str
     device: str
     dtype: str
-    torch: Optional[str] = None
-    transformers: Optional[str] = None
+    torch: str | None = None
+    transformers: str | None = None
 
     @classmethod
     def of(cls, run: Run) -> RunInfo:
@@ -327,11 +327,11 @@ class CompareReport(ReportModel):
     model_digest: str
     prompt_digest: str
     dtype_pair: str
-    thresholds: dict[str, Optional[float]]
+    thresholds: dict[str, float | None]
     thresholds_file: str
     thresholds_sha256: str
     prompts: list[dict[str, Any]]
-    layers: Optional[dict[str, Any]] = None
+    layers: dict[str, Any] | None = None
     notes: list[str] = Field(default_factory=list)
 
 
@@ -355,7 +355,7 @@ def compare_runs(ref_arg: str | Path, cand_arg: str | Path, thresholds: Path | N
 
         for n in ref.prompts:
             ra, rb = ref.tensors.get(f"hidden_rows.{n}"), cand.tensors.get(f"hidden_rows.{n}")
-            if (ra is None) != (rb is None) or (ra is not None and not np.array_equal(ra, rb)) \
+            if (ra is None) != (rb is None) or (ra is not None and rb is not None and not np.array_equal(ra, rb)) \
                     or ref.tensors[f"hidden.{n}"].shape != cand.tensors[f"hidden.{n}"].shape:
                 raise BadInput(f"the hidden states of prompt '{n}' were kept at different positions or shapes")
         per_prompt = {n: layer_metrics(ref.tensors[f"hidden.{n}"], cand.tensors[f"hidden.{n}"]) for n in ref.prompts}
@@ -402,7 +402,7 @@ def format_table(cmp: Comparison) -> list[str]:
             f"{p['top1']:>6.3f} {_g(p['kl_max']):>9}  {verdict}"
         )
     if cmp.layers:
-        worst = ", ".join(f"{n} {_g(w)}" for n, w in zip(cmp.layers["names"], cmp.layers["worst_rel"]))
+        worst = ", ".join(f"{n} {_g(w)}" for n, w in zip(cmp.layers["names"], cmp.layers["worst_rel"], strict=True))
         lines.append(f"layers (worst relative difference): {worst}")
         first = cmp.layers["first_divergent"]
         if first:

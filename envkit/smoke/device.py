@@ -10,9 +10,10 @@ from __future__ import annotations
 import os
 import re
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from envkit.errors import BadInput, CannotRun
 
@@ -294,14 +295,14 @@ def require_device(spec: DeviceSpec, env: Mapping[str, str] | None = None) -> De
         import_s = time.perf_counter() - t0
         npu = getattr(torch, "npu", None)
         available = bool(npu is not None and npu.is_available())
-        count = int(npu.device_count()) if available else 0
-        if not available or spec.ordinal >= count:
+        count = int(npu.device_count()) if npu is not None and available else 0
+        if npu is None or not available or spec.ordinal >= count:
             raise cannot_run(no_npu_error(env, count, spec.ordinal, str(spec)), str(spec))
         name = str(npu.get_device_name(spec.ordinal))
         cann = cann_version_from_path(env.get("ASCEND_HOME_PATH"))
         if cann is None:
             try:
-                from torch_npu.utils import get_cann_version  # type: ignore
+                from torch_npu.utils import get_cann_version
 
                 cann = get_cann_version(module="CANN") or None
             except Exception:  # noqa: BLE001 - an optional second source

@@ -35,7 +35,7 @@ def _worker(rank: int, world: int, device_type: str, port: int, outdir: str, tim
     if device_type == "npu":
         import torch_npu  # noqa: F401
 
-        torch.npu.set_device(rank)
+        torch.npu.set_device(rank)  # type: ignore[attr-defined]  # torch_npu adds torch.npu when imported
     elif device_type == "cuda":
         torch.cuda.set_device(rank)
     import torch.distributed as dist

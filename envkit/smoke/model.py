@@ -139,7 +139,7 @@ def build_tokenizer(spec: TinySpec = TinySpec()):  # -> tokenizers.Tokenizer
         ]
     )
     tok.post_processor = processors.ByteLevel(add_prefix_space=False, trim_offsets=False, use_regex=False)
-    tok.decoder = decoders.ByteLevel(add_prefix_space=False, trim_offsets=False, use_regex=False)
+    tok.decoder = decoders.ByteLevel()  # it takes no options (tokenizers ignored the ones given: same tokenizer.json)
     trainer = trainers.BpeTrainer(
         vocab_size=spec.tokenizer_vocab_target,
         min_frequency=1,

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal, Optional
+from typing import Any, Final, Literal
 
 from pydantic import Field
 
 from envkit.models.base import ReportModel, StrictModel
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION: Final = 1
 
 
 class Check(StrictModel):
@@ -24,13 +24,13 @@ class Environment(StrictModel):
     python: str
     platform: str
     torch: str
-    torch_npu: Optional[str] = None
+    torch_npu: str | None = None
     transformers: str
-    accelerate: Optional[str] = None
-    safetensors: Optional[str] = None
-    cuda: Optional[str] = None
-    cann: Optional[str] = None
-    ascend_home_path: Optional[str] = None
+    accelerate: str | None = None
+    safetensors: str | None = None
+    cuda: str | None = None
+    cann: str | None = None
+    ascend_home_path: str | None = None
     device_name: str
     device_count: int
     threads: int
@@ -45,7 +45,7 @@ class ModelInfo(StrictModel):
     parameters: int
     layers: int
     vocab_size: int
-    max_positions: Optional[int] = None
+    max_positions: int | None = None
 
 
 class PromptInfo(StrictModel):
@@ -92,7 +92,7 @@ class SmokeReport(ReportModel):
     timings: Timings
     outputs: Outputs
     nproc: int = 1
-    collectives: Optional[dict[str, Any]] = Field(default=None, description="envkit smoke --collectives: the collective profile")
-    serve: Optional[dict[str, Any]] = Field(
+    collectives: dict[str, Any] | None = Field(default=None, description="envkit smoke --collectives: the collective profile")
+    serve: dict[str, Any] | None = Field(
         default=None, description="envkit smoke --serve: server command, readiness, requests, ttft, tokens/s, agreement"
     )

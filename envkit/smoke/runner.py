@@ -16,15 +16,25 @@ import os
 import platform
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from envkit import __version__
 from envkit.errors import BadInput, CannotRun
 from envkit.smoke import checks as C
-from envkit.smoke.device import DeviceSpec, cannot_run, exception_text, is_npu_failure, map_npu_error, parse_device, require_device
+from envkit.smoke.device import (
+    DeviceSpec,
+    cannot_run,
+    exception_text,
+    is_npu_failure,
+    map_npu_error,
+    parse_device,
+    require_device,
+)
 from envkit.smoke.model import corpus_text, ensure_tiny_model, model_digest, write_safetensors
 from envkit.smoke.prompts import prompt_digest, prompt_set
 from envkit.smoke.report import Check, Environment, ModelInfo, Outputs, PromptInfo, SmokeReport, Timings
@@ -124,7 +134,7 @@ def run_smoke(opts: SmokeOptions, progress: Callable[[str], None] = lambda _m: N
         pass
 
     builtin = opts.model is None
-    if builtin:
+    if opts.model is None:  # builtin
         progress("smoke: preparing the embedded tiny Qwen2 model")
         model_dir = ensure_tiny_model()
     else:
@@ -191,7 +201,7 @@ def run_smoke(opts: SmokeOptions, progress: Callable[[str], None] = lambda _m: N
     results.append(C.guarded("placement", lambda: C.check_placement(ctx)))
     prefill_diffs: dict[str, float] = {}
     for enc in encoded.values():
-        results.append(C.guarded(f"forward:{enc.name}", lambda enc=enc: C.check_forward(ctx, enc, prefill_diffs)))
+        results.append(C.guarded(f"forward:{enc.name}", partial(C.check_forward, ctx, enc, prefill_diffs)))
     scale = max([r.data.get("absmax", 0.0) for r in results if r.name.startswith("forward:")] + [1.0])
     results.append(C.guarded("prefill", lambda: C.check_prefill(ctx, prefill_diffs, scale)))
     results.append(C.guarded("padding", lambda: C.check_padding(ctx, encoded["batch"], scale)))
@@ -244,9 +254,9 @@ def run_smoke(opts: SmokeOptions, progress: Callable[[str], None] = lambda _m: N
     report = SmokeReport(
         envkit=__version__,
         device=str(spec),
-        device_type=spec.type,  # type: ignore[arg-type]
+        device_type=spec.type,
         param_device=param_device,
-        dtype=opts.dtype,  # type: ignore[arg-type]
+        dtype=opts.dtype,
         ok=all(r.ok for r in results),
         environment=Environment(**environment),
         model=ModelInfo(

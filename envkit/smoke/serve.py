@@ -23,15 +23,16 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from envkit.errors import CannotRun
 from envkit.smoke.device import DeviceSpec, parse_device
@@ -448,7 +449,7 @@ def read_sse(
             raise ServeError("the stream did not end before the request timeout")
         try:
             raw = readline(MAX_SSE_LINE + 1)
-        except socket.timeout:
+        except TimeoutError:
             raise ServeError("no data from the server within the request timeout") from None
         except (OSError, http.client.HTTPException) as exc:
             raise ServeError(f"the stream broke: {type(exc).__name__}: {exc}") from None
@@ -571,7 +572,7 @@ def _parent_death_signal() -> Callable[[], None] | None:
     return hook
 
 
-_LIVE: set["ServerProcess"] = set()
+_LIVE: set[ServerProcess] = set()
 _LIVE_LOCK = threading.Lock()
 
 
@@ -712,8 +713,8 @@ def wait_ready(server: ServerProcess, port: int, timeout: float, expected: str |
             status, _ = http_get_json(port, "/health", POLL_TIMEOUT)
             if status == 200:
                 status, doc = http_get_json(port, "/v1/models", POLL_TIMEOUT)
-                ids = [m.get("id") for m in (doc or {}).get("data", []) if isinstance(m, dict)] if isinstance(doc, dict) else []
-                ids = [i for i in ids if isinstance(i, str)]
+                listed = [m.get("id") for m in (doc or {}).get("data", []) if isinstance(m, dict)] if isinstance(doc, dict) else []
+                ids = [i for i in listed if isinstance(i, str)]
                 if status == 200 and ids:
                     return (expected if expected in ids else ids[0]), clock() - t0
         except (OSError, http.client.HTTPException):
@@ -772,7 +773,7 @@ def reference_generations(model_dir: Path, spec: DeviceSpec, dtype: str, max_tok
     model.eval()
 
     def decode(ids: list[int]) -> str:
-        return tokenizer.decode(ids, skip_special_tokens=True)
+        return str(tokenizer.decode(ids, skip_special_tokens=True))  # one sequence: a str
 
     out: dict[str, Reference] = {}
     for req in REQUESTS:
@@ -929,9 +930,9 @@ def serve_stage(model_dir: Path, spec: DeviceSpec, dtype: str, out_dir: Path, so
             for req in REQUESTS:
                 for tag in ("first", "second"):
                     answers[(req.name, tag)] = _guarded_answer(
-                        lambda req=req: complete(port, req, model_id, sopts.max_tokens, sopts.request_timeout), req, False)
+                        partial(complete, port, req, model_id, sopts.max_tokens, sopts.request_timeout), req, False)
                 answers[(req.name, "stream")] = _guarded_answer(
-                    lambda req=req: stream(port, req, model_id, sopts.max_tokens, sopts.request_timeout, command.expects_done), req, True)
+                    partial(stream, port, req, model_id, sopts.max_tokens, sopts.request_timeout, command.expects_done), req, True)
     except CannotRun as exc:
         stopped = server.stop()
         section.update({"ok": False, "error": exc.message, "stop": stopped})

@@ -113,7 +113,7 @@ class Server:
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 
-    def __enter__(self) -> "Server":
+    def __enter__(self) -> Server:
         self.thread.start()
         return self
 

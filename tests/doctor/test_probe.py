@@ -150,7 +150,7 @@ def test_host_python_probe_reads_metadata_without_importing(tmp_path: Path):
     assert res.error is None, res.error
     assert res.data["packages"]["torch_npu"]["version"] == "2.6.0.post5"
     assert res.data["packages"]["torch_npu"]["requires"] == ["torch==2.6.0"]
-    assert res.data["python"] == "%d.%d" % sys.version_info[:2]
+    assert res.data["python"] == "{}.{}".format(*sys.version_info[:2])
 
 
 def test_host_python_probe_failures(tmp_path: Path):

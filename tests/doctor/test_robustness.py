@@ -100,7 +100,7 @@ GARBAGE = [
     b"\xff\xfe\xfd",
     b"Version=",
     b"=====\n=====",
-    "Version=24.1.rc3\x1b[31m\x07\x08\x0b\x0c\x0e\x0f\x10".encode(),
+    b"Version=24.1.rc3\x1b[31m\x07\x08\x0b\x0c\x0e\x0f\x10",
 ]
 
 

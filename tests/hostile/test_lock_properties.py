@@ -12,7 +12,6 @@ marker file never appears). An edited field that the schema lets through is refu
 from __future__ import annotations
 
 import copy
-import os
 import shutil
 import tempfile
 from pathlib import Path

@@ -10,7 +10,6 @@ import dataclasses
 import hashlib
 import re
 import subprocess
-from pathlib import Path
 
 import pytest
 

@@ -64,7 +64,7 @@ def rendered(tmp_path_factory):
 def _run_step(dockerfile: str, zip_file: str) -> str:
     """The RUN instruction that installs from `zip_file`, joined into one shell line."""
     lines = dockerfile.splitlines()
-    start = next(i for i, l in enumerate(lines) if l.startswith("RUN ") and zip_file in l)
+    start = next(i for i, ln in enumerate(lines) if ln.startswith("RUN ") and zip_file in ln)
     out = []
     for line in lines[start:]:
         out.append(line.rstrip("\\").strip())

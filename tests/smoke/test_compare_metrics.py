@@ -138,6 +138,6 @@ def test_each_metric_alone_outside_its_limit_fails(tmp_path, thresholds, run_cli
 
     res = run_cli("compare", str(ref), str(cand), "--thresholds", str(thresholds))
     assert res.code == 1
-    line = next(l for l in res.out.splitlines() if l.startswith("p "))
+    line = next(ln for ln in res.out.splitlines() if ln.startswith("p "))
     assert line.endswith(f"FAIL ({metric})")
     assert res.out.rstrip().endswith("compare: OUTSIDE thresholds")

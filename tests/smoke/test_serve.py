@@ -22,7 +22,6 @@ from envkit.smoke.device import DeviceSpec
 
 from .conftest import envkit_subprocess
 
-
 # --- helpers ---------------------------------------------------------------------------------------
 
 

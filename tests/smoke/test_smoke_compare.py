@@ -8,8 +8,8 @@ import shutil
 
 import pytest
 
-from envkit.smoke.compare import load_thresholds, logits_metrics, pair_key
 from envkit.errors import BadInput
+from envkit.smoke.compare import load_thresholds, logits_metrics, pair_key
 
 np = pytest.importorskip("numpy")
 pytest.importorskip("safetensors")
@@ -101,9 +101,9 @@ def test_perturbed_logits_are_caught(run_fp32, run_cli, tmp_path):
     res = run_cli("compare", str(run_fp32.out_dir), str(bad))
     assert res.code == 1
     assert "compare: OUTSIDE thresholds" in res.out
-    line = next(l for l in res.out.splitlines() if l.startswith("digits"))
+    line = next(ln for ln in res.out.splitlines() if ln.startswith("digits"))
     assert "FAIL" in line and "max_abs" in line
-    assert all("ok" in l for l in res.out.splitlines() if l.split()[:1] in (["fa"], ["en"], ["long"], ["batch"]))
+    assert all("ok" in ln for ln in res.out.splitlines() if ln.split()[:1] in (["fa"], ["en"], ["long"], ["batch"]))
 
 
 @pytest.mark.torch

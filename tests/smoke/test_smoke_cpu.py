@@ -89,7 +89,7 @@ def test_logits_file_metadata_and_contents(run_fp32):
     assert set(token_ids) == {"fa", "en", "digits", "long", "batch"}
     # the token ids in the metadata are the unpadded rows of the saved inputs
     ids, mask = tensors["input_ids.batch"], tensors["attention_mask.batch"]
-    assert token_ids["batch"] == [[t for t, m in zip(r, mr) if m] for r, mr in zip(ids.tolist(), mask.tolist())]
+    assert token_ids["batch"] == [[t for t, m in zip(r, mr, strict=True) if m] for r, mr in zip(ids.tolist(), mask.tolist(), strict=True)]
     assert mask[0, 0] == 0 and mask[:, -1].all()  # left padding
     vocab = run_fp32.report.model.vocab_size
     assert tensors["logits.en"].shape == (len(token_ids["en"][0]), vocab)
