@@ -59,6 +59,7 @@ demo: venv
 # The linter and the type checker (settings: pyproject.toml [tool.ruff], [tool.mypy]); `make test` runs them first.
 lint: venv
 	$(BIN)/ruff check envkit tests benchmarks tools
+	$(BIN)/ruff format --check envkit tests benchmarks tools
 	$(BIN)/mypy
 
 test: venv lint
@@ -72,7 +73,7 @@ schemas: venv
 
 # Mutation testing of the core (mutmut, the `mutation` extra): a habit, not a gate, and not part of `make test`.
 # MODULES=lockgate,verify (or all) picks module groups (tools/mutation.py --help lists them); all of them take hours on
-# 2 cores, one group minutes (README: Mutation testing). Prints the score per module and the surviving mutants.
+# 2 cores, one group 1-20 minutes (README: Mutation testing). Prints the score per module and the surviving mutants.
 MODULES ?= versions,compare
 mutation: venv $(VENV)/.mutation-installed
 	$(BIN)/python tools/mutation.py --modules '$(MODULES)' --jobs 2

@@ -105,7 +105,9 @@ def prepare(work: Path, only: str, refresh: bool) -> tuple[Path, Path]:
         stamp.write_text(only)
     lk = read_lock(lock)
     items = {p.sha256: p for c in (lk.python.closure, lk.python.controller) for p in c.packages}
-    missing = [p for p in items.values() if not ((files / p.filename).is_file() and (files / p.filename).stat().st_size == p.size)]
+    missing = [
+        p for p in items.values() if not ((files / p.filename).is_file() and (files / p.filename).stat().st_size == p.size)
+    ]
     if missing:
         print(f"setup: downloading {len(missing)} wheels from PyPI once ...", flush=True)
         cache = WheelCache(work / "pypi-cache")
@@ -129,8 +131,15 @@ def local_lock(pypi_lock: Path, out: Path, url: str) -> tuple[Path, list]:
     for key in ("closure", "controller"):
         c = getattr(lk.python, key)
         pkgs = [p.model_copy(update={"url": f"{url}/{p.filename}"}) for p in c.packages]
-        new[key] = c.model_copy(update={"packages": pkgs, "index_url": f"{url}/simple", "extra_index_urls": [], "find_links": [],
-                                         "mirrors": [f"{url}/"]})  # the local index, as `envkit lock --index-url` records it
+        new[key] = c.model_copy(
+            update={
+                "packages": pkgs,
+                "index_url": f"{url}/simple",
+                "extra_index_urls": [],
+                "find_links": [],
+                "mirrors": [f"{url}/"],
+            }
+        )  # the local index, as `envkit lock --index-url` records it
     lk = lk.model_copy(update={"python": lk.python.model_copy(update=new)})
     write_lock(lk, out)
     return out, [p for key in ("closure", "controller") for p in new[key].packages]
@@ -185,7 +194,9 @@ def main() -> None:
     pypi_lock, files = prepare(work, args.only, args.refresh)
     SRC = snapshot(work / "src")
     total = sum(f.stat().st_size for f in files.iterdir())
-    print(f"wheel set: {len(list(files.iterdir()))} distinct wheels, {total / 1e6:.1f} MB (--only {args.only} + envkit's controller closure)")
+    print(
+        f"wheel set: {len(list(files.iterdir()))} distinct wheels, {total / 1e6:.1f} MB (--only {args.only} + envkit's controller closure)"
+    )
 
     with Server(files, simple_index=True) as srv:
         import requests
@@ -202,8 +213,9 @@ def main() -> None:
         archive, folder = out / "bundle.tar", out / "bundle"
         env = clean_env(ENVKIT_CACHE_DIR=str(cache))
         build = [*EK, "--quiet", "bundle", "build", "--lock", str(lock), "--json"]
-        samples: dict[str, list[float]] = {k: [] for k in
-                                           ("pip", "cold", "warm", "warm_new", "cold_in", "warm_in", "v_dir", "s_dir", "v_tar", "s_tar")}
+        samples: dict[str, list[float]] = {
+            k: [] for k in ("pip", "cold", "warm", "warm_new", "cold_in", "warm_in", "v_dir", "s_dir", "v_tar", "s_tar")
+        }
         info: dict = {}
         for i in range(args.runs):
             shutil.rmtree(r, ignore_errors=True)
@@ -211,9 +223,26 @@ def main() -> None:
             out.mkdir(parents=True)
             t = 0.0
             for req in reqs:
-                dt, _ = run([sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:", "--no-cache-dir",
-                             "--disable-pip-version-check", "-q", "-d", str(pip_dir), "--index-url", f"{srv.url}/simple",
-                             "-r", str(req)])
+                dt, _ = run(
+                    [
+                        sys.executable,
+                        "-m",
+                        "pip",
+                        "download",
+                        "--no-deps",
+                        "--only-binary",
+                        ":all:",
+                        "--no-cache-dir",
+                        "--disable-pip-version-check",
+                        "-q",
+                        "-d",
+                        str(pip_dir),
+                        "--index-url",
+                        f"{srv.url}/simple",
+                        "-r",
+                        str(req),
+                    ]
+                )
                 t += dt
             samples["pip"].append(t)
             got = sorted(p.name for p in pip_dir.iterdir())
@@ -269,21 +298,29 @@ def main() -> None:
     mb = info["bytes"] / 1e6
     tar_mb = archive.stat().st_size / 1e6 if archive.exists() else mb
     print()
-    print(f"bundle: {info['files']} files, {mb:.1f} MB; {info['wheels_fetched']} wheels downloaded cold "
-          f"(medians of {args.runs} rounds, whole processes)")
+    print(
+        f"bundle: {info['files']} files, {mb:.1f} MB; {info['wheels_fetched']} wheels downloaded cold "
+        f"(medians of {args.runs} rounds, whole processes)"
+    )
     print(f"1. cold build (empty cache) {med['cold']:.2f} s   vs  pip download (baseline) {med['pip']:.2f} s")
     print(ratio_line("cold", med["pip"] / med["cold"], 3))
-    print(f"2. warm rebuild {med['warm']:.3f} s   vs  cold build (baseline) {med['cold']:.2f} s"
-          f"   [warm cache, new output: {med['warm_new']:.3f} s]")
+    print(
+        f"2. warm rebuild {med['warm']:.3f} s   vs  cold build (baseline) {med['cold']:.2f} s"
+        f"   [warm cache, new output: {med['warm_new']:.3f} s]"
+    )
     print(ratio_line("warm", med["cold"] / med["warm"], 20))
     print(f"   in-process (after the imports): warm {med['warm_in']:.3f} s  vs  cold {med['cold_in']:.2f} s")
     print(ratio_line("warm", med["cold_in"] / med["warm_in"], 20))
     floor = statistics.median(startup)
-    print(f"   floor: `envkit --help` takes {floor:.3f} s (interpreter start + CLI imports), so a whole-process warm "
-          f"rebuild cannot beat cold/{floor:.2f} = {med['cold'] / floor:.1f}x here")
+    print(
+        f"   floor: `envkit --help` takes {floor:.3f} s (interpreter start + CLI imports), so a whole-process warm "
+        f"rebuild cannot beat cold/{floor:.2f} = {med['cold'] / floor:.1f}x here"
+    )
     for label, v, s, size in (("folder", "v_dir", "s_dir", mb), ("archive", "v_tar", "s_tar", tar_mb)):
-        print(f"3. verify ({label}): envkit bundle verify {size / med[v]:.0f} MB/s ({med[v]:.3f} s)   vs  "
-              f"sha256sum (baseline) {size / med[s]:.0f} MB/s ({med[s]:.3f} s) on {size:.1f} MB")
+        print(
+            f"3. verify ({label}): envkit bundle verify {size / med[v]:.0f} MB/s ({med[v]:.3f} s)   vs  "
+            f"sha256sum (baseline) {size / med[s]:.0f} MB/s ({med[s]:.3f} s) on {size:.1f} MB"
+        )
         print(ratio_line("verify", med[s] / med[v], 0.8))
 
 

@@ -55,9 +55,11 @@ def _worker(rank, world, device_type, port, outdir, sizes, rounds):
             warmup, iters = C.iterations(size)
             h, b = [], []
             for rnd in range(rounds):
-                pair = [("h", partial(C.bare_seconds, torch, dist, op, size, rank, world, dev, sync, warmup, iters)),
-                        ("b", partial(_bare, torch, dist, op, size, world, dev, sync, warmup, iters))]
-                for name, fn in (pair if rnd % 2 == 0 else pair[::-1]):
+                pair = [
+                    ("h", partial(C.bare_seconds, torch, dist, op, size, rank, world, dev, sync, warmup, iters)),
+                    ("b", partial(_bare, torch, dist, op, size, world, dev, sync, warmup, iters)),
+                ]
+                for name, fn in pair if rnd % 2 == 0 else pair[::-1]:
                     (h if name == "h" else b).append(fn())
             out[f"{op}/{size}"] = {"harness": h, "bare": b}
     dist.destroy_process_group()
@@ -79,8 +81,13 @@ def main() -> int:
 
     sizes = C.sizes(C.parse_size(args.max_size))
     with tempfile.TemporaryDirectory(prefix="envkit-bench-coll-") as tmp:
-        mp.start_processes(_worker, args=(args.nproc, args.device, free_port(), tmp, sizes, args.rounds),
-                           nprocs=args.nproc, join=True, start_method="spawn")
+        mp.start_processes(
+            _worker,
+            args=(args.nproc, args.device, free_port(), tmp, sizes, args.rounds),
+            nprocs=args.nproc,
+            join=True,
+            start_method="spawn",
+        )
         ranks = [json.loads(Path(tmp, f"rank{r}.json").read_text()) for r in range(args.nproc)]
     result = {"device": args.device, "nproc": args.nproc, "sizes": sizes, "rounds": args.rounds, "ops": {}}
     for op in ("all_reduce", "all_to_all"):
@@ -99,7 +106,9 @@ def main() -> int:
         for op, r in result["ops"].items():
             print(f"{op}: harness / bare = {r['ratio']:.3f} (target <= 1.05)")
             for s in r["sizes"]:
-                print(f"  {C.human(s['size']):>8}  harness {s['harness_us']:10.1f} us  bare {s['bare_us']:10.1f} us  x{s['ratio']:.3f}")
+                print(
+                    f"  {C.human(s['size']):>8}  harness {s['harness_us']:10.1f} us  bare {s['bare_us']:10.1f} us  x{s['ratio']:.3f}"
+                )
     return 0
 
 

@@ -39,7 +39,9 @@ def _noop(fleet: Fleet, lock: Path, bundle: Path, out: Path, n: int | None) -> t
     hosts = data.get("hosts", [])
     changed = sum(h["changed"] for h in hosts)
     if rc != 0 or changed or (n and len(hosts) != n):
-        raise SystemExit(f"{n} nodes: the rerun was not a no-op (exit {rc}, changed {changed}, hosts {len(hosts)})\n{err[-2000:]}")
+        raise SystemExit(
+            f"{n} nodes: the rerun was not a no-op (exit {rc}, changed {changed}, hosts {len(hosts)})\n{err[-2000:]}"
+        )
     # remote module runs on the no-op path: results that were not skipped and did not run on the controller
     events = [json.loads(line) for line in (out / "events.jsonl").read_text().splitlines() if line.startswith("{")]
     executed = sum(1 for e in events if e.get("event") == "result" and e.get("status") in ("ok", "changed"))
@@ -86,29 +88,41 @@ def main() -> int:
                         times[n].append(t)
                         cpus[n].append(extra.pop("controller_cpu_s"))
                         info[n].update(extra)
-                        print(f"  round {r + 1}: {n} node(s) no-op {t:.1f} s, controller CPU {cpus[n][-1]:.1f} s "
-                              f"(load average {extra['load1']})", flush=True)
+                        print(
+                            f"  round {r + 1}: {n} node(s) no-op {t:.1f} s, controller CPU {cpus[n][-1]:.1f} s "
+                            f"(load average {extra['load1']})",
+                            flush=True,
+                        )
             finally:
                 fleet.down()
     results = {}
     for n in sizes:
-        results[n] = {**info[n], "noop_s": [round(t, 1) for t in times[n]],
-                      "noop_median_s": round(statistics.median(times[n]), 1), "noop_min_s": round(min(times[n]), 1),
-                      "controller_cpu_median_s": round(statistics.median(cpus[n]), 1)}
-        print(f"{n} node(s): no-op rerun median {results[n]['noop_median_s']:.1f} s, min {results[n]['noop_min_s']:.1f} s "
-              f"({', '.join(f'{t:.1f}' for t in times[n])}); controller CPU median {results[n]['controller_cpu_median_s']:.1f} s; "
-              f"{results[n]['results_not_skipped']} task results not skipped")
+        results[n] = {
+            **info[n],
+            "noop_s": [round(t, 1) for t in times[n]],
+            "noop_median_s": round(statistics.median(times[n]), 1),
+            "noop_min_s": round(min(times[n]), 1),
+            "controller_cpu_median_s": round(statistics.median(cpus[n]), 1),
+        }
+        print(
+            f"{n} node(s): no-op rerun median {results[n]['noop_median_s']:.1f} s, min {results[n]['noop_min_s']:.1f} s "
+            f"({', '.join(f'{t:.1f}' for t in times[n])}); controller CPU median {results[n]['controller_cpu_median_s']:.1f} s; "
+            f"{results[n]['results_not_skipped']} task results not skipped"
+        )
     summary: dict = {}
     if 1 in results and max(results) > 1:
         big = max(results)
         ratio = results[big]["noop_median_s"] / results[1]["noop_median_s"]
         ratio_min = results[big]["noop_min_s"] / results[1]["noop_min_s"]
-        print(f"{big} nodes / 1 node: {ratio:.2f}x by median, {ratio_min:.2f}x by minimum "
-              f"(target <= 1.5x): {'OK' if ratio <= 1.5 else 'MISSED'}")
+        print(
+            f"{big} nodes / 1 node: {ratio:.2f}x by median, {ratio_min:.2f}x by minimum "
+            f"(target <= 1.5x): {'OK' if ratio <= 1.5 else 'MISSED'}"
+        )
         summary = {"ratio": round(ratio, 2), "ratio_min": round(ratio_min, 2), "target": 1.5}
     if args.json:
-        args.json.write_text(json.dumps({"sizes": results, "method": "separate" if args.separate else "limit", **summary},
-                                        indent=2) + "\n")
+        args.json.write_text(
+            json.dumps({"sizes": results, "method": "separate" if args.separate else "limit", **summary}, indent=2) + "\n"
+        )
     return 0
 
 

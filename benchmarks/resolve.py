@@ -61,8 +61,10 @@ def interleaved(cmds: list[list[str]], runs: int = 9, env: dict[str, str] | None
 
 def main() -> None:
     median, worst, n, solved = in_process()
-    print(f"in-process resolve: {n} chip x torch requests ({solved} resolvable), median {median * 1000:.2f} ms, "
-          f"worst {worst * 1000:.2f} ms (target < 20 ms median)")
+    print(
+        f"in-process resolve: {n} chip x torch requests ({solved} resolvable), median {median * 1000:.2f} ms, "
+        f"worst {worst * 1000:.2f} ms (target < 20 ms median)"
+    )
     base_cmd = [sys.executable, "-c", "import pydantic, yaml"]
     env_cmd = [sys.executable, "-m", "envkit", "resolve", "-o", "-"]
     (base, base_cpu), (full, full_cpu) = interleaved([base_cmd, env_cmd])
@@ -75,8 +77,10 @@ def main() -> None:
             env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
             env["PYTHONPYCACHEPREFIX"] = prefix
             (base, base_cpu), (full, full_cpu) = interleaved([base_cmd, env_cmd], env=env)
-        print(f"with bytecode cached (as installed; PYTHONDONTWRITEBYTECODE is set here): baseline {base * 1000:.0f} ms, "
-              f"envkit {full * 1000:.0f} ms, ratio {full / base:.2f} (CPU {full_cpu / base_cpu:.2f})")
+        print(
+            f"with bytecode cached (as installed; PYTHONDONTWRITEBYTECODE is set here): baseline {base * 1000:.0f} ms, "
+            f"envkit {full * 1000:.0f} ms, ratio {full / base:.2f} (CPU {full_cpu / base_cpu:.2f})"
+        )
 
 
 if __name__ == "__main__":

@@ -48,8 +48,12 @@ def harness_overhead(dtype: str, pairs: int, warmup: int = 20) -> dict:
     ).eval()
     prompt = next(p for p in prompt_set(model.config.max_position_embeddings, corpus_text()) if p.name == "en")
     enc = C.encode(torch, tok, prompt, model.config.vocab_size)
-    kwargs = {"input_ids": enc.input_ids, "attention_mask": enc.attention_mask, "position_ids": enc.position_ids,
-              "use_cache": False}
+    kwargs = {
+        "input_ids": enc.input_ids,
+        "attention_mask": enc.attention_mask,
+        "position_ids": enc.position_ids,
+        "use_cache": False,
+    }
 
     def bare() -> float:
         with torch.no_grad():
@@ -99,19 +103,31 @@ def whole_process(dtype: str, runs: int) -> dict:
     env["PYTHONPATH"] = os.pathsep.join([str(REPO)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
     with tempfile.TemporaryDirectory(prefix="envkit-bench-") as tmp:
         # build the model once so that the runs measure the smoke, not the first build
-        _wall([sys.executable, "-m", "envkit", "-q", "smoke", "--device", "cpu", "--dtype", dtype, "--out", f"{tmp}/warm"], env, 1)
+        _wall(
+            [sys.executable, "-m", "envkit", "-q", "smoke", "--device", "cpu", "--dtype", dtype, "--out", f"{tmp}/warm"], env, 1
+        )
         base, heavy, smoke = [], [], []
         for i in range(runs):  # interleaved
             base += _wall([sys.executable, "-c", "import torch, transformers"], env, 1)
             # transformers imports lazily: this is what loading any model costs in imports alone
             heavy += _wall([sys.executable, "-c", "import torch, transformers.modeling_utils, transformers.generation"], env, 1)
-            smoke += _wall([sys.executable, "-m", "envkit", "-q", "smoke", "--device", "cpu", "--dtype", dtype,
-                            "--out", f"{tmp}/run{i}"], env, 1)
+            smoke += _wall(
+                [sys.executable, "-m", "envkit", "-q", "smoke", "--device", "cpu", "--dtype", dtype, "--out", f"{tmp}/run{i}"],
+                env,
+                1,
+            )
         report = json.loads(Path(tmp, "run0", "report.json").read_text())
     b, s = statistics.median(base), statistics.median(smoke)
     h = statistics.median(heavy)
-    return {"runs": runs, "import_torch_transformers_s": b, "import_modeling_s": h, "smoke_s": s, "ratio": s / b,
-            "ratio_to_modeling_imports": s / h, "smoke_timings": report["timings"]}
+    return {
+        "runs": runs,
+        "import_torch_transformers_s": b,
+        "import_modeling_s": h,
+        "smoke_s": s,
+        "ratio": s / b,
+        "ratio_to_modeling_imports": s / h,
+        "smoke_timings": report["timings"],
+    }
 
 
 def main() -> None:
@@ -126,24 +142,36 @@ def main() -> None:
         os.environ["OMP_NUM_THREADS"] = str(args.threads)
     overhead = harness_overhead(args.dtype, args.pairs)
     process = whole_process(args.dtype, args.runs)
-    result = {"harness_overhead": overhead, "whole_process": process, "target_overhead_ratio": 1.05,
-              "within_target": overhead["ratio"] <= 1.05}
+    result = {
+        "harness_overhead": overhead,
+        "whole_process": process,
+        "target_overhead_ratio": 1.05,
+        "within_target": overhead["ratio"] <= 1.05,
+    }
     if args.json:
         print(json.dumps(result, indent=2))
         return
     o, p = overhead, process
     print(f"forward ({o['dtype']}, {o['tokens']} tokens, {o['threads']} threads, {o['pairs']} interleaved pairs):")
     print(f"  envkit time_forward median {o['envkit_median_ms']:.3f} ms, bare loop median {o['bare_median_ms']:.3f} ms")
-    print(f"  harness overhead ratio {o['ratio']:.3f} (target <= 1.05: {'met' if result['within_target'] else 'NOT met'}); "
-          f"envkit's k-run block {o['block_ratio']:.3f}")
-    print(f"whole process (median of {p['runs']}): envkit smoke --device cpu {p['smoke_s']:.2f} s, "
-          f"python -c 'import torch, transformers' {p['import_torch_transformers_s']:.2f} s, ratio {p['ratio']:.2f}")
-    print(f"  (against 'import torch, transformers.modeling_utils, transformers.generation', {p['import_modeling_s']:.2f} s: "
-          f"ratio {p['ratio_to_modeling_imports']:.2f})")
+    print(
+        f"  harness overhead ratio {o['ratio']:.3f} (target <= 1.05: {'met' if result['within_target'] else 'NOT met'}); "
+        f"envkit's k-run block {o['block_ratio']:.3f}"
+    )
+    print(
+        f"whole process (median of {p['runs']}): envkit smoke --device cpu {p['smoke_s']:.2f} s, "
+        f"python -c 'import torch, transformers' {p['import_torch_transformers_s']:.2f} s, ratio {p['ratio']:.2f}"
+    )
+    print(
+        f"  (against 'import torch, transformers.modeling_utils, transformers.generation', {p['import_modeling_s']:.2f} s: "
+        f"ratio {p['ratio_to_modeling_imports']:.2f})"
+    )
     t = p["smoke_timings"]
-    print(f"  inside the smoke: import {t['import_s']:.2f} s, model load {t['model_load_s']:.2f} s, "
-          f"first forward {t['first_forward_s'] * 1e3:.1f} ms, forward median {t['forward_median_s'] * 1e3:.2f} ms, "
-          f"decode {t['decode_tokens_per_s']:.0f} tokens/s")
+    print(
+        f"  inside the smoke: import {t['import_s']:.2f} s, model load {t['model_load_s']:.2f} s, "
+        f"first forward {t['first_forward_s'] * 1e3:.1f} ms, forward median {t['forward_median_s'] * 1e3:.2f} ms, "
+        f"decode {t['decode_tokens_per_s']:.0f} tokens/s"
+    )
 
 
 if __name__ == "__main__":

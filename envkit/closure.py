@@ -98,7 +98,7 @@ def mirror_prefix(source: str) -> str | None:
     if source.startswith("http://"):
         parts = urlsplit(source)
         return f"http://{parts.netloc}/"
-    path = source[len("file://"):] if source.startswith("file://") else source
+    path = source[len("file://") :] if source.startswith("file://") else source
     folder = Path(path).resolve()
     if source.startswith("file://") and folder.name == "simple":  # a PEP 503 file index: its files lie beside it
         folder = folder.parent
@@ -127,28 +127,37 @@ def index_overrides(lock: Lock, index_for: tuple[str, ...] = (), torch_index_url
     for item in index_for:
         iid, sep, url = (x.strip() for x in item.partition("="))
         if not sep or not iid or not url.startswith(("https://", "http://", "file://")):
-            raise BadInput(f"--index-for {item!r} is not ID=URL (an http(s):// or file:// index URL)",
-                           hint=f"e.g. --index-for ascend-pypi=http://127.0.0.1:8080/simple; the lock's indexes: {', '.join(known)}")
+            raise BadInput(
+                f"--index-for {item!r} is not ID=URL (an http(s):// or file:// index URL)",
+                hint=f"e.g. --index-for ascend-pypi=http://127.0.0.1:8080/simple; the lock's indexes: {', '.join(known)}",
+            )
         if iid == "pypi":
-            raise BadInput("--index-for pypi: PyPI is the index everything else resolves against",
-                           hint="Give its mirror with --index-url URL.")
+            raise BadInput(
+                "--index-for pypi: PyPI is the index everything else resolves against",
+                hint="Give its mirror with --index-url URL.",
+            )
         if iid not in known:
-            raise BadInput(f"--index-for names index {iid!r}, which the lock does not record",
-                           where=Where("envkit.lock", None, "python.indexes"),
-                           hint=f"The lock's indexes: {', '.join(known)}.")
+            raise BadInput(
+                f"--index-for names index {iid!r}, which the lock does not record",
+                where=Where("envkit.lock", None, "python.indexes"),
+                hint=f"The lock's indexes: {', '.join(known)}.",
+            )
         if out.get(iid, url) != url:
             raise BadInput(f"--index-for {iid} is given twice, as {out[iid]} and {url}")
         out[iid] = url
     if torch_index_url:
         if out.get(TORCH_INDEX, torch_index_url) != torch_index_url:
-            raise BadInput(f"--torch-index-url {torch_index_url} and --index-for {TORCH_INDEX}={out[TORCH_INDEX]} differ",
-                           hint=f"--torch-index-url is --index-for {TORCH_INDEX}=URL: give one of them.")
+            raise BadInput(
+                f"--torch-index-url {torch_index_url} and --index-for {TORCH_INDEX}={out[TORCH_INDEX]} differ",
+                hint=f"--torch-index-url is --index-for {TORCH_INDEX}=URL: give one of them.",
+            )
         out[TORCH_INDEX] = torch_index_url
     return out
 
 
-def pinned_sources(lock: Lock, roots: list[str], torch_index_url: str | None = None,
-                   index_for: dict[str, str] | None = None) -> tuple[tuple[str, str, str], ...]:
+def pinned_sources(
+    lock: Lock, roots: list[str], torch_index_url: str | None = None, index_for: dict[str, str] | None = None
+) -> tuple[tuple[str, str, str], ...]:
     """(project, index id, index URL) for each root whose lock pin names an index (torch: its CPU build's;
     triton-ascend: the Ascend index), the URL replaced by its `index_for` mirror; torch with --torch-index-url
     comes from that index even when its pin names none. uv takes those projects from that index alone."""
@@ -174,8 +183,9 @@ def pinned_sources(lock: Lock, roots: list[str], torch_index_url: str | None = N
     return tuple((n, i, u) for n, (i, u) in sorted(out.items()))
 
 
-def pinned_indexes(lock: Lock, roots: list[str], torch_index_url: str | None = None,
-                   index_for: dict[str, str] | None = None) -> tuple[tuple[str, str], ...]:
+def pinned_indexes(
+    lock: Lock, roots: list[str], torch_index_url: str | None = None, index_for: dict[str, str] | None = None
+) -> tuple[tuple[str, str], ...]:
     """(project, index URL) of `pinned_sources`."""
     return tuple((n, u) for n, _, u in pinned_sources(lock, roots, torch_index_url, index_for))
 
@@ -270,7 +280,9 @@ def closure_from_pylock(data: dict[str, Any], plan: ClosurePlan, resolver: str) 
         w = best[1]
         sha = (w.get("hashes") or {}).get("sha256")
         if not sha or w.get("size") is None:
-            raise CannotRun(f"the index gave no sha256 or size for {w['name']}", hint="Use an index that serves PEP 691/700 metadata.")
+            raise CannotRun(
+                f"the index gave no sha256 or size for {w['name']}", hint="Use an index that serves PEP 691/700 metadata."
+            )
         url = w["url"]
         if "://" not in url:  # a find-links file: record an absolute file URL
             url = Path(url).resolve().as_uri()
@@ -282,9 +294,11 @@ def closure_from_pylock(data: dict[str, Any], plan: ClosurePlan, resolver: str) 
         return _closure(plan, resolver, packages)
     except ValidationError as exc:  # e.g. an index that sends a wheel to an http host it was not given as
         err = exc.errors()[0]
-        raise BadInput(f"the resolved closure cannot be recorded: {err['msg']}",
-                       hint="Give every http: or file: source explicitly (--index-url, --extra-index-url, --find-links, "
-                            "--index-for ID=URL, --torch-index-url), or use https indexes.") from None
+        raise BadInput(
+            f"the resolved closure cannot be recorded: {err['msg']}",
+            hint="Give every http: or file: source explicitly (--index-url, --extra-index-url, --find-links, "
+            "--index-for ID=URL, --torch-index-url), or use https indexes.",
+        ) from None
 
 
 def _closure(plan: ClosurePlan, resolver: str, packages: list[ClosurePackage]) -> PythonClosure:
@@ -345,14 +359,26 @@ def _uv_compile(plan: ClosurePlan, workdir: Path, out: Path, fmt: list[str]) -> 
         source = workdir / "requirements.in"
     (workdir / "overrides.txt").write_text(plan.overrides_in())
     cmd = [
-        uv, "pip", "compile", str(source),
-        "--overrides", str(workdir / "overrides.txt"),
-        "--python-platform", f"{plan.target.arch}-manylinux_{plan.target.glibc.replace('.', '_')}",
-        "--python-version", plan.target.python,
-        "--only-binary", ":all:", "--no-python-downloads",
-        *fmt, "--no-header", "--quiet",
-        "--index-url", plan.index_url,
-        "-o", str(out),
+        uv,
+        "pip",
+        "compile",
+        str(source),
+        "--overrides",
+        str(workdir / "overrides.txt"),
+        "--python-platform",
+        f"{plan.target.arch}-manylinux_{plan.target.glibc.replace('.', '_')}",
+        "--python-version",
+        plan.target.python,
+        "--only-binary",
+        ":all:",
+        "--no-python-downloads",
+        *fmt,
+        "--no-header",
+        "--quiet",
+        "--index-url",
+        plan.index_url,
+        "-o",
+        str(out),
     ]
     for u in plan.extra_index_urls:
         cmd += ["--extra-index-url", u]
@@ -416,8 +442,10 @@ def pinned_failure(plan: ClosurePlan, err: str) -> None:
             option = f"--torch-index-url (or {option})"
         raise CannotRun(
             what,
-            hint=(f"{name} comes from {url} alone, never from PyPI (whose {name} may be a CUDA build or lack it). Point "
-                  f"{option} at a reachable mirror of that index, or leave {name} out with --exclude {name}.\nuv: {err[-1200:]}"),
+            hint=(
+                f"{name} comes from {url} alone, never from PyPI (whose {name} may be a CUDA build or lack it). Point "
+                f"{option} at a reachable mirror of that index, or leave {name} out with --exclude {name}.\nuv: {err[-1200:]}"
+            ),
         )
 
 
@@ -446,10 +474,13 @@ def refuse_cuda(closure: PythonClosure, via: dict[str, list[str]]) -> None:
             elif parent not in names:
                 pullers.add(parent)
     by_name = {p.name: p for p in closure.packages}
-    pulled = ", ".join(
-        f"{n} {by_name[n].version} (from {by_name[n].url.split('://', 1)[-1].split('/', 1)[0]})" if n in by_name else n
-        for n in sorted(pullers)
-    ) or "the roots"
+    pulled = (
+        ", ".join(
+            f"{n} {by_name[n].version} (from {by_name[n].url.split('://', 1)[-1].split('/', 1)[0]})" if n in by_name else n
+            for n in sorted(pullers)
+        )
+        or "the roots"
+    )
     shown = "; ".join(f"{p.name} {p.version}" + (f" (via {', '.join(via[p.name])})" if via.get(p.name) else "") for p in cuda[:8])
     raise BadInput(
         f"the closure for Python {closure.target.python} on {closure.target.platform} holds {len(cuda)} CUDA wheel(s), "
@@ -484,11 +515,20 @@ class LockedPython:
         t, c = self.target_closure, self.controller_closure
         return {
             "lock": str(self.lock),
-            "target": {"platform": self.target.platform, "python": self.target.python, "wheels": len(t.packages),
-                       "bytes": sum(p.size for p in t.packages), "excluded": list(t.excluded),
-                       "torch": next(({"version": p.version, "url": p.url} for p in t.packages if p.name == "torch"), None)},
-            "controller": {"platform": self.controller.platform, "python": self.controller.python, "wheels": len(c.packages),
-                           "bytes": sum(p.size for p in c.packages)},
+            "target": {
+                "platform": self.target.platform,
+                "python": self.target.python,
+                "wheels": len(t.packages),
+                "bytes": sum(p.size for p in t.packages),
+                "excluded": list(t.excluded),
+                "torch": next(({"version": p.version, "url": p.url} for p in t.packages if p.name == "torch"), None),
+            },
+            "controller": {
+                "platform": self.controller.platform,
+                "python": self.controller.python,
+                "wheels": len(c.packages),
+                "bytes": sum(p.size for p in c.packages),
+            },
         }
 
 
@@ -530,7 +570,8 @@ def lock_python(
         )
     target = make_target(py, arch, glibc or lk.platform.glibc)
     ctl_target = make_target(
-        controller_python or host_python(), controller_arch or host_arch(),
+        controller_python or host_python(),
+        controller_arch or host_arch(),
         controller_glibc or (host_glibc() if controller_arch in (None, host_arch()) else DEFAULT_GLIBC),
     )
     excluded = tuple(sorted({normalize(x) for x in exclude or ()}))
@@ -540,11 +581,19 @@ def lock_python(
     roots = target_roots(lk, list(only or []), list(excluded))
     sourced = pinned_sources(lk, roots, torch_index_url, index_overrides(lk, tuple(index_for), torch_index_url))
     pinned = tuple((n, u) for n, _, u in sourced)
-    tplan = ClosurePlan(roots=tuple(roots + ek_roots), target=target, excluded=excluded, pinned=pinned,
-                        pinned_ids=tuple((n, i) for n, i, _ in sourced), **sources)
+    tplan = ClosurePlan(
+        roots=tuple(roots + ek_roots),
+        target=target,
+        excluded=excluded,
+        pinned=pinned,
+        pinned_ids=tuple((n, i) for n, i, _ in sourced),
+        **sources,
+    )
     cplan = ClosurePlan(roots=tuple(envkit_roots()), target=ctl_target, **sources)
-    say(f"resolving the closure for Python {target.python} on {target.platform} ..."
-        + "".join(f" ({n} from {u} alone)" for n, u in pinned))
+    say(
+        f"resolving the closure for Python {target.python} on {target.platform} ..."
+        + "".join(f" ({n} from {u} alone)" for n, u in pinned)
+    )
     with tempfile.TemporaryDirectory(prefix="envkit-lock-") as tmp:
         tclos = run_uv(tplan, Path(tmp) / "target")
         if cuda_packages(tclos):

@@ -240,7 +240,9 @@ def _chip_hdk(lm: LoadedMatrix, key: str, what: str) -> Constraint:
             "hdk/*.chips",
             "matrices/hdk.yaml (per-release chip lists)",
         ),
-        lambda v: _row(f"hdk/{lm.hdk_row(v).version}", lm.hdk_row(v), f"HDK {v} ships {what} packages for chips {_fmt(lm.hdk_row(v).chips)}"),
+        lambda v: _row(
+            f"hdk/{lm.hdk_row(v).version}", lm.hdk_row(v), f"HDK {v} ships {what} packages for chips {_fmt(lm.hdk_row(v).chips)}"
+        ),
         lambda a: f"HDK {a[key]} has no {what} package for chip {a['chip']} in the matrix",
     )
 
@@ -281,8 +283,11 @@ def chip_torch_npu(lm: LoadedMatrix, strict: Strictness) -> Constraint:
     def say_tn_chips(tn: str) -> Statement:
         rule = f"torch_npu_line/{lm.torch_npu_row(tn).line}"
         ln = npu_line(tn)
-        text = (f"torch_npu {tn} (TorchNPU {lm.torch_npu_row(tn).line}) supports chips {_fmt(ln.chips)}" if ln
-                else f"torch_npu {tn} belongs to no TorchNPU line with published hardware support")
+        text = (
+            f"torch_npu {tn} (TorchNPU {lm.torch_npu_row(tn).line}) supports chips {_fmt(ln.chips)}"
+            if ln
+            else f"torch_npu {tn} belongs to no TorchNPU line with published hardware support"
+        )
         return _row(rule, ln, text)
 
     return Relation(
@@ -339,7 +344,12 @@ def driver_firmware(lm: LoadedMatrix, strict: Strictness) -> Constraint:
         return _row(f"hdk/{f.version}", f, text)
 
     drv_fw = Relation(
-        "driver-firmware", "driver", "firmware", fw_ok, say_driver_fw, say_fw_driver,
+        "driver-firmware",
+        "driver",
+        "firmware",
+        fw_ok,
+        say_driver_fw,
+        say_fw_driver,
         lambda a: f"driver {a['driver']} and the firmware of HDK {a['firmware']} are not known to be compatible",
     )
     drv_fw.explain_both_sides = True
@@ -371,7 +381,12 @@ def cann_driver(lm: LoadedMatrix, strict: Strictness) -> Constraint:
         return Statement(f"HDK {driver} works with CANN {_fmt(ok)}", "cann/*.hdk", "matrices/cann.yaml (HDK mappings)")
 
     return Relation(
-        "cann-driver", "cann", "driver", cann_hdk_ok, say_cann_hdk, say_hdk_cann,
+        "cann-driver",
+        "cann",
+        "driver",
+        cann_hdk_ok,
+        say_cann_hdk,
+        say_hdk_cann,
         lambda a: f"CANN {a['cann']} does not work with NPU driver (HDK) {a['driver']}",
     )
 
@@ -396,10 +411,11 @@ def torch_npu_cann(lm: LoadedMatrix, strict: Strictness) -> Constraint:
             return _row(f"torch_npu/{tn}", t, f"torch_npu {tn} has no published CANN pairing")
         ln = lm.lines[t.line]
         if t.cann is None:
-            text = (f"torch_npu {tn} has no CANN pairing of its own; as a release of TorchNPU {t.line} (inferred) it "
-                    f"works with that line's CANN {_fmt(ln.cann_compatible)}")
-            return Statement(text, f"torch_npu/{tn}, torch_npu_line/{t.line}", f"{t.source_text}; {ln.source_text}",
-                             "inferred")
+            text = (
+                f"torch_npu {tn} has no CANN pairing of its own; as a release of TorchNPU {t.line} (inferred) it "
+                f"works with that line's CANN {_fmt(ln.cann_compatible)}"
+            )
+            return Statement(text, f"torch_npu/{tn}, torch_npu_line/{t.line}", f"{t.source_text}; {ln.source_text}", "inferred")
         text = f"torch_npu {tn} is paired with CANN {t.cann} in the vendor's table, and TorchNPU {t.line} works with CANN {_fmt(ln.cann_compatible)}"
         return Statement(text, f"torch_npu/{tn}, torch_npu_line/{t.line}", f"{t.source_text}; {ln.source_text}", ln.confidence)
 
@@ -408,7 +424,12 @@ def torch_npu_cann(lm: LoadedMatrix, strict: Strictness) -> Constraint:
         return Statement(f"CANN {cann} works with torch_npu {_fmt(ok)}", "torch_npu/*.cann", "matrices/torch_npu.yaml")
 
     return Relation(
-        "torch_npu-cann", "torch_npu", "cann", tn_cann_ok, say_tn_cann, say_cann_tn,
+        "torch_npu-cann",
+        "torch_npu",
+        "cann",
+        tn_cann_ok,
+        say_tn_cann,
+        say_cann_tn,
         lambda a: f"torch_npu {a['torch_npu']} does not work with CANN {a['cann']}",
     )
 
@@ -425,8 +446,13 @@ def torch_npu_torch(lm: LoadedMatrix, strict: Strictness) -> Constraint:
         lambda tn: _row(f"torch_npu/{tn}", lm.torch_npu_row(tn), f"torch_npu {tn} pins torch=={lm.torch_npu_row(tn).torch}"),
         lambda torch: Statement(
             f"torch {torch} is pinned by torch_npu "
-            + _fmt([t.version + ("" if t.cann else " (no published CANN pairing)") for t in m.torch_npu
-                    if versions.same(t.torch, torch)]),
+            + _fmt(
+                [
+                    t.version + ("" if t.cann else " (no published CANN pairing)")
+                    for t in m.torch_npu
+                    if versions.same(t.torch, torch)
+                ]
+            ),
             "torch_npu/*.torch",
             "wheel METADATA Requires-Dist torch (compat-facts §1.7)",
         ),
@@ -487,7 +513,9 @@ def cann_python(lm: LoadedMatrix, strict: Strictness) -> Constraint:
         lambda cann: _row(
             f"cann/{cann}",
             lm.cann_row(cann),
-            f"CANN {cann} supports Python {lm.cann_row(cann).python}" if lm.cann_row(cann).python else f"CANN {cann}: Python range not stated",
+            f"CANN {cann} supports Python {lm.cann_row(cann).python}"
+            if lm.cann_row(cann).python
+            else f"CANN {cann}: Python range not stated",
         ),
         lambda py: Statement(
             f"Python {py} is supported by CANN {_fmt([c.version for c in m.cann if c.python is None or versions.satisfies(py, c.python)])}",
@@ -526,9 +554,17 @@ def torch_npu_glibc(lm: LoadedMatrix, strict: Strictness) -> Constraint:
 ABSENT = "none"
 
 
-def _spec_relation(lm: LoadedMatrix, cid: str, key: str, what: str, lookup: Callable[[str], _Framework | None],
-                   field: str, other: str, ok_other: Callable[[_Framework, str], bool], said: Callable[[_Framework], str]
-                   ) -> Relation:
+def _spec_relation(
+    lm: LoadedMatrix,
+    cid: str,
+    key: str,
+    what: str,
+    lookup: Callable[[str], _Framework | None],
+    field: str,
+    other: str,
+    ok_other: Callable[[_Framework, str], bool],
+    said: Callable[[_Framework], str],
+) -> Relation:
     """A framework release (`key`) that allows only some values of `other`, as its row says (`field`)."""
     rows: list[_Framework] = getattr(lm.model, key)
 
@@ -536,11 +572,16 @@ def _spec_relation(lm: LoadedMatrix, cid: str, key: str, what: str, lookup: Call
         return known(lookup(v), f"{what} {v}")
 
     return Relation(
-        cid, key, other,
+        cid,
+        key,
+        other,
         lambda v, o: v == ABSENT or ok_other(row(v), o),
         lambda v: _row(f"{key}/{v}", lookup(v), f"{what} {v} {said(row(v))}"),
-        lambda o: Statement(f"{other} {o} fits {what} {_fmt([r.version for r in rows if ok_other(r, o)])}",
-                            f"{key}/*.{field}", "matrices/serving.yaml"),
+        lambda o: Statement(
+            f"{other} {o} fits {what} {_fmt([r.version for r in rows if ok_other(r, o)])}",
+            f"{key}/*.{field}",
+            "matrices/serving.yaml",
+        ),
         lambda a: f"{what} {a[key]} {said(row(a[key]))}, not {other} {a[other]}",
     )
 
@@ -548,8 +589,17 @@ def _spec_relation(lm: LoadedMatrix, cid: str, key: str, what: str, lookup: Call
 def vllm_ascend_vllm(lm: LoadedMatrix, strict: Strictness) -> Constraint:
     """vllm_ascend ↔ vllm: a vllm-ascend release pins one vLLM release; install `vllm==X` first, then
     `vllm-ascend==X` (matrices/serving.yaml, `vllm_ascend[].vllm`: the release compatibility matrix)."""
-    return _spec_relation(lm, "vllm_ascend-vllm", "vllm_ascend", "vllm-ascend", lm.vllm_ascend, "vllm", "vllm",
-                          lambda r, v: versions.same(r.vllm, v), lambda r: f"pins vLLM {r.vllm}")
+    return _spec_relation(
+        lm,
+        "vllm_ascend-vllm",
+        "vllm_ascend",
+        "vllm-ascend",
+        lm.vllm_ascend,
+        "vllm",
+        "vllm",
+        lambda r, v: versions.same(r.vllm, v),
+        lambda r: f"pins vLLM {r.vllm}",
+    )
 
 
 def vllm_ascend_torch_npu(lm: LoadedMatrix, strict: Strictness) -> Constraint:
@@ -557,98 +607,197 @@ def vllm_ascend_torch_npu(lm: LoadedMatrix, strict: Strictness) -> Constraint:
     replace torch_npu); a row whose torch_npu the matrix lacks (`needs`) allows none (matrices/serving.yaml,
     `vllm_ascend[].torch_npu`)."""
     return _spec_relation(
-        lm, "vllm_ascend-torch_npu", "vllm_ascend", "vllm-ascend", lm.vllm_ascend, "torch_npu", "torch_npu",
+        lm,
+        "vllm_ascend-torch_npu",
+        "vllm_ascend",
+        "vllm-ascend",
+        lm.vllm_ascend,
+        "torch_npu",
+        "torch_npu",
         lambda r, t: r.torch_npu is not None and versions.same(r.torch_npu, t),
-        lambda r: f"pins torch_npu {r.torch_npu}" if r.torch_npu else f"needs {'; '.join(r.needs)}")
+        lambda r: f"pins torch_npu {r.torch_npu}" if r.torch_npu else f"needs {'; '.join(r.needs)}",
+    )
 
 
 def vllm_ascend_cann(lm: LoadedMatrix, strict: Strictness) -> Constraint:
     """vllm_ascend ↔ cann: a vllm-ascend release is released with one CANN (the "Stable CANN" of the release table,
     or the CANN image of its Dockerfile) (matrices/serving.yaml, `vllm_ascend[].cann`)."""
-    return _spec_relation(lm, "vllm_ascend-cann", "vllm_ascend", "vllm-ascend", lm.vllm_ascend, "cann", "cann",
-                          lambda r, c: r.cann is not None and versions.same(r.cann, c),
-                          lambda r: f"is released with CANN {r.cann}" if r.cann else f"needs {'; '.join(r.needs)}")
+    return _spec_relation(
+        lm,
+        "vllm_ascend-cann",
+        "vllm_ascend",
+        "vllm-ascend",
+        lm.vllm_ascend,
+        "cann",
+        "cann",
+        lambda r, c: r.cann is not None and versions.same(r.cann, c),
+        lambda r: f"is released with CANN {r.cann}" if r.cann else f"needs {'; '.join(r.needs)}",
+    )
 
 
 def vllm_ascend_triton_ascend(lm: LoadedMatrix, strict: Strictness) -> Constraint:
     """vllm_ascend ↔ triton_ascend: a vllm-ascend release installs one triton-ascend release, or none where its
     stack has none (matrices/serving.yaml, `vllm_ascend[].triton_ascend`)."""
+
     def ok(r: VllmAscendRelease, t: str) -> bool:
         return t == ABSENT if r.triton_ascend is None else t != ABSENT and versions.same(r.triton_ascend, t)
 
-    return _spec_relation(lm, "vllm_ascend-triton_ascend", "vllm_ascend", "vllm-ascend", lm.vllm_ascend, "triton_ascend",
-                          "triton_ascend", ok,
-                          lambda r: f"installs triton-ascend {r.triton_ascend}" if r.triton_ascend else "installs no triton-ascend")
+    return _spec_relation(
+        lm,
+        "vllm_ascend-triton_ascend",
+        "vllm_ascend",
+        "vllm-ascend",
+        lm.vllm_ascend,
+        "triton_ascend",
+        "triton_ascend",
+        ok,
+        lambda r: f"installs triton-ascend {r.triton_ascend}" if r.triton_ascend else "installs no triton-ascend",
+    )
 
 
 def vllm_ascend_python(lm: LoadedMatrix, strict: Strictness) -> Constraint:
     """vllm_ascend ↔ python: a vllm-ascend release installs on the Pythons of its Requires-Python
     (matrices/serving.yaml, `vllm_ascend[].python`)."""
-    return _spec_relation(lm, "vllm_ascend-python", "vllm_ascend", "vllm-ascend", lm.vllm_ascend, "python", "python",
-                          lambda r, py: versions.satisfies(py, r.python), lambda r: f"needs Python {r.python}")
+    return _spec_relation(
+        lm,
+        "vllm_ascend-python",
+        "vllm_ascend",
+        "vllm-ascend",
+        lm.vllm_ascend,
+        "python",
+        "python",
+        lambda r, py: versions.satisfies(py, r.python),
+        lambda r: f"needs Python {r.python}",
+    )
 
 
 def vllm_ascend_glibc(lm: LoadedMatrix, strict: Strictness) -> Constraint:
     """vllm_ascend ↔ os: the wheels of a vllm-ascend release are manylinux_2_<N>, so the OS must ship glibc ≥ 2.N
     (matrices/serving.yaml, `vllm_ascend[].glibc`; matrices/platform.yaml, `operating_systems[].glibc`)."""
     return _spec_relation(
-        lm, "vllm_ascend-glibc", "vllm_ascend", "vllm-ascend", lm.vllm_ascend, "glibc", "os",
+        lm,
+        "vllm_ascend-glibc",
+        "vllm_ascend",
+        "vllm-ascend",
+        lm.vllm_ascend,
+        "glibc",
+        "os",
         lambda r, os_: r.glibc is None or versions.parse(lm.oses[os_].glibc) >= versions.parse(r.glibc),
-        lambda r: f"wheels are manylinux_2_{r.glibc.split('.')[1]} (glibc >= {r.glibc})" if r.glibc else "wheels: glibc not captured")
+        lambda r: (
+            f"wheels are manylinux_2_{r.glibc.split('.')[1]} (glibc >= {r.glibc})" if r.glibc else "wheels: glibc not captured"
+        ),
+    )
 
 
 def triton_ascend_cann(lm: LoadedMatrix, strict: Strictness) -> Constraint:
     """triton_ascend ↔ cann: triton-ascend versions are strictly bound to CANN: a release works with the CANN of its
     row only (matrices/serving.yaml, `triton_ascend[].cann`)."""
-    return _spec_relation(lm, "triton_ascend-cann", "triton_ascend", "triton-ascend", lm.triton_ascend, "cann", "cann",
-                          lambda r, c: any(versions.same(x, c) for x in r.cann),
-                          lambda r: f"is bound to CANN {_fmt(r.cann)} (versions strictly bound to CANN)")
+    return _spec_relation(
+        lm,
+        "triton_ascend-cann",
+        "triton_ascend",
+        "triton-ascend",
+        lm.triton_ascend,
+        "cann",
+        "cann",
+        lambda r, c: any(versions.same(x, c) for x in r.cann),
+        lambda r: f"is bound to CANN {_fmt(r.cann)} (versions strictly bound to CANN)",
+    )
 
 
 def triton_ascend_chip(lm: LoadedMatrix, strict: Strictness) -> Constraint:
     """triton_ascend ↔ chip: triton-ascend supports Atlas A2/A3 only (matrices/serving.yaml, `triton_ascend[].chips`)."""
-    return _spec_relation(lm, "triton_ascend-chip", "triton_ascend", "triton-ascend", lm.triton_ascend, "chips", "chip",
-                          lambda r, chip: chip in r.chips, lambda r: f"supports chips {_fmt(r.chips)} only")
+    return _spec_relation(
+        lm,
+        "triton_ascend-chip",
+        "triton_ascend",
+        "triton-ascend",
+        lm.triton_ascend,
+        "chips",
+        "chip",
+        lambda r, chip: chip in r.chips,
+        lambda r: f"supports chips {_fmt(r.chips)} only",
+    )
 
 
 def triton_ascend_python(lm: LoadedMatrix, strict: Strictness) -> Constraint:
     """triton_ascend ↔ python: a triton-ascend release has wheels for the Pythons of its range; any where none is
     stated (matrices/serving.yaml, `triton_ascend[].python`)."""
-    return _spec_relation(lm, "triton_ascend-python", "triton_ascend", "triton-ascend", lm.triton_ascend, "python", "python",
-                          lambda r, py: r.python is None or versions.satisfies(py, r.python),
-                          lambda r: f"needs Python {r.python}" if r.python else "states no Python range")
+    return _spec_relation(
+        lm,
+        "triton_ascend-python",
+        "triton_ascend",
+        "triton-ascend",
+        lm.triton_ascend,
+        "python",
+        "python",
+        lambda r, py: r.python is None or versions.satisfies(py, r.python),
+        lambda r: f"needs Python {r.python}" if r.python else "states no Python range",
+    )
 
 
 def mindspeed_torch_npu(lm: LoadedMatrix, strict: Strictness) -> Constraint:
     """mindspeed ↔ torch_npu: a MindSpeed release supports the torch_npu releases of its TorchNPU lines
     (matrices/serving.yaml, `mindspeed[].torch_npu_lines`; matrices/torch_npu.yaml `torch_npu[].line`)."""
-    return _spec_relation(lm, "mindspeed-torch_npu", "mindspeed", "MindSpeed", lm.mindspeed, "torch_npu_lines", "torch_npu",
-                          lambda r, t: lm.torch_npu_row(t).line in r.torch_npu_lines,
-                          lambda r: f"supports TorchNPU {_fmt(r.torch_npu_lines)} only")
+    return _spec_relation(
+        lm,
+        "mindspeed-torch_npu",
+        "mindspeed",
+        "MindSpeed",
+        lm.mindspeed,
+        "torch_npu_lines",
+        "torch_npu",
+        lambda r, t: lm.torch_npu_row(t).line in r.torch_npu_lines,
+        lambda r: f"supports TorchNPU {_fmt(r.torch_npu_lines)} only",
+    )
 
 
 def mindspeed_cann(lm: LoadedMatrix, strict: Strictness) -> Constraint:
     """mindspeed ↔ cann: a MindSpeed release supports the CANN of its version table (matrices/serving.yaml,
     `mindspeed[].cann`)."""
-    return _spec_relation(lm, "mindspeed-cann", "mindspeed", "MindSpeed", lm.mindspeed, "cann", "cann",
-                          lambda r, c: bool(lm.series_members(r.cann, [c])),
-                          lambda r: f"supports CANN {_fmt(r.cann)} only")
+    return _spec_relation(
+        lm,
+        "mindspeed-cann",
+        "mindspeed",
+        "MindSpeed",
+        lm.mindspeed,
+        "cann",
+        "cann",
+        lambda r, c: bool(lm.series_members(r.cann, [c])),
+        lambda r: f"supports CANN {_fmt(r.cann)} only",
+    )
 
 
 def mindspeed_torch(lm: LoadedMatrix, strict: Strictness) -> Constraint:
     """mindspeed ↔ torch: a MindSpeed release supports the PyTorch versions it lists; any its TorchNPU line pins
     where none is listed (matrices/serving.yaml, `mindspeed[].torch`)."""
-    return _spec_relation(lm, "mindspeed-torch", "mindspeed", "MindSpeed", lm.mindspeed, "torch", "torch",
-                          lambda r, t: not r.torch or any(versions.same(x, versions.parse(t).public) for x in r.torch),
-                          lambda r: f"supports PyTorch {_fmt(r.torch)} only" if r.torch else "lists no PyTorch versions")
+    return _spec_relation(
+        lm,
+        "mindspeed-torch",
+        "mindspeed",
+        "MindSpeed",
+        lm.mindspeed,
+        "torch",
+        "torch",
+        lambda r, t: not r.torch or any(versions.same(x, versions.parse(t).public) for x in r.torch),
+        lambda r: f"supports PyTorch {_fmt(r.torch)} only" if r.torch else "lists no PyTorch versions",
+    )
 
 
 def mindspeed_python(lm: LoadedMatrix, strict: Strictness) -> Constraint:
     """mindspeed ↔ python: a MindSpeed release supports the Pythons of its range (26.1.0: Python 3.10 only)
     (matrices/serving.yaml, `mindspeed[].python`)."""
-    return _spec_relation(lm, "mindspeed-python", "mindspeed", "MindSpeed", lm.mindspeed, "python", "python",
-                          lambda r, py: r.python is None or versions.satisfies(py, r.python),
-                          lambda r: f"needs Python {r.python}" if r.python else "states no Python range")
+    return _spec_relation(
+        lm,
+        "mindspeed-python",
+        "mindspeed",
+        "MindSpeed",
+        lm.mindspeed,
+        "python",
+        "python",
+        lambda r, py: r.python is None or versions.satisfies(py, r.python),
+        lambda r: f"needs Python {r.python}" if r.python else "states no Python range",
+    )
 
 
 # The fixed edges, in the order the resolver checks and explains them.

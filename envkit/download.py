@@ -144,8 +144,7 @@ class _Retry(Exception):
 class Downloader:
     """Fetch files into the cache. `jobs` threads; `retries` attempts each with exponential back-off."""
 
-    def __init__(self, cache: WheelCache, jobs: int = 8, retries: int = 5, backoff: float = 0.5,
-                 timeout: float = 60.0) -> None:
+    def __init__(self, cache: WheelCache, jobs: int = 8, retries: int = 5, backoff: float = 0.5, timeout: float = 60.0) -> None:
         self.cache = cache
         self.jobs = jobs
         self.retries = retries
@@ -251,11 +250,17 @@ class Downloader:
                         have = 0
                         h = hashlib.sha256()
                     announced = r.headers.get("Content-Length", "")
-                    if (it.size is not None and announced.isdigit() and not r.headers.get("Content-Encoding")
-                            and have + int(announced) > it.size):
-                        raise CheckFailed(f"{it.name}: {it.url} sends {have + int(announced)} bytes, more than the "
-                                          f"{it.size} the lock records; nothing was kept",
-                                          hint="The index serves another file than the lock names.")
+                    if (
+                        it.size is not None
+                        and announced.isdigit()
+                        and not r.headers.get("Content-Encoding")
+                        and have + int(announced) > it.size
+                    ):
+                        raise CheckFailed(
+                            f"{it.name}: {it.url} sends {have + int(announced)} bytes, more than the "
+                            f"{it.size} the lock records; nothing was kept",
+                            hint="The index serves another file than the lock names.",
+                        )
                     with open(part, "ab" if have else "wb") as fout:
                         chunks = r.iter_content(CHUNK)
                         _copy_capped(it, lambda _n: next(chunks, b""), fout, h, have, on_bytes, part)
@@ -288,8 +293,15 @@ def _open_local(it: Fetch):  # noqa: ANN202 - a binary file object
     return os.fdopen(fd, "rb")
 
 
-def _copy_capped(it: Fetch, read: Callable[[int], bytes], fout, h, have: int,  # noqa: ANN001
-                 on_bytes: Callable[[int], None] | None, part: Path) -> None:
+def _copy_capped(
+    it: Fetch,
+    read: Callable[[int], bytes],
+    fout,
+    h,
+    have: int,  # noqa: ANN001
+    on_bytes: Callable[[int], None] | None,
+    part: Path,
+) -> None:
     """Copy from `read` into `fout` (and the hash) until the end, never more than the size the lock records: a
     source that goes on past it (`file:///dev/zero`, a server sending another file) stops one byte after it and
     fails the check, the partial file removed."""
@@ -301,8 +313,10 @@ def _copy_capped(it: Fetch, read: Callable[[int], bytes], fout, h, have: int,  #
         if left is not None and len(chunk) > left:
             fout.close()
             part.unlink(missing_ok=True)
-            raise CheckFailed(f"{it.name}: {it.url} holds more than the {it.size} bytes the lock records; nothing was kept",
-                              hint="The source is not the file the lock names (or the lock's size was edited).")
+            raise CheckFailed(
+                f"{it.name}: {it.url} holds more than the {it.size} bytes the lock records; nothing was kept",
+                hint="The source is not the file the lock names (or the lock's size was edited).",
+            )
         fout.write(chunk)
         h.update(chunk)
         if left is not None:
@@ -322,8 +336,13 @@ def fetch_with_progress(items: list[Fetch], cache: WheelCache, jobs: int = 8) ->
 
     lock = threading.Lock()
     with Progress(
-        TextColumn("wheels"), BarColumn(), DownloadColumn(), TransferSpeedColumn(), TimeRemainingColumn(),
-        console=console.err, transient=True,
+        TextColumn("wheels"),
+        BarColumn(),
+        DownloadColumn(),
+        TransferSpeedColumn(),
+        TimeRemainingColumn(),
+        console=console.err,
+        transient=True,
     ) as prog:
         task = prog.add_task("wheels", total=total)
 

@@ -112,8 +112,9 @@ class Engine:
     def history(self, ref: str) -> list[dict[str, Any]]:
         return self.client.api.history(ref)
 
-    def run(self, image: str, command: list[str], *, env: dict[str, str] | None = None, user: str | None = None,
-            **kwargs: Any) -> tuple[int, str]:
+    def run(
+        self, image: str, command: list[str], *, env: dict[str, str] | None = None, user: str | None = None, **kwargs: Any
+    ) -> tuple[int, str]:
         """Run a command in a fresh container, wait, remove it; return (exit code, combined output)."""
         c = self.client.containers.create(image, command, environment=env or {}, user=user, **kwargs)
         try:

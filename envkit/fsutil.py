@@ -58,7 +58,8 @@ def atomic_stream(path: Path, mode: int = 0o644, *, fsync: bool = True) -> Itera
         fd, tmp = tempfile.mkstemp(prefix=_temp_prefix(path), suffix=".tmp", dir=path.parent)
     except OSError as exc:
         raise CannotRun(
-            f"cannot write {path}: {exc.strerror or exc}", where=Where(str(path)),
+            f"cannot write {path}: {exc.strerror or exc}",
+            where=Where(str(path)),
             hint="Choose a writable output path.",
         ) from None
     try:
@@ -94,8 +95,9 @@ def atomic_dir(path: Path) -> Iterator[Path]:
         _remove(tmp)
         tmp.mkdir(parents=True)
     except OSError as exc:
-        raise CannotRun(f"cannot write {path}: {exc.strerror or exc}", where=Where(str(path)),
-                        hint="Choose a writable output path.") from None
+        raise CannotRun(
+            f"cannot write {path}: {exc.strerror or exc}", where=Where(str(path)), hint="Choose a writable output path."
+        ) from None
     try:
         yield tmp
         if os.path.lexists(path):
@@ -116,8 +118,11 @@ def _cannot_write(path: Path, exc: OSError) -> CannotRun:
     """An OSError while writing `path`: exit 2, naming the other file when it was another (a source being read)."""
     other = str(exc.filename or "")
     about = f" ({other})" if other and other != str(path) and not Path(other).name.startswith(f".{path.name}.") else ""
-    return CannotRun(f"cannot write {path}: {exc.strerror or exc}{about}", where=Where(str(path)),
-                     hint="Choose a writable output path with room for it.")
+    return CannotRun(
+        f"cannot write {path}: {exc.strerror or exc}{about}",
+        where=Where(str(path)),
+        hint="Choose a writable output path with room for it.",
+    )
 
 
 def atomic_write_text(path: Path, text: str, mode: int = 0o644) -> None:
@@ -172,8 +177,11 @@ def plain_relpath(rel: str, where: str | None = None) -> PurePosixPath:
     """A relative POSIX path with no `..`, no empty name, no NUL or newline: what may be joined under an output."""
     p = PurePosixPath(rel)
     if not rel or p.is_absolute() or ".." in p.parts or not p.parts or any(c in rel for c in "\x00\n\r"):
-        raise BadInput(f"{rel!r} is not a plain relative path: refusing to write it", where=Where(where) if where else None,
-                       hint="A lock or manifest names files outside the output; get it again from its source.")
+        raise BadInput(
+            f"{rel!r} is not a plain relative path: refusing to write it",
+            where=Where(where) if where else None,
+            hint="A lock or manifest names files outside the output; get it again from its source.",
+        )
     return p
 
 
@@ -181,8 +189,11 @@ def inside(base: Path, rel: str) -> Path:
     """`base/rel`, once checked to stay under `base` with every link on the way resolved (else BadInput, exit 2)."""
     dest = Path(base) / plain_relpath(rel, str(base))
     if not dest.resolve().is_relative_to(Path(base).resolve()):
-        raise BadInput(f"{dest} leads outside {base} (a link on the way): refusing to write it", where=Where(str(dest)),
-                       hint=f"Remove the link from {base}, or pass another output.")
+        raise BadInput(
+            f"{dest} leads outside {base} (a link on the way): refusing to write it",
+            where=Where(str(dest)),
+            hint=f"Remove the link from {base}, or pass another output.",
+        )
     return dest
 
 
@@ -200,8 +211,9 @@ def is_marked(folder: Path, kind: str) -> bool:
         return False
 
 
-def claim_output(path: Path, kind: str, *, force: bool = False, folder: bool = True,
-                 is_ours: Callable[[Path], bool] | None = None) -> None:
+def claim_output(
+    path: Path, kind: str, *, force: bool = False, folder: bool = True, is_ours: Callable[[Path], bool] | None = None
+) -> None:
     """May envkit replace what is at `path` with its output of `kind`? The one ownership check of every command.
 
     Yes when nothing is there, an empty folder, a previous output of the same kind (a folder with its
@@ -220,8 +232,11 @@ def claim_output(path: Path, kind: str, *, force: bool = False, folder: bool = T
     mode = st.st_mode
     if stat.S_ISDIR(mode):
         if not folder:
-            raise BadInput(f"{path} is a folder; the {label} written there is a file", where=Where(str(path)),
-                           hint="Pass an archive path that is not a folder.")
+            raise BadInput(
+                f"{path} is a folder; the {label} written there is a file",
+                where=Where(str(path)),
+                hint="Pass an archive path that is not a folder.",
+            )
         try:
             empty = not any(os.scandir(path))
         except OSError:

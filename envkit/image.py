@@ -145,7 +145,7 @@ def choose_base(lock: Lock, base: str | None) -> BaseRef:
             f"the lock names no base image for {os_id} (the matrix it was made from has none)",
             where=Where("envkit.lock", None, "platform.base_image"),
             hint="Pass --base IMAGE@sha256:DIGEST (an image of that OS), or resolve for an OS with a base image "
-                 "(`envkit matrix show images`).",
+            "(`envkit matrix show images`).",
         )
     if row.digest is None:
         raise BadInput(
@@ -162,8 +162,9 @@ def choose_base(lock: Lock, base: str | None) -> BaseRef:
                 f"{lock.stack.python} (the build checks it)."
             ),
         )
-    return BaseRef(ref=f"{row.image}@{row.digest}", os=os_id, family=family, python=row.python, from_matrix=True,
-                   source=row.source)
+    return BaseRef(
+        ref=f"{row.image}@{row.digest}", os=os_id, family=family, python=row.python, from_matrix=True, source=row.source
+    )
 
 
 # --- vendor packages ------------------------------------------------------------------------------
@@ -223,15 +224,27 @@ def _step(art: Artifact, artifacts: Path | None, hasher: Callable[[Path], str] =
                 where=Where(str(run_path)),
             )
         return InstallStep(
-            art.component, art.version, run_path.name, got, "lock" if art.run.sha256 else "file", run_path.name, False,
-            flags, run_path, needs_env,
+            art.component,
+            art.version,
+            run_path.name,
+            got,
+            "lock" if art.run.sha256 else "file",
+            run_path.name,
+            False,
+            flags,
+            run_path,
+            needs_env,
         )
     if artifacts is None:
         if art.zip:
             member = run_name or art.run.pattern
-            return InstallStep(art.component, art.version, art.zip.file, art.zip.sha256, "lock", member, True, flags, None, needs_env)
+            return InstallStep(
+                art.component, art.version, art.zip.file, art.zip.sha256, "lock", member, True, flags, None, needs_env
+            )
         if art.run.sha256 and run_name:
-            return InstallStep(art.component, art.version, run_name, art.run.sha256, "lock", run_name, False, flags, None, needs_env)
+            return InstallStep(
+                art.component, art.version, run_name, art.run.sha256, "lock", run_name, False, flags, None, needs_env
+            )
         raise BadInput(
             f"{art.component} {art.version}: the lock has no sha256 for {run_name or art.run.pattern}",
             hint="Pass --artifacts DIR holding the vendor package: envkit records its hash and the build checks it.",
@@ -263,8 +276,10 @@ def check_closure(lock: Lock, reqs: list[Requirement], origin: str) -> None:
         if r is None:
             raise BadInput(f"{origin} lacks {pin.name}=={pin.version} of the lock", hint="Add it (with its hash).")
         if not versions.same(r.version, pin.version) or ("+" in pin.version) != ("+" in r.version):
-            raise BadInput(f"{origin} pins {pin.name}=={r.version}, the lock {pin.version}",
-                           hint="The lock decides: regenerate the hashed requirements from it.")
+            raise BadInput(
+                f"{origin} pins {pin.name}=={r.version}, the lock {pin.version}",
+                hint="The lock decides: regenerate the hashed requirements from it.",
+            )
     for spec in lock.python.cann_runtime:
         m = re.match(r"^([A-Za-z0-9._-]+)\s*(.*)$", spec)
         assert m is not None
@@ -295,7 +310,8 @@ def closure_requirements(lock: Lock, wheels: list[Path]) -> tuple[list[Requireme
         missing = [p.filename for p in chosen if p.sha256 not in have]
         if missing:
             raise BadInput(
-                f"the wheelhouse lacks {len(missing)} file(s) of the lock's closure (by sha256): " + ", ".join(missing[:8])
+                f"the wheelhouse lacks {len(missing)} file(s) of the lock's closure (by sha256): "
+                + ", ".join(missing[:8])
                 + (" ..." if len(missing) > 8 else ""),
                 hint="Download them (`envkit download` / `envkit bundle build`), or render without the wheels "
                 "to install from the closure's indexes.",
@@ -418,7 +434,9 @@ def plan_env(lock: Lock, arch: str) -> list[tuple[str, str]]:
         ld = [f"{atb}/lib", f"{atb}/examples", f"{atb}/tests/atbopstest", *ld]
     env["LD_LIBRARY_PATH"] = ":".join(ld)
     env["PYTHONPATH"] = f"{home}/python/site-packages:{home}/opp/built-in/op_impl/ai_core/tbe"
-    env["PATH"] = f"{VENV}/bin:{home}/bin:{home}/compiler/ccec_compiler/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+    env["PATH"] = (
+        f"{VENV}/bin:{home}/bin:{home}/compiler/ccec_compiler/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+    )
     env["VIRTUAL_ENV"] = VENV
     env["ENVKIT_LOCK"] = LOCK_IN_IMAGE
     return sorted(env.items())
@@ -467,9 +485,11 @@ def plan_serving(lock: Lock, labels: list[tuple[str, str]]) -> tuple[list[tuple[
     from envkit.smoke.serve import NPU_SERVING_ENV
 
     s = lock.stack.model_dump()
-    extra = {f"{LABEL_PREFIX}.variant": "serving",
-             f"{LABEL_PREFIX}.serving.entrypoint": " ".join(SERVING_ENTRYPOINT),
-             "org.opencontainers.image.title": f"envkit {s['chip']} CANN {s['cann']} torch {s['torch']} vllm-ascend {s.get('vllm_ascend')}"}
+    extra = {
+        f"{LABEL_PREFIX}.variant": "serving",
+        f"{LABEL_PREFIX}.serving.entrypoint": " ".join(SERVING_ENTRYPOINT),
+        "org.opencontainers.image.title": f"envkit {s['chip']} CANN {s['cann']} torch {s['torch']} vllm-ascend {s.get('vllm_ascend')}",
+    }
     return sorted(NPU_SERVING_ENV.items()), sorted({**dict(labels), **extra}.items())
 
 

@@ -87,11 +87,14 @@ def parse_lock(data: Any, lines: dict[str, int], filename: str) -> Lock:
         made_by = made_by if isinstance(made_by, str) and re.fullmatch(r"envkit [ -~]{1,300}", made_by) else None
         redo = f"`{made_by}`" if made_by and older else "`envkit resolve` (and `envkit lock` for a closure)"
         raise BadInput(
-            (f"{filename} is a lock of schema {found}, made by an older envkit: re-lock it"
-             if older else f"{filename}: unsupported lock schema_version {found!r}"),
+            (
+                f"{filename} is a lock of schema {found}, made by an older envkit: re-lock it"
+                if older
+                else f"{filename}: unsupported lock schema_version {found!r}"
+            ),
             where=Where(filename, lines.get("schema_version"), "schema_version"),
             hint=f"This envkit reads lock schema {LOCK_SCHEMA_VERSION}; re-lock with {redo} "
-                 "(schema 2 records the HDK and platform facts the jobs need).",
+            "(schema 2 records the HDK and platform facts the jobs need).",
         )
     try:
         return Lock.model_validate(data)

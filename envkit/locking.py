@@ -69,8 +69,15 @@ def _flags(lm: LoadedMatrix, component: str) -> tuple[list[str], int]:
     raise KeyError(component)
 
 
-def _artifact(lm: LoadedMatrix, component: ComponentName, version: str, file: str | None, pattern: str, zip: ZipEdition | None,
-              firmware_version: str | None = None) -> Artifact:
+def _artifact(
+    lm: LoadedMatrix,
+    component: ComponentName,
+    version: str,
+    file: str | None,
+    pattern: str,
+    zip: ZipEdition | None,
+    firmware_version: str | None = None,
+) -> Artifact:
     """One installer of the lock: its `.run` (exact name and glob), install flags and order, and the signed zip."""
     flags, order = _flags(lm, component)
     return Artifact.model_construct(
@@ -92,26 +99,49 @@ def build_artifacts(lm: LoadedMatrix, stack: dict[str, str]) -> list[Artifact]:
     if chip.driver_file:
         driver_v = hdk_file_version(lm, stack["driver"], chip.id)
         zip_drv = _zip(lm, "hdk", stack["driver"], "npu", chip.hdk_zip_token, arch) if chip.hdk_zip_token else None
-        drv = _artifact(lm, "driver", stack["driver"], chip.driver_file.format(version=driver_v, hdk_arch=hdk_arch),
-                        chip.driver_file.format(version="*", hdk_arch=hdk_arch), zip_drv)
-        out.append(drv.model_copy(update={"package_version": driver_v.lower(),
-                                          "compatible": lm.hdk_row(stack["driver"]).compatible_firmware}))
+        drv = _artifact(
+            lm,
+            "driver",
+            stack["driver"],
+            chip.driver_file.format(version=driver_v, hdk_arch=hdk_arch),
+            chip.driver_file.format(version="*", hdk_arch=hdk_arch),
+            zip_drv,
+        )
+        out.append(
+            drv.model_copy(
+                update={"package_version": driver_v.lower(), "compatible": lm.hdk_row(stack["driver"]).compatible_firmware}
+            )
+        )
     if chip.firmware_file:
         fw_version = lm.hdk_row(stack["firmware"]).firmware_version
         zip_fw = _zip(lm, "hdk", stack["firmware"], "npu", chip.hdk_zip_token, arch) if chip.hdk_zip_token else None
         fw = lm.hdk_row(stack["firmware"])
-        out.append(_artifact(lm, "firmware", stack["firmware"],
-                             chip.firmware_file.format(firmware=fw_version) if fw_version else None,
-                             chip.firmware_file.format(firmware="*"), zip_fw, firmware_version=fw_version)
-                   .model_copy(update={"package_version": (fw.package_version or fw.version).lower(),
-                                       "compatible": fw.compatible_driver}))
+        out.append(
+            _artifact(
+                lm,
+                "firmware",
+                stack["firmware"],
+                chip.firmware_file.format(firmware=fw_version) if fw_version else None,
+                chip.firmware_file.format(firmware="*"),
+                zip_fw,
+                firmware_version=fw_version,
+            ).model_copy(
+                update={"package_version": (fw.package_version or fw.version).lower(), "compatible": fw.compatible_driver}
+            )
+        )
     # CANN: the toolkit, the operator package of the chip, NNAL; file name templates take {version} and {arch}
     cann = lm.cann_row(stack["cann"])
     file_version = cann.file_version or cann.version
 
     def cann_artifact(component: ComponentName, template: str, kind: str, chip_id: str | None = None) -> Artifact:
-        return _artifact(lm, component, cann.version, template.format(version=file_version, arch=arch),
-                         template.format(version="*", arch=arch), _zip(lm, "cann", cann.version, kind, chip_id, arch))
+        return _artifact(
+            lm,
+            component,
+            cann.version,
+            template.format(version=file_version, arch=arch),
+            template.format(version="*", arch=arch),
+            _zip(lm, "cann", cann.version, kind, chip_id, arch),
+        )
 
     out.append(cann_artifact("cann-toolkit", "Ascend-cann-toolkit_{version}_linux-{arch}.run", "toolkit"))
     op_template = chip.ops_file if cann.operator_package == "ops" else chip.kernels_file
@@ -130,7 +160,9 @@ def build_platform(lm: LoadedMatrix, stack: dict[str, str]) -> Platform:
     row = next((i for i in lm.model.images if i.os == osrow.id), None)
     base = None
     if row is not None:
-        base = BaseImage.model_construct(image=row.image, digest=row.digest, python=row.python, source=row.source_text, note=row.note)
+        base = BaseImage.model_construct(
+            image=row.image, digest=row.digest, python=row.python, source=row.source_text, note=row.note
+        )
     return Platform.model_construct(
         os_family=osrow.family,
         glibc=osrow.glibc,
@@ -186,7 +218,9 @@ def framework_pins(lm: LoadedMatrix, stack: dict[str, str]) -> list[PythonPin]:
         pins.append(PythonPin.model_construct(name="vllm-ascend", version=stack["vllm_ascend"]))
     if stack.get("triton_ascend"):
         row = known(lm.triton_ascend(stack["triton_ascend"]), f"triton-ascend {stack['triton_ascend']}")
-        pins.append(PythonPin.model_construct(name="triton-ascend", version=row.version, index=None if row.index == "pypi" else row.index))
+        pins.append(
+            PythonPin.model_construct(name="triton-ascend", version=row.version, index=None if row.index == "pypi" else row.index)
+        )
     return pins
 
 
@@ -243,8 +277,11 @@ def _provenance(lm: LoadedMatrix, res: Resolution) -> dict[str, Provenance]:
             c.confidence,
         ),
         "driver": (f"cann/{c.version} -> HDK {h.version}", h.source_text, h.confidence),
-        "firmware": (f"hdk/{s['firmware']}: firmware of the same HDK release", lm.hdk_row(s["firmware"]).source_text,
-                     lm.hdk_row(s["firmware"]).confidence),
+        "firmware": (
+            f"hdk/{s['firmware']}: firmware of the same HDK release",
+            lm.hdk_row(s["firmware"]).source_text,
+            lm.hdk_row(s["firmware"]).confidence,
+        ),
         "python": (
             (f"the python3 {lm.oses[s['os']].name} ships" if lm.oses[s["os"]].system_python == s["python"] else "newest Python")
             + f" with torch_npu {t.version} wheels and CANN {c.version} support",
@@ -260,12 +297,18 @@ def _provenance(lm: LoadedMatrix, res: Resolution) -> dict[str, Provenance]:
     for key in [*STACK_KEYS, *(k for k in FRAMEWORK_KEYS if k in s)]:
         pin = res.pins.get(key)
         if pin is not None:
-            out[key] = Provenance.model_construct(declared=pin.origin == "declared", origin=pin.origin, source=pin.where or "input")
+            out[key] = Provenance.model_construct(
+                declared=pin.origin == "declared", origin=pin.origin, source=pin.where or "input"
+            )
         elif key in ("chip", "arch", "os"):
             if defaults.get(key) == s[key]:
-                out[key] = Provenance.model_construct(declared=False, origin="default", rule="defaults", source="matrices/platform.yaml")
+                out[key] = Provenance.model_construct(
+                    declared=False, origin="default", rule="defaults", source="matrices/platform.yaml"
+                )
             else:
-                out[key] = Provenance.model_construct(declared=False, origin="derived", rule="first that fits", source="matrices/platform.yaml")
+                out[key] = Provenance.model_construct(
+                    declared=False, origin="derived", rule="first that fits", source="matrices/platform.yaml"
+                )
         else:
             rule, source, conf = derived[key]
             out[key] = Provenance.model_construct(declared=False, origin="derived", rule=rule, source=source, confidence=conf)
@@ -302,7 +345,11 @@ def lock_pins(lm: LoadedMatrix, lock: Lock, filename: str) -> dict[str, Pin]:
 # was chosen (provenance, hints), and the closures `envkit lock` resolves from an index (held by the schema and
 # its URL policy alone). Every other field is compared, so a section added to the lock is compared with no change.
 NOT_DERIVED: dict[str, Any] = {
-    "envkit_version": True, "matrix_digest": True, "generated_by": True, "provenance": True, "hints": True,
+    "envkit_version": True,
+    "matrix_digest": True,
+    "generated_by": True,
+    "provenance": True,
+    "hints": True,
     "python": {"closure": True, "controller": True},
 }
 # a list of mappings is compared item by item under the first of these keys they all have (`artifacts.driver`)
@@ -330,8 +377,11 @@ def check_lock(lock: Lock, where: str, lm: LoadedMatrix | None = None) -> list[s
 def gate(lock: Lock, where: str) -> Edited | None:
     """`check_lock` as a gate of `envkit.lockfile.read_lock` (registered by the command line)."""
     lm = load_matrix()
-    other = (f"the lock comes from another matrix ({lock.matrix_digest[:19]}…, this envkit has {lm.digest[:19]}…)"
-             if lock.matrix_digest != lm.digest else "")
+    other = (
+        f"the lock comes from another matrix ({lock.matrix_digest[:19]}…, this envkit has {lm.digest[:19]}…)"
+        if lock.matrix_digest != lm.digest
+        else ""
+    )
     try:
         fields = check_lock(lock, where, lm)
     except BadInput as exc:  # a version this matrix does not know
@@ -352,8 +402,11 @@ def differ(want: object, have: object, at: str = "") -> list[str]:
         elif any(isinstance(x, dict) for x in want + have) and len(want) == len(have):
             want, have = dict(enumerate(want)), dict(enumerate(have))
     if isinstance(want, dict) and isinstance(have, dict):
-        return [p for k in sorted(want.keys() | have.keys(), key=str)
-                for p in differ(want.get(k), have.get(k), f"{at}.{k}" if at else str(k))]
+        return [
+            p
+            for k in sorted(want.keys() | have.keys(), key=str)
+            for p in differ(want.get(k), have.get(k), f"{at}.{k}" if at else str(k))
+        ]
     return [] if want == have else [at or "(all)"]
 
 

@@ -435,8 +435,11 @@ def check_matrix(lm: LoadedMatrix) -> list[Problem]:
     dupes("chips", [c.id for c in m.chips], as_version=False)
     dupes("operating_systems", [o.id for o in m.operating_systems], as_version=False)
     dupes("pythons", [p.version for p in m.pythons], as_version=True)
-    dupes("hdk", hdk_versions + [a for h in m.hdk for a in h.aliases] + [p.version for h in m.hdk for p in h.patches],
-          as_version=True)
+    dupes(
+        "hdk",
+        hdk_versions + [a for h in m.hdk for a in h.aliases] + [p.version for h in m.hdk for p in h.patches],
+        as_version=True,
+    )
     dupes("cann", cann_versions, as_version=True)
     dupes("torch_npu", [t.version for t in m.torch_npu], as_version=True)
     dupes("torch_npu_lines", [ln.line for ln in m.torch_npu_lines], as_version=False)
@@ -498,8 +501,21 @@ def check_matrix(lm: LoadedMatrix) -> list[Problem]:
                 add("torch_npu", t.version, f"unknown arch {arch} in manylinux")
         if t.line and lm.cann(t.cann or "") and not lm.series_members(lm.lines[t.line].cann_compatible, [t.cann or ""]):
             add("torch_npu", t.version, f"paired CANN {t.cann} is not in line {t.line}'s compatible list")
-    stack_keys = {"chip", "arch", "os", "python", "driver", "firmware", "cann", "torch", "torch_npu", "numpy",
-                  "transformers", "accelerate", "glibc"}
+    stack_keys = {
+        "chip",
+        "arch",
+        "os",
+        "python",
+        "driver",
+        "firmware",
+        "cann",
+        "torch",
+        "torch_npu",
+        "numpy",
+        "transformers",
+        "accelerate",
+        "glibc",
+    }
     for r in m.rules:
         for k, v in [*r.when.items(), *r.requires.items()]:
             if k not in stack_keys:
@@ -528,8 +544,23 @@ def check_matrix(lm: LoadedMatrix) -> list[Problem]:
             add("defaults", key, f"unknown os {value}")
     check_torch_builds(lm, add)
     check_frameworks(lm, add)
-    for section in ("chips", "arches", "operating_systems", "pythons", "hdk", "cann", "torch_npu_lines", "torch_npu",
-                    "indexes", "packages", "rules", "torch_builds", "vllm_ascend", "triton_ascend", "mindspeed"):
+    for section in (
+        "chips",
+        "arches",
+        "operating_systems",
+        "pythons",
+        "hdk",
+        "cann",
+        "torch_npu_lines",
+        "torch_npu",
+        "indexes",
+        "packages",
+        "rules",
+        "torch_builds",
+        "vllm_ascend",
+        "triton_ascend",
+        "mindspeed",
+    ):
         for row in getattr(m, section):
             if not row.sources or any(not s.strip() for s in row.sources):
                 add(section, str(getattr(row, "id", getattr(row, "version", "?"))), "row without a source")
@@ -573,9 +604,12 @@ def check_torch_builds(lm: LoadedMatrix, add: AddProblem) -> None:
             if build is None:
                 add("torch_builds", f"{t.torch} {arch}", f"no row for torch {t.torch} on {arch} (torch_npu {t.version} pins it)")
             elif arch == "x86_64" and t.x86_64_torch_local and build.local != t.x86_64_torch_local:
-                add("torch_builds", f"{t.torch} {arch}",
+                add(
+                    "torch_builds",
+                    f"{t.torch} {arch}",
                     f"torch_npu {t.version} pins torch=={t.torch}+{t.x86_64_torch_local} on x86_64; this row gives "
-                    + (f"+{build.local}" if build.local else "the plain version"))
+                    + (f"+{build.local}" if build.local else "the plain version"),
+                )
 
 
 def check_frameworks(lm: LoadedMatrix, add: AddProblem) -> None:

@@ -84,8 +84,9 @@ def locate_bundle(bundle: Path | None, artifacts: Path | None, wheels: Path | No
                 hint="The wheels folder needs a hashed requirements.txt (`name==version --hash=sha256:...` per wheel).",
             )
         parse_requirements(req.read_text(), str(req), options_allowed=True)  # pip --require-hashes, checked early
-    return BundlePaths(vendor=vendor.resolve(), wheels=wheel_dir.resolve() if wheel_dir else None,
-                       requirements=req.resolve() if req else None)
+    return BundlePaths(
+        vendor=vendor.resolve(), wheels=wheel_dir.resolve() if wheel_dir else None, requirements=req.resolve() if req else None
+    )
 
 
 def read_sums(vendor: Path) -> dict[str, str]:
@@ -166,8 +167,13 @@ def stage_artifacts(lock: Lock, vendor: Path, *, verify: bool = True) -> list[St
                 )
         out.append(
             Staged(
-                component=art.component, version=art.version, src=name, edition=edition, sha256=expected,
-                run_pattern=art.run.file or art.run.pattern, flags=list(art.run.flags),
+                component=art.component,
+                version=art.version,
+                src=name,
+                edition=edition,
+                sha256=expected,
+                run_pattern=art.run.file or art.run.pattern,
+                flags=list(art.run.flags),
             )
         )
     if missing:
@@ -214,11 +220,15 @@ def _hdk_details(lock: Lock) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {"driver": {}, "firmware": {}}
     for art in lock.artifacts:
         if art.component == "driver":
-            out["driver"] = {"package_version": art.package_version or art.version.lower(),
-                             "compatible_firmware": art.compatible or ""}
+            out["driver"] = {
+                "package_version": art.package_version or art.version.lower(),
+                "compatible_firmware": art.compatible or "",
+            }
         elif art.component == "firmware":
-            out["firmware"] = {"package_version": art.package_version or art.version.lower(),
-                               "firmware_version": art.firmware_version or ""}
+            out["firmware"] = {
+                "package_version": art.package_version or art.version.lower(),
+                "firmware_version": art.firmware_version or "",
+            }
     return out
 
 
@@ -265,8 +275,13 @@ def render_vars(
         if s is None:
             return {}
         return {
-            "version": s.version, "src": s.src, "edition": s.edition, "sha256": s.sha256,
-            "run_pattern": s.run_pattern, "flags": s.flags, **details[comp],
+            "version": s.version,
+            "src": s.src,
+            "edition": s.edition,
+            "sha256": s.sha256,
+            "run_pattern": s.run_pattern,
+            "flags": s.flags,
+            **details[comp],
         }
 
     driver, firmware = hdk("driver"), hdk("firmware")
@@ -286,14 +301,21 @@ def render_vars(
             continue
         packages.append(
             {
-                "component": comp, "version": s.version, "src": s.src, "edition": s.edition, "sha256": s.sha256,
-                "run_pattern": s.run_pattern, "flags": s.flags,
+                "component": comp,
+                "version": s.version,
+                "src": s.src,
+                "edition": s.edition,
+                "sha256": s.sha256,
+                "run_pattern": s.run_pattern,
+                "flags": s.flags,
                 "info_file": _INFO_FILE[comp].format(home=home, arch=arch, install_path=DEFAULT_INSTALL_PATH),
                 "needs_env": comp == "cann-nnal",
             }
         )
-    toolkit_env = next((p for p in lock.layout.set_env if p.endswith("ascend-toolkit/set_env.sh")),
-                       f"{DEFAULT_INSTALL_PATH}/ascend-toolkit/set_env.sh")
+    toolkit_env = next(
+        (p for p in lock.layout.set_env if p.endswith("ascend-toolkit/set_env.sh")),
+        f"{DEFAULT_INSTALL_PATH}/ascend-toolkit/set_env.sh",
+    )
     req_sha = sha256_file(bundle.requirements) if bundle.requirements else ""
     vendor = str(bundle.vendor)
     return {
@@ -385,9 +407,19 @@ class HostRow:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "host": self.host, "status": self.status, "ok": self.ok, "changed": self.changed, "failed": self.failed,
-            "unreachable": self.unreachable, "skipped": self.skipped, "smoke": self.smoke, "doctor": self.doctor,
-            "plan": self.plan, "errors": self.errors, "net": self.net, "net_findings": self.net_findings,
+            "host": self.host,
+            "status": self.status,
+            "ok": self.ok,
+            "changed": self.changed,
+            "failed": self.failed,
+            "unreachable": self.unreachable,
+            "skipped": self.skipped,
+            "smoke": self.smoke,
+            "doctor": self.doctor,
+            "plan": self.plan,
+            "errors": self.errors,
+            "net": self.net,
+            "net_findings": self.net_findings,
         }
 
 
@@ -456,8 +488,11 @@ def summarize(events: Iterable[dict[str, Any]], hosts: Iterable[str] = ()) -> Su
                     row.doctor = str(msg.get("doctor", row.doctor)).strip()
                     reports = msg.get("reports")
                     if isinstance(reports, dict):
-                        row.reports = {str(k): str(v) for k, v in reports.items()
-                                       if re.fullmatch(r"[a-z]+\.json", str(k)) and isinstance(v, str) and v.strip()}
+                        row.reports = {
+                            str(k): str(v)
+                            for k, v in reports.items()
+                            if re.fullmatch(r"[a-z]+\.json", str(k)) and isinstance(v, str) and v.strip()
+                        }
         elif kind == "stats":
             complete = True
             for host, s in (ev.get("hosts") or {}).items():
@@ -590,8 +625,9 @@ def run(req: ProvisionRequest, on_event: Callable[[dict[str, Any]], None] | None
     )
     argv = playbook_command(playbook_run, ansible_playbook_path())
     logs = (out / "events.jsonl", out / "ansible.log")
-    result = run_playbook(argv, playbook_env(playbooks), on_event=on_event or (lambda ev: None), events_log=logs[0],
-                          stderr_log=logs[1])
+    result = run_playbook(
+        argv, playbook_env(playbooks), on_event=on_event or (lambda ev: None), events_log=logs[0], stderr_log=logs[1]
+    )
     summary = summarize(result.events)
     write_reports(summary, reports)
     if not summary.complete and not summary.hosts:

@@ -93,16 +93,20 @@ class Source:
         except urllib.error.HTTPError:
             raise
         except OSError as exc:
-            raise CannotRun(f"PyPI cannot be reached ({url}): {exc}",
-                            hint="Run it where pypi.org answers, or pass --snapshot DIR (a recorded snapshot).") from None
+            raise CannotRun(
+                f"PyPI cannot be reached ({url}): {exc}",
+                hint="Run it where pypi.org answers, or pass --snapshot DIR (a recorded snapshot).",
+            ) from None
 
     def project(self, name: str, since: str, *, prereleases: bool = False) -> dict[str, Any]:
         """``/pypi/NAME/json`` stripped: info.version, releases keys, and the files of releases >= since."""
         if self.snapshot is not None:
             doc = self._load(f"{name}.json")
             if doc is None:
-                raise BadInput(f"the snapshot {self.snapshot} has no {name}.json",
-                               hint="Record one with `tools/matrix_refresh.py --record DIR`.")
+                raise BadInput(
+                    f"the snapshot {self.snapshot} has no {name}.json",
+                    hint="Record one with `tools/matrix_refresh.py --record DIR`.",
+                )
             return doc
         url = f"{PYPI}/pypi/{name}/json"
         raw = json.loads(self._get(url))
@@ -110,14 +114,22 @@ class Source:
         doc = {
             "info": {"version": raw["info"]["version"]},
             "releases": {
-                v: ([{**{k: f.get(k) for k in keep}, "url": urljoin(url, f["url"])} for f in files if not f.get("yanked")]
-                    if _wanted(v, since, prereleases) else [])
+                v: (
+                    [{**{k: f.get(k) for k in keep}, "url": urljoin(url, f["url"])} for f in files if not f.get("yanked")]
+                    if _wanted(v, since, prereleases)
+                    else []
+                )
                 for v, files in raw["releases"].items()
             },
         }
         # the snapshot keeps what is read, not where it was downloaded from
-        self._save(f"{name}.json", {"info": doc["info"], "releases": {
-            v: [{k: f[k] for k in keep} for f in files] for v, files in doc["releases"].items()}})
+        self._save(
+            f"{name}.json",
+            {
+                "info": doc["info"],
+                "releases": {v: [{k: f[k] for k in keep} for f in files] for v, files in doc["releases"].items()},
+            },
+        )
         return doc
 
     def metadata(self, name: str, version: str, files: list[dict[str, Any]]) -> dict[str, Any]:
@@ -133,8 +145,13 @@ class Source:
             dist, rp = info.get("requires_dist") or [], info.get("requires_python")
         except urllib.error.HTTPError:
             dist, rp = self._wheel_metadata(files)
-        doc = {"info": {"version": version, "requires_python": rp or None,
-                        "requires_dist": sorted(d for d in dist if _KEPT_DIST.match(d))}}
+        doc = {
+            "info": {
+                "version": version,
+                "requires_python": rp or None,
+                "requires_dist": sorted(d for d in dist if _KEPT_DIST.match(d)),
+            }
+        }
         self._save(rel, doc)
         return doc
 
@@ -168,18 +185,18 @@ def _read_zip_member(src: Source, url: str, suffix: str) -> str:
     eocd = tail.rfind(b"PK\x05\x06")
     if eocd < 0:
         raise CannotRun(f"not a zip: {url}")
-    cd_size, cd_offset = struct.unpack("<II", tail[eocd + 12:eocd + 20])
+    cd_size, cd_offset = struct.unpack("<II", tail[eocd + 12 : eocd + 20])
     cd = src._get(url, {"Range": f"bytes={cd_offset}-{cd_offset + cd_size - 1}"})
     pos = 0
-    while pos + 46 <= len(cd) and cd[pos:pos + 4] == b"PK\x01\x02":
-        method, = struct.unpack("<H", cd[pos + 10:pos + 12])
-        csize, _usize, nlen, elen, clen = struct.unpack("<IIHHH", cd[pos + 20:pos + 34])
-        offset, = struct.unpack("<I", cd[pos + 42:pos + 46])
-        name = cd[pos + 46:pos + 46 + nlen].decode()
+    while pos + 46 <= len(cd) and cd[pos : pos + 4] == b"PK\x01\x02":
+        (method,) = struct.unpack("<H", cd[pos + 10 : pos + 12])
+        csize, _usize, nlen, elen, clen = struct.unpack("<IIHHH", cd[pos + 20 : pos + 34])
+        (offset,) = struct.unpack("<I", cd[pos + 42 : pos + 46])
+        name = cd[pos + 46 : pos + 46 + nlen].decode()
         if name.endswith(suffix) and name.count("/") == 1:
             blob = src._get(url, {"Range": f"bytes={offset}-{offset + 30 + 1024 + csize}"})
             n2, e2 = struct.unpack("<HH", blob[26:30])
-            data = blob[30 + n2 + e2:30 + n2 + e2 + csize]
+            data = blob[30 + n2 + e2 : 30 + n2 + e2 + csize]
             return (zlib.decompress(data, -15) if method == 8 else data).decode("utf-8", "replace")
         pos += 46 + nlen + elen + clen
     raise CannotRun(f"no {suffix} in {url}")
@@ -209,8 +226,14 @@ def releases(src: Source, name: str) -> list[Release]:
     for v, meta in zip(chosen, metas, strict=True):
         files = doc["releases"][v]
         rp = meta["info"].get("requires_python") or next((f["requires_python"] for f in files if f.get("requires_python")), None)
-        out.append(Release(v, rp, list(meta["info"].get("requires_dist") or []),
-                           [f["filename"] for f in files if f["filename"].endswith(".whl")]))
+        out.append(
+            Release(
+                v,
+                rp,
+                list(meta["info"].get("requires_dist") or []),
+                [f["filename"] for f in files if f["filename"].endswith(".whl")],
+            )
+        )
     return out
 
 
@@ -239,7 +262,12 @@ def _dist_spec(dist: list[str], name: str, extra: str | None) -> str | None:
         if req.name.lower() != name:
             continue
         in_extra = req.marker is not None and "extra" in str(req.marker)
-        if extra is None and in_extra or extra is not None and not (in_extra and req.marker is not None and req.marker.evaluate({"extra": extra})):
+        if (
+            extra is None
+            and in_extra
+            or extra is not None
+            and not (in_extra and req.marker is not None and req.marker.evaluate({"extra": extra}))
+        ):
             continue
         specs = sorted(req.specifier, key=lambda s: (s.operator not in (">=", ">"), s.version))
         return ",".join(f"{s.operator}{s.version}" for s in specs) or None
@@ -289,6 +317,7 @@ def derive(name: str, rels: list[Release], today: str) -> list[dict[str, Any]]:
     title = PACKAGES[name][0]
     rules: list[dict[str, Any]] = []
     if name == "numpy":
+
         def pyval(r: Release):
             lo, cp = _lower(r.requires_python), _cp_range(r.wheels)
             if not (lo or cp):
@@ -300,29 +329,56 @@ def derive(name: str, rels: list[Release], today: str) -> list[dict[str, Any]]:
         for first, nxt, last, (py, glibc) in _spans(rels, pyval):
             requires = {"python": py, **({"glibc": glibc} if glibc else {})}
             extra = f" and glibc {glibc}" if glibc else ""
-            rules.append({"id": f"numpy/python-{first}", "when": _when(name, first, nxt), "requires": requires,
-                          "message": f"numpy {{numpy}} needs Python {py}{extra} (Requires-Python and wheel tags)",
-                          "source": _source(name, first, last, "Requires-Python and wheel tags", today),
-                          "confidence": "derived"})
+            rules.append(
+                {
+                    "id": f"numpy/python-{first}",
+                    "when": _when(name, first, nxt),
+                    "requires": requires,
+                    "message": f"numpy {{numpy}} needs Python {py}{extra} (Requires-Python and wheel tags)",
+                    "source": _source(name, first, last, "Requires-Python and wheel tags", today),
+                    "confidence": "derived",
+                }
+            )
         return rules
     for first, nxt, last, requires_py in _spans(rels, lambda r: _lower(r.requires_python)):
-        rules.append({"id": f"{name}/python-{first}", "when": _when(name, first, nxt), "requires": {"python": requires_py},
-                      "message": f"{title} {{{name}}} requires Python {requires_py} (Requires-Python)",
-                      "source": _source(name, first, last, "Requires-Python", today), "confidence": "derived"})
+        rules.append(
+            {
+                "id": f"{name}/python-{first}",
+                "when": _when(name, first, nxt),
+                "requires": {"python": requires_py},
+                "message": f"{title} {{{name}}} requires Python {requires_py} (Requires-Python)",
+                "source": _source(name, first, last, "Requires-Python", today),
+                "confidence": "derived",
+            }
+        )
     torch_extra = "torch" if name == "transformers" else None
     for first, nxt, last, spec in _spans(rels, lambda r: _dist_spec(r.requires_dist, "torch", torch_extra)):
-        rules.append({"id": f"{name}/torch-{first}", "when": _when(name, first, nxt), "requires": {"torch": spec},
-                      "message": f"{title} {{{name}}} requires torch {spec} (Requires-Dist)",
-                      "source": _source(name, first, last, "Requires-Dist torch", today), "confidence": "derived"})
+        rules.append(
+            {
+                "id": f"{name}/torch-{first}",
+                "when": _when(name, first, nxt),
+                "requires": {"torch": spec},
+                "message": f"{title} {{{name}}} requires torch {spec} (Requires-Dist)",
+                "source": _source(name, first, last, "Requires-Dist torch", today),
+                "confidence": "derived",
+            }
+        )
 
     def numpy_upper(r: Release) -> str | None:
         spec = _dist_spec(r.requires_dist, "numpy", None)
         return ",".join(p for p in spec.split(",") if p.startswith("<")) or None if spec else None
 
     for first, nxt, last, spec in _spans(rels, numpy_upper):
-        rules.append({"id": f"{name}/numpy-{first}", "when": _when(name, first, nxt), "requires": {"numpy": spec},
-                      "message": f"{title} {{{name}}} requires numpy {spec} (Requires-Dist)",
-                      "source": _source(name, first, last, "Requires-Dist numpy", today), "confidence": "derived"})
+        rules.append(
+            {
+                "id": f"{name}/numpy-{first}",
+                "when": _when(name, first, nxt),
+                "requires": {"numpy": spec},
+                "message": f"{title} {{{name}}} requires numpy {spec} (Requires-Dist)",
+                "source": _source(name, first, last, "Requires-Dist numpy", today),
+                "confidence": "derived",
+            }
+        )
     return rules
 
 
@@ -357,12 +413,14 @@ def torch_report(src: Source, lm: Any) -> list[str]:
         if not files or not versions.is_valid(v):
             continue
         row = lm.torch_npu(v)
-        tags = sorted({f"3.{m.group(1)}" for f in files if (m := re.search(r"-cp3(\d+)-", f["filename"]))},
-                      key=versions.sort_key)
+        tags = sorted({f"3.{m.group(1)}" for f in files if (m := re.search(r"-cp3(\d+)-", f["filename"]))}, key=versions.sort_key)
         many = {}
         for arch in ("x86_64", "aarch64"):
-            lows = [(int(a), int(b)) for f in _arch_files(files, arch)
-                    for a, b in re.findall(r"manylinux_(\d+)_(\d+)_", f["filename"])]
+            lows = [
+                (int(a), int(b))
+                for f in _arch_files(files, arch)
+                for a, b in re.findall(r"manylinux_(\d+)_(\d+)_", f["filename"])
+            ]
             if lows:
                 many[arch] = "{}.{}".format(*min(lows))
         if row is None or versions.parse(v).key not in known:
@@ -379,9 +437,11 @@ def torch_report(src: Source, lm: Any) -> list[str]:
         if not files:
             continue
         dist = src.metadata("torch", v, files)["info"].get("requires_dist") or []
-        lines.append(f"torch {v}: PyPI serves a {torch_build(dist, 'aarch64')} build on aarch64, a "
-                     f"{torch_build(dist, 'x86_64')} build on x86_64 (https://pypi.org/project/torch/{v}/ metadata "
-                     "Requires-Dist)")
+        lines.append(
+            f"torch {v}: PyPI serves a {torch_build(dist, 'aarch64')} build on aarch64, a "
+            f"{torch_build(dist, 'x86_64')} build on x86_64 (https://pypi.org/project/torch/{v}/ metadata "
+            "Requires-Dist)"
+        )
     return lines
 
 
@@ -392,8 +452,10 @@ def _q(value: str) -> str:
 
 def _row_yaml(rule: dict[str, Any]) -> str:
     flow = lambda d: "{" + ", ".join(f"{k}: {_q(v)}" for k, v in d.items()) + "}"  # noqa: E731
-    return (f"  - id: {rule['id']}\n    when: {flow(rule['when'])}\n    requires: {flow(rule['requires'])}\n"
-            f"    message: {_q(rule['message'])}\n    source: {_q(rule['source'])}\n    confidence: {rule['confidence']}\n")
+    return (
+        f"  - id: {rule['id']}\n    when: {flow(rule['when'])}\n    requires: {flow(rule['requires'])}\n"
+        f"    message: {_q(rule['message'])}\n    source: {_q(rule['source'])}\n    confidence: {rule['confidence']}\n"
+    )
 
 
 def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
@@ -407,8 +469,10 @@ def _block(text: str, name: str) -> tuple[int, int]:
         i = text.index(begin)
         j = text.index(end, i)
     except ValueError:
-        raise BadInput(f"python_packages.yaml has no '{begin.strip()}' … '{end.strip()}' block",
-                       hint="The derived rules of each package live between these markers.") from None
+        raise BadInput(
+            f"python_packages.yaml has no '{begin.strip()}' … '{end.strip()}' block",
+            hint="The derived rules of each package live between these markers.",
+        ) from None
     return text.index("\n", i) + 1, j
 
 
@@ -428,8 +492,15 @@ def render(text: str, derived: dict[str, list[dict[str, Any]]]) -> str:
     return text
 
 
-def refresh(matrix_dir: Path, *, snapshot: Path | None = None, record: Path | None = None, write: bool = False,
-            today: str | None = None, packages: list[str] | None = None) -> RefreshResult:
+def refresh(
+    matrix_dir: Path,
+    *,
+    snapshot: Path | None = None,
+    record: Path | None = None,
+    write: bool = False,
+    today: str | None = None,
+    packages: list[str] | None = None,
+) -> RefreshResult:
     """Derive the rules, diff them against matrices/python_packages.yaml, and write them when asked."""
     path = matrix_dir / "python_packages.yaml"
     src = Source(snapshot=snapshot, record=record)
@@ -442,8 +513,11 @@ def refresh(matrix_dir: Path, *, snapshot: Path | None = None, record: Path | No
         report = torch_report(src, load_matrix_from(matrix_dir))
     old = path.read_text()
     new = render(old, derived)
-    diff = "".join(difflib.unified_diff(io.StringIO(old).readlines(), io.StringIO(new).readlines(),
-                                        fromfile=f"a/{path.name}", tofile=f"b/{path.name}"))
+    diff = "".join(
+        difflib.unified_diff(
+            io.StringIO(old).readlines(), io.StringIO(new).readlines(), fromfile=f"a/{path.name}", tofile=f"b/{path.name}"
+        )
+    )
     if write and new != old:
         from envkit.fsutil import atomic_write_text
 

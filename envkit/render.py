@@ -45,8 +45,10 @@ _REF = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@+-]{0,511}$")  # an image referen
 
 
 def _refuse(value: str, what: str) -> BadInput:
-    return BadInput(f"{value!r} cannot be written into {what} safely",
-                    hint="The value comes from the lock or the bundle: check it with `envkit validate`.")
+    return BadInput(
+        f"{value!r} cannot be written into {what} safely",
+        hint="The value comes from the lock or the bundle: check it with `envkit validate`.",
+    )
 
 
 def _one_line(value: Any) -> str:
@@ -107,8 +109,9 @@ def render(name: str, **context: Any) -> str:
 def dockerfile(plan: Any) -> str:
     from envkit.image import LOCK_IN_IMAGE, SERVING_ENTRYPOINT, VENV
 
-    return render("Dockerfile.j2", plan=plan, venv=VENV, lock_path=LOCK_IN_IMAGE,
-                  serving_entrypoint=json.dumps(list(SERVING_ENTRYPOINT)))  # the exec form
+    return render(
+        "Dockerfile.j2", plan=plan, venv=VENV, lock_path=LOCK_IN_IMAGE, serving_entrypoint=json.dumps(list(SERVING_ENTRYPOINT))
+    )  # the exec form
 
 
 def context_files(plan: Any) -> dict[str, str]:
@@ -126,8 +129,11 @@ def context_files(plan: Any) -> dict[str, str]:
     }
     if plan.serving:
         files["python/serving/requirements.txt"] = render(
-            "requirements.txt.j2", plan=plan, reqs=plan.serving_requirements,
-            title="The serving layer (vllm, vllm-ascend, triton-ascend, in this order)")
+            "requirements.txt.j2",
+            plan=plan,
+            reqs=plan.serving_requirements,
+            title="The serving layer (vllm, vllm-ascend, triton-ascend, in this order)",
+        )
     return files
 
 
@@ -161,14 +167,25 @@ def write_context(plan: Any, out: Path, *, force: bool = False) -> list[Path]:
     texts = [(inside(out, rel), text) for rel, text in context_files(plan).items()]
     inputs = [(inside(out, rel), Path(source)) for rel, source, _sha in context_inputs(plan) if source is not None]
     py = out / "python"
-    stale = [p for p in (py / "requirements.txt", py / "wheels", py / "torch" / "wheels", py / "rest" / "wheels",
-                         py / "serving" / "wheels", py / "serving" / "requirements.txt")
-             if p.exists() or p.is_symlink()]
+    stale = [
+        p
+        for p in (
+            py / "requirements.txt",
+            py / "wheels",
+            py / "torch" / "wheels",
+            py / "rest" / "wheels",
+            py / "serving" / "wheels",
+            py / "serving" / "requirements.txt",
+        )
+        if p.exists() or p.is_symlink()
+    ]
     for p in stale:
         held = [src for _, src in inputs if src.resolve().is_relative_to(p.resolve())]
         if held and not p.is_symlink():
-            raise BadInput(f"{p} is cleared on each render, and it holds the input {held[0]}: nothing was written",
-                           hint=f"Move the inputs out of {out} (e.g. --artifacts DIR outside it), or render elsewhere.")
+            raise BadInput(
+                f"{p} is cleared on each render, and it holds the input {held[0]}: nothing was written",
+                hint=f"Move the inputs out of {out} (e.g. --artifacts DIR outside it), or render elsewhere.",
+            )
     out.mkdir(parents=True, exist_ok=True)
     mark_output(out, IMAGE_CONTEXT)  # first: a render killed half-way leaves a folder that is still ours
     for p in stale:

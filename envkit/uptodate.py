@@ -57,8 +57,16 @@ def envkit_key(sources: list[tuple[str, Path]] | None = None, dist=None) -> str:
     dist = dist or distribution("envkit")
     meta, entry_points = envkit_metadata(dist)
     sources = envkit_sources() if sources is None else sources
-    return hashlib.sha256(json.dumps([__version__, meta, entry_points, [
-        [arc, str(p), st.st_size, st.st_mtime_ns] for arc, p in sources for st in [p.stat()]]]).encode()).hexdigest()
+    return hashlib.sha256(
+        json.dumps(
+            [
+                __version__,
+                meta,
+                entry_points,
+                [[arc, str(p), st.st_size, st.st_mtime_ns] for arc, p in sources for st in [p.stat()]],
+            ]
+        ).encode()
+    ).hexdigest()
 
 
 def archive_stamp(st: os.stat_result) -> str:
@@ -87,9 +95,16 @@ def inputs_key(lock_bytes: bytes, *, out: Path, artifacts: Path | None, options:
     import sys
     import zlib
 
-    doc = {"v": 1, "lock": hashlib.sha256(lock_bytes).hexdigest(), "envkit": envkit_key(), "out": out.name,
-           "python": sys.version, "zlib": zlib.ZLIB_RUNTIME_VERSION, "artifacts": _stat_list(artifacts),
-           "options": options}
+    doc = {
+        "v": 1,
+        "lock": hashlib.sha256(lock_bytes).hexdigest(),
+        "envkit": envkit_key(),
+        "out": out.name,
+        "python": sys.version,
+        "zlib": zlib.ZLIB_RUNTIME_VERSION,
+        "artifacts": _stat_list(artifacts),
+        "options": options,
+    }
     return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()
 
 
@@ -123,5 +138,3 @@ def remember_result(state: Path, out: Path, key: str, result: dict) -> None:
         atomic_write_bytes(_result_path(state, out), json.dumps(record, sort_keys=True).encode(), fsync=False)
     except (OSError, CannotRun):
         pass  # without the record, the next build is a full one
-
-

@@ -41,9 +41,7 @@ def validate_file(path: Path) -> ValidationReport:
         for section, fields in sections.items():
             what = ("artifact fields " if section == "artifacts" else f"{section} fields ") + ", ".join(fields)
             extra.append(_edited(lock, path, section, what))
-        return ValidationReport(
-            valid=not extra, input=report.input, stack=report.stack, conflicts=extra, hints=hints
-        )
+        return ValidationReport(valid=not extra, input=report.input, stack=report.stack, conflicts=extra, hints=hints)
     data, lines = load_text(text, str(path), scalars_as_str=True)
     values, where = stack_from_data(data, lines, str(path))
     return validate_pins(lm, pins_from_mapping(lm, values, where=where))
@@ -55,8 +53,7 @@ def _edited(lock, path: Path, section: str, what: str) -> Conflict:
         summary=f"the lock's {section} differ from what the matrix gives for its stack",
         pins=[],
         chain=[
-            Fact(fact=f"{what}: edited, or from another matrix", rule=f"lock/{section}", source=str(path),
-                 kind="observed"),
+            Fact(fact=f"{what}: edited, or from another matrix", rule=f"lock/{section}", source=str(path), kind="observed"),
             Fact(fact=f"regenerate with `{lock.generated_by}`", rule=f"lock/{section}", source="derived", kind="derived"),
         ],
     )

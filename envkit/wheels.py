@@ -47,13 +47,17 @@ class Requirement:
 
         Built from validated parts only: a name, version or hash that could carry another option, a marker,
         a URL or a second line into the file is refused (exit 2)."""
-        bad = [what for what, value, grammar in (("name", self.name, _LINE_NAME), ("version", self.version, _LINE_VERSION))
-               if not grammar.fullmatch(value)] + ["sha256" for h in self.hashes if not _LINE_SHA.fullmatch(h)]
+        bad = [
+            what
+            for what, value, grammar in (("name", self.name, _LINE_NAME), ("version", self.version, _LINE_VERSION))
+            if not grammar.fullmatch(value)
+        ] + ["sha256" for h in self.hashes if not _LINE_SHA.fullmatch(h)]
         if bad or not self.hashes:
-            raise BadInput(f"refused to write the pin {self.name!r}=={self.version!r} (its {', '.join(bad) or 'sha256'} "
-                           "is not of the requirement grammar)",
-                           hint="The value comes from the lock, a requirements file or a wheel's name: check it "
-                                "(`envkit validate`).")
+            raise BadInput(
+                f"refused to write the pin {self.name!r}=={self.version!r} (its {', '.join(bad) or 'sha256'} "
+                "is not of the requirement grammar)",
+                hint="The value comes from the lock, a requirements file or a wheel's name: check it (`envkit validate`).",
+            )
         hashes = " ".join(f"--hash=sha256:{h}" for h in self.hashes)
         return f"{self.name}=={self.version} {hashes}"
 
@@ -86,8 +90,11 @@ def parse_requirements(text: str, filename: str, *, options_allowed: bool = Fals
             raise BadInput(f"{filename}: option lines are not allowed: {line}", where=Where(filename, n))
         m = _REQ.match(line)
         if not m:
-            raise BadInput(f"{filename}: not pinned with ==: {line}", where=Where(filename, n),
-                           hint="Use a fully pinned, hashed file (pip-compile --generate-hashes).")
+            raise BadInput(
+                f"{filename}: not pinned with ==: {line}",
+                where=Where(filename, n),
+                hint="Use a fully pinned, hashed file (pip-compile --generate-hashes).",
+            )
         hashes = tuple(sorted(set(_HASH.findall(line))))
         if not hashes:
             raise BadInput(f"{filename}: {m['name']} has no --hash=sha256:", where=Where(filename, n))
@@ -99,8 +106,10 @@ def requirements_txt(closure: PythonClosure, extra: Iterable[tuple[str, str, str
     """A bundle's `requirements/<kind>.txt`: a header, then one hashed line per wheel of the closure (and of
     `extra`, as (name, version, sha256)), sorted."""
     extra = list(extra)
-    head = (f"# {len(closure.packages) + len(extra)} wheels for Python {closure.target.python} on {closure.target.platform}; "
-            "install with --no-index --no-deps --require-hashes\n")
+    head = (
+        f"# {len(closure.packages) + len(extra)} wheels for Python {closure.target.python} on {closure.target.platform}; "
+        "install with --no-index --no-deps --require-hashes\n"
+    )
     rows = sorted([(p.name, p.version, p.sha256) for p in closure.packages] + extra)
     return (head + "".join(Requirement(name, version, (sha,)).line() + "\n" for name, version, sha in rows)).encode()
 
@@ -218,7 +227,9 @@ def sha256sums(rows: Iterable[tuple[str, str]]) -> bytes:
     out = []
     for path, sha in sorted(rows):
         if not _SUMS_PATH.fullmatch(path) or ".." in path.split("/") or not _LINE_SHA.fullmatch(sha):
-            raise BadInput(f"a bundle entry cannot be listed in SHA256SUMS: {path!r}",
-                           hint="Bundle paths are plain names; the lock's file names are checked by `envkit validate`.")
+            raise BadInput(
+                f"a bundle entry cannot be listed in SHA256SUMS: {path!r}",
+                hint="Bundle paths are plain names; the lock's file names are checked by `envkit validate`.",
+            )
         out.append(f"{sha}  {path}\n")
     return "".join(out).encode()

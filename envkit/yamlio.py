@@ -28,8 +28,7 @@ MAX_BYTES = 8 << 20  # a lock or a stack file is a few kB; the matrix is read by
 MAX_DEPTH = 64  # levels of nesting (a lock has six)
 MAX_ALIAS_NODES = 10_000  # nodes visited again through aliases
 _TAGS = frozenset(
-    f"tag:yaml.org,2002:{t}"
-    for t in ("str", "int", "float", "bool", "null", "timestamp", "map", "seq", "merge", "value")
+    f"tag:yaml.org,2002:{t}" for t in ("str", "int", "float", "bool", "null", "timestamp", "map", "seq", "merge", "value")
 )
 
 
@@ -47,9 +46,7 @@ class _Walk:
 
     def check(self, node: yaml.Node, path: tuple[str, ...]) -> None:
         if node.tag not in _TAGS:
-            raise self.fail(
-                node, f"unknown YAML tag '{node.tag}'", path, "Remove the tag: only plain YAML values are read."
-            )
+            raise self.fail(node, f"unknown YAML tag '{node.tag}'", path, "Remove the tag: only plain YAML values are read.")
         if len(path) > MAX_DEPTH:
             raise self.fail(node, f"nested deeper than {MAX_DEPTH} levels", path, "Flatten the document.")
         if id(node) in self.seen:
@@ -86,7 +83,9 @@ class _Walk:
         if isinstance(node, yaml.SequenceNode):
             return [self.construct(v, (*path, str(i))) for i, v in enumerate(node.value)]
         if self.scalars_as_str:
-            if node.tag == "tag:yaml.org,2002:null" or (node.value in ("", "~", "null") and isinstance(node, yaml.ScalarNode) and node.style is None):
+            if node.tag == "tag:yaml.org,2002:null" or (
+                node.value in ("", "~", "null") and isinstance(node, yaml.ScalarNode) and node.style is None
+            ):
                 return None
             return str(node.value)
         try:

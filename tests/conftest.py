@@ -48,12 +48,16 @@ def _host_dev_null_intact():
     yield
     if sys.intern is not intern:  # importing ansible.module_utils patches it process-wide; torch._dynamo then fails
         sys.intern = intern
-        pytest.fail("this test patched sys.intern in the pytest process (an in-process import of ansible.module_utils?); "
-                    "import ansible in a subprocess")
+        pytest.fail(
+            "this test patched sys.intern in the pytest process (an in-process import of ansible.module_utils?); "
+            "import ansible in a subprocess"
+        )
     try:
         mode = os.lstat("/dev/null").st_mode
     except OSError:  # pragma: no cover - no /dev/null at all
         return
     if not stat.S_ISCHR(mode):
-        pytest.fail("/dev/null is no longer a character device after this test "
-                    "(repair as root: rm /dev/null && mknod -m 666 /dev/null c 1 3)")
+        pytest.fail(
+            "/dev/null is no longer a character device after this test "
+            "(repair as root: rm /dev/null && mknod -m 666 /dev/null c 1 3)"
+        )

@@ -23,14 +23,39 @@ if TYPE_CHECKING:
     from envkit.airgap.plan import IMAGE_DIR, BundlePlan, Entry, ImageContext, image_tag, manifest_bytes, plan_bundle
 
 _LAZY = {
-    "BundlePlan": "plan", "Entry": "plan", "ImageContext": "plan", "IMAGE_DIR": "plan", "image_tag": "plan",
-    "manifest_bytes": "plan", "plan_bundle": "plan", "envkit_wheel": "own_wheel",
+    "BundlePlan": "plan",
+    "Entry": "plan",
+    "ImageContext": "plan",
+    "IMAGE_DIR": "plan",
+    "image_tag": "plan",
+    "manifest_bytes": "plan",
+    "plan_bundle": "plan",
+    "envkit_wheel": "own_wheel",
 }
 
 __all__ = [
-    "ARCHIVES", "IMAGE_DIR", "MANIFEST", "BuildRequest", "BuildResult", "BundlePlan", "Entry", "ImageContext",
-    "VerifyReport", "archive_key", "build", "build_image", "check_members", "controller_closure", "envkit_wheel",
-    "image_tag", "is_archive", "manifest_bytes", "plan_bundle", "verify", "write_dir", "write_tar",
+    "ARCHIVES",
+    "IMAGE_DIR",
+    "MANIFEST",
+    "BuildRequest",
+    "BuildResult",
+    "BundlePlan",
+    "Entry",
+    "ImageContext",
+    "VerifyReport",
+    "archive_key",
+    "build",
+    "build_image",
+    "check_members",
+    "controller_closure",
+    "envkit_wheel",
+    "image_tag",
+    "is_archive",
+    "manifest_bytes",
+    "plan_bundle",
+    "verify",
+    "write_dir",
+    "write_tar",
 ]
 
 

@@ -78,9 +78,15 @@ def archive_key(plan: BundlePlan, out: Path) -> str:
     import zlib
 
     gz = out.name.endswith((".tar.gz", ".tgz"))
-    doc = {"v": 1, "envkit": __version__, "python": sys.version, "zlib": zlib.ZLIB_RUNTIME_VERSION if gz else None,
-           "gzip": gz, "root": plan.root,
-           "entries": [[e.path, e.sha256, e.size, _tar_mode(e)] for e in plan.all_entries()]}
+    doc = {
+        "v": 1,
+        "envkit": __version__,
+        "python": sys.version,
+        "zlib": zlib.ZLIB_RUNTIME_VERSION if gz else None,
+        "gzip": gz,
+        "root": plan.root,
+        "entries": [[e.path, e.sha256, e.size, _tar_mode(e)] for e in plan.all_entries()],
+    }
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
 
 
@@ -129,8 +135,11 @@ def write_tar(plan: BundlePlan, out: Path) -> str:
         return digest
     with atomic_stream(out) as raw:
         hashing = _HashingWriter(raw)
-        gz = gzip.GzipFile(filename="", mode="wb", fileobj=hashing, mtime=0, compresslevel=6) \
-            if out.name.endswith((".tar.gz", ".tgz")) else None
+        gz = (
+            gzip.GzipFile(filename="", mode="wb", fileobj=hashing, mtime=0, compresslevel=6)
+            if out.name.endswith((".tar.gz", ".tgz"))
+            else None
+        )
         fileobj = gz if gz is not None else hashing
         # typeshed's tarfile.open overloads lack copybufsize (a TarFile argument open passes on)
         with tarfile.open(fileobj=fileobj, mode="w", format=tarfile.PAX_FORMAT, copybufsize=1 << 20) as tf:  # type: ignore[call-overload]

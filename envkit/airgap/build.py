@@ -109,8 +109,18 @@ def build(request: BuildRequest, on_progress: Progress | None = None) -> BuildRe
             name = name[: -len(suffix)]
 
     def plan_with(archive: Path | None) -> BundlePlan:
-        return plan_bundle(lk, lock_bytes, root=name or "envkit-bundle", cache=cache, stamps=stamps, artifacts=r.artifacts,
-                           trust_artifacts=r.trust_artifacts, controller=controller, image_archive=archive, base=r.base)
+        return plan_bundle(
+            lk,
+            lock_bytes,
+            root=name or "envkit-bundle",
+            cache=cache,
+            stamps=stamps,
+            artifacts=r.artifacts,
+            trust_artifacts=r.trust_artifacts,
+            controller=controller,
+            image_archive=archive,
+            base=r.base,
+        )
 
     plan = plan_with(r.image_archive)
     status = fetch_with_progress(plan.fetch, cache, jobs=r.jobs)
@@ -125,11 +135,16 @@ def build(request: BuildRequest, on_progress: Progress | None = None) -> BuildRe
         write_dir(plan, r.output)
     entries = plan.all_entries()
     result = BuildResult(
-        bundle=str(r.output), files=len(entries), bytes=sum(e.size for e in entries),
-        wheels_fetched=fetched, wheels_cached=len(status) - fetched,
-        manifest_sha256=next(e.sha256 for e in entries if e.path == MANIFEST), lacks=plan.manifest.lacks,
+        bundle=str(r.output),
+        files=len(entries),
+        bytes=sum(e.size for e in entries),
+        wheels_fetched=fetched,
+        wheels_cached=len(status) - fetched,
+        manifest_sha256=next(e.sha256 for e in entries if e.path == MANIFEST),
+        lacks=plan.manifest.lacks,
         trusted_on_first_use=[t.model_dump() for t in plan.trusted],
-        seconds=round(time.perf_counter() - t0, 3), archive_sha256=archive_sha256,
+        seconds=round(time.perf_counter() - t0, 3),
+        archive_sha256=archive_sha256,
     )
     if archive_sha256 is not None and fast_key is not None:
         uptodate.remember_result(state, r.output, fast_key, result.to_dict())
@@ -157,9 +172,18 @@ def _kept(done: dict[str, Any] | None, output: Path, seconds: float) -> BuildRes
     names = {f.name for f in fields(BuildResult)} - {"up_to_date"}
     try:
         recorded = {k: v for k, v in done.items() if k in names}
-        return BuildResult(**(recorded | {"bundle": str(output), "wheels_fetched": 0,
-                                          "wheels_cached": done["wheels_cached"] + done["wheels_fetched"],
-                                          "seconds": round(seconds, 3), "up_to_date": True}))
+        return BuildResult(
+            **(
+                recorded
+                | {
+                    "bundle": str(output),
+                    "wheels_fetched": 0,
+                    "wheels_cached": done["wheels_cached"] + done["wheels_fetched"],
+                    "seconds": round(seconds, 3),
+                    "up_to_date": True,
+                }
+            )
+        )
     except (KeyError, TypeError):
         return None  # a record this envkit did not write: build
 
@@ -171,8 +195,9 @@ def _stat_of(path: Path | None) -> list | None:
     return [str(path.resolve()), st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
 
 
-def controller_closure(lk: Lock, python: str | None, arch: str | None, glibc: str | None,
-                       on_progress: Progress | None = None) -> PythonClosure | None:
+def controller_closure(
+    lk: Lock, python: str | None, arch: str | None, glibc: str | None, on_progress: Progress | None = None
+) -> PythonClosure | None:
     """The lock's controller closure, or, for another controller Python/arch, one resolved now (recorded in
     the manifest: such a bundle is reproducible only as long as the index serves the same files)."""
     import tempfile
@@ -182,13 +207,23 @@ def controller_closure(lk: Lock, python: str | None, arch: str | None, glibc: st
     have = lk.python.controller
     if have is None or (python in (None, have.target.python) and arch in (None, have.target.arch)):
         return have  # plan_bundle reports a lock without closures
-    target = cl.make_target(python or have.target.python, arch or have.target.arch,
-                            glibc or (have.target.glibc if arch in (None, have.target.arch) else cl.DEFAULT_GLIBC))
-    plan = cl.ClosurePlan(roots=tuple(cl.envkit_roots()), target=target, index_url=have.index_url,
-                          extra_index_urls=tuple(have.extra_index_urls), find_links=tuple(have.find_links))
+    target = cl.make_target(
+        python or have.target.python,
+        arch or have.target.arch,
+        glibc or (have.target.glibc if arch in (None, have.target.arch) else cl.DEFAULT_GLIBC),
+    )
+    plan = cl.ClosurePlan(
+        roots=tuple(cl.envkit_roots()),
+        target=target,
+        index_url=have.index_url,
+        extra_index_urls=tuple(have.extra_index_urls),
+        find_links=tuple(have.find_links),
+    )
     if on_progress:
-        on_progress(f"resolving envkit's closure for the controller (Python {target.python} on {target.platform}); "
-                    f"the lock has one for Python {have.target.python} on {have.target.platform} ...")
+        on_progress(
+            f"resolving envkit's closure for the controller (Python {target.python} on {target.platform}); "
+            f"the lock has one for Python {have.target.python} on {have.target.platform} ..."
+        )
     with tempfile.TemporaryDirectory(prefix="envkit-ctl-") as tmp:
         return cl.run_uv(plan, Path(tmp))
 
@@ -202,13 +237,17 @@ def build_image(plan: BundlePlan, cache_base: Path, on_progress: Progress | None
     say = on_progress or (lambda _line: None)
     if plan.image is None:
         why = next((x for x in plan.manifest.lacks if x.startswith("the image build context")), "no image context")
-        raise BadInput(f"--image: the lock cannot make the image: {why}",
-                       hint="Lock the whole stack (`envkit lock` without --only) for the image's Python and arch.")
+        raise BadInput(
+            f"--image: the lock cannot make the image: {why}",
+            hint="Lock the whole stack (`envkit lock` without --only) for the image's Python and arch.",
+        )
     have = {e.path for e in plan.entries}
     missing = sorted({src for _, _, src in plan.image.links if src not in have})
     if missing:
-        raise BadInput("--image: the bundle lacks files the image needs: " + ", ".join(missing),
-                       hint="Pass --artifacts DIR with the vendor packages.")
+        raise BadInput(
+            "--image: the bundle lacks files the image needs: " + ", ".join(missing),
+            hint="Pass --artifacts DIR with the vendor packages.",
+        )
     dest = Path(cache_base) / "images" / plan.image.key / "image.tar"
     if dest.is_file():
         say(f"image archive of this context from the cache: {dest}")

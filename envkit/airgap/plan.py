@@ -71,7 +71,7 @@ class BundlePlan:
         for path, e in by_path.items():
             if path.startswith(prefix):  # rendered text: always data
                 assert e.data is not None
-                dest = out / path[len(prefix):]
+                dest = out / path[len(prefix) :]
                 dest.parent.mkdir(parents=True, exist_ok=True)
                 dest.write_bytes(e.data)
         for _sha, rel, src in self.image.links:
@@ -114,8 +114,12 @@ def install_sh(controller: PythonClosure) -> str:
     """The bundle's offline installer, rendered for the controller's Python (airgap/install.sh.j2)."""
     from envkit import render
 
-    return render.render("install.sh.j2", envkit_version=__version__, controller_python=controller.target.python,
-                         controller_arch=controller.target.arch)
+    return render.render(
+        "install.sh.j2",
+        envkit_version=__version__,
+        controller_python=controller.target.python,
+        controller_arch=controller.target.arch,
+    )
 
 
 def image_tag(lock: Lock) -> str:
@@ -123,8 +127,14 @@ def image_tag(lock: Lock) -> str:
     return f"envkit/{s.chip}:cann{s.cann}-torch{s.torch.replace('+', '-')}-py{s.python}".lower()
 
 
-def _image_entries(lock: Lock, artifacts: Path | None, stamps, have: dict[str, Entry], envkit_row: tuple[str, str, str] | None,
-                   base: str | None = None) -> tuple[list[Entry], ImageContext | None, list[str]]:
+def _image_entries(
+    lock: Lock,
+    artifacts: Path | None,
+    stamps,
+    have: dict[str, Entry],
+    envkit_row: tuple[str, str, str] | None,
+    base: str | None = None,
+) -> tuple[list[Entry], ImageContext | None, list[str]]:
     """The rendered build context of the lock's image, against the bundle's own files (pure: no engine).
 
     `have` is the bundle's entries by path. A lock whose closure cannot make the image (an `--only` part of
@@ -135,12 +145,20 @@ def _image_entries(lock: Lock, artifacts: Path | None, stamps, have: dict[str, E
     ek = [] if envkit_row is None else [envkit_row]  # (wheel, version, sha256): envkit in the image, as on the hosts
     try:
         chosen = [p for p in im.closure_files(lock) if normalize(p.name) != "envkit"]  # the bundle's envkit wins
-        reqs = merge([Requirement(normalize(p.name), p.version, (p.sha256,)) for p in chosen]
-                     + [Requirement("envkit", version, (sha,)) for _, version, sha in ek])
+        reqs = merge(
+            [Requirement(normalize(p.name), p.version, (p.sha256,)) for p in chosen]
+            + [Requirement("envkit", version, (sha,)) for _, version, sha in ek]
+        )
         im.check_closure(lock, reqs, "the lock's Python closure (python.closure)")
         wheels = sorted([Path(p.filename) for p in chosen] + [Path(name) for name, _, _ in ek], key=lambda w: w.name)
-        plan = im.plan_build(lock, generated_by="envkit bundle build", artifacts=artifacts, base=base,
-                             hasher=stamps.sha256, python=(reqs, wheels, [], "bundle"))
+        plan = im.plan_build(
+            lock,
+            generated_by="envkit bundle build",
+            artifacts=artifacts,
+            base=base,
+            hasher=stamps.sha256,
+            python=(reqs, wheels, [], "bundle"),
+        )
     except BadInput as exc:
         return [], None, [f"the image build context ({exc.message})"]
     wheel_sha = {p.filename: p.sha256 for p in chosen} | {name: sha for name, _, sha in ek}
@@ -155,9 +173,15 @@ def _image_entries(lock: Lock, artifacts: Path | None, stamps, have: dict[str, E
         links.append((sha, rel, src))
     links.sort(key=lambda t: t[1])
     listing = "".join(f"{sha} {rel} {src}\n" for sha, rel, src in links)
-    entries.append(_blob(f"{IMAGE_DIR}/context.sha256", (
-        "# sha256, path in the image build context, path in the bundle: `sh image/assemble.sh DIR` links them into place\n"
-        + listing).encode()))
+    entries.append(
+        _blob(
+            f"{IMAGE_DIR}/context.sha256",
+            (
+                "# sha256, path in the image build context, path in the bundle: `sh image/assemble.sh DIR` links them into place\n"
+                + listing
+            ).encode(),
+        )
+    )
     entries.append(_blob(f"{IMAGE_DIR}/assemble.sh", (data_dir("airgap") / "assemble-image.sh").read_bytes(), 0o755))
     key = hashlib.sha256(json.dumps(sorted([[e.path, e.sha256] for e in entries] + [list(x) for x in links])).encode())
     return entries, ImageContext(tag=image_tag(lock), key=key.hexdigest(), links=tuple(links)), lacks
@@ -177,7 +201,9 @@ def _tree_entries(src: Path, prefix: str) -> list[Entry]:
     return out
 
 
-def _vendor_entries(lock: Lock, artifacts: Path | None, trust: bool, stamps) -> tuple[list[Entry], list[TrustedArtifact], list[str]]:
+def _vendor_entries(
+    lock: Lock, artifacts: Path | None, trust: bool, stamps
+) -> tuple[list[Entry], list[TrustedArtifact], list[str]]:
     """Each vendor package once: the signed zip edition when present, else the bare .run."""
     entries: dict[str, Entry] = {}
     trusted: list[TrustedArtifact] = []
@@ -191,8 +217,10 @@ def _vendor_entries(lock: Lock, artifacts: Path | None, trust: bool, stamps) -> 
         if artifacts is None:
             if art.zip and any(art.zip.file in x for x in lacks):
                 continue
-            lacks.append(f"vendor package {candidates[0][0] if candidates else art.run.pattern} ({art.component}); "
-                         "build with --artifacts DIR to include it")
+            lacks.append(
+                f"vendor package {candidates[0][0] if candidates else art.run.pattern} ({art.component}); "
+                "build with --artifacts DIR to include it"
+            )
             continue
         chosen: tuple[Path, str | None] | None = None
         for name, sha in candidates:
@@ -220,7 +248,7 @@ def _vendor_entries(lock: Lock, artifacts: Path | None, trust: bool, stamps) -> 
                     f"the lock has no sha256 for {path.name} ({art.component}); its file hashes to {actual}",
                     where=Where(str(path)),
                     hint="Check that hash against the vendor's published one, then rebuild with --trust-artifacts "
-                         "(the manifest records it as trusted on first use).",
+                    "(the manifest records it as trusted on first use).",
                 )
             trusted.append(TrustedArtifact(file=path.name, sha256=actual))
         elif actual != expected:
@@ -283,14 +311,22 @@ def plan_bundle(
         entries += _tree_entries(data_dir("playbooks"), str(LAYOUT.playbooks))
     except FileNotFoundError:
         lacks.append("playbooks/ (not shipped with this envkit)")
-    image_entries, image_ctx, image_lacks = _image_entries(lock, artifacts, stamps, {e.path: e for e in entries},
-                                                           (ek_name, __version__, ek_sha) if on_target else None, base)
+    image_entries, image_ctx, image_lacks = _image_entries(
+        lock, artifacts, stamps, {e.path: e for e in entries}, (ek_name, __version__, ek_sha) if on_target else None, base
+    )
     entries += image_entries
     lacks += image_lacks
     if image_archive is not None:
         in_cache = base_dir is not None and Path(image_archive).resolve().is_relative_to(Path(base_dir).resolve())
-        entries.append(Entry(f"{IMAGE_DIR}/{image_archive.name}", stamps.sha256(image_archive), image_archive.stat().st_size,
-                             source=image_archive, link=in_cache))  # the cache's own archive may be hard-linked
+        entries.append(
+            Entry(
+                f"{IMAGE_DIR}/{image_archive.name}",
+                stamps.sha256(image_archive),
+                image_archive.stat().st_size,
+                source=image_archive,
+                link=in_cache,
+            )
+        )  # the cache's own archive may be hard-linked
     else:
         lacks.append("the built container image (build with --image, or --image-archive FILE, to include one)")
     entries.append(_blob(str(LAYOUT.install), install_sh(controller).encode(), 0o755))
@@ -298,8 +334,10 @@ def plan_bundle(
     if readme.is_file():
         entries.append(_blob(str(LAYOUT.readme), readme.read_bytes()))
     if not on_target:
-        lacks.append(f"envkit on the targets: it needs Python {_requires_python()}, the targets have {target.target.python} "
-                     "(provisioning skips its smoke and doctor steps there)")
+        lacks.append(
+            f"envkit on the targets: it needs Python {_requires_python()}, the targets have {target.target.python} "
+            "(provisioning skips its smoke and doctor steps there)"
+        )
     for name in target.excluded:
         lacks.append(f"Python project {name} and what only it needs (excluded from the closure on purpose)")
     entries.sort(key=lambda e: e.path)
@@ -314,8 +352,8 @@ def plan_bundle(
         envkit_version=__version__,
         lock_sha256=hashlib.sha256(lock_bytes).hexdigest(),
         target=_target_dict(target),
-        controller=_target_dict(controller) | ({} if controller == locked_controller else
-                                                {"resolved": f"at bundle build by {controller.resolver}, not in the lock"}),
+        controller=_target_dict(controller)
+        | ({} if controller == locked_controller else {"resolved": f"at bundle build by {controller.resolver}, not in the lock"}),
         lacks=sorted(lacks),
         trusted_on_first_use=sorted(trusted, key=lambda t: t.file),
         files=[BundleFile(path=e.path, sha256=e.sha256, size=e.size) for e in entries],
@@ -323,5 +361,12 @@ def plan_bundle(
         lock=lock.model_dump(mode="json"),
     )
     base = getattr(cache, "base", None)
-    return BundlePlan(root=root, entries=entries, manifest=manifest, fetch=fetch, trusted=trusted,
-                      state=Path(base) / "bundles" if base is not None else None, image=image_ctx)
+    return BundlePlan(
+        root=root,
+        entries=entries,
+        manifest=manifest,
+        fetch=fetch,
+        trusted=trusted,
+        state=Path(base) / "bundles" if base is not None else None,
+        image=image_ctx,
+    )

@@ -59,8 +59,16 @@ class VerifyReport:
         return not (self.missing or self.extra or self.modified)
 
     def to_dict(self) -> dict:
-        return {"bundle": self.bundle, "ok": self.ok, "files": self.files, "bytes": self.bytes,
-                "manifest_sha256": self.digest, "missing": self.missing, "extra": self.extra, "modified": self.modified}
+        return {
+            "bundle": self.bundle,
+            "ok": self.ok,
+            "files": self.files,
+            "bytes": self.bytes,
+            "manifest_sha256": self.digest,
+            "missing": self.missing,
+            "extra": self.extra,
+            "modified": self.modified,
+        }
 
 
 def _parse_manifest(data: bytes, where: str) -> BundleManifest:
@@ -88,8 +96,11 @@ def _refused(archive: str, name: str, why: str) -> CheckFailed:
 
 def _unreadable(archive: str, name: str | None, exc: BaseException | str, where: str = "at") -> BadInput:
     at = f"{where} member {name!r}" if name else "at its start"
-    return BadInput(f"{archive}: unreadable archive {at} ({exc}); nothing was extracted",
-                    where=Where(archive, key=name), hint="The archive is truncated or damaged; get the bundle again.")
+    return BadInput(
+        f"{archive}: unreadable archive {at} ({exc}); nothing was extracted",
+        where=Where(archive, key=name),
+        hint="The archive is truncated or damaged; get the bundle again.",
+    )
 
 
 def _kind(m: tarfile.TarInfo) -> str:
@@ -132,8 +143,7 @@ class _Extraction:
         if m.mode & 0o022:
             return f"writable by group or others (mode {m.mode:o})"
         if m.uid or m.gid or m.uname not in ("", "root") or m.gname not in ("", "root"):
-            return (f"owned by {m.uname or m.uid}:{m.gname or m.gid}, not root: tar -xf as root would give it to "
-                    "that owner")
+            return f"owned by {m.uname or m.uid}:{m.gname or m.gid}, not root: tar -xf as root would give it to that owner"
         records = sorted(k for k in m.pax_headers if k not in _PAX_KEYS and not k.startswith("GNU.sparse."))
         if records:
             return f"extended header records {', '.join(records[:3])} (attributes, ACLs or flags tar can apply)"
@@ -162,24 +172,32 @@ class _Extraction:
                 raise _refused(self.archive, name, f"it lies under {above!r}, which an earlier member made a file")
         before = self.kinds.get(name)
         if before is not None and not (before and is_dir):
-            why = ("a duplicate of an earlier member: tar -xf would keep the later one" if not before and not is_dir else
-                   "a folder replacing the file an earlier member made" if is_dir else
-                   "a file where an earlier member made a folder")
+            why = (
+                "a duplicate of an earlier member: tar -xf would keep the later one"
+                if not before and not is_dir
+                else "a folder replacing the file an earlier member made"
+                if is_dir
+                else "a file where an earlier member made a folder"
+            )
             raise _refused(self.archive, name, why)
         self.kinds[name] = is_dir
         self.last = name
         if self.root is None:
             self.root = parts[0]
         elif parts[0] != self.root:
-            raise BadInput(f"{self.archive}: not an envkit bundle (more than one top folder: {self.root!r}, {parts[0]!r})",
-                           where=Where(self.archive, key=name))
+            raise BadInput(
+                f"{self.archive}: not an envkit bundle (more than one top folder: {self.root!r}, {parts[0]!r})",
+                where=Where(self.archive, key=name),
+            )
         if is_dir:
             if len(parts) > 1:
                 self.dirs.append("/".join(parts[1:]))
             return None
         if len(parts) == 1:
-            raise BadInput(f"{self.archive}: not an envkit bundle (the file {name!r} lies outside a top folder)",
-                           where=Where(self.archive, key=name))
+            raise BadInput(
+                f"{self.archive}: not an envkit bundle (the file {name!r} lies outside a top folder)",
+                where=Where(self.archive, key=name),
+            )
         return "/".join(parts[1:])
 
     def members(self, tf: tarfile.TarFile):  # noqa: ANN201 - a generator of TarInfo
@@ -207,8 +225,12 @@ class _Extraction:
         except _READ_ERRORS as exc:
             raise _unreadable(self.archive, self.last, exc) from None
         if end.strip(b"\0"):
-            raise _unreadable(self.archive, self.last, f"a damaged header at byte {tf.offset}, which tar -xf would "
-                              "skip to extract what follows", where="after")
+            raise _unreadable(
+                self.archive,
+                self.last,
+                f"a damaged header at byte {tf.offset}, which tar -xf would skip to extract what follows",
+                where="after",
+            )
         if self.root is None:
             raise BadInput(f"{self.archive}: not an envkit bundle (an empty archive)", where=Where(self.archive))
 
@@ -289,8 +311,11 @@ def _verify_folder(path: Path, expect_digest: str | None, jobs: int | None):  # 
             elif st.st_mode & 0o7000:
                 why = f"setuid, setgid or sticky bits (mode {stat.S_IMODE(st.st_mode):o})"
             if why:
-                raise CheckFailed(f"{path}: refused: {rel} is unsafe ({why})", where=Where(str(path), key=rel),
-                                  hint="Do not install from this folder; get the bundle again from a trusted source.")
+                raise CheckFailed(
+                    f"{path}: refused: {rel} is unsafe ({why})",
+                    where=Where(str(path), key=rel),
+                    hint="Do not install from this folder; get the bundle again from a trusted source.",
+                )
             present[rel] = st.st_size
     if MANIFEST not in present:
         raise BadInput(f"{path}: not an envkit bundle (no {MANIFEST})", where=Where(str(path)))
@@ -428,8 +453,9 @@ def verify(path: Path, expect_digest: str | None = None, jobs: int | None = None
             continue
         sha, size = actual[rel]
         if sha != f.sha256 or size != f.size:
-            rep.modified.append({"path": rel, "expected_sha256": f.sha256, "actual_sha256": sha,
-                                 "expected_size": f.size, "actual_size": size})
+            rep.modified.append(
+                {"path": rel, "expected_sha256": f.sha256, "actual_sha256": sha, "expected_size": f.size, "actual_size": size}
+            )
         rep.files += 1
         rep.bytes += max(size, 0)
     needed = {posixpath.dirname(rel) for rel in [*expected, MANIFEST]}

@@ -52,14 +52,16 @@ def build_app(modules: list[str] | None = None) -> typer.Typer:
             raise typer.Exit(0)
 
     def _root(
-        version: Optional[bool] = typer.Option(None, "--version", callback=_version_callback, is_eager=True,
-                                               help="Print the version."),
+        version: Optional[bool] = typer.Option(
+            None, "--version", callback=_version_callback, is_eager=True, help="Print the version."
+        ),
         debug: bool = typer.Option(False, "--debug", help="Show tracebacks of errors."),
         quiet: bool = typer.Option(False, "--quiet", "-q", help="Silence progress output."),
         accept_edited_lock: bool = typer.Option(
-            False, ACCEPT_EDITED,
+            False,
+            ACCEPT_EDITED,
             help="Use a lock whose derived fields differ from what the matrix gives for its stack (edited on purpose): "
-                 "a warning naming the fields instead of a refusal. The schema is enforced all the same.",
+            "a warning naming the fields instead of a refusal. The schema is enforced all the same.",
         ),
     ) -> None:
         console.set_debug(debug)
@@ -199,9 +201,13 @@ def _as_envkit_error(exc: BaseException) -> EnvkitError:
         extra = _EXTRAS.get(top)
         if extra is None:  # not an optional extra: a broken install, and a bug to report
             raise exc
-        return CannotRun(f"this command needs {top}, which is not installed",
-                         hint=f"Install the {extra} extra: pip install 'envkit[{extra}]'")
+        return CannotRun(
+            f"this command needs {top}, which is not installed", hint=f"Install the {extra} extra: pip install 'envkit[{extra}]'"
+        )
     assert isinstance(exc, OSError)
     path = exc.filename if isinstance(exc.filename, str) else None
-    return CannotRun(f"{exc.strerror or exc}" + (f": {path}" if path else ""), where=Where(path) if path else None,
-                     hint="Check the path, its permissions and the free space, then run the command again.")
+    return CannotRun(
+        f"{exc.strerror or exc}" + (f": {path}" if path else ""),
+        where=Where(path) if path else None,
+        hint="Check the path, its permissions and the free space, then run the command again.",
+    )

@@ -25,27 +25,58 @@ def lock_cmd(
     output: Annotated[Optional[Path], Opt("-o", "--output", help="Where to write (default: the lock itself).")] = None,
     target_python: Annotated[Optional[str], Opt("--target-python", help="Target Python (default: the lock's).")] = None,
     target_arch: Annotated[Optional[str], Opt("--target-arch", help="Target arch (default: the lock's).")] = None,
-    glibc: Annotated[Optional[str], Opt("--glibc", help="Target's oldest glibc, e.g. 2.28 (default: from the lock's OS).")] = None,
+    glibc: Annotated[
+        Optional[str], Opt("--glibc", help="Target's oldest glibc, e.g. 2.28 (default: from the lock's OS).")
+    ] = None,
     controller_python: Annotated[Optional[str], Opt("--controller-python", help="Controller Python (default: this one).")] = None,
     controller_arch: Annotated[Optional[str], Opt("--controller-arch", help="Controller arch (default: this one).")] = None,
-    controller_glibc: Annotated[Optional[str], Opt("--controller-glibc", help="Controller glibc (default: this one's, or 2.28).")] = None,
+    controller_glibc: Annotated[
+        Optional[str], Opt("--controller-glibc", help="Controller glibc (default: this one's, or 2.28).")
+    ] = None,
     only: Annotated[Optional[str], Opt("--only", help="Comma-separated: keep only these of the lock's requirements.")] = None,
-    exclude: Annotated[Optional[str], Opt("--exclude", help="Comma-separated projects to leave out, with what only they need (recorded).")] = None,
+    exclude: Annotated[
+        Optional[str], Opt("--exclude", help="Comma-separated projects to leave out, with what only they need (recorded).")
+    ] = None,
     index_url: Annotated[str, Opt("--index-url", help="Index to resolve against (recorded).")] = "https://pypi.org/simple",
-    extra_index_url: Annotated[Optional[list[str]], Opt("--extra-index-url", help="More indexes (recorded), e.g. a PyTorch CPU index.")] = None,
+    extra_index_url: Annotated[
+        Optional[list[str]], Opt("--extra-index-url", help="More indexes (recorded), e.g. a PyTorch CPU index.")
+    ] = None,
     find_links: Annotated[Optional[list[str]], Opt("--find-links", help="Local wheel folders (recorded).")] = None,
-    torch_index_url: Annotated[Optional[str], Opt("--torch-index-url", help="Where torch's CPU build comes from, alone (recorded; default: the lock's index for torch, the PyTorch CPU index). A mirror of it: --index-for pytorch-cpu=URL.")] = None,
-    index_for: Annotated[Optional[list[str]], Opt("--index-for", help="ID=URL, repeatable: a mirror of the lock's index ID (python.indexes, e.g. ascend-pypi, pytorch-cpu); the pins that name ID come from URL alone (recorded).")] = None,
+    torch_index_url: Annotated[
+        Optional[str],
+        Opt(
+            "--torch-index-url",
+            help="Where torch's CPU build comes from, alone (recorded; default: the lock's index for torch, the PyTorch CPU index). A mirror of it: --index-for pytorch-cpu=URL.",
+        ),
+    ] = None,
+    index_for: Annotated[
+        Optional[list[str]],
+        Opt(
+            "--index-for",
+            help="ID=URL, repeatable: a mirror of the lock's index ID (python.indexes, e.g. ascend-pypi, pytorch-cpu); the pins that name ID come from URL alone (recorded).",
+        ),
+    ] = None,
     json_out: Annotated[bool, Opt("--json", help="Machine-readable output.")] = False,
 ) -> None:
     """Record the full Python closure (every wheel: URL, sha256, size) for the target and the controller."""
     from envkit.closure import lock_python
 
     done = lock_python(
-        lock, output=output, target_python=target_python, target_arch=target_arch, glibc=glibc,
-        controller_python=controller_python, controller_arch=controller_arch, controller_glibc=controller_glibc,
-        only=_csv(only), exclude=_csv(exclude), index_url=index_url, extra_index_urls=tuple(extra_index_url or ()),
-        find_links=tuple(find_links or ()), torch_index_url=torch_index_url, index_for=tuple(index_for or ()),
+        lock,
+        output=output,
+        target_python=target_python,
+        target_arch=target_arch,
+        glibc=glibc,
+        controller_python=controller_python,
+        controller_arch=controller_arch,
+        controller_glibc=controller_glibc,
+        only=_csv(only),
+        exclude=_csv(exclude),
+        index_url=index_url,
+        extra_index_urls=tuple(extra_index_url or ()),
+        find_links=tuple(find_links or ()),
+        torch_index_url=torch_index_url,
+        index_for=tuple(index_for or ()),
         on_progress=console.progress,
     )
     summary = done.to_dict()
@@ -53,9 +84,12 @@ def lock_cmd(
         console.emit_json(summary)
         return
     t, c = summary["target"], summary["controller"]
-    console.out.print(f"locked {t['wheels']} target wheels ({t['bytes'] / 1e6:.1f} MB, Python {t['python']}, {t['platform']}) "
-                      f"and {c['wheels']} controller wheels ({c['bytes'] / 1e6:.1f} MB, Python {c['python']}, {c['platform']}) "
-                      f"-> {summary['lock']}", markup=False)
+    console.out.print(
+        f"locked {t['wheels']} target wheels ({t['bytes'] / 1e6:.1f} MB, Python {t['python']}, {t['platform']}) "
+        f"and {c['wheels']} controller wheels ({c['bytes'] / 1e6:.1f} MB, Python {c['python']}, {c['platform']}) "
+        f"-> {summary['lock']}",
+        markup=False,
+    )
     if t["torch"]:
         console.out.print(f"torch {t['torch']['version']} from {t['torch']['url']}", markup=False)
     if t["excluded"]:
@@ -64,15 +98,29 @@ def lock_cmd(
 
 def build_cmd(
     lock: Annotated[Path, Opt("--lock", "-l", help="The lock with its closure (`envkit lock`).")] = Path("envkit.lock"),
-    output: Annotated[Path, Opt("-o", "--output", help="A folder, or an archive ending in .tar / .tar.gz.")] = Path("envkit-bundle.tar"),
+    output: Annotated[Path, Opt("-o", "--output", help="A folder, or an archive ending in .tar / .tar.gz.")] = Path(
+        "envkit-bundle.tar"
+    ),
     artifacts: Annotated[Optional[Path], Opt("--artifacts", help="Folder with the vendor .run / .zip packages.")] = None,
-    trust_artifacts: Annotated[bool, Opt("--trust-artifacts", help="Accept vendor files the lock has no hash for; record the hash seen.")] = False,
-    image: Annotated[bool, Opt("--image", help="Build the image through the engine at DOCKER_HOST and include its archive.")] = False,
+    trust_artifacts: Annotated[
+        bool, Opt("--trust-artifacts", help="Accept vendor files the lock has no hash for; record the hash seen.")
+    ] = False,
+    image: Annotated[
+        bool, Opt("--image", help="Build the image through the engine at DOCKER_HOST and include its archive.")
+    ] = False,
     base: Annotated[Optional[str], Opt("--base", help="Base image of the image context (default: matrices/images.yaml).")] = None,
-    image_archive: Annotated[Optional[Path], Opt("--image-archive", help="Include an image archive built elsewhere (docker/podman save).")] = None,
-    controller_python: Annotated[Optional[str], Opt("--controller-python", help="Controller Python (default: the lock's controller closure).")] = None,
-    controller_arch: Annotated[Optional[str], Opt("--controller-arch", help="Controller arch (default: the lock's controller closure).")] = None,
-    controller_glibc: Annotated[Optional[str], Opt("--controller-glibc", help="Controller glibc when it is resolved here (default 2.28).")] = None,
+    image_archive: Annotated[
+        Optional[Path], Opt("--image-archive", help="Include an image archive built elsewhere (docker/podman save).")
+    ] = None,
+    controller_python: Annotated[
+        Optional[str], Opt("--controller-python", help="Controller Python (default: the lock's controller closure).")
+    ] = None,
+    controller_arch: Annotated[
+        Optional[str], Opt("--controller-arch", help="Controller arch (default: the lock's controller closure).")
+    ] = None,
+    controller_glibc: Annotated[
+        Optional[str], Opt("--controller-glibc", help="Controller glibc when it is resolved here (default 2.28).")
+    ] = None,
     jobs: Annotated[int, Opt("--jobs", "-j", help="Parallel downloads.")] = 8,
     force: Annotated[bool, Opt("--force", help="Replace what is at -o even if it is not an earlier envkit bundle.")] = False,
     json_out: Annotated[bool, Opt("--json", help="Machine-readable output.")] = False,
@@ -80,21 +128,39 @@ def build_cmd(
     """Download every wheel into the cache, check the vendor packages, and write the bundle."""
     from envkit import airgap
 
-    result = airgap.build(airgap.BuildRequest(
-        lock=lock, output=output, artifacts=artifacts, trust_artifacts=trust_artifacts, image=image, base=base,
-        image_archive=image_archive, controller_python=controller_python, controller_arch=controller_arch,
-        controller_glibc=controller_glibc, jobs=jobs, force=force,
-    ), on_progress=console.progress)
+    result = airgap.build(
+        airgap.BuildRequest(
+            lock=lock,
+            output=output,
+            artifacts=artifacts,
+            trust_artifacts=trust_artifacts,
+            image=image,
+            base=base,
+            image_archive=image_archive,
+            controller_python=controller_python,
+            controller_arch=controller_arch,
+            controller_glibc=controller_glibc,
+            jobs=jobs,
+            force=force,
+        ),
+        on_progress=console.progress,
+    )
     if json_out:
         console.emit_json(result.to_dict())
         return
     out = console.out
-    what = ("up to date (every input unchanged), kept" if result.up_to_date else
-            f"{result.wheels_fetched} wheels downloaded, {result.wheels_cached} from the cache")
-    out.print(f"bundle -> {result.bundle}: {result.files} files, {result.bytes / 1e6:.1f} MB "
-              f"({what}) in {result.seconds} s", markup=False)
-    out.print(f"manifest digest: sha256:{result.manifest_sha256}  (publish it; install.sh checks ENVKIT_BUNDLE_DIGEST)",
-              markup=False)
+    what = (
+        "up to date (every input unchanged), kept"
+        if result.up_to_date
+        else f"{result.wheels_fetched} wheels downloaded, {result.wheels_cached} from the cache"
+    )
+    out.print(
+        f"bundle -> {result.bundle}: {result.files} files, {result.bytes / 1e6:.1f} MB ({what}) in {result.seconds} s",
+        markup=False,
+    )
+    out.print(
+        f"manifest digest: sha256:{result.manifest_sha256}  (publish it; install.sh checks ENVKIT_BUNDLE_DIGEST)", markup=False
+    )
     for t in result.trusted_on_first_use:
         out.print(f"trusted on first use: {t['file']} sha256 {t['sha256']} (the lock has no hash for it)", markup=False)
     for item in result.lacks:
@@ -115,15 +181,20 @@ def verify_cmd(
     else:
         out = console.out
         if rep.ok:
-            out.print(f"bundle {bundle}: OK, {rep.files} files, {rep.bytes / 1e6:.1f} MB match the manifest "
-                      f"(sha256:{rep.digest})", markup=False)
+            out.print(
+                f"bundle {bundle}: OK, {rep.files} files, {rep.bytes / 1e6:.1f} MB match the manifest (sha256:{rep.digest})",
+                markup=False,
+            )
         else:
             out.print(f"bundle {bundle}: FAILED", markup=False)
             for p in rep.missing:
                 out.print(f"  missing:  {p}", markup=False)
             for m in rep.modified:
-                out.print(f"  modified: {m['path']}: expected sha256 {m['expected_sha256']} ({m['expected_size']} bytes), "
-                          f"got {m['actual_sha256']} ({m['actual_size']} bytes)", markup=False)
+                out.print(
+                    f"  modified: {m['path']}: expected sha256 {m['expected_sha256']} ({m['expected_size']} bytes), "
+                    f"got {m['actual_sha256']} ({m['actual_size']} bytes)",
+                    markup=False,
+                )
             for p in rep.extra:
                 out.print(f"  extra:    {p} (not in the manifest)", markup=False)
     if not rep.ok:

@@ -18,9 +18,7 @@ def register(app: typer.Typer) -> None:
         ] = None,
         root: Annotated[
             Path,
-            typer.Option(
-                "--root", help="Probe a mounted root file system (an exported image, a fixture) instead of /."
-            ),
+            typer.Option("--root", help="Probe a mounted root file system (an exported image, a fixture) instead of /."),
         ] = Path("/"),
         python: Annotated[
             Optional[str],
@@ -64,7 +62,8 @@ def register(app: typer.Typer) -> None:
             typer.Option("--inventory", "-i", help="With --net: ping, from device N, address_N of each host's envkit_hccn_conf."),
         ] = None,
         net_log: Annotated[
-            Optional[Path], typer.Option("--net-log", help="With --net: a log (CANN plog, training output) whose HCCL EI codes to explain.")
+            Optional[Path],
+            typer.Option("--net-log", help="With --net: a log (CANN plog, training output) whose HCCL EI codes to explain."),
         ] = None,
     ) -> None:
         """Probe a host or an image: driver, firmware, CANN, npu-smi, Python packages, environment.
@@ -77,18 +76,14 @@ def register(app: typer.Typer) -> None:
         from envkit.doctor.report import render_text
 
         if not root.is_dir():
-            raise CannotRun(
-                f"--root {root}: not a directory", hint="Mount or export the image first, e.g. `podman export`."
-            )
+            raise CannotRun(f"--root {root}: not a directory", hint="Mount or export the image first, e.g. `podman export`.")
         host = root.resolve() == Path("/")
         if exec_root_tools and host:
             raise BadInput("--exec-root-tools needs --root: on this host, npu-smi is run anyway")
         if python is not None:
             if host:
                 if not (os.path.isfile(python) and os.access(python, os.X_OK)):
-                    raise CannotRun(
-                        f"--python {python}: not an executable file", hint="Give the interpreter's full path."
-                    )
+                    raise CannotRun(f"--python {python}: not an executable file", hint="Give the interpreter's full path.")
             elif not Target(root).exists(python):
                 raise CannotRun(
                     f"--python {python}: no such file in {root}",

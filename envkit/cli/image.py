@@ -10,8 +10,14 @@ from typer import Option as Opt
 from envkit import console
 
 
-def _command(lock: Path, base: Optional[str], artifacts: Optional[Path], requirements: Optional[Path], tail: list[str],
-             variant: str = "base") -> str:
+def _command(
+    lock: Path,
+    base: Optional[str],
+    artifacts: Optional[Path],
+    requirements: Optional[Path],
+    tail: list[str],
+    variant: str = "base",
+) -> str:
     cmd = ["envkit", "image", *tail[:1], "--lock", str(lock)]
     if variant != "base":
         cmd += ["--variant", variant]
@@ -24,27 +30,50 @@ def _command(lock: Path, base: Optional[str], artifacts: Optional[Path], require
     return " ".join(cmd + tail[1:])
 
 
-def _plan(lock: Path, base: Optional[str], artifacts: Optional[Path], requirements: Optional[Path], generated_by: str,  # noqa: ANN202
-          variant: str = "base"):
+def _plan(
+    lock: Path,
+    base: Optional[str],
+    artifacts: Optional[Path],
+    requirements: Optional[Path],
+    generated_by: str,  # noqa: ANN202
+    variant: str = "base",
+):
     from envkit.image import plan_build
     from envkit.lockfile import read_lock
 
-    return plan_build(read_lock(lock), generated_by=generated_by, base=base, artifacts=artifacts, requirements=requirements,
-                      variant=variant)
+    return plan_build(
+        read_lock(lock), generated_by=generated_by, base=base, artifacts=artifacts, requirements=requirements, variant=variant
+    )
 
 
 LockOpt = Annotated[Path, Opt("--lock", help="The lock to build from.")]
-BaseOpt = Annotated[Optional[str], Opt("--base", help="Base image IMAGE@sha256:DIGEST (or a local image); default: the lock's platform.base_image.")]
-ArtOpt = Annotated[
-    Optional[Path], Opt("--artifacts", help="Folder with the vendor CANN packages (.run or signed .zip) and optionally wheels/ for an offline install.")
+BaseOpt = Annotated[
+    Optional[str],
+    Opt("--base", help="Base image IMAGE@sha256:DIGEST (or a local image); default: the lock's platform.base_image."),
 ]
-VariantOpt = Annotated[str, Opt("--variant", help="base, or serving: a serving layer after torch (vllm, vllm-ascend, "
-                                 "triton-ascend), the serving environment and `vllm serve` as entry point; same CANN layers.")]
+ArtOpt = Annotated[
+    Optional[Path],
+    Opt(
+        "--artifacts",
+        help="Folder with the vendor CANN packages (.run or signed .zip) and optionally wheels/ for an offline install.",
+    ),
+]
+VariantOpt = Annotated[
+    str,
+    Opt(
+        "--variant",
+        help="base, or serving: a serving layer after torch (vllm, vllm-ascend, "
+        "triton-ascend), the serving environment and `vllm serve` as entry point; same CANN layers.",
+    ),
+]
 ForceOpt = Annotated[bool, Opt("--force", help="Write into an existing folder that is not an earlier envkit build context.")]
 ReqOpt = Annotated[
     Optional[Path],
-    Opt("--requirements", help="Hashed requirements (name==ver --hash=sha256:...) covering the lock's Python pins; "
-        "default: the lock's closure (`envkit lock`), else the wheels in --artifacts DIR/wheels."),
+    Opt(
+        "--requirements",
+        help="Hashed requirements (name==ver --hash=sha256:...) covering the lock's Python pins; "
+        "default: the lock's closure (`envkit lock`), else the wheels in --artifacts DIR/wheels.",
+    ),
 ]
 
 
@@ -66,19 +95,29 @@ def register(app: typer.Typer) -> None:
         """Write a build context (Dockerfile, hashed requirements, the vendor packages) for the lock."""
         from envkit.render import write_context
 
-        plan = _plan(lock, base, artifacts, requirements,
-                     _command(lock, base, artifacts, requirements, ["render", "-o", str(output)], variant), variant)
+        plan = _plan(
+            lock,
+            base,
+            artifacts,
+            requirements,
+            _command(lock, base, artifacts, requirements, ["render", "-o", str(output)], variant),
+            variant,
+        )
         files = write_context(plan, output, force=force)
         _report(plan, output, files, json_out)
 
     @image_app.command("build")
     def build_cmd(
         lock: LockOpt = Path("envkit.lock"),
-        tag: Annotated[Optional[str], Opt("--tag", "-t", help="Image tag (default: envkit/<chip>:cann<ver>-torch<ver>-py<ver>).")] = None,
+        tag: Annotated[
+            Optional[str], Opt("--tag", "-t", help="Image tag (default: envkit/<chip>:cann<ver>-torch<ver>-py<ver>).")
+        ] = None,
         base: BaseOpt = None,
         artifacts: ArtOpt = None,
         requirements: ReqOpt = None,
-        context: Annotated[Optional[Path], Opt("--context", help="Where to render the build context (default: a temporary folder).")] = None,
+        context: Annotated[
+            Optional[Path], Opt("--context", help="Where to render the build context (default: a temporary folder).")
+        ] = None,
         variant: VariantOpt = "base",
         force: ForceOpt = False,
         json_out: Annotated[bool, Opt("--json", help="Machine-readable output.")] = False,
@@ -90,8 +129,14 @@ def register(app: typer.Typer) -> None:
         from envkit.errors import BadInput
         from envkit.render import write_context
 
-        plan = _plan(lock, base, artifacts, requirements,
-                     _command(lock, base, artifacts, requirements, ["render", "-o", "CONTEXT"], variant), variant)
+        plan = _plan(
+            lock,
+            base,
+            artifacts,
+            requirements,
+            _command(lock, base, artifacts, requirements, ["render", "-o", "CONTEXT"], variant),
+            variant,
+        )
         missing = [s.file for s in plan.steps if s.source is None]
         if missing:
             raise BadInput(
@@ -99,8 +144,13 @@ def register(app: typer.Typer) -> None:
                 hint="Pass --artifacts DIR holding them (the signed .zip edition or the bare .run).",
             )
         s = plan.lock.stack
-        tag = tag or (f"envkit/{s.chip}:cann{s.cann}-torch{s.torch.replace('+', '-')}-py{s.python}"
-                      + ("-serving" if plan.serving else "")).lower()
+        tag = (
+            tag
+            or (
+                f"envkit/{s.chip}:cann{s.cann}-torch{s.torch.replace('+', '-')}-py{s.python}"
+                + ("-serving" if plan.serving else "")
+            ).lower()
+        )
         engine = Engine()
         info = engine.version()
         console.progress(f"engine {info['version']} (API {info['api']}) at {info['url']}")
@@ -121,7 +171,9 @@ def register(app: typer.Typer) -> None:
     def run_args_cmd(
         chip: Annotated[Optional[str], Opt("--chip", help="Chip: 910b, 910, a3, 310p, 950 (its facts from the matrix).")] = None,
         lock: Annotated[Optional[Path], Opt("--lock", help="Or: the chip of this lock (its facts from the lock).")] = None,
-        devices: Annotated[Optional[str], Opt("--devices", help="NPU ids, e.g. 0-7 or 0,2 (default: every NPU of the chip).")] = None,
+        devices: Annotated[
+            Optional[str], Opt("--devices", help="NPU ids, e.g. 0-7 or 0,2 (default: every NPU of the chip).")
+        ] = None,
         fmt: Annotated[str, Opt("--format", help="flags, json or compose.")] = "flags",
     ) -> None:
         """The container runtime options for a chip: devices and host mounts (or the Ascend Docker Runtime)."""
@@ -144,7 +196,11 @@ def register(app: typer.Typer) -> None:
         elif fmt == "compose":
             typer.echo(ra.compose(), nl=False)
         elif fmt == "flags":
-            typer.echo(" \\\n  ".join(" ".join(shlex.quote(x) for x in pair) for pair in zip(ra.flags()[::2], ra.flags()[1::2], strict=True)))
+            typer.echo(
+                " \\\n  ".join(
+                    " ".join(shlex.quote(x) for x in pair) for pair in zip(ra.flags()[::2], ra.flags()[1::2], strict=True)
+                )
+            )
             typer.echo("# or, with the Ascend Docker Runtime: " + " ".join(ra.runtime_flags()))
             for note in ra.notes:
                 typer.echo(f"# {note}")
@@ -159,12 +215,25 @@ def _report(plan, output: Path, files: list[Path], json_out: bool) -> None:  # n
                 "context": str(output),
                 "base": plan.base.ref,
                 "lock_digest": plan.lock_digest,
-                "steps": [{"component": s.component, "version": s.version, "file": s.file, "sha256": s.sha256,
-                           "sha256_from": s.sha256_from} for s in plan.steps],
+                "steps": [
+                    {
+                        "component": s.component,
+                        "version": s.version,
+                        "file": s.file,
+                        "sha256": s.sha256,
+                        "sha256_from": s.sha256_from,
+                    }
+                    for s in plan.steps
+                ],
                 "variant": plan.variant,
-                "python": {"requirements": len(plan.requirements), "torch_layer": [r.name for r in plan.heavy_requirements],
-                           "serving_layer": [r.name for r in plan.serving_requirements],
-                           "source": plan.python_source, "offline": plan.offline, "indexes": plan.indexes},
+                "python": {
+                    "requirements": len(plan.requirements),
+                    "torch_layer": [r.name for r in plan.heavy_requirements],
+                    "serving_layer": [r.name for r in plan.serving_requirements],
+                    "source": plan.python_source,
+                    "offline": plan.offline,
+                    "indexes": plan.indexes,
+                },
                 "notes": plan.notes,
             }
         )
@@ -179,7 +248,9 @@ def _report(plan, output: Path, files: list[Path], json_out: bool) -> None:  # n
     serving = ", ".join(r.name for r in plan.serving_requirements)
     console.out.print(
         f"  python  {len(plan.requirements)} hashed pins from {source} ({heavy} in their own layer"
-        + (f", then {serving}: the serving variant" if serving else "") + f"), {mode}", markup=False
+        + (f", then {serving}: the serving variant" if serving else "")
+        + f"), {mode}",
+        markup=False,
     )
     for note in plan.notes:
         console.out.print(f"  note: {note}", markup=False)

@@ -9,10 +9,14 @@ from envkit import console
 
 
 def render(
-    inventory: Annotated[Path, typer.Option("--inventory", "-i", help="Ansible INI inventory; each host sets envkit_hccn_conf=PATH.")],
+    inventory: Annotated[
+        Path, typer.Option("--inventory", "-i", help="Ansible INI inventory; each host sets envkit_hccn_conf=PATH.")
+    ],
     lock: Annotated[Path, typer.Option("--lock", help="The lock whose stack.chip picks the rank-table version.")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Folder to write the launch set into (nothing is written elsewhere).")],
-    force: Annotated[bool, typer.Option("--force", help="Replace an existing folder that is not an earlier envkit launch set.")] = False,
+    force: Annotated[
+        bool, typer.Option("--force", help="Replace an existing folder that is not an earlier envkit launch set.")
+    ] = False,
     json_out: Annotated[bool, typer.Option("--json", help="Print the result as one JSON document.")] = False,
 ) -> None:
     """Write rank_table.json (+ schema) and per host accelerate_config.yaml, hccl_env.sh and torchrun.sh.
@@ -51,16 +55,24 @@ def codes(
 
 
 def profile(
-    inventory: Annotated[Path, typer.Option("--inventory", "-i", help="Ansible INI inventory; the first host is the rendezvous (MASTER_ADDR).")],
-    out: Annotated[Path, typer.Option("--out", "-o", help="Folder for profile.json (merged), hosts/<host>/profile.json and the run's logs.")],
+    inventory: Annotated[
+        Path, typer.Option("--inventory", "-i", help="Ansible INI inventory; the first host is the rendezvous (MASTER_ADDR).")
+    ],
+    out: Annotated[
+        Path, typer.Option("--out", "-o", help="Folder for profile.json (merged), hosts/<host>/profile.json and the run's logs.")
+    ],
     nproc: Annotated[int, typer.Option("--nproc", min=1, help="Processes (ranks) per host; WORLD_SIZE = hosts x nproc.")] = 1,
     device: Annotated[str, typer.Option("--device", help="cpu (gloo), cuda (nccl) or npu (hccl).")] = "cpu",
     max_size: Annotated[str, typer.Option("--max-size", help="The largest size (8K to this, x2 steps).")] = "1MiB",
     port: Annotated[int, typer.Option("--port", help="The rendezvous port on the first host (MASTER_PORT).")] = 29511,
     timeout: Annotated[int, typer.Option("--timeout", min=10, help="Seconds a rank waits for the others.")] = 600,
     envkit: Annotated[str, typer.Option("--envkit", help="The envkit executable on the hosts.")] = "/opt/envkit/venv/bin/envkit",
-    extra_vars: Annotated[list[str], typer.Option("--extra-vars", "-e", help="Passed to ansible-playbook (e.g. envkit_collectives_ifname=eth0).")] = [],  # noqa: B006
-    json_out: Annotated[bool, typer.Option("--json", help="Print the merged profile and the hosts' rows as one JSON document.")] = False,
+    extra_vars: Annotated[
+        list[str], typer.Option("--extra-vars", "-e", help="Passed to ansible-playbook (e.g. envkit_collectives_ifname=eth0).")
+    ] = [],  # noqa: B006
+    json_out: Annotated[
+        bool, typer.Option("--json", help="Print the merged profile and the hosts' rows as one JSON document.")
+    ] = False,
 ) -> None:
     """Run the collective profile on every host of the inventory at once (Ansible), one rendezvous; merge the hosts' profiles.
 
@@ -69,8 +81,17 @@ def profile(
     from envkit.launch.profile import run_fleet_profile
     from envkit.smoke.collectives import format_table
 
-    res = run_fleet_profile(inventory, out, nproc=nproc, device=device, max_size=max_size, port=port, timeout_s=timeout,
-                            envkit=envkit, extra_vars=tuple(extra_vars))
+    res = run_fleet_profile(
+        inventory,
+        out,
+        nproc=nproc,
+        device=device,
+        max_size=max_size,
+        port=port,
+        timeout_s=timeout,
+        envkit=envkit,
+        extra_vars=tuple(extra_vars),
+    )
     if json_out:
         console.emit_json(res)
     else:
@@ -90,21 +111,35 @@ def node(
     device: Annotated[str, typer.Option("--device", help="cpu, cuda or npu.")] = "cpu",
     max_size: Annotated[str, typer.Option("--max-size", help="The largest size.")] = "1MiB",
     timeout: Annotated[int, typer.Option("--timeout", min=10, help="Seconds a rank waits for the others.")] = 600,
-    ifname: Annotated[Optional[str], typer.Option("--ifname", help="The interface gloo/nccl/hccl use (GLOO_SOCKET_IFNAME ...).")] = None,
+    ifname: Annotated[
+        Optional[str], typer.Option("--ifname", help="The interface gloo/nccl/hccl use (GLOO_SOCKET_IFNAME ...).")
+    ] = None,
 ) -> None:
     """One host's ranks of `envkit launch profile` (run there by playbooks/collectives.yml). Exit 0 when all correct."""
     from envkit.launch.profile import node_profile
     from envkit.smoke.collectives import parse_size
 
-    prof = node_profile(master=master, port=port, nnodes=nnodes, node_rank=node_rank, nproc=nproc, device=device,
-                        max_size=parse_size(max_size), out=out, timeout_s=timeout, ifname=ifname)
+    prof = node_profile(
+        master=master,
+        port=port,
+        nnodes=nnodes,
+        node_rank=node_rank,
+        nproc=nproc,
+        device=device,
+        max_size=parse_size(max_size),
+        out=out,
+        timeout_s=timeout,
+        ifname=ifname,
+    )
     console.progress(f"node {node_rank}/{nnodes}: {'ok' if prof['ok'] else 'FAILED'}; wrote {out}/profile.json")
     if not prof["ok"]:
         raise typer.Exit(1)
 
 
 def register(app: typer.Typer) -> None:
-    group = typer.Typer(help="Multi-host launch sets: rank tables, Accelerate, torchrun and HCCL environment.", no_args_is_help=True)
+    group = typer.Typer(
+        help="Multi-host launch sets: rank tables, Accelerate, torchrun and HCCL environment.", no_args_is_help=True
+    )
     group.command("render")(render)
     group.command("codes")(codes)
     group.command("profile")(profile)

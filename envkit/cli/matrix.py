@@ -70,8 +70,7 @@ def refresh_cmd(
     for line in result.report:
         console.out.print(f"report  {line}", markup=False)
     state = "written" if write and result.changed else "differs" if result.changed else "up to date"
-    console.out.print(f"python_packages.yaml {state}: {sum(len(r) for r in result.rules.values())} derived rules",
-                      markup=False)
+    console.out.print(f"python_packages.yaml {state}: {sum(len(r) for r in result.rules.values())} derived rules", markup=False)
     if result.changed and not write:
         raise typer.Exit(EXIT_FAILED)
 
@@ -89,9 +88,14 @@ def register(app: typer.Typer) -> None:
         problems = check_matrix(lm)
         m = lm.model
         counts = {
-            "chips": len(m.chips), "operating_systems": len(m.operating_systems), "hdk": len(m.hdk),
-            "cann": len(m.cann), "torch_npu": len(m.torch_npu), "torch_npu_lines": len(m.torch_npu_lines),
-            "rules": len(m.rules), "artifacts": len(m.artifacts),
+            "chips": len(m.chips),
+            "operating_systems": len(m.operating_systems),
+            "hdk": len(m.hdk),
+            "cann": len(m.cann),
+            "torch_npu": len(m.torch_npu),
+            "torch_npu_lines": len(m.torch_npu_lines),
+            "rules": len(m.rules),
+            "artifacts": len(m.artifacts),
         }
         confidence: dict[str, int] = {}
         for section in ("chips", "operating_systems", "hdk", "cann", "torch_npu", "torch_npu_lines", "rules"):

@@ -45,7 +45,8 @@ def provision(
     ] = None,
     forks: Annotated[Optional[int], typer.Option("--forks", min=1, help="Parallel connections (Ansible forks).")] = None,
     extra_vars: Annotated[
-        Optional[list[str]], typer.Option("-e", "--extra-vars", help="Extra Ansible variables (KEY=VALUE or @file), e.g. role settings.")
+        Optional[list[str]],
+        typer.Option("-e", "--extra-vars", help="Extra Ansible variables (KEY=VALUE or @file), e.g. role settings."),
     ] = None,
     out: Annotated[
         Path, typer.Option("--out", help="Work folder: vars.yml, events.jsonl, ansible.log and reports/<host>/.")
@@ -60,8 +61,17 @@ def provision(
     from envkit.provision import ProvisionRequest, format_plan, format_table, run
 
     req = ProvisionRequest(
-        inventory=inventory, lock=lock, out=out, bundle=bundle, artifacts=artifacts, wheels=wheels, check=check,
-        limit=limit, serial=serial, forks=forks, extra_vars=tuple(extra_vars or ()),
+        inventory=inventory,
+        lock=lock,
+        out=out,
+        bundle=bundle,
+        artifacts=artifacts,
+        wheels=wheels,
+        check=check,
+        limit=limit,
+        serial=serial,
+        forks=forks,
+        extra_vars=tuple(extra_vars or ()),
     )
     if not json_out:
         console.progress(f"{'planning' if check else 'provisioning'} from {lock} (vars: {out.resolve() / 'vars.yml'})")
@@ -69,8 +79,7 @@ def provision(
     summary = result.summary
     if json_out:
         data = summary.to_dict()
-        data.update({"vars_file": str(result.vars_file), "reports": str(result.reports),
-                     "ansible_returncode": result.returncode})
+        data.update({"vars_file": str(result.vars_file), "reports": str(result.reports), "ansible_returncode": result.returncode})
         console.emit_json(data)
         raise typer.Exit(summary.exit_code)
     if check:

@@ -12,24 +12,50 @@ def register(app: typer.Typer) -> None:
     @app.command("smoke")
     def smoke(
         device: Annotated[
-            str, typer.Option("--device", help="npu, cuda or cpu, optionally :N. Strict: an absent device is exit 2, never a fallback.")
+            str,
+            typer.Option(
+                "--device", help="npu, cuda or cpu, optionally :N. Strict: an absent device is exit 2, never a fallback."
+            ),
         ],
         model: Annotated[
-            Optional[Path], typer.Option("--model", help="A local Transformers checkpoint directory (default: the embedded tiny Qwen2).")
+            Optional[Path],
+            typer.Option("--model", help="A local Transformers checkpoint directory (default: the embedded tiny Qwen2)."),
         ] = None,
         dtype: Annotated[str, typer.Option("--dtype", help="bf16, fp16 or fp32.")] = "bf16",
         out: Annotated[
-            Optional[Path], typer.Option("--out", help="Where to write report.json and logits.safetensors (default: ./envkit-smoke-DEVICE-DTYPE).")
+            Optional[Path],
+            typer.Option(
+                "--out", help="Where to write report.json and logits.safetensors (default: ./envkit-smoke-DEVICE-DTYPE)."
+            ),
         ] = None,
         json_out: Annotated[bool, typer.Option("--json", help="Print the report as one JSON document.")] = False,
-        nproc: Annotated[int, typer.Option("--nproc", help="With N > 1, also run all_reduce and all_gather across N local processes.")] = 1,
+        nproc: Annotated[
+            int, typer.Option("--nproc", help="With N > 1, also run all_reduce and all_gather across N local processes.")
+        ] = 1,
         layers: Annotated[bool, typer.Option("--layers", help="Also save the hidden states of every layer.")] = False,
         repeat: Annotated[int, typer.Option("--repeat", help="Forward runs for the steady-state median.")] = 10,
-        collectives: Annotated[bool, typer.Option("--collectives", help="Also profile all_reduce, all_gather, reduce_scatter, all_to_all(v) across --nproc processes.")] = False,
-        max_size: Annotated[str, typer.Option("--max-size", help="With --collectives: the largest size (8K to this, x2 steps), e.g. 1MiB, 64M, 1G.")] = "64MiB",
-        serve: Annotated[bool, typer.Option("--serve", help="Also start an OpenAI-compatible server on the device (vllm serve on npu, transformers serve on cpu) and check its answers.")] = False,
+        collectives: Annotated[
+            bool,
+            typer.Option(
+                "--collectives",
+                help="Also profile all_reduce, all_gather, reduce_scatter, all_to_all(v) across --nproc processes.",
+            ),
+        ] = False,
+        max_size: Annotated[
+            str,
+            typer.Option("--max-size", help="With --collectives: the largest size (8K to this, x2 steps), e.g. 1MiB, 64M, 1G."),
+        ] = "64MiB",
+        serve: Annotated[
+            bool,
+            typer.Option(
+                "--serve",
+                help="Also start an OpenAI-compatible server on the device (vllm serve on npu, transformers serve on cpu) and check its answers.",
+            ),
+        ] = False,
         server: Annotated[str, typer.Option("--server", help="With --serve: auto, vllm or transformers.")] = "auto",
-        serve_timeout: Annotated[float, typer.Option("--serve-timeout", help="With --serve: seconds to wait for the server to be ready.")] = 300.0,
+        serve_timeout: Annotated[
+            float, typer.Option("--serve-timeout", help="With --serve: seconds to wait for the server to be ready.")
+        ] = 300.0,
         serve_tokens: Annotated[int, typer.Option("--serve-tokens", help="With --serve: max_tokens of each request.")] = 32,
     ) -> None:
         """Run the model on one device and check it: placement, forward, cache, generate, training, collectives.
@@ -63,13 +89,23 @@ def register(app: typer.Typer) -> None:
 
     @app.command("compare")
     def compare(
-        ref: Annotated[str, typer.Argument(help="The reference run: a smoke output directory or its logits.safetensors; or a collective profile (a `smoke --collectives` run, its report.json or a profile JSON).")],
+        ref: Annotated[
+            str,
+            typer.Argument(
+                help="The reference run: a smoke output directory or its logits.safetensors; or a collective profile (a `smoke --collectives` run, its report.json or a profile JSON)."
+            ),
+        ],
         cand: Annotated[str, typer.Argument(help="The candidate run, likewise.")],
         thresholds: Annotated[
-            Optional[Path], typer.Option("--thresholds", help="A thresholds YAML file, fixed before the runs (default: envkit's, per dtype pair).")
+            Optional[Path],
+            typer.Option(
+                "--thresholds", help="A thresholds YAML file, fixed before the runs (default: envkit's, per dtype pair)."
+            ),
         ] = None,
         json_out: Annotated[bool, typer.Option("--json", help="Print the comparison as one JSON document.")] = False,
-        html: Annotated[Optional[Path], typer.Option("--html", help="Also write a self-contained HTML page with a per-layer chart.")] = None,
+        html: Annotated[
+            Optional[Path], typer.Option("--html", help="Also write a self-contained HTML page with a per-layer chart.")
+        ] = None,
     ) -> None:
         """Compare two smoke runs: per prompt max/mean |diff|, cosine, top-1 agreement, KL; per layer with --layers.
 

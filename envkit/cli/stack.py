@@ -36,8 +36,10 @@ PIN_OPTIONS: tuple[tuple[str, str], ...] = (
 RESOLVE_OPTIONS = {
     "file": (("-f", "--file"), "Stack file (YAML) with the keys to pin."),
     "output": (("-o", "--output"), "Where to write the lock ('-' for stdout)."),
-    "workload": (("--workload",), "Complete the frameworks of a workload: serving (vllm-ascend, vLLM, triton-ascend) "
-                                  "or training-mindspeed (MindSpeed)."),
+    "workload": (
+        ("--workload",),
+        "Complete the frameworks of a workload: serving (vllm-ascend, vLLM, triton-ascend) or training-mindspeed (MindSpeed).",
+    ),
     "json_out": (("--json",), "Machine-readable output."),
 }
 VALIDATE_HELP = {"file": "A stack file or a lock.", "json_out": "Machine-readable output."}
@@ -107,8 +109,9 @@ def render_stack(stack: dict[str, str], provenance: dict | None = None) -> None:
     console.out.print(table)
 
 
-def resolve(file: Optional[Path], output: Path, json_out: bool, pins: dict[str, Optional[str]],
-            workload: Optional[str] = None) -> int:
+def resolve(
+    file: Optional[Path], output: Path, json_out: bool, pins: dict[str, Optional[str]], workload: Optional[str] = None
+) -> int:
     """Complete a (partial) stack into the best valid full stack and write the lock."""
     from envkit.fsutil import atomic_write_text
     from envkit.lockfile import dump_lock
@@ -227,14 +230,17 @@ def register(app) -> None:  # noqa: ANN001 - a typer.Typer
     resolve_cmd.__doc__ = resolve.__doc__
 
     def opt(name: str, default, annotation, *decls: str, help: str):  # noqa: ANN001, A002, ANN202
-        return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=annotation,
-                                 default=typer.Option(default, *decls, help=help))
+        return inspect.Parameter(
+            name, inspect.Parameter.KEYWORD_ONLY, annotation=annotation, default=typer.Option(default, *decls, help=help)
+        )
 
     params = [opt("file", None, Optional[Path], *RESOLVE_OPTIONS["file"][0], help=RESOLVE_OPTIONS["file"][1])]
     params += [opt(key, None, Optional[str], _flag(key), help=text) for key, text in PIN_OPTIONS]
-    params += [opt("output", Path("envkit.lock"), Path, *RESOLVE_OPTIONS["output"][0], help=RESOLVE_OPTIONS["output"][1]),
-               opt("workload", None, Optional[str], *RESOLVE_OPTIONS["workload"][0], help=RESOLVE_OPTIONS["workload"][1]),
-               opt("json_out", False, bool, *RESOLVE_OPTIONS["json_out"][0], help=RESOLVE_OPTIONS["json_out"][1])]
+    params += [
+        opt("output", Path("envkit.lock"), Path, *RESOLVE_OPTIONS["output"][0], help=RESOLVE_OPTIONS["output"][1]),
+        opt("workload", None, Optional[str], *RESOLVE_OPTIONS["workload"][0], help=RESOLVE_OPTIONS["workload"][1]),
+        opt("json_out", False, bool, *RESOLVE_OPTIONS["json_out"][0], help=RESOLVE_OPTIONS["json_out"][1]),
+    ]
     resolve_cmd.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
     app.command("resolve")(resolve_cmd)
 

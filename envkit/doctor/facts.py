@@ -406,9 +406,7 @@ def _os_arch(f: Facts) -> None:
 def _python(f: Facts) -> None:
     py = f.probe.python
     if py.error or py.data is None:
-        f.add(
-            "python", "warn", f"{py.source}: {py.error}", "pass --python with the interpreter that runs your workload"
-        )
+        f.add("python", "warn", f"{py.source}: {py.error}", "pass --python with the interpreter that runs your workload")
         return
     for why in py.problems:
         f.add("python package", "warn", why, "reinstall that package")

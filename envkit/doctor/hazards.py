@@ -102,9 +102,7 @@ def cuda_torch_with_torch_npu(f: Facts) -> Check:
     if not signals:
         return _check(name, "ok", f"torch {torch['version']} is a CPU build")
     if tnpu is None:
-        return _check(
-            name, "ok", f"torch {torch['version']} is a CUDA build ({'; '.join(signals)}); torch_npu is not installed"
-        )
+        return _check(name, "ok", f"torch {torch['version']} is a CUDA build ({'; '.join(signals)}); torch_npu is not installed")
     base = str(torch["version"]).partition("+")[0]
     return _check(
         name,
@@ -211,9 +209,7 @@ def set_env_not_sourced(f: Facts) -> Check:
         elif not f.probe.path_exists.get(value, False):
             problems.append(f"{key}={value} does not exist")
     if not problems:
-        return _check(
-            name, "ok", f"ASCEND_HOME_PATH={env['ASCEND_HOME_PATH']}, ASCEND_OPP_PATH={env['ASCEND_OPP_PATH']}"
-        )
+        return _check(name, "ok", f"ASCEND_HOME_PATH={env['ASCEND_HOME_PATH']}, ASCEND_OPP_PATH={env['ASCEND_OPP_PATH']}")
     status = "fail" if f.version_of("torch_npu") else "warn"
     return _check(
         name,
@@ -268,9 +264,7 @@ def driver_firmware_mismatch(f: Facts) -> Check:
                     f"(driver {board.software_version}, firmware {board.firmware_version})"
                 )
     if problems:
-        return _check(
-            name, "fail", "; ".join(problems) + ' (the driver logs "driver and firmware packages do not match")', fix
-        )
+        return _check(name, "fail", "; ".join(problems) + ' (the driver logs "driver and firmware packages do not match")', fix)
     if not checked:
         return _check(name, "ok", "not checked: driver and firmware versions are not both visible")
     return _check(name, "ok", "; ".join(checked))
@@ -339,11 +333,7 @@ def npu_devices(f: Facts) -> Check:
         if not f.npu_evidence:
             if f.image:
                 return _check(name, "ok", "no /dev/davinci* in the root: an image gets its devices at run time")
-            why = (
-                "no /dev/davinci* and no npu-smi"
-                if p.npu_smi_path is None
-                else "no /dev/davinci* and npu-smi lists no chip"
-            )
+            why = "no /dev/davinci* and no npu-smi" if p.npu_smi_path is None else "no /dev/davinci* and npu-smi lists no chip"
             return _check(
                 name,
                 "warn",
@@ -458,9 +448,10 @@ def triton_clash(f: Facts) -> Check:
     if tr is None:
         return _check(name, "ok", f"triton-ascend {ta} without upstream triton")
     return _check(
-        name, "fail",
-        f"triton {tr} (upstream) is installed beside triton-ascend {ta}; \"Community Triton and Triton-Ascend cannot "
-        f"coexist\": vLLM Ascend fails with {'; then '.join(repr(e) for e in TRITON_CLASH_ERRORS)}",
+        name,
+        "fail",
+        f'triton {tr} (upstream) is installed beside triton-ascend {ta}; "Community Triton and Triton-Ascend cannot '
+        f'coexist": vLLM Ascend fails with {"; then ".join(repr(e) for e in TRITON_CLASH_ERRORS)}',
         f"pip uninstall -y triton && pip install --force-reinstall --no-deps triton-ascend=={ta} "
         "--extra-index-url https://mirrors.huaweicloud.com/ascend/repos/pypi (and keep triton out of the closure)",
     )
@@ -484,10 +475,18 @@ def triton_ascend_cann(f: Facts) -> Check:
     if any(_same(c, f.cann.version) for c in row.cann):
         return _check(name, "ok", f"triton-ascend {ta} with CANN {f.cann.version}")
     fits = [r.version for r in _matrix().model.triton_ascend if any(_same(c, f.cann.version) for c in r.cann)]
-    fix = (f"pip install --force-reinstall --no-deps triton-ascend=={fits[0]}" if fits
-           else f"install a CANN that triton-ascend {ta} is bound to ({', '.join(row.cann)})")
-    return _check(name, "fail", f"triton-ascend {ta} is bound to CANN {', '.join(row.cann)} (versions strictly bound "
-                  f"to CANN), but CANN {f.cann.version} is installed ({row.source_text})", fix)
+    fix = (
+        f"pip install --force-reinstall --no-deps triton-ascend=={fits[0]}"
+        if fits
+        else f"install a CANN that triton-ascend {ta} is bound to ({', '.join(row.cann)})"
+    )
+    return _check(
+        name,
+        "fail",
+        f"triton-ascend {ta} is bound to CANN {', '.join(row.cann)} (versions strictly bound "
+        f"to CANN), but CANN {f.cann.version} is installed ({row.source_text})",
+        fix,
+    )
 
 
 def vllm_pairing(f: Facts) -> Check:
@@ -498,16 +497,23 @@ def vllm_pairing(f: Facts) -> Check:
         return _check(name, "ok", "vllm-ascend is not installed")
     plugins = (f.package("vllm_ascend") or {}).get("platform_plugins")
     if plugins is not None and "ascend" not in plugins:
-        return _check(name, "fail", f"vllm-ascend {va} registers no `ascend` entry point in group vllm.platform_plugins "
-                      "(entry_points.txt): vLLM will not load the NPU platform and falls back or finds no device",
-                      f"pip install --force-reinstall --no-deps vllm-ascend=={va} (a wheel, not a copied source tree)")
+        return _check(
+            name,
+            "fail",
+            f"vllm-ascend {va} registers no `ascend` entry point in group vllm.platform_plugins "
+            "(entry_points.txt): vLLM will not load the NPU platform and falls back or finds no device",
+            f"pip install --force-reinstall --no-deps vllm-ascend=={va} (a wheel, not a copied source tree)",
+        )
     row = _matrix().vllm_ascend(va)
     if row is None:
         return _check(name, "warn", f"vllm-ascend {va} is not in the matrix: its vLLM pairing is unknown")
     if vl is None or not _same(row.vllm, vl):
-        return _check(name, "fail", f"vllm-ascend {va} pins vLLM {row.vllm}, but vLLM {vl or 'is not installed'}"
-                      + (" is installed" if vl else ""),
-                      f"pip install vllm=={row.vllm}, then pip install vllm-ascend=={va} (the vendor's order)")
+        return _check(
+            name,
+            "fail",
+            f"vllm-ascend {va} pins vLLM {row.vllm}, but vLLM {vl or 'is not installed'}" + (" is installed" if vl else ""),
+            f"pip install vllm=={row.vllm}, then pip install vllm-ascend=={va} (the vendor's order)",
+        )
     return _check(name, "ok", f"vllm-ascend {va} with vLLM {vl}")
 
 
@@ -519,11 +525,15 @@ def torch_npu_replaced(f: Facts, lock_stack: dict[str, str] | None) -> Check | N
     want, have = lock_stack.get("torch_npu"), f.version_of("torch_npu")
     if want is None or (have is not None and _same(want, have)):
         return _check(name, "ok", f"torch_npu {have} as locked")
-    return _check(name, "fail", f"the lock has torch_npu {want}, but {have or 'none'} is installed beside vllm-ascend "
-                  f"{f.version_of('vllm_ascend')}: installing vllm-ascend replaced it (its FAQ: \"TorchNPU will be "
-                  "overridden when installing vllm-ascend\")",
-                  f"pip install --force-reinstall --no-deps torch-npu=={want} after vllm-ascend, or install from the "
-                  "lock's closure (`envkit bundle`, --no-deps --require-hashes)")
+    return _check(
+        name,
+        "fail",
+        f"the lock has torch_npu {want}, but {have or 'none'} is installed beside vllm-ascend "
+        f'{f.version_of("vllm_ascend")}: installing vllm-ascend replaced it (its FAQ: "TorchNPU will be '
+        'overridden when installing vllm-ascend")',
+        f"pip install --force-reinstall --no-deps torch-npu=={want} after vllm-ascend, or install from the "
+        "lock's closure (`envkit bundle`, --no-deps --require-hashes)",
+    )
 
 
 def _same(a: str, b: str) -> bool:

@@ -27,8 +27,17 @@ _IP = re.compile(r"^\s*ipaddr\s*:\s*(\S+)\s*$", re.I | re.M)
 _MASK = re.compile(r"^\s*netmask\s*:\s*(\S+)\s*$", re.I | re.M)
 _PING = re.compile(r"(\d+)\s+packets transmitted,\s*(\d+)\s+received,\s*([\d.]+)%\s*packet loss", re.I)
 _BUSY = re.compile(r"hccn_tool is busy", re.I)
-HEALTH_STATES = ("Success", "Socket fail", "Receive timeout", "Unreachable", "Time exceeded", "Fault", "Init",
-                 "Thread error", "Detect ip set")
+HEALTH_STATES = (
+    "Success",
+    "Socket fail",
+    "Receive timeout",
+    "Unreachable",
+    "Time exceeded",
+    "Fault",
+    "Init",
+    "Thread error",
+    "Detect ip set",
+)
 
 
 @dataclass(frozen=True)
@@ -130,7 +139,9 @@ class DeviceOutputs:
     ping: Mapping[str, Text] | None = None  # peer address -> output
 
 
-def check_device(out: DeviceOutputs, hccn_address: str | None = None, host: str | None = None) -> tuple[list[Finding], dict[str, object]]:
+def check_device(
+    out: DeviceOutputs, hccn_address: str | None = None, host: str | None = None
+) -> tuple[list[Finding], dict[str, object]]:
     """Findings for one device and the facts read (link, health, tls, ip, netmask)."""
     d = out.device
     findings: list[Finding] = []
@@ -140,14 +151,24 @@ def check_device(out: DeviceOutputs, hccn_address: str | None = None, host: str 
         findings.append(_unreadable("link", out.link, d, host))
     else:
         facts["link"] = link
-        findings.append(Finding("link", "ok" if link == "UP" else "fail", f"link status {link}" + ("" if link == "UP" else ": must be UP"), d, host))
+        findings.append(
+            Finding(
+                "link",
+                "ok" if link == "UP" else "fail",
+                f"link status {link}" + ("" if link == "UP" else ": must be UP"),
+                d,
+                host,
+            )
+        )
     health = parse_net_health(out.net_health)
     if health is None:
         findings.append(_unreadable("net_health", out.net_health, d, host))
     else:
         facts["net_health"] = health
         status: Status = "ok" if health == "Success" else ("warn" if health == "Init" else "fail")
-        findings.append(Finding("net_health", status, f"net health {health}" + ("" if health == "Success" else ": must be Success"), d, host))
+        findings.append(
+            Finding("net_health", status, f"net health {health}" + ("" if health == "Success" else ": must be Success"), d, host)
+        )
     tls = parse_tls(out.tls)
     if tls is None:
         findings.append(_unreadable("tls", out.tls, d, host))
@@ -160,15 +181,26 @@ def check_device(out: DeviceOutputs, hccn_address: str | None = None, host: str 
         facts["ip"], facts["netmask"] = ip
         if hccn_address is not None:
             same = ip[0] == hccn_address
-            findings.append(Finding("ip", "ok" if same else "fail",
-                                    f"device ip {ip[0]}" + (" matches" if same else " differs from") + f" /etc/hccn.conf address_{d}={hccn_address}",
-                                    d, host, "hicann/hccl rank_table_config_a2.md (device_ip is address_N); error EI0014"))
+            findings.append(
+                Finding(
+                    "ip",
+                    "ok" if same else "fail",
+                    f"device ip {ip[0]}"
+                    + (" matches" if same else " differs from")
+                    + f" /etc/hccn.conf address_{d}={hccn_address}",
+                    d,
+                    host,
+                    "hicann/hccl rank_table_config_a2.md (device_ip is address_N); error EI0014",
+                )
+            )
     for peer, raw in sorted((out.ping or {}).items()):
         ping = parse_ping(raw)
         if ping is None:
             findings.append(_unreadable(f"ping {peer}", raw, d, host))
         elif ping.received == 0:
-            findings.append(Finding(f"ping {peer}", "fail", f"{peer} unreachable ({ping.transmitted} sent, none received)", d, host))
+            findings.append(
+                Finding(f"ping {peer}", "fail", f"{peer} unreachable ({ping.transmitted} sent, none received)", d, host)
+            )
         elif ping.received < ping.transmitted:
             findings.append(Finding(f"ping {peer}", "warn", f"{peer}: {ping.loss_percent:.2f}% packet loss", d, host))
         else:
@@ -181,9 +213,13 @@ def check_tls_consistent(tls_by_device: dict[tuple[str, int], int]) -> Finding:
     values = sorted(set(tls_by_device.values()))
     source = "cann/hixl benchmarks README; hicann/hccl fault_diagnosis (EI0016)"
     if len(values) <= 1:
-        return Finding("tls", "ok", f"TLS switch {values[0] if values else '-'} on all {len(tls_by_device)} devices", source=source)
+        return Finding(
+            "tls", "ok", f"TLS switch {values[0] if values else '-'} on all {len(tls_by_device)} devices", source=source
+        )
     on = sorted(f"{h}:{d}" for (h, d), v in tls_by_device.items() if v)
-    return Finding("tls", "fail", f"TLS switch differs between devices (on: {', '.join(on)}); set one value everywhere", source=source)
+    return Finding(
+        "tls", "fail", f"TLS switch differs between devices (on: {', '.join(on)}); set one value everywhere", source=source
+    )
 
 
 def check_ip_plan(chip: str, addresses: dict[int, tuple[str, str]], host: str | None = None) -> list[Finding]:
@@ -199,14 +235,33 @@ def check_ip_plan(chip: str, addresses: dict[int, tuple[str, str]], host: str | 
         distinct = sorted({str(n) for n in nets.values()})
         if len(distinct) == 1:
             return [Finding("ip_plan", "ok", f"all {len(nets)} ports in {distinct[0]}", host=host, source=source)]
-        return [Finding("ip_plan", "fail", f"ports span {len(distinct)} subnets ({', '.join(distinct)}); on {chip} all ports share one subnet",
-                        host=host, source=source)]
+        return [
+            Finding(
+                "ip_plan",
+                "fail",
+                f"ports span {len(distinct)} subnets ({', '.join(distinct)}); on {chip} all ports share one subnet",
+                host=host,
+                source=source,
+            )
+        ]
     findings = []
     for d in sorted(nets):
         if d % 2 == 0 and d + 1 in nets and nets[d] == nets[d + 1]:
-            findings.append(Finding("ip_plan", "fail", f"devices {d} and {d + 1} (the two dies of NPU {d // 2}) share subnet {nets[d]}; they must differ",
-                                    d, host, source))
-    return findings or [Finding("ip_plan", "ok", f"the two dies of each NPU are in different subnets ({len(nets)} devices)", host=host, source=source)]
+            findings.append(
+                Finding(
+                    "ip_plan",
+                    "fail",
+                    f"devices {d} and {d + 1} (the two dies of NPU {d // 2}) share subnet {nets[d]}; they must differ",
+                    d,
+                    host,
+                    source,
+                )
+            )
+    return findings or [
+        Finding(
+            "ip_plan", "ok", f"the two dies of each NPU are in different subnets ({len(nets)} devices)", host=host, source=source
+        )
+    ]
 
 
 # --- `envkit doctor --net`: every device of one node -------------------------------------------------
@@ -221,8 +276,10 @@ def parse_peers(text: str) -> list[str]:
         try:
             ipaddress.ip_address(p)
         except ValueError:
-            raise BadInput(f"--peers: {p!r} is not an IP address",
-                           hint="give the peers' device IPs (address_N of their /etc/hccn.conf), comma-separated") from None
+            raise BadInput(
+                f"--peers: {p!r} is not an IP address",
+                hint="give the peers' device IPs (address_N of their /etc/hccn.conf), comma-separated",
+            ) from None
     return peers
 
 
@@ -245,8 +302,10 @@ def inventory_peers(inventory: object) -> dict[int, list[str]]:
     if not peers:
         from envkit.errors import BadInput
 
-        raise BadInput(f"{inventory}: no host sets envkit_hccn_conf, so no peer device IP is known",
-                       hint="set envkit_hccn_conf=PATH (a copy of the host's /etc/hccn.conf) per host, or give --peers")
+        raise BadInput(
+            f"{inventory}: no host sets envkit_hccn_conf, so no peer device IP is known",
+            hint="set envkit_hccn_conf=PATH (a copy of the host's /etc/hccn.conf) per host, or give --peers",
+        )
     return peers
 
 
@@ -261,10 +320,19 @@ def check_net(net: object, chip: str | None = None, host: str | None = None) -> 
     conf = hccn_conf_addresses(net.hccn_conf.data)
     findings: list[Finding] = []
     if net.hccn_conf.data is None:
-        findings.append(Finding("hccn.conf", "warn", f"{net.hccn_conf.source}: {net.hccn_conf.error}; device IPs not compared",
-                                host=host, source="hicann/hccl rank_table_config_a2.md"))
+        findings.append(
+            Finding(
+                "hccn.conf",
+                "warn",
+                f"{net.hccn_conf.source}: {net.hccn_conf.error}; device IPs not compared",
+                host=host,
+                source="hicann/hccl rank_table_config_a2.md",
+            )
+        )
     if not net.outputs:
-        return findings + [Finding("hccn_tool", "warn", "no NPU device found (no address_N in /etc/hccn.conf, no /dev/davinciN)", host=host)]
+        return findings + [
+            Finding("hccn_tool", "warn", "no NPU device found (no address_N in /etc/hccn.conf, no /dev/davinciN)", host=host)
+        ]
     tls: dict[tuple[str, int], int] = {}
     addresses: dict[int, tuple[str, str]] = {}
     for dev, outs in sorted(net.outputs.items()):
@@ -316,23 +384,32 @@ def net_from_probe_facts(state: object) -> object:
 
     def dev_map(v: object) -> dict[int, dict[str, bytes | None]]:
         out: dict[int, dict[str, bytes | None]] = {}
-        for k, d in (v.items() if isinstance(v, dict) else []):
+        for k, d in v.items() if isinstance(v, dict) else []:
             if isinstance(k, str) and k.isdigit() and len(k) <= 3 and isinstance(d, dict):
                 out[int(k)] = {str(w): text(t) for w, t in list(d.items())[:64]}
         return out
 
     raw_conf = st.get("conf")
     conf = raw_conf if isinstance(raw_conf, dict) else {}
-    conf_ev = Evidence("/etc/hccn.conf", data=text(conf.get("content")) if conf.get("exists") else None,
-                       error=None if conf.get("exists") else "not found")
+    conf_ev = Evidence(
+        "/etc/hccn.conf",
+        data=text(conf.get("content")) if conf.get("exists") else None,
+        error=None if conf.get("exists") else "not found",
+    )
     errors: dict[tuple[int, str], str] = {}
     for k, why in (st.get("errors") or {}).items() if isinstance(st.get("errors"), dict) else []:
         dev, _, what = str(k).partition(" ")
         if dev.isdigit():
             errors[(int(dev), what)] = excerpt(str(why), 200)
     tool = st.get("tool")
-    return NetProbe(tool=excerpt(tool, 200) if isinstance(tool, str) and tool else None, skipped="no hccn_tool on the host",
-                    hccn_conf=conf_ev, outputs=dev_map(st.get("outputs")), pings=dev_map(st.get("pings")), errors=errors)
+    return NetProbe(
+        tool=excerpt(tool, 200) if isinstance(tool, str) and tool else None,
+        skipped="no hccn_tool on the host",
+        hccn_conf=conf_ev,
+        outputs=dev_map(st.get("outputs")),
+        pings=dev_map(st.get("pings")),
+        errors=errors,
+    )
 
 
 def net_verdict(findings: list[Finding]) -> str:

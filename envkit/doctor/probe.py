@@ -39,8 +39,17 @@ MAX_READ = 1 << 20  # a file (or a command's output) read past this is refused a
 MAX_LIST = 10_000  # entries read from one folder
 RECORDED_NPU_SMI = "/var/log/envkit/npu-smi"  # recorded `npu-smi` output in a root (see docs/doctor.md)
 ASCEND_BASE = "/usr/local/Ascend"
-PACKAGES = ("torch", "torch_npu", "transformers", "accelerate", "numpy",
-            "vllm", "vllm_ascend", "triton", "triton_ascend")  # serving: read for the framework hazards
+PACKAGES = (
+    "torch",
+    "torch_npu",
+    "transformers",
+    "accelerate",
+    "numpy",
+    "vllm",
+    "vllm_ascend",
+    "triton",
+    "triton_ascend",
+)  # serving: read for the framework hazards
 PLUGIN_GROUP = "vllm.platform_plugins"  # vllm-ascend registers `ascend = vllm_ascend:register` here
 ARCHES = ("aarch64", "x86_64")
 CONTROL_NODES = ("davinci_manager", "devmm_svm", "hisi_hdc")
@@ -265,9 +274,7 @@ class Target:
             if part == "/":
                 continue
             if any(c in part for c in "*?["):
-                found = [
-                    f"{base}/{n}" for base in found for n in self.listdir(base or "/") if fnmatch.fnmatchcase(n, part)
-                ]
+                found = [f"{base}/{n}" for base in found for n in self.listdir(base or "/") if fnmatch.fnmatchcase(n, part)]
             else:
                 found = [f"{base}/{part}" for base in found]
         return [p for p in found if p]
@@ -344,9 +351,7 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
         proc.kill()
 
 
-def run_command(
-    argv: list[str], *, timeout: float, env: dict[str, str] | None = None, cwd: str | None = None
-) -> CommandResult:
+def run_command(argv: list[str], *, timeout: float, env: dict[str, str] | None = None, cwd: str | None = None) -> CommandResult:
     """Run a command with a timeout, in its own process group (killed whole at the timeout, so a
     child that keeps the output open cannot hold us), reading at most MAX_READ bytes of each
     output; never raises."""
@@ -475,9 +480,7 @@ def _probe_cann(target: Target, env: dict[str, str], bases: list[str]) -> list[C
             dir_version = m.group(1)
         if layout == "env":
             parent = PurePosixPath(resolved).parent.name
-            layout = (
-                "toolkit-latest" if parent == "ascend-toolkit" else ("cann" if leaf == "cann" else "cann-versioned")
-            )
+            layout = "toolkit-latest" if parent == "ascend-toolkit" else ("cann" if leaf == "cann" else "cann-versioned")
         inst = CannInstall(layout=layout, path=path, resolved=resolved, dir_version=dir_version, set_env=set_env)
         infos: list[str] = []
         for arch in ARCHES:
@@ -498,9 +501,7 @@ def _probe_cann(target: Target, env: dict[str, str], bases: list[str]) -> list[C
                 if re.fullmatch(r"ascend_\w+_install\.info", name) and name != "ascend_toolkit_install.info":
                     inst.package_infos.append(target.read(f"{d}/{name}"))
         kernel = f"{resolved}/opp/built-in/op_impl/ai_core/tbe/kernel"
-        inst.kernel_socs = [
-            n for n in target.listdir(kernel) if n.startswith("ascend") and target.is_dir(f"{kernel}/{n}")
-        ]
+        inst.kernel_socs = [n for n in target.listdir(kernel) if n.startswith("ascend") and target.is_dir(f"{kernel}/{n}")]
         inst.runtime_dir = target.is_dir(f"{resolved}/runtime")
         inst.compiler_dir = target.is_dir(f"{resolved}/compiler")
         seen[resolved] = inst
@@ -614,8 +615,14 @@ def _dist_info(target: Target, folder: str, problems: list[str]) -> dict | None:
                     cuda.append(path)
                     if len(cuda) >= 5:
                         break
-    return {"name": name, "version": version, "requires": requires, "cuda_files": cuda, "location": folder,
-            "platform_plugins": _platform_plugins(target, folder)}
+    return {
+        "name": name,
+        "version": version,
+        "requires": requires,
+        "cuda_files": cuda,
+        "location": folder,
+        "platform_plugins": _platform_plugins(target, folder),
+    }
 
 
 def _platform_plugins(target: Target, folder: str) -> list[str]:
@@ -691,8 +698,7 @@ def _python_from_root(target: Target, python: str | None) -> PythonProbe:
     for name in PACKAGES:
         info = best.get(_norm(name))
         packages[name] = (
-            None if info is None
-            else {k: info[k] for k in ("version", "requires", "cuda_files", "location", "platform_plugins")}
+            None if info is None else {k: info[k] for k in ("version", "requires", "cuda_files", "location", "platform_plugins")}
         )
     data = {
         "python": m.group(1) if m else None,
@@ -1011,6 +1017,7 @@ def probe_net(
         own = conf.get(dev)
         net.pings[dev] = {
             p: ask(dev, f"ping {p}", ["-ping", "-g", "address", p], f"ping-{p}")
-            for p in list(dict.fromkeys(wanted))[:MAX_PEERS] if p != own
+            for p in list(dict.fromkeys(wanted))[:MAX_PEERS]
+            if p != own
         }
     return net

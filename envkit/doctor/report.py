@@ -42,9 +42,7 @@ class Check(_Model):
 class ObservedValue(_Model):
     value: str
     source: str = Field(description="the file or command the value came from")
-    details: dict[str, str] = Field(
-        default_factory=dict, description="related facts, e.g. the firmware's own 7.x Version"
-    )
+    details: dict[str, str] = Field(default_factory=dict, description="related facts, e.g. the firmware's own 7.x Version")
 
 
 class Observed(_Model):
@@ -150,11 +148,7 @@ def render_text(report: DoctorReport) -> str:
         if item is None:
             lines.append(f"  {key:<12} -")
         else:
-            extra = (
-                f" [{item.details['firmware_version']}]"
-                if key == "firmware" and "firmware_version" in item.details
-                else ""
-            )
+            extra = f" [{item.details['firmware_version']}]" if key == "firmware" and "firmware_version" in item.details else ""
             lines.append(f"  {key:<12} {item.value}{extra}  ({item.source})")
     if report.drift:
         lines.append("")
@@ -185,7 +179,9 @@ def render_net(net: NetSection) -> list[str]:
         for src in dict.fromkeys(f.source for f in bad):
             lines.append(f"  {src}")
     for c in net.codes:
-        lines.append(f"log: {c.get('code')} x{c.get('count')} (line {c.get('first_line')}): {c.get('title') or 'not in envkit table'}")
+        lines.append(
+            f"log: {c.get('code')} x{c.get('count')} (line {c.get('first_line')}): {c.get('title') or 'not in envkit table'}"
+        )
         if c.get("cause"):
             lines += [f"  cause: {c['cause']}", f"  fix:   {c.get('fix')}"]
     return lines

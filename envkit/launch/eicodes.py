@@ -36,9 +36,18 @@ def find_codes(text: str) -> list[CodeFinding]:
     out = []
     for code, (count, first, excerpt) in seen.items():
         row = data.error_code(code)
-        out.append(CodeFinding(code, count, first, excerpt,
-                               row.title if row else None, row.cause if row else None, row.fix if row else None,
-                               f"{row.source_text} ({row.confidence})" if row else None))
+        out.append(
+            CodeFinding(
+                code,
+                count,
+                first,
+                excerpt,
+                row.title if row else None,
+                row.cause if row else None,
+                row.fix if row else None,
+                f"{row.source_text} ({row.confidence})" if row else None,
+            )
+        )
     return out
 
 

@@ -18,7 +18,14 @@ from envkit.launch.inventory import Host
 from envkit.launch.ranktable import Problem, raise_problems
 
 _IFNAME = re.compile(r"^(\^?=)?[A-Za-z0-9_.:@-]+(,[A-Za-z0-9_.:@-]+)*$")
-ORDER = ("HCCL_CONNECT_TIMEOUT", "HCCL_EXEC_TIMEOUT", "HCCL_BUFFSIZE", "HCCL_OP_EXPANSION_MODE", "HCCL_IF_IP", "HCCL_SOCKET_IFNAME")
+ORDER = (
+    "HCCL_CONNECT_TIMEOUT",
+    "HCCL_EXEC_TIMEOUT",
+    "HCCL_BUFFSIZE",
+    "HCCL_OP_EXPANSION_MODE",
+    "HCCL_IF_IP",
+    "HCCL_SOCKET_IFNAME",
+)
 
 
 @dataclass
@@ -50,7 +57,9 @@ def plan_env(hosts: list[Host], chip: str, data: HcclData, inventory_file: str) 
         given = values[rule.name]
         if rule.same_on_all_nodes and given and (len(set(given.values())) > 1 or len(given) != len(hosts)):
             shown = ", ".join(f"{h.name}={given.get(h.name, '(unset)')}" for h in hosts)
-            problems.append(Problem(f"{rule.name}-same-on-all-nodes", f"{rule.name} must be identical on every node: {shown}", cite(rule)))
+            problems.append(
+                Problem(f"{rule.name}-same-on-all-nodes", f"{rule.name} must be identical on every node: {shown}", cite(rule))
+            )
             continue
         if rule.kind == "int":
             for host_name, raw in given.items():
@@ -58,8 +67,14 @@ def plan_env(hosts: list[Host], chip: str, data: HcclData, inventory_file: str) 
                 lo, hi = rule.min, rule.max
                 if n is None or (lo is not None and n < lo) or (hi is not None and n > hi):
                     rng = f"[{lo if lo is not None else '-inf'}, {hi if hi is not None else 'inf'}]"
-                    problems.append(Problem(f"{rule.name}-range", f"{rule.name}={raw!r} on {host_name} is not an integer in {rng}",
-                                               cite(rule), next(h for h in hosts if h.name == host_name).line))
+                    problems.append(
+                        Problem(
+                            f"{rule.name}-range",
+                            f"{rule.name}={raw!r} on {host_name} is not an integer in {rng}",
+                            cite(rule),
+                            next(h for h in hosts if h.name == host_name).line,
+                        )
+                    )
                     break
 
     modes = data.op_modes(chip)
@@ -83,11 +98,23 @@ def plan_env(hosts: list[Host], chip: str, data: HcclData, inventory_file: str) 
     ip_rule, ifname_rule = data.env_rule("HCCL_IF_IP"), data.env_rule("HCCL_SOCKET_IFNAME")
     nic = "HCCL_SOCKET_IFNAME" if ifname else "HCCL_IF_IP"
     if if_ip and ifname:
-        problems.append(Problem("one-NIC-variable", "set HCCL_IF_IP or HCCL_SOCKET_IFNAME, not both (HCCL_IF_IP wins and hides the other)", cite(ip_rule)))
+        problems.append(
+            Problem(
+                "one-NIC-variable",
+                "set HCCL_IF_IP or HCCL_SOCKET_IFNAME, not both (HCCL_IF_IP wins and hides the other)",
+                cite(ip_rule),
+            )
+        )
     elif ifname:
         bad = [f"{h}={v!r}" for h, v in ifname.items() if not _IFNAME.match(v)]
         if bad:
-            problems.append(Problem("HCCL_SOCKET_IFNAME-format", f"HCCL_SOCKET_IFNAME {', '.join(bad)} is not an interface list (eth0, ^=eth0, =eth0)", cite(ifname_rule)))
+            problems.append(
+                Problem(
+                    "HCCL_SOCKET_IFNAME-format",
+                    f"HCCL_SOCKET_IFNAME {', '.join(bad)} is not an interface list (eth0, ^=eth0, =eth0)",
+                    cite(ifname_rule),
+                )
+            )
     else:
         for host in hosts:  # default: the host's inventory address, when it is an IP
             if host.name not in if_ip:
@@ -98,18 +125,27 @@ def plan_env(hosts: list[Host], chip: str, data: HcclData, inventory_file: str) 
                     pass
         missing = [h.name for h in hosts if h.name not in if_ip]
         if missing:
-            problems.append(Problem("NIC-variable-on-every-node",
-                                       f"HCCL_IF_IP is unknown for {', '.join(missing)}: set hccl_if_ip per host (or ansible_host to an IP), or hccl_socket_ifname for all",
-                                       cite(ip_rule), next(h for h in hosts if h.name == missing[0]).line))
+            problems.append(
+                Problem(
+                    "NIC-variable-on-every-node",
+                    f"HCCL_IF_IP is unknown for {', '.join(missing)}: set hccl_if_ip per host (or ansible_host to an IP), or hccl_socket_ifname for all",
+                    cite(ip_rule),
+                    next(h for h in hosts if h.name == missing[0]).line,
+                )
+            )
         for host_name, ip in if_ip.items():
             try:
                 ipaddress.ip_address(ip)
             except ValueError:
-                problems.append(Problem("HCCL_IF_IP-address", f"HCCL_IF_IP={ip!r} on {host_name} is not an IP address", cite(ip_rule)))
+                problems.append(
+                    Problem("HCCL_IF_IP-address", f"HCCL_IF_IP={ip!r} on {host_name} is not an IP address", cite(ip_rule))
+                )
         taken = [ip for ip in if_ip.values()]
         dup = sorted({ip for ip in taken if taken.count(ip) > 1})
         if dup:
-            problems.append(Problem("HCCL_IF_IP-per-node", f"HCCL_IF_IP {', '.join(dup)} is given to more than one node", cite(ip_rule)))
+            problems.append(
+                Problem("HCCL_IF_IP-per-node", f"HCCL_IF_IP {', '.join(dup)} is given to more than one node", cite(ip_rule))
+            )
 
     if problems:
         raise_problems(problems, Where(inventory_file, problems[0].line), kind="HCCL")

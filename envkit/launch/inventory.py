@@ -47,7 +47,9 @@ def _expand(name: str, where: Where) -> list[str]:
     if int(hi) < int(lo):
         raise BadInput(f"host range {name} runs backwards", where=where)
     width = len(lo) if lo.startswith("0") else 0
-    return [n for i in range(int(lo), int(hi) + 1) for n in _expand(name[: m.start()] + str(i).zfill(width) + name[m.end():], where)]
+    return [
+        n for i in range(int(lo), int(hi) + 1) for n in _expand(name[: m.start()] + str(i).zfill(width) + name[m.end() :], where)
+    ]
 
 
 def _pairs(tokens: list[str], where: Where) -> dict[str, str]:
@@ -81,7 +83,9 @@ def parse_inventory(text: str, path: Path) -> Inventory:
             section, _, kind = name.partition(":")
             kind = kind or "hosts"
             if kind not in ("hosts", "vars", "children"):
-                raise BadInput(f"unknown section kind ':{kind}'", where=where, hint="Use [group], [group:vars] or [group:children].")
+                raise BadInput(
+                    f"unknown section kind ':{kind}'", where=where, hint="Use [group], [group:vars] or [group:children]."
+                )
             continue
         try:
             tokens = shlex.split(line, comments=True)
@@ -168,8 +172,11 @@ def parse_hccn_conf(text: str, filename: str) -> dict[int, HccnDevice]:
             try:
                 ipaddress.ip_address(value)
             except ValueError:
-                raise BadInput(f"{key}={value!r} is not an IP address", where=Where(filename, number, key),
-                               hint="hccn.conf holds address_N=IP and netmask_N=MASK per device N.") from None
+                raise BadInput(
+                    f"{key}={value!r} is not an IP address",
+                    where=Where(filename, number, key),
+                    hint="hccn.conf holds address_N=IP and netmask_N=MASK per device N.",
+                ) from None
             found.setdefault(dev, {})[kind] = value
     devices = {d: HccnDevice(d, v.get("address"), v.get("netmask")) for d, v in sorted(found.items())}
     return devices

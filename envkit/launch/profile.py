@@ -25,15 +25,28 @@ NODE_ENVKIT = "/opt/envkit/venv/bin/envkit"  # where `envkit provision` installs
 _IFNAME = re.compile(r"^[A-Za-z0-9_.:@-]{1,15}$")
 
 
-def node_profile(*, master: str, port: int, nnodes: int, node_rank: int, nproc: int, device: str, max_size: int,
-                 out: Path, timeout_s: int = 600, ifname: str | None = None) -> dict[str, Any]:
+def node_profile(
+    *,
+    master: str,
+    port: int,
+    nnodes: int,
+    node_rank: int,
+    nproc: int,
+    device: str,
+    max_size: int,
+    out: Path,
+    timeout_s: int = 600,
+    ifname: str | None = None,
+) -> dict[str, Any]:
     """This host's ranks of a multi-host profile, written to OUT/profile.json (atomically) and returned."""
     from envkit.fsutil import atomic_write_text
     from envkit.smoke.collectives import run_profile
 
     if nnodes < 1 or nproc < 1 or not 0 <= node_rank < nnodes or nnodes * nproc < 2:
-        raise BadInput(f"node rank {node_rank} of {nnodes} host(s) x {nproc} process(es): not a valid layout",
-                       hint="0 <= --node-rank < --nnodes, and at least 2 ranks in all")
+        raise BadInput(
+            f"node rank {node_rank} of {nnodes} host(s) x {nproc} process(es): not a valid layout",
+            hint="0 <= --node-rank < --nnodes, and at least 2 ranks in all",
+        )
     if not 0 < port < 65536:
         raise BadInput(f"--port {port}: not a TCP port")
     if device not in ("cpu", "cuda", "npu"):
@@ -43,8 +56,9 @@ def node_profile(*, master: str, port: int, nnodes: int, node_rank: int, nproc: 
             raise BadInput(f"--ifname {ifname!r}: not an interface name")
         for var in ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME", "HCCL_SOCKET_IFNAME"):
             os.environ[var] = ifname  # inherited by the spawned ranks
-    prof = run_profile(device, nnodes * nproc, max_size, timeout_s=timeout_s, nnodes=nnodes, node_rank=node_rank,
-                       master=master, port=port)
+    prof = run_profile(
+        device, nnodes * nproc, max_size, timeout_s=timeout_s, nnodes=nnodes, node_rank=node_rank, master=master, port=port
+    )
     prof.update({"nnodes": nnodes, "node_rank": node_rank, "master": f"{master}:{port}", "hostname": socket.gethostname()})
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out / PROFILE_FILE, json.dumps(prof, indent=1, sort_keys=True) + "\n")
@@ -63,31 +77,55 @@ def merge(profiles: dict[str, dict[str, Any]]) -> dict[str, Any]:
         for key in ("world", "sizes", "ops", "backend", "nnodes"):
             if p.get(key) != first.get(key):
                 raise CannotRun(f"{host}'s profile has {key}={p.get(key)!r}, another host's {first.get(key)!r}")
-    ranks = sorted((r for p in profiles.values() for r in p.get("ranks", []) if isinstance(r, dict)),
-                   key=lambda r: int(r.get("rank", -1)))
+    ranks = sorted(
+        (r for p in profiles.values() for r in p.get("ranks", []) if isinstance(r, dict)), key=lambda r: int(r.get("rank", -1))
+    )
     if not isinstance(world, int) or [r.get("rank") for r in ranks] != list(range(world)):
         raise CannotRun(f"the hosts' ranks {[r.get('rank') for r in ranks]} are not 0..{world}-1, each once")
     table = aggregate(ranks, world)
     errors = [f"{h}: {e}" for h, p in sorted(profiles.items()) for e in p.get("errors", [])]
     ok = not errors and len(table) == len(first["ops"]) * len(first["sizes"]) and all(r["correct"] for r in table)
-    return {**{k: first[k] for k in ("format", "backend", "device_type", "world", "sizes", "ops", "bus_factors") if k in first},
-            "ok": ok, "nnodes": first.get("nnodes"), "hosts": {h: {"node_rank": p.get("node_rank"), "hostname": p.get("hostname"),
-                                                                  "ranks": [r.get("rank") for r in p.get("ranks", [])]}
-                                                              for h, p in sorted(profiles.items())},
-            "results": table, "ranks": ranks, "errors": errors,
-            "copies": {"skipped": "per host: see hosts/<host>/profile.json"}}
+    return {
+        **{k: first[k] for k in ("format", "backend", "device_type", "world", "sizes", "ops", "bus_factors") if k in first},
+        "ok": ok,
+        "nnodes": first.get("nnodes"),
+        "hosts": {
+            h: {
+                "node_rank": p.get("node_rank"),
+                "hostname": p.get("hostname"),
+                "ranks": [r.get("rank") for r in p.get("ranks", [])],
+            }
+            for h, p in sorted(profiles.items())
+        },
+        "results": table,
+        "ranks": ranks,
+        "errors": errors,
+        "copies": {"skipped": "per host: see hosts/<host>/profile.json"},
+    }
 
 
-def fleet_vars(inventory: Path, *, nproc: int, device: str, max_size: str, port: int, local_dir: Path,
-               timeout_s: int, envkit: str = NODE_ENVKIT, limit: list[str] | None = None) -> dict[str, Any]:
+def fleet_vars(
+    inventory: Path,
+    *,
+    nproc: int,
+    device: str,
+    max_size: str,
+    port: int,
+    local_dir: Path,
+    timeout_s: int,
+    envkit: str = NODE_ENVKIT,
+    limit: list[str] | None = None,
+) -> dict[str, Any]:
     """The playbook's variables: master = the first host's address, node ranks in inventory order."""
     from envkit.launch.inventory import read_inventory
 
     inv = read_inventory(inventory)
     hosts = [h for h in inv.hosts if limit is None or h.name in limit]
     if len(hosts) * nproc < 2:
-        raise BadInput(f"{inventory}: {len(hosts)} host(s) x --nproc {nproc} is one rank; a collective needs two",
-                       where=Where(str(inventory)))
+        raise BadInput(
+            f"{inventory}: {len(hosts)} host(s) x --nproc {nproc} is one rank; a collective needs two",
+            where=Where(str(inventory)),
+        )
     return {
         "envkit_collectives_hosts": ",".join(h.name for h in hosts),
         "envkit_collectives_master": hosts[0].address,
@@ -104,8 +142,18 @@ def fleet_vars(inventory: Path, *, nproc: int, device: str, max_size: str, port:
     }
 
 
-def run_fleet_profile(inventory: Path, out: Path, *, nproc: int, device: str, max_size: str = "1MiB", port: int = DEFAULT_PORT,
-                      timeout_s: int = 600, envkit: str = NODE_ENVKIT, extra_vars: tuple[str, ...] = ()) -> dict[str, Any]:
+def run_fleet_profile(
+    inventory: Path,
+    out: Path,
+    *,
+    nproc: int,
+    device: str,
+    max_size: str = "1MiB",
+    port: int = DEFAULT_PORT,
+    timeout_s: int = 600,
+    envkit: str = NODE_ENVKIT,
+    extra_vars: tuple[str, ...] = (),
+) -> dict[str, Any]:
     """Run playbooks/collectives.yml on every host of the inventory and merge their profiles into OUT/profile.json.
 
     Returns {"profile", "hosts" (the run's per-host rows), "out"}; a host that failed is named in the profile's errors."""
@@ -119,17 +167,35 @@ def run_fleet_profile(inventory: Path, out: Path, *, nproc: int, device: str, ma
     out = out.resolve()
     hosts_dir = out / "hosts"
     hosts_dir.mkdir(parents=True, exist_ok=True)
-    variables = fleet_vars(inventory, nproc=nproc, device=device, max_size=max_size, port=port, local_dir=hosts_dir,
-                           timeout_s=timeout_s, envkit=envkit)
+    variables = fleet_vars(
+        inventory,
+        nproc=nproc,
+        device=device,
+        max_size=max_size,
+        port=port,
+        local_dir=hosts_dir,
+        timeout_s=timeout_s,
+        envkit=envkit,
+    )
     vars_file = out / "vars.yml"
     atomic_write_text(vars_file, dump_vars(variables, f"envkit launch profile -i {inventory}"))
     playbooks = data_dir("playbooks")
-    argv = playbook_command(PlaybookRun(playbook=playbooks / "collectives.yml", inventory=str(Path(inventory).resolve()),
-                                        vars_file=vars_file, extra_vars=extra_vars), ansible_playbook_path())
+    argv = playbook_command(
+        PlaybookRun(
+            playbook=playbooks / "collectives.yml",
+            inventory=str(Path(inventory).resolve()),
+            vars_file=vars_file,
+            extra_vars=extra_vars,
+        ),
+        ansible_playbook_path(),
+    )
     result = run_playbook(argv, playbook_env(playbooks), events_log=out / "events.jsonl", stderr_log=out / "ansible.log")
     summary = summarize(result.events, variables["envkit_collectives_ranks"])
-    runs = {ev.get("host"): ev.get("msg") for ev in result.events
-            if ev.get("event") == "result" and str(ev.get("task", "")).endswith("Collectives | Report run")}
+    runs = {
+        ev.get("host"): ev.get("msg")
+        for ev in result.events
+        if ev.get("event") == "result" and str(ev.get("task", "")).endswith("Collectives | Report run")
+    }
     profiles: dict[str, dict[str, Any]] = {}
     missing = []
     for host in variables["envkit_collectives_ranks"]:

@@ -152,9 +152,13 @@ def build(version: str, plans: list[ServerPlan]) -> RankTable:
                     net_layer=0,
                     net_instance_id=plan.server_id,
                     net_type="TOPO_FILE_DESC",
-                    rank_addr_list=[RankAddr(addr_type=_addr_type(info.address or ""), addr=info.address or "", ports=plan.ub_ports)],
+                    rank_addr_list=[
+                        RankAddr(addr_type=_addr_type(info.address or ""), addr=info.address or "", ports=plan.ub_ports)
+                    ],
                 )
-                ranks.append(RankV20(rank_id=rank, local_id=local, device_id=dev, device_port=plan.device_port, level_list=[level]))
+                ranks.append(
+                    RankV20(rank_id=rank, local_id=local, device_id=dev, device_port=plan.device_port, level_list=[level])
+                )
                 rank += 1
         return RankTableV20(rank_count=len(ranks), rank_list=ranks)
     servers: list[Any] = []
@@ -186,8 +190,11 @@ def build(version: str, plans: list[ServerPlan]) -> RankTable:
         pods: dict[str, list[ServerRef]] = {}
         for plan in plans:
             pods.setdefault(plan.super_pod_id, []).append(ServerRef(server_id=plan.server_id))
-        return RankTableV12(server_count=str(len(servers)), server_list=servers,
-                            super_pod_list=[SuperPod(super_pod_id=k, server_list=v) for k, v in pods.items()])
+        return RankTableV12(
+            server_count=str(len(servers)),
+            server_list=servers,
+            super_pod_list=[SuperPod(super_pod_id=k, server_list=v) for k, v in pods.items()],
+        )
     return RankTableV10(server_count=str(len(servers)), server_list=servers)
 
 
@@ -233,15 +240,22 @@ def check(table: RankTable, hccn: dict[str, dict[int, HccnDevice]] | None = None
     if dupes:
         problems.append(Problem("unique-ranks", f"rank_id {', '.join(map(str, dupes))} appear more than once", source))
     if sorted(set(ranks)) != list(range(len(set(ranks)))):
-        problems.append(Problem("ranks-from-zero", f"rank_id must be 0..{len(ranks) - 1} without gaps, found {sorted(set(ranks))}", source))
+        problems.append(
+            Problem("ranks-from-zero", f"rank_id must be 0..{len(ranks) - 1} without gaps, found {sorted(set(ranks))}", source)
+        )
     servers: dict[str, list[tuple[str, int, int, str, str | None]]] = {}
     for e in entries:
         servers.setdefault(e[0], []).append(e)
     for server, rows in servers.items():
         rs = sorted(r[1] for r in rows)
         if rs and rs[-1] - rs[0] + 1 != len(rs):
-            problems.append(Problem("ranks-not-interleaved",
-                                    f"server {server} has ranks {rs}: one server's ranks must be contiguous (no interleaving across servers)", source))
+            problems.append(
+                Problem(
+                    "ranks-not-interleaved",
+                    f"server {server} has ranks {rs}: one server's ranks must be contiguous (no interleaving across servers)",
+                    source,
+                )
+            )
         devs = [r[2] for r in rows]
         if len(set(devs)) != len(devs):
             problems.append(Problem("unique-device-id", f"server {server} lists a device_id twice: {sorted(devs)}", source))
@@ -250,9 +264,13 @@ def check(table: RankTable, hccn: dict[str, dict[int, HccnDevice]] | None = None
                 conf = hccn[server].get(dev)
                 want = conf.address if conf else None
                 if want != ip:
-                    problems.append(Problem("device-ip-matches-hccn-conf",
-                                            f"server {server} device {dev} (rank {rank}): device_ip {ip or '(none)'} but hccn.conf address_{dev}={want or '(missing)'}",
-                                            f"{source}; error EI0014"))
+                    problems.append(
+                        Problem(
+                            "device-ip-matches-hccn-conf",
+                            f"server {server} device {dev} (rank {rank}): device_ip {ip or '(none)'} but hccn.conf address_{dev}={want or '(missing)'}",
+                            f"{source}; error EI0014",
+                        )
+                    )
     ips = [e[3] for e in entries if e[3]]
     dup_ips = sorted({ip for ip in ips if ips.count(ip) > 1})
     if dup_ips:
@@ -263,15 +281,23 @@ def check(table: RankTable, hccn: dict[str, dict[int, HccnDevice]] | None = None
         for pod in table.super_pod_list:
             for ref in pod.server_list:
                 if ref.server_id not in listed:
-                    problems.append(Problem("super-pod-servers", f"super_pod {pod.super_pod_id} names unknown server {ref.server_id}", A3_SOURCE))
+                    problems.append(
+                        Problem(
+                            "super-pod-servers", f"super_pod {pod.super_pod_id} names unknown server {ref.server_id}", A3_SOURCE
+                        )
+                    )
                 pod_of[ref.server_id] = pod.super_pod_id
         seen: dict[tuple[str, str], str] = {}
         for server, _rank, _dev, _ip, sdid in entries:
             key = (pod_of.get(server, "?"), sdid or "")
             if key in seen:
-                problems.append(Problem("unique-super-device-id",
-                                        f"super_device_id {sdid} appears twice in super_pod {key[0]} (servers {seen[key]} and {server})",
-                                        f"{A3_SOURCE}; error EI0014"))
+                problems.append(
+                    Problem(
+                        "unique-super-device-id",
+                        f"super_device_id {sdid} appears twice in super_pod {key[0]} (servers {seen[key]} and {server})",
+                        f"{A3_SOURCE}; error EI0014",
+                    )
+                )
             seen[key] = server
     return problems
 
@@ -296,11 +322,17 @@ def parse(data: Any, filename: str) -> RankTable:
 
     version = data.get("version") if isinstance(data, dict) else None
     if version not in MODELS:
-        raise BadInput(f"{filename}: unknown rank table version {version!r}", where=Where(filename, None, "version"),
-                       hint="version is 1.0 (A2), 1.2 (A3) or 2.0 (950)")
+        raise BadInput(
+            f"{filename}: unknown rank table version {version!r}",
+            where=Where(filename, None, "version"),
+            hint="version is 1.0 (A2), 1.2 (A3) or 2.0 (950)",
+        )
     try:
         return MODELS[version].model_validate(data)  # type: ignore[return-value]
     except ValidationError as exc:
         err = exc.errors()[0]
-        raise BadInput(f"{filename}: {err['msg']}", where=Where(filename, None, ".".join(map(str, err["loc"]))),
-                       hint=f"source: {SOURCES[version]}") from None
+        raise BadInput(
+            f"{filename}: {err['msg']}",
+            where=Where(filename, None, ".".join(map(str, err["loc"]))),
+            hint=f"source: {SOURCES[version]}",
+        ) from None

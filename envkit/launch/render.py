@@ -46,8 +46,15 @@ class LaunchResult:
     warnings: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"chip": self.chip, "rank_table_version": self.version, "out_dir": str(self.out_dir), "hosts": self.hosts,
-                "ranks": self.ranks, "files": self.files, "warnings": self.warnings}
+        return {
+            "chip": self.chip,
+            "rank_table_version": self.version,
+            "out_dir": str(self.out_dir),
+            "hosts": self.hosts,
+            "ranks": self.ranks,
+            "files": self.files,
+            "warnings": self.warnings,
+        }
 
 
 def _csv(value: str | None) -> list[str] | None:
@@ -58,8 +65,11 @@ def _plan(host: Host, inv: Inventory, version: str) -> RT.ServerPlan:
     where = Where(str(inv.path), host.line)
     conf = host.vars.get("envkit_hccn_conf")
     if not conf:
-        raise BadInput(f"host {host.name} has no envkit_hccn_conf", where=where,
-                       hint="Copy each host's /etc/hccn.conf to the controller and set envkit_hccn_conf=PATH for the host.")
+        raise BadInput(
+            f"host {host.name} has no envkit_hccn_conf",
+            where=where,
+            hint="Copy each host's /etc/hccn.conf to the controller and set envkit_hccn_conf=PATH for the host.",
+        )
     path = Path(conf) if Path(conf).is_absolute() else inv.path.parent / conf
     devices = read_hccn_conf(path)
     wanted = _csv(host.vars.get("envkit_devices"))
@@ -67,21 +77,32 @@ def _plan(host: Host, inv: Inventory, version: str) -> RT.ServerPlan:
         try:
             ids = [int(x) for x in wanted]
         except ValueError:
-            raise BadInput(f"envkit_devices={host.vars['envkit_devices']!r} on {host.name} is not a list of device ids", where=where) from None
+            raise BadInput(
+                f"envkit_devices={host.vars['envkit_devices']!r} on {host.name} is not a list of device ids", where=where
+            ) from None
         missing = [d for d in ids if d not in devices or not devices[d].address]
         if missing:
-            raise BadInput(f"{path} has no address_N for device(s) {missing} of {host.name}", where=Where(str(path)),
-                           hint="device_ip is address_N of /etc/hccn.conf (rank table rule; error EI0014)")
+            raise BadInput(
+                f"{path} has no address_N for device(s) {missing} of {host.name}",
+                where=Where(str(path)),
+                hint="device_ip is address_N of /etc/hccn.conf (rank table rule; error EI0014)",
+            )
         devices = {d: devices[d] for d in ids}
     devices = {d: v for d, v in devices.items() if v.address}
     if not devices:
-        raise BadInput(f"{path} lists no address_N for {host.name}", where=Where(str(path)),
-                       hint="hccn.conf holds address_N=IP per device N (hccn_tool -i N -ip -s address IP netmask MASK)")
+        raise BadInput(
+            f"{path} lists no address_N for {host.name}",
+            where=Where(str(path)),
+            hint="hccn.conf holds address_N=IP per device N (hccn_tool -i N -ip -s address IP netmask MASK)",
+        )
     sdids = _csv(host.vars.get("envkit_super_device_ids"))
     if sdids is not None:
         if len(sdids) != len(devices) or not all(s.isdigit() for s in sdids):
-            raise BadInput(f"envkit_super_device_ids on {host.name} needs {len(devices)} integers, got {sdids}", where=where,
-                           hint=f"one SDID per device (npu-smi info -t spod-info); source: {RT.A3_SOURCE}")
+            raise BadInput(
+                f"envkit_super_device_ids on {host.name} needs {len(devices)} integers, got {sdids}",
+                where=where,
+                hint=f"one SDID per device (npu-smi info -t spod-info); source: {RT.A3_SOURCE}",
+            )
     port = host.vars.get("envkit_device_port")
     return RT.ServerPlan(
         server_id=host.name,
@@ -111,7 +132,10 @@ def _accelerate(num_machines: int, num_processes: int, rank: int, main_ip: str, 
         "same_network": True,
         "use_cpu": False,
     }
-    return "# Accelerate config rendered by envkit launch render; use: accelerate launch --config_file THIS train.py\n" + yaml.safe_dump(cfg, sort_keys=True)
+    return (
+        "# Accelerate config rendered by envkit launch render; use: accelerate launch --config_file THIS train.py\n"
+        + yaml.safe_dump(cfg, sort_keys=True)
+    )
 
 
 def _env_sh(env: dict[str, str], sources: list[str]) -> str:
@@ -122,15 +146,22 @@ def _env_sh(env: dict[str, str], sources: list[str]) -> str:
 
 
 def torchrun_argv(nnodes: int, nproc: int, node_rank: int, master: str, port: int, script: str) -> list[str]:
-    return ["torchrun", f"--nnodes={nnodes}", f"--nproc-per-node={nproc}", f"--node-rank={node_rank}",
-            f"--master-addr={master}", f"--master-port={port}", script]
+    return [
+        "torchrun",
+        f"--nnodes={nnodes}",
+        f"--nproc-per-node={nproc}",
+        f"--node-rank={node_rank}",
+        f"--master-addr={master}",
+        f"--master-port={port}",
+        script,
+    ]
 
 
 def _torchrun_sh(argv: list[str], rank_table: str) -> str:
     return (
         "#!/bin/sh\n"
         "# torchrun for this node, rendered by envkit launch render. The training script must call\n"
-        "# torch.distributed.init_process_group(backend=\"hccl\") (import torch_npu first).\n"
+        '# torch.distributed.init_process_group(backend="hccl") (import torch_npu first).\n'
         "set -eu\n"
         'here=$(cd "$(dirname "$0")" && pwd)\n'
         '. "$here/hccl_env.sh"\n'
@@ -152,9 +183,11 @@ def render_launch(inventory: Path, lock: Path, out: Path, *, force: bool = False
     data = load_hccl()
     row = data.rank_table(chip)
     if row is None:
-        raise BadInput(f"chip {chip} of {lock} has no HCCL rank table format in envkit's data",
-                       where=Where(str(lock), None, "stack.chip"),
-                       hint="rank tables are rendered for 910b (1.0), a3 (1.2), 950 (2.0) and 910 (1.0)")
+        raise BadInput(
+            f"chip {chip} of {lock} has no HCCL rank table format in envkit's data",
+            where=Where(str(lock), None, "stack.chip"),
+            hint="rank tables are rendered for 910b (1.0), a3 (1.2), 950 (2.0) and 910 (1.0)",
+        )
     inv = read_inventory(Path(inventory))
     names = [h.name for h in inv.hosts]
     env: EnvPlan = plan_env(inv.hosts, chip, data, str(inv.path))
@@ -184,12 +217,15 @@ def render_launch(inventory: Path, lock: Path, out: Path, *, force: bool = False
         base = f"hosts/{host.name}"
         files[f"{base}/accelerate_config.yaml"] = _accelerate(len(plans), total, node_rank, master, port)
         files[f"{base}/hccl_env.sh"] = _env_sh(env.per_host[host.name], rt_sources)
-        files[f"{base}/torchrun.sh"] = _torchrun_sh(torchrun_argv(len(plans), len(plan.devices), node_rank, master, port, script), "rank_table.json")
+        files[f"{base}/torchrun.sh"] = _torchrun_sh(
+            torchrun_argv(len(plans), len(plan.devices), node_rank, master, port, script), "rank_table.json"
+        )
     result = LaunchResult(chip=chip, version=row.version, out_dir=Path(out), hosts=names, ranks=total, warnings=warnings)
     with atomic_dir(Path(out)) as tmp:
         for rel, text in sorted(files.items()):
-            atomic_write_bytes(tmp / plain_relpath(rel, str(out)), text.encode(), 0o755 if rel.endswith(".sh") else 0o644,
-                               fsync=False)
+            atomic_write_bytes(
+                tmp / plain_relpath(rel, str(out)), text.encode(), 0o755 if rel.endswith(".sh") else 0o644, fsync=False
+            )
             result.files[rel] = hashlib.sha256(text.encode()).hexdigest()
         manifest = json.dumps(result.to_dict() | {"out_dir": "."}, indent=2, sort_keys=True) + "\n"
         atomic_write_text(tmp / "launch.json", manifest)

@@ -1,6 +1,5 @@
 """Strict pydantic base: unknown keys are refused, every document is versioned."""
 
-
 from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict

@@ -29,7 +29,10 @@ class BundleManifest(StrictModel):
     lacks: list[str] = Field(description="what the bundle does not hold, said plainly")
     trusted_on_first_use: list[TrustedArtifact] = []
     files: list[BundleFile] = Field(description="every file but manifest.json, sorted by path")
-    sha256sums: str | None = Field(None, pattern=r"^[0-9a-f]{64}$",
-                                   description="sha256 of SHA256SUMS (every file but it and manifest.json): "
-                                               "install.sh checks the files with sha256sum against it")
+    sha256sums: str | None = Field(
+        None,
+        pattern=r"^[0-9a-f]{64}$",
+        description="sha256 of SHA256SUMS (every file but it and manifest.json): "
+        "install.sh checks the files with sha256sum against it",
+    )
     lock: dict[str, Any] = Field(description="the lock, as data")

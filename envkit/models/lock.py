@@ -1,6 +1,5 @@
 """The lock (envkit.lock): one validated stack and everything the later jobs need from it."""
 
-
 import fnmatch
 import re
 from typing import Annotated, Literal
@@ -91,7 +90,12 @@ class Artifact(StrictModel):
     package_version: Version | None = Field(
         None, description="driver/firmware: the version as the installed version.info writes it (e.g. 25.0.rc1.1)"
     )
-    compatible: Annotated[str, Field(pattern=r"^\[[0-9A-Za-z.]{1,32},[0-9A-Za-z.]{1,32}\](,\[[0-9A-Za-z.]{1,32},[0-9A-Za-z.]{1,32}\]){0,15}$")] | None = Field(
+    compatible: (
+        Annotated[
+            str, Field(pattern=r"^\[[0-9A-Za-z.]{1,32},[0-9A-Za-z.]{1,32}\](,\[[0-9A-Za-z.]{1,32},[0-9A-Za-z.]{1,32}\]){0,15}$")
+        ]
+        | None
+    ) = Field(
         None,
         description="driver: its compatible_version_fw ranges; firmware: its compatible_version_drv ranges (null: not captured)",
     )
@@ -163,9 +167,10 @@ class PythonClosure(StrictModel):
     resolver: Text = Field(description="the tool and version that resolved it, e.g. uv 0.13.9")
     packages: list[ClosurePackage] = Field(max_length=5000, description="sorted by name")
     mirrors: list[Annotated[Url, AfterValidator(_mirror_prefix)]] = Field(
-        [], max_length=16,
+        [],
+        max_length=16,
         description="http:/file: URL prefixes the user gave as sources (`envkit lock --index-url` ...): the only places "
-                    "an http or file URL of this closure may point to; everything else is https",
+        "an http or file URL of this closure may point to; everything else is https",
     )
 
     @model_validator(mode="after")
@@ -177,10 +182,12 @@ class PythonClosure(StrictModel):
         urls += [(f"packages.{p.name}.url", p.url) for p in self.packages]
         for where, url in urls:
             if not is_mirrored(url, self.mirrors):
-                raise ValueError(f"{where}: {url[:120]!r} is neither https nor under a mirror the closure records "
-                                 f"(mirrors: {', '.join(self.mirrors) or 'none'}); http: and file: sources must be "
-                                 "given to `envkit lock` explicitly (--index-url, --extra-index-url, --find-links, "
-                                 "--torch-index-url)")
+                raise ValueError(
+                    f"{where}: {url[:120]!r} is neither https nor under a mirror the closure records "
+                    f"(mirrors: {', '.join(self.mirrors) or 'none'}); http: and file: sources must be "
+                    "given to `envkit lock` explicitly (--index-url, --extra-index-url, --find-links, "
+                    "--torch-index-url)"
+                )
         return self
 
 

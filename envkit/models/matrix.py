@@ -1,6 +1,5 @@
 """The compatibility matrix schema (matrices/*.yaml). Data only: no I/O, no logic beyond lookups."""
 
-
 from collections.abc import Callable
 from typing import Literal, TypeVar
 
@@ -259,7 +258,9 @@ class Matrix(StrictModel):
     torch_npu_lines: list[TorchNpuLine]
     torch_npu: list[TorchNpuRelease]
     indexes: list[Index]
-    torch_builds: list[TorchBuild] = Field([], description="per torch release and arch: the index of its CPU build and the pin spelling")
+    torch_builds: list[TorchBuild] = Field(
+        [], description="per torch release and arch: the index of its CPU build and the pin spelling"
+    )
     packages: list[PackagePolicy]
     cann_python_deps: PythonDeps
     installers: list[Installer]
@@ -269,5 +270,7 @@ class Matrix(StrictModel):
     defaults: dict[str, str]
     images: list[BaseImage] = Field([], description="base images of `envkit image render` (matrices/images.yaml)")
     vllm_ascend: list[VllmAscendRelease] = Field([], description="vllm-ascend releases and their stack (matrices/serving.yaml)")
-    triton_ascend: list[TritonAscendRelease] = Field([], description="triton-ascend releases bound to CANN (matrices/serving.yaml)")
+    triton_ascend: list[TritonAscendRelease] = Field(
+        [], description="triton-ascend releases bound to CANN (matrices/serving.yaml)"
+    )
     mindspeed: list[MindSpeedRelease] = Field([], description="MindSpeed releases (matrices/serving.yaml)")

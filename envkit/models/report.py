@@ -1,6 +1,5 @@
 """What `validate` and `resolve` say: conflicts as chains of facts, suggestions, hints."""
 
-
 from typing import Literal
 
 from envkit.models.base import ReportModel, StrictModel

@@ -27,8 +27,11 @@ PipName = Annotated[str, Field(pattern=r"^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,98}[A-Z
 # a requirement string: name, optional extras, one or more version clauses, optional simple marker
 Requirement = Annotated[
     str,
-    Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9._,-]+\])?\s*((==|>=|<=|~=|!=|<|>)\s*[0-9A-Za-z.*+!_-]+\s*,?\s*)*"
-                  r"(;\s*[A-Za-z0-9_. <>=!'\"-]+)?$", max_length=300),
+    Field(
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9._,-]+\])?\s*((==|>=|<=|~=|!=|<|>)\s*[0-9A-Za-z.*+!_-]+\s*,?\s*)*"
+        r"(;\s*[A-Za-z0-9_. <>=!'\"-]+)?$",
+        max_length=300,
+    ),
 ]
 # an installer flag: `--quiet`, `--install-path=/usr/local/Ascend`
 Flag = Annotated[str, Field(pattern=r"^--?[A-Za-z][A-Za-z0-9-]{0,63}(=[A-Za-z0-9_./:,+-]{1,200})?$")]
@@ -40,6 +43,8 @@ AbsPath = Annotated[str, Field(pattern=r"^(/[A-Za-z0-9_+-][A-Za-z0-9._+-]*)+/?$"
 EnvKey = Annotated[str, Field(pattern=r"^[A-Z_][A-Z0-9_]{0,127}$")]
 # an environment value: paths and path lists, with ${VAR} references to other variables, nothing else
 EnvValue = Annotated[str, Field(pattern=r"^[A-Za-z0-9_./:,+=@${}-]{0,4096}$")]
+
+
 # one line of printable text (sources, notes, the command that made a lock): no control characters, no Jinja
 def _no_template(value: str) -> str:
     if any(mark in value for mark in ("{{", "{%", "{#")):

@@ -1,7 +1,6 @@
 """A stack: the twelve keys that decide an Ascend PyTorch environment, and the optional serving and training
 frameworks on top of them (vLLM Ascend, triton-ascend, MindSpeed). All optional in a stack file, exact versions."""
 
-
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field, model_serializer

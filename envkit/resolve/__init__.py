@@ -55,13 +55,14 @@ def validate_pins(lm: LoadedMatrix, pins: dict[str, Pin], workload: str | None =
     if res is not None:
         return ValidationReport(valid=True, input=given, stack=res.stack, hints=hints_for(lm, res.stack, pins))
     conflicts = explain(lm, pins, extra=extra)
-    return ValidationReport(
-        valid=False, input=given, conflicts=conflicts, suggestions=suggest(lm, pins, conflicts, extra=extra)
-    )
+    return ValidationReport(valid=False, input=given, conflicts=conflicts, suggestions=suggest(lm, pins, conflicts, extra=extra))
 
 
 def validate_stack(
-    stack: dict[str, str], *, matrix: LoadedMatrix | None = None, origin: PinOrigin = "declared",
+    stack: dict[str, str],
+    *,
+    matrix: LoadedMatrix | None = None,
+    origin: PinOrigin = "declared",
     where: dict[str, str] | None = None,
 ) -> ValidationReport:
     """Validate a (partial) stack given as a mapping. Unknown versions raise BadInput (exit 2)."""

@@ -164,8 +164,17 @@ def _summary(core: dict[str, Pin], c: Constraint, target: str, dom: dict[str, li
             return f"{pins}: {text}"
     if isinstance(c, RuleConstraint):
         return f"{pins}: {c.rule.message.format_map(_Fmt({k: p.value for k, p in core.items()}))}"
-    names = {"cann": "CANN release", "driver": "HDK release", "firmware": "firmware", "torch_npu": "torch_npu release",
-             "python": "Python", "torch": "torch", "os": "operating system", "arch": "arch", "chip": "chip"}
+    names = {
+        "cann": "CANN release",
+        "driver": "HDK release",
+        "firmware": "firmware",
+        "torch_npu": "torch_npu release",
+        "python": "Python",
+        "torch": "torch",
+        "os": "operating system",
+        "arch": "arch",
+        "chip": "chip",
+    }
     them = "it" if len(core) == 1 else "all of them"
     if target not in core:
         return f"{pins}: no {names.get(target, target)} works with {them}"
@@ -218,8 +227,13 @@ def pin_checks(lm: LoadedMatrix, pins: dict[str, Pin]) -> list[Conflict]:
             _one_pin(
                 pin,
                 f"torch_npu {pin.value} has no published CANN pairing, so no stack with it can be validated",
-                Fact(fact=f"torch_npu {pin.value} is on PyPI, but no source read maps it to a CANN release",
-                     rule=f"torch_npu/{pin.value}", source=t.source_text, kind="derived", confidence=t.confidence),
+                Fact(
+                    fact=f"torch_npu {pin.value} is on PyPI, but no source read maps it to a CANN release",
+                    rule=f"torch_npu/{pin.value}",
+                    source=t.source_text,
+                    kind="derived",
+                    confidence=t.confidence,
+                ),
             )
         )
     return out
@@ -242,9 +256,13 @@ def _patch_firmware(lm: LoadedMatrix, pins: dict[str, Pin]) -> Conflict | None:
         chain=[
             _fact_of_pin(drv),
             _fact_of_pin(fw),
-            Fact(fact=f"the driver patch {patch.version} declares compatible_version_fw={patch.compatible_firmware}",
-                 rule=f"hdk/{drv.value}/patch/{patch.version}", source=patch.source_text, kind="derived",
-                 confidence=patch.confidence),
+            Fact(
+                fact=f"the driver patch {patch.version} declares compatible_version_fw={patch.compatible_firmware}",
+                rule=f"hdk/{drv.value}/patch/{patch.version}",
+                source=patch.source_text,
+                kind="derived",
+                confidence=patch.confidence,
+            ),
         ],
     )
 

@@ -12,8 +12,9 @@ from envkit.resolve.search import solve
 from envkit.versions import in_any_range, parse_ranges, same
 
 
-def suggest(lm: LoadedMatrix, pins: dict[str, Pin], conflicts: list[Conflict], limit: int = 3,
-            extra: tuple[str, ...] | None = None) -> list[Suggestion]:
+def suggest(
+    lm: LoadedMatrix, pins: dict[str, Pin], conflicts: list[Conflict], limit: int = 3, extra: tuple[str, ...] | None = None
+) -> list[Suggestion]:
     """Nearest valid stacks: drop one pin (the cheapest to change first) and re-resolve (with the same optional
     keys in play, `extra`)."""
     involved = sorted({k for c in conflicts for k in c.pins}, key=lambda k: CHANGE_COST[k])
@@ -33,9 +34,7 @@ def suggest(lm: LoadedMatrix, pins: dict[str, Pin], conflicts: list[Conflict], l
         if all(res.stack.get(k) == pins[k].value for k in drop):
             continue  # the same release again (a patch pin whose own range the pairing tables cannot see)
         change = {k: {"from": pins[k].given, "to": res.stack.get(k)} for k in drop}
-        out.append(
-            Suggestion(change=change, stack=res.stack, validated=res.validated_cann and res.validated_hdk)
-        )
+        out.append(Suggestion(change=change, stack=res.stack, validated=res.validated_cann and res.validated_hdk))
     return out
 
 
@@ -50,8 +49,10 @@ def _patch_hints(lm: LoadedMatrix, stack: Assignment, pins: dict[str, Pin]) -> l
     patch = lm.hdk_patch(drv.given) if drv else None
     fw = lm.hdk_row(stack["firmware"]).firmware_version
     if patch and patch.compatible_firmware and fw and not in_any_range(fw, parse_ranges(patch.compatible_firmware)):
-        out.append(f"the driver patch {patch.version} allows firmware {patch.compatible_firmware} only, not the firmware "
-                   f"{fw} of HDK {stack['firmware']}: install a firmware in that range")
+        out.append(
+            f"the driver patch {patch.version} allows firmware {patch.compatible_firmware} only, not the firmware "
+            f"{fw} of HDK {stack['firmware']}: install a firmware in that range"
+        )
     return out
 
 
@@ -78,8 +79,9 @@ def hints_for(lm: LoadedMatrix, stack: Assignment, pins: dict[str, Pin]) -> list
     if t.prerelease:
         out.append(f"torch_npu {t.version} is a pre-release: resolve never picks one unless it is pinned")
     if t.cann is None and t.line is not None:
-        out.append(f"torch_npu {t.version} has no CANN pairing of its own: it is judged by TorchNPU {t.line}'s CANN "
-                   f"range (inferred)")
+        out.append(
+            f"torch_npu {t.version} has no CANN pairing of its own: it is judged by TorchNPU {t.line}'s CANN range (inferred)"
+        )
     out.extend(_patch_hints(lm, stack, pins))
     if not c.nnal:
         out.append(f"no NNAL release is recorded for CANN {c.version}: the lock lists none")

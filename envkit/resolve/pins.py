@@ -38,7 +38,6 @@ CHANGE_COST: dict[str, int] = {
 }
 
 
-
 PinOrigin = Literal["declared", "observed"]  # a pin the user wrote, or one read from a host
 
 

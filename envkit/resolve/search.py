@@ -50,8 +50,9 @@ def framework_keys(pins: dict[str, Pin], workload: str | None = None) -> tuple[s
     """The optional keys in play: those of the workload, the serving set where vllm or vllm_ascend is pinned, and
     every pinned one. A plain stack has none, so it resolves exactly as without frameworks."""
     if workload is not None and workload not in WORKLOADS:
-        raise BadInput(f"unknown workload {workload!r}", where=None,
-                       hint=f"Workloads: {', '.join(WORKLOADS)} (or none: a plain stack).")
+        raise BadInput(
+            f"unknown workload {workload!r}", where=None, hint=f"Workloads: {', '.join(WORKLOADS)} (or none: a plain stack)."
+        )
     keys = set(WORKLOADS.get(workload or "", ()))
     if "vllm" in pins or "vllm_ascend" in pins:
         keys.update(SERVING_KEYS)
@@ -62,7 +63,6 @@ def framework_keys(pins: dict[str, Pin], workload: str | None = None) -> tuple[s
 def stack_of(found: Assignment) -> Assignment:
     """A solver assignment as a stack: optional keys left out (ABSENT) are dropped."""
     return {k: v for k, v in found.items() if v != ABSENT}
-
 
 
 def initial_domains(
@@ -86,8 +86,7 @@ def initial_domains(
         "firmware": versions.newest_first([h.version for h in m.hdk]),
         "cann": versions.newest_first([c.version for c in m.cann if not c.prerelease]),
         "torch_npu": [
-            t.version for t in m.torch_npu
-            if t.cann is not None and not t.prerelease and (t.validated or not strict_cann)
+            t.version for t in m.torch_npu if t.cann is not None and not t.prerelease and (t.validated or not strict_cann)
         ],
         "torch": torch_versions(lm, mapped_only=True),
         "numpy": lm.package("numpy"),
@@ -97,8 +96,7 @@ def initial_domains(
     optional = {
         "vllm_ascend": [r.version for r in m.vllm_ascend if not r.prerelease],
         "vllm": vllm_versions(lm),
-        "triton_ascend": [r.version for r in m.triton_ascend if not r.prerelease]
-        + ([ABSENT] if "vllm_ascend" in extra else []),
+        "triton_ascend": [r.version for r in m.triton_ascend if not r.prerelease] + ([ABSENT] if "vllm_ascend" in extra else []),
         "mindspeed": [r.version for r in m.mindspeed],
     }
     for key in extra:
@@ -110,9 +108,7 @@ def initial_domains(
 
 
 class _Solver:
-    def __init__(
-        self, constraints: list[Constraint], domains: dict[str, list[str]], lm: LoadedMatrix | None = None
-    ):
+    def __init__(self, constraints: list[Constraint], domains: dict[str, list[str]], lm: LoadedMatrix | None = None):
         self.constraints = constraints
         self.domains = domains
         self.lm = lm
@@ -205,9 +201,7 @@ def supported(c: Constraint, target: str, others: list[str], dom: dict[str, list
     return kept
 
 
-def propagate(
-    by_key: dict[str, list[Constraint]], dom: dict[str, list[str]], start: list[str]
-) -> dict[str, list[str]] | None:
+def propagate(by_key: dict[str, list[Constraint]], dom: dict[str, list[str]], start: list[str]) -> dict[str, list[str]] | None:
     """Arc consistency from the keys in `start`: drop values with no support. None on a wipe-out."""
     dom = dict(dom)
     # unary constraints (a rule about one key) first

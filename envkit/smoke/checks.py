@@ -211,8 +211,14 @@ def check_placement(ctx: SmokeContext) -> Check:
         name="placement",
         ok=ok,
         figure=figure,
-        data={"parameters": params, "buffers": buffers, "buffer_names": buffer_names[:20], "off_device": off[:20],
-              "wrong_dtype": wrong_dtype[:20], "attn_implementation": attn},
+        data={
+            "parameters": params,
+            "buffers": buffers,
+            "buffer_names": buffer_names[:20],
+            "off_device": off[:20],
+            "wrong_dtype": wrong_dtype[:20],
+            "attn_implementation": attn,
+        },
     )
 
 
@@ -385,10 +391,8 @@ def check_generate(ctx: SmokeContext, enc: Encoded) -> Check:
     for use_cache in (True, False):
         cfg = GenerationConfig(do_sample=False, max_new_tokens=DECODE_STEPS, pad_token_id=pad, use_cache=use_cache)
         with torch.no_grad():
-            seq = ctx.model.generate(
-                input_ids=inp["input_ids"], attention_mask=inp["attention_mask"], generation_config=cfg
-            )
-        outs[use_cache] = seq[:, inp["input_ids"].shape[1]:]
+            seq = ctx.model.generate(input_ids=inp["input_ids"], attention_mask=inp["attention_mask"], generation_config=cfg)
+        outs[use_cache] = seq[:, inp["input_ids"].shape[1] :]
     cached, uncached = outs[True].cpu(), outs[False].cpu()
     same = cached.shape == uncached.shape and bool(torch.equal(cached, uncached))
     eos = ctx.model.generation_config.eos_token_id

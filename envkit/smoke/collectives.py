@@ -35,8 +35,19 @@ BUS_FACTOR: dict[str, Callable[[int], float]] = {
     "all_to_all": lambda n: (n - 1) / n,
     "all_to_allv": lambda n: (n - 1) / n,
 }
-_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mb": 1 << 20, "mib": 1 << 20,
-          "g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30}
+_UNITS = {
+    "": 1,
+    "b": 1,
+    "k": 1 << 10,
+    "kb": 1 << 10,
+    "kib": 1 << 10,
+    "m": 1 << 20,
+    "mb": 1 << 20,
+    "mib": 1 << 20,
+    "g": 1 << 30,
+    "gb": 1 << 30,
+    "gib": 1 << 30,
+}
 
 
 def parse_size(text: str) -> int:
@@ -95,7 +106,9 @@ def make_case(torch, dist, op: str, size: int, rank: int, n: int, dev):
         def run():
             dist.all_reduce(buf, op=dist.ReduceOp.SUM)
 
-        return run, lambda: bool(torch.equal(buf, ((torch.arange(count, device=dev) % 7) + 1).to(torch.float32) * (n * (n + 1) // 2)))
+        return run, lambda: bool(
+            torch.equal(buf, ((torch.arange(count, device=dev) % 7) + 1).to(torch.float32) * (n * (n + 1) // 2))
+        )
     if op == "all_gather":
         inp = _pattern(torch, part, dev, rank)
         out = torch.empty(count, dtype=torch.float32, device=dev)
@@ -111,7 +124,9 @@ def make_case(torch, dist, op: str, size: int, rank: int, n: int, dev):
         def run():
             dist.reduce_scatter_tensor(out, inp, op=dist.ReduceOp.SUM)
 
-        return run, lambda: bool(torch.equal(out, _pattern(torch, count, dev, 0)[rank * part:(rank + 1) * part] * (n * (n + 1) // 2)))
+        return run, lambda: bool(
+            torch.equal(out, _pattern(torch, count, dev, 0)[rank * part : (rank + 1) * part] * (n * (n + 1) // 2))
+        )
     if op == "all_to_all":
         inp = torch.arange(count, device=dev).to(torch.float32) % 1021 + rank * 1024
         out = torch.empty(count, dtype=torch.float32, device=dev)
@@ -120,7 +135,12 @@ def make_case(torch, dist, op: str, size: int, rank: int, n: int, dev):
             dist.all_to_all_single(out, inp)
 
         def expected():
-            return torch.cat([(torch.arange(count, device=dev).to(torch.float32) % 1021 + r * 1024)[rank * part:(rank + 1) * part] for r in range(n)])
+            return torch.cat(
+                [
+                    (torch.arange(count, device=dev).to(torch.float32) % 1021 + r * 1024)[rank * part : (rank + 1) * part]
+                    for r in range(n)
+                ]
+            )
 
         return run, lambda: bool(torch.equal(out, expected()))
     if op == "all_to_allv":
@@ -137,14 +157,16 @@ def make_case(torch, dist, op: str, size: int, rank: int, n: int, dev):
             for r in range(n):
                 theirs = splits(n, count, r)
                 start = sum(theirs[:rank])
-                pieces.append((torch.arange(count, device=dev).to(torch.float32) % 1021 + r * 1024)[start:start + theirs[rank]])
+                pieces.append((torch.arange(count, device=dev).to(torch.float32) % 1021 + r * 1024)[start : start + theirs[rank]])
             return torch.cat(pieces)
 
         return run, lambda: bool(torch.equal(out, expected_v()))
     raise ValueError(op)
 
 
-def bare_seconds(torch, dist, op: str, size: int, rank: int, n: int, dev, sync: Callable[[], None], warmup: int, iters: int) -> float:
+def bare_seconds(
+    torch, dist, op: str, size: int, rank: int, n: int, dev, sync: Callable[[], None], warmup: int, iters: int
+) -> float:
     """Mean seconds of `op` at `size`, timed with a barrier before and a device sync after the loop."""
     run, _check = make_case(torch, dist, op, size, rank, n, dev)
     for _ in range(warmup):
@@ -158,7 +180,9 @@ def bare_seconds(torch, dist, op: str, size: int, rank: int, n: int, dev, sync: 
     return (time.perf_counter() - t0) / iters
 
 
-def init_rank(rank: int, world: int, device_type: str, port: int, timeout_s: int, master: str = "127.0.0.1", local: int | None = None):
+def init_rank(
+    rank: int, world: int, device_type: str, port: int, timeout_s: int, master: str = "127.0.0.1", local: int | None = None
+):
     """Join the process group as `smoke --nproc` does: (torch, dist, device, sync). Across hosts: the rendezvous at
     `master`, and `local` the rank's device index on its own host (default: the rank)."""
     local = rank if local is None else local
@@ -177,16 +201,32 @@ def init_rank(rank: int, world: int, device_type: str, port: int, timeout_s: int
     import torch.distributed as dist
 
     warnings.filterwarnings("ignore", category=FutureWarning, module="torch.distributed")
-    sync = {"cuda": lambda: torch.cuda.synchronize(),
-            "npu": lambda: torch.npu.synchronize(),  # type: ignore[attr-defined]  # torch_npu adds torch.npu
-            }.get(device_type, lambda: None)
-    dist.init_process_group(BACKENDS[device_type], init_method=f"tcp://{master}:{port}", rank=rank, world_size=world,
-                            timeout=timedelta(seconds=timeout_s))
+    sync = {
+        "cuda": lambda: torch.cuda.synchronize(),
+        "npu": lambda: torch.npu.synchronize(),  # type: ignore[attr-defined]  # torch_npu adds torch.npu
+    }.get(device_type, lambda: None)
+    dist.init_process_group(
+        BACKENDS[device_type],
+        init_method=f"tcp://{master}:{port}",
+        rank=rank,
+        world_size=world,
+        timeout=timedelta(seconds=timeout_s),
+    )
     return torch, dist, torch.device("cpu" if device_type == "cpu" else f"{device_type}:{local}"), sync
 
 
-def _worker(local: int, world: int, device_type: str, port: int, outdir: str, timeout_s: int, size_list: list[int], ops: list[str],
-            master: str = "127.0.0.1", first_rank: int = 0) -> None:
+def _worker(
+    local: int,
+    world: int,
+    device_type: str,
+    port: int,
+    outdir: str,
+    timeout_s: int,
+    size_list: list[int],
+    ops: list[str],
+    master: str = "127.0.0.1",
+    first_rank: int = 0,
+) -> None:
     rank = first_rank + local
     result: dict[str, Any] = {"rank": rank, "results": []}
     try:
@@ -217,11 +257,17 @@ def aggregate(ranks: list[dict[str, Any]], world: int, expected: int | None = No
     for (op, size), items in sorted(rows.items(), key=lambda kv: (OPS.index(kv[0][0]), kv[0][1])):
         t = max(i["seconds"] for i in items)
         algbw = size / t / 1e9 if t > 0 else 0.0
-        out.append({
-            "op": op, "size": size, "time_us": t * 1e6, "algbw_gbps": algbw, "busbw_gbps": algbw * BUS_FACTOR[op](world),
-            "correct": len(items) == (expected or world) and all(i["correct"] for i in items),
-            "per_rank_time_us": [i["seconds"] * 1e6 for i in items],
-        })
+        out.append(
+            {
+                "op": op,
+                "size": size,
+                "time_us": t * 1e6,
+                "algbw_gbps": algbw,
+                "busbw_gbps": algbw * BUS_FACTOR[op](world),
+                "correct": len(items) == (expected or world) and all(i["correct"] for i in items),
+                "per_rank_time_us": [i["seconds"] * 1e6 for i in items],
+            }
+        )
     return out
 
 
@@ -256,9 +302,19 @@ def copy_bandwidth(device_type: str, max_size: int = 256 << 20) -> dict[str, Any
     return {"rows": rows}
 
 
-def run_profile(device_type: str, world: int, max_size: int = DEFAULT_MAX_SIZE, ops: tuple[str, ...] = OPS,
-                timeout_s: int = 600, copy_max: int | None = None, *, nnodes: int = 1, node_rank: int = 0,
-                master: str = "127.0.0.1", port: int | None = None) -> dict[str, Any]:
+def run_profile(
+    device_type: str,
+    world: int,
+    max_size: int = DEFAULT_MAX_SIZE,
+    ops: tuple[str, ...] = OPS,
+    timeout_s: int = 600,
+    copy_max: int | None = None,
+    *,
+    nnodes: int = 1,
+    node_rank: int = 0,
+    master: str = "127.0.0.1",
+    port: int | None = None,
+) -> dict[str, Any]:
     """The profile: per-rank raw results, the aggregated table, copy bandwidth; ok when every result is correct.
 
     Across hosts (`nnodes` > 1): this host runs ranks node_rank*nproc ... (nproc = world / nnodes) against the
@@ -274,8 +330,13 @@ def run_profile(device_type: str, world: int, max_size: int = DEFAULT_MAX_SIZE, 
     with tempfile.TemporaryDirectory(prefix="envkit-coll-") as tmp:
         error = None
         try:
-            mp.start_processes(_worker, args=(world, device_type, port or free_port(), tmp, timeout_s, size_list, list(ops), master, first),
-                               nprocs=nproc, join=True, start_method="spawn")
+            mp.start_processes(
+                _worker,
+                args=(world, device_type, port or free_port(), tmp, timeout_s, size_list, list(ops), master, first),
+                nprocs=nproc,
+                join=True,
+                start_method="spawn",
+            )
         except Exception as exc:  # noqa: BLE001 - a dead rank is a failed profile
             text = str(exc).strip()
             error = f"{type(exc).__name__}: {text.splitlines()[-1] if text else ''}"
@@ -303,16 +364,22 @@ def run_profile(device_type: str, world: int, max_size: int = DEFAULT_MAX_SIZE, 
 
 
 def format_table(profile: dict[str, Any]) -> list[str]:
-    lines = [f"collectives: {profile['backend']} across {profile['world']} processes",
-             f"{'op':<15}{'size':>10}{'time(us)':>12}{'algbw(GB/s)':>13}{'busbw(GB/s)':>13}  check"]
+    lines = [
+        f"collectives: {profile['backend']} across {profile['world']} processes",
+        f"{'op':<15}{'size':>10}{'time(us)':>12}{'algbw(GB/s)':>13}{'busbw(GB/s)':>13}  check",
+    ]
     for row in profile["results"]:
-        lines.append(f"{row['op']:<15}{human(row['size']):>10}{row['time_us']:>12.1f}{row['algbw_gbps']:>13.3f}"
-                     f"{row['busbw_gbps']:>13.3f}  {'ok' if row['correct'] else 'WRONG'}")
+        lines.append(
+            f"{row['op']:<15}{human(row['size']):>10}{row['time_us']:>12.1f}{row['algbw_gbps']:>13.3f}"
+            f"{row['busbw_gbps']:>13.3f}  {'ok' if row['correct'] else 'WRONG'}"
+        )
     copies = profile.get("copies", {})
     if "skipped" in copies:
         lines.append(f"copies: skipped ({copies['skipped']})")
     for row in copies.get("rows", []):
-        lines.append(f"copy {row['direction']} {'pinned' if row['pinned'] else 'pageable':<8} {human(row['size']):>9} {row['gbps']:.2f} GB/s")
+        lines.append(
+            f"copy {row['direction']} {'pinned' if row['pinned'] else 'pageable':<8} {human(row['size']):>9} {row['gbps']:.2f} GB/s"
+        )
     lines += [f"error: {e}" for e in profile.get("errors", [])]
     return lines
 
@@ -351,7 +418,9 @@ def load_thresholds(path: Path | None = None) -> dict[str, Any]:
         th = data["collectives"]
         out = {"time_ratio_max": float(th["time_ratio_max"]), "min_time_us": float(th.get("min_time_us", 0.0))}
     except (TypeError, KeyError, ValueError):
-        raise BadInput(f"{file}: expected collectives.time_ratio_max (and optional min_time_us)", where=Where(str(file))) from None
+        raise BadInput(
+            f"{file}: expected collectives.time_ratio_max (and optional min_time_us)", where=Where(str(file))
+        ) from None
     if out["time_ratio_max"] < 1.0:
         raise BadInput(f"{file}: time_ratio_max must be at least 1.0", where=Where(str(file), None, "collectives.time_ratio_max"))
     return out
@@ -370,8 +439,15 @@ def compare_profiles(ref: dict[str, Any], cand: dict[str, Any], thresholds: dict
         ratio = c["time_us"] / r["time_us"] if r["time_us"] > 0 else float("inf")
         noisy = max(c["time_us"], r["time_us"]) < thresholds.get("min_time_us", 0.0)
         bad = (ratio > thresholds["time_ratio_max"] and not noisy) or not c.get("correct", False)
-        row = {"op": c["op"], "size": c["size"], "ref_time_us": r["time_us"], "cand_time_us": c["time_us"], "ratio": ratio,
-               "correct": bool(c.get("correct")), "beyond": bad}
+        row = {
+            "op": c["op"],
+            "size": c["size"],
+            "ref_time_us": r["time_us"],
+            "cand_time_us": c["time_us"],
+            "ratio": ratio,
+            "correct": bool(c.get("correct")),
+            "beyond": bad,
+        }
         rows.append(row)
         if bad:
             slower.append(f"{c['op']} {human(c['size'])}: x{ratio:.2f}" + ("" if c.get("correct") else " (wrong result)"))
@@ -397,7 +473,9 @@ def load_profile(path: Path) -> dict[str, Any]:
 
 # --- vendor tools: hccl_test and ascend-dmi --bw ---------------------------------------------------
 
-_HCCL_HEADER = re.compile(r"data_size\(Bytes\):?\s*\|\s*a(?:ve|v)g_time\(us\):?\s*\|\s*alg_bandwidth\(GB/s\):?\s*\|\s*check_result:?", re.I)
+_HCCL_HEADER = re.compile(
+    r"data_size\(Bytes\):?\s*\|\s*a(?:ve|v)g_time\(us\):?\s*\|\s*alg_bandwidth\(GB/s\):?\s*\|\s*check_result:?", re.I
+)
 
 
 def parse_hccl_test(text: str) -> dict[str, Any]:
@@ -479,22 +557,34 @@ def compare_profile_files(ref: str | Path, cand: str | Path, thresholds: Path | 
     try:
         cmp = compare_profiles(a, b, th)
     except (KeyError, TypeError, ValueError, ZeroDivisionError, AttributeError) as exc:
-        raise BadInput(f"a profile row is malformed ({type(exc).__name__}: {exc})",
-                       hint="compare the report.json of `envkit smoke --collectives` runs") from None
+        raise BadInput(
+            f"a profile row is malformed ({type(exc).__name__}: {exc})",
+            hint="compare the report.json of `envkit smoke --collectives` runs",
+        ) from None
     if not cmp["rows"]:
         raise BadInput("the two profiles share no (op, size) to compare", hint="run both with the same --max-size")
-    return {**cmp, "ref": str(ref), "cand": str(cand), "ref_backend": a.get("backend"), "cand_backend": b.get("backend"),
-            "world": a.get("world")}
+    return {
+        **cmp,
+        "ref": str(ref),
+        "cand": str(cand),
+        "ref_backend": a.get("backend"),
+        "cand_backend": b.get("backend"),
+        "world": a.get("world"),
+    }
 
 
 def format_comparison(cmp: dict[str, Any]) -> list[str]:
     """A table: each (op, size) with both times and the ratio; each size beyond the threshold marked and named."""
     th = cmp["thresholds"]
-    lines = [f"collective profiles: {cmp.get('ref')} ({cmp.get('ref_backend')}) vs {cmp.get('cand')} ({cmp.get('cand_backend')}),"
-             f" world {cmp.get('world')}; limit x{th['time_ratio_max']:g} (sizes under {th.get('min_time_us', 0):g} us only checked)",
-             f"{'op':<15}{'size':>10}{'ref(us)':>12}{'cand(us)':>12}{'ratio':>8}  verdict"]
+    lines = [
+        f"collective profiles: {cmp.get('ref')} ({cmp.get('ref_backend')}) vs {cmp.get('cand')} ({cmp.get('cand_backend')}),"
+        f" world {cmp.get('world')}; limit x{th['time_ratio_max']:g} (sizes under {th.get('min_time_us', 0):g} us only checked)",
+        f"{'op':<15}{'size':>10}{'ref(us)':>12}{'cand(us)':>12}{'ratio':>8}  verdict",
+    ]
     for r in cmp["rows"]:
         verdict = "SLOWER" if r["beyond"] and r["correct"] else ("WRONG" if not r["correct"] else "ok")
-        lines.append(f"{r['op']:<15}{human(r['size']):>10}{r['ref_time_us']:>12.1f}{r['cand_time_us']:>12.1f}{r['ratio']:>8.2f}  {verdict}")
+        lines.append(
+            f"{r['op']:<15}{human(r['size']):>10}{r['ref_time_us']:>12.1f}{r['cand_time_us']:>12.1f}{r['ratio']:>8.2f}  {verdict}"
+        )
     lines.append("beyond the thresholds: " + "; ".join(cmp["beyond"]) if cmp["beyond"] else "every size within the thresholds")
     return lines

@@ -76,13 +76,17 @@ def load_thresholds(path: Path | None) -> tuple[ThresholdsFile, Path, str]:
         data = yaml.safe_load(raw)
         th = ThresholdsFile.model_validate(data)
     except (yaml.YAMLError, ValidationError) as exc:
-        raise BadInput(f"invalid thresholds file: {str(exc).splitlines()[0]}", where=Where(file=str(path)),
-                       details={"error": str(exc)}) from exc
+        raise BadInput(
+            f"invalid thresholds file: {str(exc).splitlines()[0]}", where=Where(file=str(path)), details={"error": str(exc)}
+        ) from exc
     for key in th.pairs:
         parts = key.split("/")
         if len(parts) != 2 or any(p not in DTYPE_ORDER for p in parts) or pair_key(*parts) != key:
-            raise BadInput(f"invalid dtype pair '{key}' in the thresholds file", where=Where(file=str(path), key=f"pairs.{key}"),
-                           hint="write pairs as fp32/fp32, fp32/bf16, fp16/bf16, ... (fp32, fp16, bf16 in this order)")
+            raise BadInput(
+                f"invalid dtype pair '{key}' in the thresholds file",
+                where=Where(file=str(path), key=f"pairs.{key}"),
+                hint="write pairs as fp32/fp32, fp32/bf16, fp16/bf16, ... (fp32, fp16, bf16 in this order)",
+            )
     return th, path, hashlib.sha256(raw).hexdigest()
 
 
@@ -109,8 +113,17 @@ class Run:
         return f"{self.meta.get('device')} {self.dtype} (torch {self.meta.get('torch')}, transformers {self.meta.get('transformers')})"
 
 
-_REQUIRED_META = ("envkit_format", "device", "device_type", "param_device", "dtype", "model_digest", "prompt_digest",
-                  "prompts", "token_ids")
+_REQUIRED_META = (
+    "envkit_format",
+    "device",
+    "device_type",
+    "param_device",
+    "dtype",
+    "model_digest",
+    "prompt_digest",
+    "prompts",
+    "token_ids",
+)
 
 
 def load_run(arg: str | Path, label: str) -> Run:
@@ -122,7 +135,10 @@ def load_run(arg: str | Path, label: str) -> Run:
         report_path = p / REPORT_FILE if (p / REPORT_FILE).is_file() else None
         p = p / LOGITS_FILE
     if not p.is_file():
-        raise BadInput(f"{label}: no smoke logits file at {p}", hint="pass a run directory written by `envkit smoke --out DIR` or its logits.safetensors")
+        raise BadInput(
+            f"{label}: no smoke logits file at {p}",
+            hint="pass a run directory written by `envkit smoke --out DIR` or its logits.safetensors",
+        )
     try:
         with safe_open(str(p), framework="numpy") as fh:
             meta = dict(fh.metadata() or {})
@@ -131,8 +147,10 @@ def load_run(arg: str | Path, label: str) -> Run:
         raise BadInput(f"{label}: cannot read {p}: {exc}", where=Where(file=str(p))) from exc
     missing = [k for k in _REQUIRED_META if k not in meta]
     if missing or meta.get("envkit_format") != METADATA_FORMAT:
-        raise BadInput(f"{label}: {p} is not an envkit smoke logits file (metadata {', '.join(missing) or 'envkit_format'} missing or wrong)",
-                       where=Where(file=str(p)))
+        raise BadInput(
+            f"{label}: {p} is not an envkit smoke logits file (metadata {', '.join(missing) or 'envkit_format'} missing or wrong)",
+            where=Where(file=str(p)),
+        )
     run = Run(p, meta, tensors, label=label)
     # the recorded device must be the device the parameters were really on
     recorded, actual = meta["device_type"], meta["param_device"].split(":")[0]
@@ -159,9 +177,11 @@ def load_run(arg: str | Path, label: str) -> Run:
         }
         bad = [k for k, (a, b) in expect.items() if a != b]
         if bad:
-            raise BadInput(f"{label}: report.json does not describe {p.name} ({', '.join(bad)} differ)",
-                           where=Where(file=str(report_path)),
-                           hint="the logits file was replaced or edited after the run; rerun the smoke")
+            raise BadInput(
+                f"{label}: report.json does not describe {p.name} ({', '.join(bad)} differ)",
+                where=Where(file=str(report_path)),
+                hint="the logits file was replaced or edited after the run; rerun the smoke",
+            )
     for name in run.prompts:
         for kind in ("logits", "input_ids", "attention_mask", "positions"):
             if f"{kind}.{name}" not in tensors:
@@ -174,11 +194,16 @@ def check_comparable(ref: Run, cand: Run) -> None:
     import numpy as np
 
     if ref.meta["model_digest"] != cand.meta["model_digest"]:
-        raise BadInput(f"the model digests differ: {ref.meta['model_digest'][:19]}... vs {cand.meta['model_digest'][:19]}...",
-                       hint="compare runs of the same model")
+        raise BadInput(
+            f"the model digests differ: {ref.meta['model_digest'][:19]}... vs {cand.meta['model_digest'][:19]}...",
+            hint="compare runs of the same model",
+        )
     if ref.meta["prompt_digest"] != cand.meta["prompt_digest"] or ref.prompts != cand.prompts:
-        raise BadInput("the prompt sets differ", hint="compare runs made with the same envkit prompt set",
-                       details={"ref": ref.prompts, "cand": cand.prompts})
+        raise BadInput(
+            "the prompt sets differ",
+            hint="compare runs made with the same envkit prompt set",
+            details={"ref": ref.prompts, "cand": cand.prompts},
+        )
     if json.loads(ref.meta["token_ids"]) != json.loads(cand.meta["token_ids"]):
         raise BadInput("the token ids differ (another tokenizer?)", hint="compare runs that tokenised the prompts identically")
     for name in ref.prompts:
@@ -210,8 +235,15 @@ def logits_metrics(ref, cand) -> dict[str, float]:
     b = cand.astype(np.float64)
     if not (np.isfinite(a).all() and np.isfinite(b).all()):
         nan = float("nan")
-        return {"max_abs": math.inf, "mean_abs": math.inf, "cosine_min": nan, "top1": 0.0, "kl_max": math.inf, "kl_mean": math.inf,
-                "ref_absmax": float(np.nanmax(np.abs(a))) if a.size else 0.0}
+        return {
+            "max_abs": math.inf,
+            "mean_abs": math.inf,
+            "cosine_min": nan,
+            "top1": 0.0,
+            "kl_max": math.inf,
+            "kl_mean": math.inf,
+            "ref_absmax": float(np.nanmax(np.abs(a))) if a.size else 0.0,
+        }
     d = np.abs(a - b)
     na = np.linalg.norm(a, axis=-1)
     nb = np.linalg.norm(b, axis=-1)
@@ -313,8 +345,13 @@ class RunInfo(StrictModel):
 
     @classmethod
     def of(cls, run: Run) -> RunInfo:
-        return cls(path=str(run.path), device=run.meta["device"], dtype=run.dtype, torch=run.meta.get("torch"),
-                   transformers=run.meta.get("transformers"))
+        return cls(
+            path=str(run.path),
+            device=run.meta["device"],
+            dtype=run.dtype,
+            torch=run.meta.get("torch"),
+            transformers=run.meta.get("transformers"),
+        )
 
 
 class CompareReport(ReportModel):
@@ -342,21 +379,28 @@ def compare_runs(ref_arg: str | Path, cand_arg: str | Path, thresholds: Path | N
     check_comparable(ref, cand)
     pair = pair_key(ref.dtype, cand.dtype)
     if pair not in th.pairs:
-        raise BadInput(f"the thresholds file has no entry for the dtype pair {pair}", where=Where(file=str(th_path), key=f"pairs.{pair}"))
+        raise BadInput(
+            f"the thresholds file has no entry for the dtype pair {pair}", where=Where(file=str(th_path), key=f"pairs.{pair}")
+        )
     lim = th.pairs[pair]
     cmp = Comparison(ref, cand, pair, lim, th_path, th_sha)
     for name in ref.prompts:
         m = logits_metrics(ref.tensors[f"logits.{name}"], cand.tensors[f"logits.{name}"])
         bad = violations(m, lim)
-        cmp.prompts.append({"name": name, "positions": int(ref.tensors[f"logits.{name}"].shape[0]), **m, "ok": not bad, "failed": bad})
+        cmp.prompts.append(
+            {"name": name, "positions": int(ref.tensors[f"logits.{name}"].shape[0]), **m, "ok": not bad, "failed": bad}
+        )
     have = [f"hidden.{n}" in ref.tensors and f"hidden.{n}" in cand.tensors for n in ref.prompts]
     if all(have):
         import numpy as np
 
         for n in ref.prompts:
             ra, rb = ref.tensors.get(f"hidden_rows.{n}"), cand.tensors.get(f"hidden_rows.{n}")
-            if (ra is None) != (rb is None) or (ra is not None and rb is not None and not np.array_equal(ra, rb)) \
-                    or ref.tensors[f"hidden.{n}"].shape != cand.tensors[f"hidden.{n}"].shape:
+            if (
+                (ra is None) != (rb is None)
+                or (ra is not None and rb is not None and not np.array_equal(ra, rb))
+                or ref.tensors[f"hidden.{n}"].shape != cand.tensors[f"hidden.{n}"].shape
+            ):
                 raise BadInput(f"the hidden states of prompt '{n}' were kept at different positions or shapes")
         per_prompt = {n: layer_metrics(ref.tensors[f"hidden.{n}"], cand.tensors[f"hidden.{n}"]) for n in ref.prompts}
         n_layers = len(next(iter(per_prompt.values())))
@@ -371,8 +415,13 @@ def compare_runs(ref_arg: str | Path, cand_arg: str | Path, thresholds: Path | N
                     break
         else:
             cmp.notes.append(f"no layer_rel_max for {pair}: layers are reported, not judged")
-        cmp.layers = {"names": names, "worst_rel": worst, "per_prompt": per_prompt, "threshold": lim.layer_rel_max,
-                      "first_divergent": first}
+        cmp.layers = {
+            "names": names,
+            "worst_rel": worst,
+            "per_prompt": per_prompt,
+            "threshold": lim.layer_rel_max,
+            "first_divergent": first,
+        }
     elif any(f"hidden.{n}" in ref.tensors or f"hidden.{n}" in cand.tensors for n in ref.prompts):
         cmp.notes.append("only one side has hidden states per layer (--layers): layers not compared")
     return cmp
@@ -406,7 +455,9 @@ def format_table(cmp: Comparison) -> list[str]:
         lines.append(f"layers (worst relative difference): {worst}")
         first = cmp.layers["first_divergent"]
         if first:
-            lines.append(f"first layer over its threshold: {first['name']} (rel {_g(first['rel'])} on prompt '{first['prompt']}')")
+            lines.append(
+                f"first layer over its threshold: {first['name']} (rel {_g(first['rel'])} on prompt '{first['prompt']}')"
+            )
         elif cmp.layers["threshold"] is not None:
             lines.append("no layer over its threshold")
     for note in cmp.notes:

@@ -60,8 +60,18 @@ class MappedError:
     details: dict[str, Any] = field(default_factory=dict)
 
 
-_CANN_LIBS = ("libhccl.so", "libascendcl.so", "libacl_op_compiler.so", "libge_runner.so", "libgraph.so",
-              "libacl_tdt_channel.so", "libruntime.so", "libascend_hal.so", "libc_sec.so", "libmmpa.so")
+_CANN_LIBS = (
+    "libhccl.so",
+    "libascendcl.so",
+    "libacl_op_compiler.so",
+    "libge_runner.so",
+    "libgraph.so",
+    "libacl_tdt_channel.so",
+    "libruntime.so",
+    "libascend_hal.so",
+    "libc_sec.so",
+    "libmmpa.so",
+)
 
 
 def is_npu_failure(text: str) -> bool:
@@ -85,9 +95,7 @@ def map_npu_error(text: str, env: Mapping[str, str] | None = None, stage: str = 
     """Map the text of a failure while importing torch / torch_npu to a message and a hint."""
     env = os.environ if env is None else env
     ascend_home = env.get("ASCEND_HOME_PATH")
-    unset_note = (
-        "ASCEND_HOME_PATH is unset: the CANN environment was not loaded in this shell.\n" if not ascend_home else ""
-    )
+    unset_note = "ASCEND_HOME_PATH is unset: the CANN environment was not loaded in this shell.\n" if not ascend_home else ""
     details = {"stage": stage, "error": text.strip().splitlines()[-1] if text.strip() else "", "ASCEND_HOME_PATH": ascend_home}
     autoload = "Failed to load the backend extension: torch_npu" in text
     prefix = "import torch failed: the torch_npu backend extension (autoloaded by torch) did not load" if autoload else None
@@ -121,9 +129,10 @@ def map_npu_error(text: str, env: Mapping[str, str] | None = None, stage: str = 
             what = f"CANN library {lib} not found"
             return MappedError(
                 "cann_missing",
-                f"{prefix}: {what}" if prefix else f"torch_npu cannot load: {what}" + ("" if stage == "import torch_npu" else f" (during {stage})"),
-                f"{unset_note}CANN is not installed, or its set_env.sh was not sourced: {SET_ENV_HINT}"
-                + autoload_hint,
+                f"{prefix}: {what}"
+                if prefix
+                else f"torch_npu cannot load: {what}" + ("" if stage == "import torch_npu" else f" (during {stage})"),
+                f"{unset_note}CANN is not installed, or its set_env.sh was not sourced: {SET_ENV_HINT}" + autoload_hint,
                 details | {"library": lib},
             )
 
@@ -147,8 +156,7 @@ def map_npu_error(text: str, env: Mapping[str, str] | None = None, stage: str = 
         return MappedError(
             "autoload_failed",
             prefix or "",
-            f"{unset_note}see the cause below; check CANN ({SET_ENV_HINT}) and the torch/torch_npu pairing"
-            + autoload_hint,
+            f"{unset_note}see the cause below; check CANN ({SET_ENV_HINT}) and the torch/torch_npu pairing" + autoload_hint,
             details,
         )
     return MappedError(
@@ -175,7 +183,9 @@ def no_npu_error(env: Mapping[str, str] | None = None, count: int = 0, index: in
     )
 
 
-def no_cuda_error(cuda_build: str | None, count: int = 0, index: int = 0, torch_version: str = "", requested: str = "cuda") -> MappedError:
+def no_cuda_error(
+    cuda_build: str | None, count: int = 0, index: int = 0, torch_version: str = "", requested: str = "cuda"
+) -> MappedError:
     if cuda_build is None:
         return MappedError(
             "no_device",
@@ -195,7 +205,11 @@ def no_cuda_error(cuda_build: str | None, count: int = 0, index: int = 0, torch_
 
 
 def cannot_run(mapped: MappedError, requested: str | None = None) -> CannotRun:
-    message = mapped.message if requested is None or mapped.message.startswith("device ") else f"device '{requested}' requested: {mapped.message}"
+    message = (
+        mapped.message
+        if requested is None or mapped.message.startswith("device ")
+        else f"device '{requested}' requested: {mapped.message}"
+    )
     details = {"kind": mapped.kind, **mapped.details}
     if requested is not None:
         details["device"] = requested

@@ -98,7 +98,5 @@ def run_collectives(device_type: str, world: int, timeout_s: int = 120) -> dict[
         for r in range(world):
             path = Path(tmp, f"rank{r}.json")
             ranks.append(json.loads(path.read_text()) if path.is_file() else {"rank": r, "error": "no result"})
-    ok = error is None and all(
-        r.get("all_reduce_ok") and r.get("all_gather_ok") and not r.get("error") for r in ranks
-    )
+    ok = error is None and all(r.get("all_reduce_ok") and r.get("all_gather_ok") and not r.get("error") for r in ranks)
     return {"ok": ok, "backend": BACKENDS[device_type], "world": world, "ranks": ranks, "error": error}

@@ -71,7 +71,9 @@ def corpus_text() -> str:
 def recipe_digest(spec: TinySpec = TinySpec()) -> str:
     """A digest of everything the build depends on: recipe version, seed, architecture and corpus."""
     h = hashlib.sha256()
-    h.update(json.dumps({"recipe": RECIPE_VERSION, "seed": SEED, "std": WEIGHT_STD, "spec": asdict(spec)}, sort_keys=True).encode())
+    h.update(
+        json.dumps({"recipe": RECIPE_VERSION, "seed": SEED, "std": WEIGHT_STD, "spec": asdict(spec)}, sort_keys=True).encode()
+    )
     h.update(b"\0")
     h.update(corpus_text().encode("utf-8"))
     return h.hexdigest()
@@ -160,7 +162,11 @@ def tensor_shapes(spec: TinySpec, vocab: int) -> dict[str, tuple[int, ...]]:
     h, i = spec.hidden_size, spec.intermediate_size
     head = h // spec.num_attention_heads
     kv = spec.num_key_value_heads * head
-    shapes: dict[str, tuple[int, ...]] = {"model.embed_tokens.weight": (vocab, h), "model.norm.weight": (h,), "lm_head.weight": (vocab, h)}
+    shapes: dict[str, tuple[int, ...]] = {
+        "model.embed_tokens.weight": (vocab, h),
+        "model.norm.weight": (h,),
+        "lm_head.weight": (vocab, h),
+    }
     for n in range(spec.num_hidden_layers):
         p = f"model.layers.{n}."
         shapes.update(
@@ -193,8 +199,16 @@ def tensor_values(name: str, shape: tuple[int, ...]):  # -> numpy.ndarray (float
     return values.astype(np.float32)
 
 
-_ST_DTYPES = {"float32": "F32", "float64": "F64", "float16": "F16", "int64": "I64", "int32": "I32", "int8": "I8",
-              "uint8": "U8", "bool": "BOOL"}
+_ST_DTYPES = {
+    "float32": "F32",
+    "float64": "F64",
+    "float16": "F16",
+    "int64": "I64",
+    "int32": "I32",
+    "int8": "I8",
+    "uint8": "U8",
+    "bool": "BOOL",
+}
 
 
 def write_safetensors(path: Path, tensors: dict[str, Any], metadata: dict[str, str] | None = None) -> None:

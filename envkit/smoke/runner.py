@@ -165,7 +165,11 @@ def run_smoke(opts: SmokeOptions, progress: Callable[[str], None] = lambda _m: N
     tokenizer.padding_side = "left"
 
     config = model.config
-    vocab = int(model.get_output_embeddings().weight.shape[0]) if model.get_output_embeddings() is not None else int(config.vocab_size)
+    vocab = (
+        int(model.get_output_embeddings().weight.shape[0])
+        if model.get_output_embeddings() is not None
+        else int(config.vocab_size)
+    )
     max_pos = getattr(config, "max_position_embeddings", None)
     prompts = prompt_set(max_pos, corpus_text())
     p_digest = prompt_digest(prompts)

@@ -127,14 +127,23 @@ def vllm_command(
 ) -> ServerCommand:
     """`vllm serve` on loopback with the served name `envkit-smoke`, offline; on npu, the serving env block."""
     argv = [
-        vllm, "serve", str(model_dir),
-        "--host", HOST,
-        "--port", str(port),
-        "--served-model-name", SERVED_MODEL_NAME,
-        "--max-model-len", str(max_model_len),
-        "--dtype", TORCH_DTYPE_NAMES[dtype],
-        "--seed", "0",
-        "--gpu-memory-utilization", str(GPU_MEMORY_UTILIZATION),
+        vllm,
+        "serve",
+        str(model_dir),
+        "--host",
+        HOST,
+        "--port",
+        str(port),
+        "--served-model-name",
+        SERVED_MODEL_NAME,
+        "--max-model-len",
+        str(max_model_len),
+        "--dtype",
+        TORCH_DTYPE_NAMES[dtype],
+        "--seed",
+        "0",
+        "--gpu-memory-utilization",
+        str(GPU_MEMORY_UTILIZATION),
     ]
     if chat_template is not None:
         argv += ["--chat-template", str(chat_template)]
@@ -145,19 +154,30 @@ def vllm_command(
     return ServerCommand("vllm", argv, env, expects_done=True)
 
 
-def transformers_command(model_dir: Path, port: int, dtype: str, spec: DeviceSpec, threads: int | None = None,
-                         python: str | None = None) -> ServerCommand:
+def transformers_command(
+    model_dir: Path, port: int, dtype: str, spec: DeviceSpec, threads: int | None = None, python: str | None = None
+) -> ServerCommand:
     """`transformers serve MODEL` pinned to the model, on the device, eager attention (as the in-process model)."""
     python = python or sys.executable
     script = Path(python).parent / "transformers"
-    launcher = [str(script)] if script.is_file() else [python, "-c", "import sys; from transformers.cli.transformers import main; sys.exit(main())"]
+    launcher = (
+        [str(script)]
+        if script.is_file()
+        else [python, "-c", "import sys; from transformers.cli.transformers import main; sys.exit(main())"]
+    )
     argv = launcher + [
-        "serve", str(model_dir),
-        "--host", HOST,
-        "--port", str(port),
-        "--device", str(spec) if spec.type != "cpu" else "cpu",
-        "--dtype", TORCH_DTYPE_NAMES[dtype],
-        "--attn-implementation", "eager",
+        "serve",
+        str(model_dir),
+        "--host",
+        HOST,
+        "--port",
+        str(port),
+        "--device",
+        str(spec) if spec.type != "cpu" else "cpu",
+        "--dtype",
+        TORCH_DTYPE_NAMES[dtype],
+        "--attn-implementation",
+        "eager",
     ]
     env = dict(OFFLINE_ENV)
     if spec.type == "npu":
@@ -292,7 +312,9 @@ def http_get_json(port: int, path: str, timeout: float) -> tuple[int, Any]:
 
 def _post(conn: http.client.HTTPConnection, path: str, body: dict[str, Any]) -> http.client.HTTPResponse:
     payload = json.dumps(body, ensure_ascii=False).encode("utf-8")
-    conn.request("POST", path, body=payload, headers={"Content-Type": "application/json", "Accept": "application/json, text/event-stream"})
+    conn.request(
+        "POST", path, body=payload, headers={"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+    )
     return conn.getresponse()
 
 
@@ -352,8 +374,14 @@ def complete(port: int, req: Request, model: str, max_tokens: int, timeout: floa
         raise ServeError(f"no text in the answer of {req.path}: {json.dumps(choice)[:200]}")
     tokens = _usage_tokens(doc)
     return Answer(
-        name=req.name, kind=req.kind, stream=False, ok=True, text=text, completion_tokens=tokens,
-        finish_reason=choice.get("finish_reason"), seconds=seconds,
+        name=req.name,
+        kind=req.kind,
+        stream=False,
+        ok=True,
+        text=text,
+        completion_tokens=tokens,
+        finish_reason=choice.get("finish_reason"),
+        seconds=seconds,
         tokens_per_s=(tokens / seconds) if tokens and seconds > 0 else None,
     )
 
@@ -504,13 +532,27 @@ def stream(port: int, req: Request, model: str, max_tokens: int, timeout: float,
         conn.close()
     tokens = res.completion_tokens if res.completion_tokens is not None else res.chunks
     decode = None
-    if res.first_content_s is not None and res.last_content_s is not None and tokens > 1 and res.last_content_s > res.first_content_s:
+    if (
+        res.first_content_s is not None
+        and res.last_content_s is not None
+        and tokens > 1
+        and res.last_content_s > res.first_content_s
+    ):
         decode = (tokens - 1) / (res.last_content_s - res.first_content_s)
     return Answer(
-        name=req.name, kind=req.kind, stream=True, ok=True, text=res.text, completion_tokens=res.completion_tokens,
-        finish_reason=res.finish_reason, seconds=res.total_s, ttft_s=res.first_content_s,
+        name=req.name,
+        kind=req.kind,
+        stream=True,
+        ok=True,
+        text=res.text,
+        completion_tokens=res.completion_tokens,
+        finish_reason=res.finish_reason,
+        seconds=res.total_s,
+        ttft_s=res.first_content_s,
         tokens_per_s=(tokens / res.total_s) if tokens and res.total_s > 0 else None,
-        decode_tokens_per_s=decode, chunks=res.chunks, done_marker=res.done,
+        decode_tokens_per_s=decode,
+        chunks=res.chunks,
+        done_marker=res.done,
     )
 
 
@@ -523,7 +565,7 @@ def _stat(pid: int) -> tuple[str, int, int] | None:
         raw = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
-    rest = raw[raw.rfind(")") + 2:].split()
+    rest = raw[raw.rfind(")") + 2 :].split()
     try:
         return rest[0], int(rest[1]), int(rest[2])
     except (IndexError, ValueError):
@@ -605,12 +647,19 @@ class ServerProcess:
         with open(self.log_path, "wb") as log:
             try:
                 self.proc = subprocess.Popen(
-                    self.command.argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
-                    start_new_session=True, preexec_fn=_parent_death_signal(), close_fds=True,
+                    self.command.argv,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    env=env,
+                    start_new_session=True,
+                    preexec_fn=_parent_death_signal(),
+                    close_fds=True,
                 )
             except OSError as exc:
-                raise CannotRun(f"cannot start the server ({self.command.argv[0]}): {exc}",
-                                hint=install_hint(self.command.engine)) from exc
+                raise CannotRun(
+                    f"cannot start the server ({self.command.argv[0]}): {exc}", hint=install_hint(self.command.engine)
+                ) from exc
         self.pgid = self.proc.pid
         self.known = {self.proc.pid}
         with _LIVE_LOCK:
@@ -656,8 +705,13 @@ class ServerProcess:
         except subprocess.TimeoutExpired:
             pass
         left = sorted(self.remaining())
-        self.stopped = {"seconds": time.perf_counter() - t0, "signal": sent, "left": left,
-                        "returncode": self.proc.returncode, "pids": sorted(self.known)}
+        self.stopped = {
+            "seconds": time.perf_counter() - t0,
+            "signal": sent,
+            "left": left,
+            "returncode": self.proc.returncode,
+            "pids": sorted(self.known),
+        }
         with _LIVE_LOCK:
             _LIVE.discard(self)
         return self.stopped
@@ -684,7 +738,9 @@ def install_hint(engine: str) -> str:
 def check_prerequisites(command: ServerCommand) -> None:
     if command.engine == "vllm":
         if shutil.which(command.argv[0]) is None:
-            raise CannotRun("`vllm` not found on PATH: the serving smoke on this device runs `vllm serve`", hint=install_hint("vllm"))
+            raise CannotRun(
+                "`vllm` not found on PATH: the serving smoke on this device runs `vllm serve`", hint=install_hint("vllm")
+            )
         return
     from importlib.util import find_spec
 
@@ -695,8 +751,14 @@ def check_prerequisites(command: ServerCommand) -> None:
         raise CannotRun(f"`transformers serve` cannot run here: missing {', '.join(missing)}", hint=install_hint("transformers"))
 
 
-def wait_ready(server: ServerProcess, port: int, timeout: float, expected: str | None,
-               poll: float = 0.25, clock: Callable[[], float] = time.monotonic) -> tuple[str, float]:
+def wait_ready(
+    server: ServerProcess,
+    port: int,
+    timeout: float,
+    expected: str | None,
+    poll: float = 0.25,
+    clock: Callable[[], float] = time.monotonic,
+) -> tuple[str, float]:
     """Poll /health, then /v1/models, until ready; returns (model id to request, seconds). CannotRun when the
     server exits first or the timeout passes."""
     t0 = clock()
@@ -713,7 +775,9 @@ def wait_ready(server: ServerProcess, port: int, timeout: float, expected: str |
             status, _ = http_get_json(port, "/health", POLL_TIMEOUT)
             if status == 200:
                 status, doc = http_get_json(port, "/v1/models", POLL_TIMEOUT)
-                listed = [m.get("id") for m in (doc or {}).get("data", []) if isinstance(m, dict)] if isinstance(doc, dict) else []
+                listed = (
+                    [m.get("id") for m in (doc or {}).get("data", []) if isinstance(m, dict)] if isinstance(doc, dict) else []
+                )
                 ids = [i for i in listed if isinstance(i, str)]
                 if status == 200 and ids:
                     return (expected if expected in ids else ids[0]), clock() - t0
@@ -768,7 +832,9 @@ def reference_generations(model_dir: Path, spec: DeviceSpec, dtype: str, max_tok
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(model_dir, local_files_only=True)
-    model = AutoModelForCausalLM.from_pretrained(model_dir, **_load_kwargs(transformers, getattr(torch, TORCH_DTYPE_NAMES[dtype])))
+    model = AutoModelForCausalLM.from_pretrained(
+        model_dir, **_load_kwargs(transformers, getattr(torch, TORCH_DTYPE_NAMES[dtype]))
+    )
     model.to(device.torch_device)
     model.eval()
 
@@ -780,15 +846,16 @@ def reference_generations(model_dir: Path, spec: DeviceSpec, dtype: str, max_tok
         if req.kind == "completion":
             inputs = tokenizer(req.prompt, return_tensors="pt")
         else:
-            inputs = tokenizer.apply_chat_template(req.messages(), add_generation_prompt=True, tokenize=True,
-                                                   return_dict=True, return_tensors="pt")
+            inputs = tokenizer.apply_chat_template(
+                req.messages(), add_generation_prompt=True, tokenize=True, return_dict=True, return_tensors="pt"
+            )
         inputs = {k: v.to(device.torch_device) for k, v in inputs.items()}
         config = copy.deepcopy(model.generation_config)
         config.do_sample = False
         config.max_new_tokens = max_tokens
         with torch.no_grad():
             seq = model.generate(**inputs, generation_config=config)
-        ids = [int(t) for t in seq[0, inputs["input_ids"].shape[-1]:].tolist()]
+        ids = [int(t) for t in seq[0, inputs["input_ids"].shape[-1] :].tolist()]
         out[req.name] = Reference(ids=ids, text=decode(ids), decode=decode)
     del model
     _release(spec)
@@ -835,15 +902,25 @@ def check_agreement(req: Request, answer: Answer | None, ref: Reference | None, 
     fraction = matched / len(ref.ids) if ref.ids else (1.0 if not normalize(req.kind, answer.text) else 0.0)
     same_text = normalize(req.kind, answer.text) == normalize(req.kind, ref.text)
     same_count = answer.completion_tokens is None or answer.completion_tokens == len(ref.ids)
-    data = {"exact_required": exact, "text_equal": same_text, "token_count_equal": same_count,
-            "agreement": fraction, "matched_tokens": matched, "reference_tokens": len(ref.ids),
-            "server_tokens": answer.completion_tokens, "reference_text": ref.text, "server_text": answer.text}
+    data = {
+        "exact_required": exact,
+        "text_equal": same_text,
+        "token_count_equal": same_count,
+        "agreement": fraction,
+        "matched_tokens": matched,
+        "reference_tokens": len(ref.ids),
+        "server_tokens": answer.completion_tokens,
+        "reference_text": ref.text,
+        "server_text": answer.text,
+    }
     if exact:
         ok = same_text and same_count
-        figure = (f"{req.kind}: the server's {len(ref.ids)} greedy tokens equal the in-process generation"
-                  if ok else
-                  f"{req.kind}: the server differs from the in-process generation after {matched} of {len(ref.ids)} tokens "
-                  f"(text equal: {same_text}, token count {answer.completion_tokens} vs {len(ref.ids)})")
+        figure = (
+            f"{req.kind}: the server's {len(ref.ids)} greedy tokens equal the in-process generation"
+            if ok
+            else f"{req.kind}: the server differs from the in-process generation after {matched} of {len(ref.ids)} tokens "
+            f"(text equal: {same_text}, token count {answer.completion_tokens} vs {len(ref.ids)})"
+        )
     else:
         ok = True
         figure = f"{req.kind}: token agreement with the in-process generation {fraction:.3f} ({matched}/{len(ref.ids)}), reported, not gated"
@@ -861,8 +938,10 @@ def check_stream(req: Request, streamed: Answer | None, plain: Answer | None) ->
     if streamed.ttft_s is None:
         problems.append("no content streamed")
     ttft = "n/a" if streamed.ttft_s is None else f"{streamed.ttft_s * 1e3:.1f} ms"
-    figure = (f"SSE {streamed.chunks} chunks, {streamed.completion_tokens} tokens, time to first token {ttft}, "
-              f"{_fmt_rate(streamed.tokens_per_s)} tokens/s end to end, {_fmt_rate(streamed.decode_tokens_per_s)} decode")
+    figure = (
+        f"SSE {streamed.chunks} chunks, {streamed.completion_tokens} tokens, time to first token {ttft}, "
+        f"{_fmt_rate(streamed.tokens_per_s)} tokens/s end to end, {_fmt_rate(streamed.decode_tokens_per_s)} decode"
+    )
     if problems:
         figure += " -- " + "; ".join(problems)
     return Check(name=name, ok=not problems, figure=figure, data=data)
@@ -873,16 +952,22 @@ def check_determinism(pairs: dict[str, tuple[Answer | None, Answer | None]]) -> 
     for name, (a, b) in pairs.items():
         same[name] = bool(a and b and a.ok and b.ok and a.text == b.text and a.completion_tokens == b.completion_tokens)
     ok = bool(same) and all(same.values())
-    figure = ("two identical requests (temperature 0) gave identical answers: " if ok else "identical requests gave different answers or failed: ") + \
-        ", ".join(f"{n} {'same' if s else 'DIFFERENT'}" for n, s in same.items())
+    figure = (
+        "two identical requests (temperature 0) gave identical answers: "
+        if ok
+        else "identical requests gave different answers or failed: "
+    ) + ", ".join(f"{n} {'same' if s else 'DIFFERENT'}" for n, s in same.items())
     return Check(name="serve:determinism", ok=ok, figure=figure, data={"same": same})
 
 
 def check_stop(stopped: dict[str, Any]) -> Check:
     left = stopped.get("left") or []
-    figure = (f"server stopped by {stopped.get('signal')} in {stopped.get('seconds', 0.0):.2f} s, "
-              f"{len(stopped.get('pids') or [])} process(es), none left" if not left else
-              f"server processes still alive after SIGKILL: {left}")
+    figure = (
+        f"server stopped by {stopped.get('signal')} in {stopped.get('seconds', 0.0):.2f} s, "
+        f"{len(stopped.get('pids') or [])} process(es), none left"
+        if not left
+        else f"server processes still alive after SIGKILL: {left}"
+    )
     return Check(name="serve:stop", ok=not left, figure=figure, data=stopped)
 
 
@@ -893,8 +978,14 @@ def _guarded_answer(fn: Callable[[], Answer], req: Request, stream_: bool) -> An
         return Answer(name=req.name, kind=req.kind, stream=stream_, ok=False, error=str(exc))
 
 
-def serve_stage(model_dir: Path, spec: DeviceSpec, dtype: str, out_dir: Path, sopts: ServeOptions,
-                progress: Callable[[str], None] = lambda _m: None) -> tuple[list[Check], dict[str, Any]]:
+def serve_stage(
+    model_dir: Path,
+    spec: DeviceSpec,
+    dtype: str,
+    out_dir: Path,
+    sopts: ServeOptions,
+    progress: Callable[[str], None] = lambda _m: None,
+) -> tuple[list[Check], dict[str, Any]]:
     """Start the server, query it, stop it, compare with the in-process generation. Returns the checks and
     the `serve` section; CannotRun when the server cannot start or become ready (it is stopped then too)."""
     if sopts.max_tokens < 1:
@@ -914,9 +1005,17 @@ def serve_stage(model_dir: Path, spec: DeviceSpec, dtype: str, out_dir: Path, so
         command = transformers_command(served_dir, port, dtype, spec, threads)
     check_prerequisites(command)
     section: dict[str, Any] = {
-        "engine": engine, "command": command.argv, "env": command.env, "shell": command.shell(),
-        "model_dir": str(served_dir), "chat_template_added": template is not None, "host": HOST, "port": port,
-        "log": str(out_dir / LOG_FILE), "max_tokens": sopts.max_tokens, "exact": spec.type == "cpu",
+        "engine": engine,
+        "command": command.argv,
+        "env": command.env,
+        "shell": command.shell(),
+        "model_dir": str(served_dir),
+        "chat_template_added": template is not None,
+        "host": HOST,
+        "port": port,
+        "log": str(out_dir / LOG_FILE),
+        "max_tokens": sopts.max_tokens,
+        "exact": spec.type == "cpu",
     }
     server = ServerProcess(command, out_dir / LOG_FILE)
     answers: dict[tuple[str, str], Answer] = {}
@@ -930,9 +1029,11 @@ def serve_stage(model_dir: Path, spec: DeviceSpec, dtype: str, out_dir: Path, so
             for req in REQUESTS:
                 for tag in ("first", "second"):
                     answers[(req.name, tag)] = _guarded_answer(
-                        partial(complete, port, req, model_id, sopts.max_tokens, sopts.request_timeout), req, False)
+                        partial(complete, port, req, model_id, sopts.max_tokens, sopts.request_timeout), req, False
+                    )
                 answers[(req.name, "stream")] = _guarded_answer(
-                    partial(stream, port, req, model_id, sopts.max_tokens, sopts.request_timeout, command.expects_done), req, True)
+                    partial(stream, port, req, model_id, sopts.max_tokens, sopts.request_timeout, command.expects_done), req, True
+                )
     except CannotRun as exc:
         stopped = server.stop()
         section.update({"ok": False, "error": exc.message, "stop": stopped})
@@ -950,28 +1051,42 @@ def serve_stage(model_dir: Path, spec: DeviceSpec, dtype: str, out_dir: Path, so
         refs = reference_generations(served_dir, spec, dtype, sopts.max_tokens)  # with the served chat template
     except Exception as exc:  # noqa: BLE001 - a reference that cannot run is a failed check, not a crash
         ref_error = f"{type(exc).__name__}: {exc}"[:300]
-    checks = [Check(name="serve:ready", ok=True, figure=f"{engine} serve ready in {ready_s:.2f} s on {HOST}:{port} (model '{model_id}')",
-                    data={"ready_s": ready_s, "command": command.argv})]
+    checks = [
+        Check(
+            name="serve:ready",
+            ok=True,
+            figure=f"{engine} serve ready in {ready_s:.2f} s on {HOST}:{port} (model '{model_id}')",
+            data={"ready_s": ready_s, "command": command.argv},
+        )
+    ]
     for req in REQUESTS:
         check = check_agreement(req, answers.get((req.name, "first")), (refs or {}).get(req.name), spec.type == "cpu")
         if ref_error:
-            check = Check(name=check.name, ok=False, figure=f"the in-process reference failed: {ref_error}", data={"error": ref_error})
+            check = Check(
+                name=check.name, ok=False, figure=f"the in-process reference failed: {ref_error}", data={"error": ref_error}
+            )
         checks.append(check)
     for req in REQUESTS:
         checks.append(check_stream(req, answers.get((req.name, "stream")), answers.get((req.name, "first"))))
-    checks.append(check_determinism({r.name: (answers.get((r.name, "first")), answers.get((r.name, "second"))) for r in REQUESTS}))
+    checks.append(
+        check_determinism({r.name: (answers.get((r.name, "first")), answers.get((r.name, "second"))) for r in REQUESTS})
+    )
     checks.append(check_stop(stopped))
     streamed = [answers[(r.name, "stream")] for r in REQUESTS if answers[(r.name, "stream")].ok]
-    section.update({
-        "ttft_s": {a.name: a.ttft_s for a in streamed},
-        "tokens_per_s": {a.name: a.tokens_per_s for a in streamed},
-        "decode_tokens_per_s": {a.name: a.decode_tokens_per_s for a in streamed},
-        "agreement": {c.name.split(":", 1)[1]: c.data.get("agreement") for c in checks if c.name in ("serve:completion", "serve:chat")},
-        "deterministic": checks[-2].ok,
-        "reference_error": ref_error,
-        "checks": [c.name for c in checks],
-        "ok": all(c.ok for c in checks),
-    })
+    section.update(
+        {
+            "ttft_s": {a.name: a.ttft_s for a in streamed},
+            "tokens_per_s": {a.name: a.tokens_per_s for a in streamed},
+            "decode_tokens_per_s": {a.name: a.decode_tokens_per_s for a in streamed},
+            "agreement": {
+                c.name.split(":", 1)[1]: c.data.get("agreement") for c in checks if c.name in ("serve:completion", "serve:chat")
+            },
+            "deterministic": checks[-2].ok,
+            "reference_error": ref_error,
+            "checks": [c.name for c in checks],
+            "ok": all(c.ok for c in checks),
+        }
+    )
     return checks, section
 
 
@@ -988,6 +1103,8 @@ def add_serve(result: Any, sopts: ServeOptions, progress: Callable[[str], None] 
         failed = report.model_copy(update={"serve": exc.details.get("serve") or {"ok": False, "error": exc.message}, "ok": False})
         atomic_write_text(result.out_dir / REPORT_FILE, failed.model_dump_json(indent=2) + "\n")
         raise
-    updated = report.model_copy(update={"checks": list(report.checks) + checks, "serve": section, "ok": report.ok and section["ok"]})
+    updated = report.model_copy(
+        update={"checks": list(report.checks) + checks, "serve": section, "ok": report.ok and section["ok"]}
+    )
     atomic_write_text(result.out_dir / REPORT_FILE, updated.model_dump_json(indent=2) + "\n")
     return SmokeResult(updated, result.out_dir)

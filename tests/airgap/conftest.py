@@ -43,13 +43,28 @@ def _lock_with_closure(tmp_path: Path, monkeypatch, target: list[tuple[str, str]
         for n, v in rows:
             fn, data = fake_wheel(n.replace("-", "_"), v)
             (srv_dir / fn).write_bytes(data)
-            pkgs.append(ClosurePackage(name=n, version=v, filename=fn, url=f"{server.url}/{fn}",
-                                       sha256=hashlib.sha256(data).hexdigest(), size=len(data)))
-        return PythonClosure(target=make_target(py, arch), roots=[n for n, _ in rows], index_url=server.url,
-                             resolver="test", packages=pkgs, mirrors=[f"{server.url}/"])  # the local http index
+            pkgs.append(
+                ClosurePackage(
+                    name=n,
+                    version=v,
+                    filename=fn,
+                    url=f"{server.url}/{fn}",
+                    sha256=hashlib.sha256(data).hexdigest(),
+                    size=len(data),
+                )
+            )
+        return PythonClosure(
+            target=make_target(py, arch),
+            roots=[n for n, _ in rows],
+            index_url=server.url,
+            resolver="test",
+            packages=pkgs,
+            mirrors=[f"{server.url}/"],
+        )  # the local http index
 
-    python = lock.python.model_copy(update={"closure": closure(target, python, lock.stack.arch),
-                                            "controller": closure([("gamma", "1.0")], "3.11", "x86_64")})
+    python = lock.python.model_copy(
+        update={"closure": closure(target, python, lock.stack.arch), "controller": closure([("gamma", "1.0")], "3.11", "x86_64")}
+    )
     lock = lock.model_copy(update={"python": python})
     path = tmp_path / "envkit.lock"
     path.write_text(dump_lock(lock))

@@ -19,7 +19,7 @@ def make_handler(root: Path, rate: float | None = None, simple_index: bool = Fal
         def do_GET(self):  # noqa: N802
             rel = self.path.split("?")[0].lstrip("/")
             if simple_index and rel.startswith("simple/"):
-                return self._index(rel[len("simple/"):].strip("/"))
+                return self._index(rel[len("simple/") :].strip("/"))
             path = root / rel
             if not path.is_file():
                 self.send_error(404)
@@ -55,7 +55,9 @@ def make_handler(root: Path, rate: float | None = None, simple_index: bool = Fal
             from envkit.closure import normalize
 
             if not project:
-                body = "".join(f'<a href="/simple/{n}/">{n}</a>\n' for n in sorted({normalize(f.name.split("-")[0]) for f in root.iterdir()}))
+                body = "".join(
+                    f'<a href="/simple/{n}/">{n}</a>\n' for n in sorted({normalize(f.name.split("-")[0]) for f in root.iterdir()})
+                )
             else:
                 import hashlib
 

@@ -82,8 +82,18 @@ def test_vendor_packages_checked_against_the_lock(offline_lock, tmp_path, cli):
     _installers(lock, arts2, as_zip=False)
     r = cli("bundle", "build", "--lock", str(path), "--artifacts", str(arts2), "-o", str(tmp_path / "o.tar"))
     assert r.returncode == 1 and "has no sha256" in r.stderr and "--trust-artifacts" in r.stderr
-    r = cli("bundle", "build", "--lock", str(path), "--artifacts", str(arts2), "--trust-artifacts",
-            "-o", str(tmp_path / "o.tar"), "--json")
+    r = cli(
+        "bundle",
+        "build",
+        "--lock",
+        str(path),
+        "--artifacts",
+        str(arts2),
+        "--trust-artifacts",
+        "-o",
+        str(tmp_path / "o.tar"),
+        "--json",
+    )
     assert r.returncode == 0, r.stderr
     trusted = json.loads(r.stdout)["trusted_on_first_use"]
     assert {t["file"] for t in trusted} >= {"Ascend-cann-toolkit_9.1.0_linux-aarch64.run"}
@@ -268,8 +278,9 @@ def test_targets_older_than_envkits_python_get_the_stack_without_envkit(tmp_path
     assert not list((b / "wheels" / "target").glob("envkit-*")) and list((b / "wheels" / "controller").glob("envkit-*"))
     assert "envkit==" not in (b / "requirements" / "target.txt").read_text()
     assert "envkit==" in (b / "requirements" / "controller.txt").read_text()
-    assert any(x.startswith("envkit on the targets: it needs Python >=3.10, the targets have 3.9")
-               for x in json.loads(r.stdout)["lacks"])
+    assert any(
+        x.startswith("envkit on the targets: it needs Python >=3.10, the targets have 3.9") for x in json.loads(r.stdout)["lacks"]
+    )
 
 
 def test_rebuild_with_every_input_unchanged_is_up_to_date_and_any_change_rebuilds(offline_lock, tmp_path, cli):
@@ -279,8 +290,19 @@ def test_rebuild_with_every_input_unchanged_is_up_to_date_and_any_change_rebuild
     out = tmp_path / "b.tar"
 
     def build(*extra):
-        r = cli("bundle", "build", "--lock", str(path), "--artifacts", str(arts), "--trust-artifacts", "-o", str(out),
-                "--json", *extra)
+        r = cli(
+            "bundle",
+            "build",
+            "--lock",
+            str(path),
+            "--artifacts",
+            str(arts),
+            "--trust-artifacts",
+            "-o",
+            str(out),
+            "--json",
+            *extra,
+        )
         assert r.returncode == 0, r.stderr
         return json.loads(r.stdout)
 

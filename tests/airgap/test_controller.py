@@ -18,14 +18,29 @@ pytestmark = [pytest.mark.network, pytest.mark.slow]
 def test_bundle_for_another_controller_python_and_arch(tmp_path, cli):
     env = {**os.environ, "ENVKIT_CACHE_DIR": str(tmp_path / "cache")}
     lock = tmp_path / "envkit.lock"
-    for args in (("resolve", "--python", host_python(), "--arch", host_arch(), "-o", str(lock)),
-                 ("lock", "--lock", str(lock), "--only", "pyyaml")):
+    for args in (
+        ("resolve", "--python", host_python(), "--arch", host_arch(), "-o", str(lock)),
+        ("lock", "--lock", str(lock), "--only", "pyyaml"),
+    ):
         r = cli(*args, env=env, timeout=600)
         assert r.returncode == 0, r.stderr[-3000:]
     other_arch = "aarch64" if host_arch() == "x86_64" else "x86_64"
     out = tmp_path / "bundle.tar"
-    r = cli("bundle", "build", "--lock", str(lock), "--controller-python", "3.12", "--controller-arch", other_arch,
-            "-o", str(out), "--json", env=env, timeout=900)
+    r = cli(
+        "bundle",
+        "build",
+        "--lock",
+        str(lock),
+        "--controller-python",
+        "3.12",
+        "--controller-arch",
+        other_arch,
+        "-o",
+        str(out),
+        "--json",
+        env=env,
+        timeout=900,
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     assert "resolving envkit's closure for the controller (Python 3.12" in r.stderr
     with tarfile.open(out) as tf:

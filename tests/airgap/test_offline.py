@@ -150,18 +150,43 @@ def test_install_offline_and_envkit_runs(installed, tmp_path):
     assert "OK" in r.stdout
     # the target wheels install offline too (what provisioning does on each node), with the bundle's pip rules
     target = tmp_path / "target"
-    r = _offline([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--require-hashes",
-                  "--target", str(target), "--find-links", str(bundle / "wheels" / "target"),
-                  "-r", str(bundle / "requirements" / "target.txt")])
+    r = _offline(
+        [
+            str(venv / "bin" / "python"),
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-index",
+            "--no-deps",
+            "--require-hashes",
+            "--target",
+            str(target),
+            "--find-links",
+            str(bundle / "wheels" / "target"),
+            "-r",
+            str(bundle / "requirements" / "target.txt"),
+        ]
+    )
     assert r.returncode == 0, r.stdout + r.stderr
-    code = (f"import sys; sys.path.insert(0, {str(target)!r}); import yaml, decorator; "
-            f"assert yaml.__file__.startswith({str(target)!r}) and decorator.__file__.startswith({str(target)!r})")
+    code = (
+        f"import sys; sys.path.insert(0, {str(target)!r}); import yaml, decorator; "
+        f"assert yaml.__file__.startswith({str(target)!r}) and decorator.__file__.startswith({str(target)!r})"
+    )
     r = _offline([str(venv / "bin" / "python"), "-c", code])
     assert r.returncode == 0, r.stdout + r.stderr
     # envkit and its runtime dependencies are in the target closure too (the smoke role runs envkit on each host)
     # the base interpreter without any site-packages: only the target folder can provide envkit and its deps
-    r = _offline([getattr(sys, "_base_executable", sys.executable), "-I", "-S", "-c", f"import sys; sys.path.insert(0, {str(target)!r}); "
-                  "import envkit, pydantic; from envkit.cli import main; sys.argv = ['envkit', '--version']; main()"])
+    r = _offline(
+        [
+            getattr(sys, "_base_executable", sys.executable),
+            "-I",
+            "-S",
+            "-c",
+            f"import sys; sys.path.insert(0, {str(target)!r}); "
+            "import envkit, pydantic; from envkit.cli import main; sys.argv = ['envkit', '--version']; main()",
+        ]
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     assert r.stdout.strip().endswith(__import__("envkit").__version__), r.stdout
 
@@ -177,9 +202,23 @@ def test_removed_wheel_is_caught_by_verify_and_by_pip(installed, tmp_path):
     assert f"missing:  wheels/controller/{wheel.name}" in r.stdout
     # pip, isolated as install.sh runs it, finds no other source: an incomplete bundle cannot install
     target = tmp_path / "target"
-    r = _offline([str(venv / "bin" / "python"), "-m", "pip", "install", "--no-index", "--no-deps", "--require-hashes",
-                  "--target", str(target), "--find-links", str(bundle / "wheels" / "controller"),
-                  "-r", str(bundle / "requirements" / "controller.txt")])
+    r = _offline(
+        [
+            str(venv / "bin" / "python"),
+            "-m",
+            "pip",
+            "install",
+            "--no-index",
+            "--no-deps",
+            "--require-hashes",
+            "--target",
+            str(target),
+            "--find-links",
+            str(bundle / "wheels" / "controller"),
+            "-r",
+            str(bundle / "requirements" / "controller.txt"),
+        ]
+    )
     assert r.returncode == 1, r.stdout + r.stderr
     assert "No matching distribution found for jinja2" in r.stderr
     assert not target.exists() or not any(target.iterdir())

@@ -49,8 +49,14 @@ def serving_stack(tmp_path, monkeypatch, cli):
     ascend.mkdir()
     cp = "cp" + s.python.replace(".", "")
     standin_wheel(pypi, "vllm", s.vllm, "py3-none-any", ["transformers", "numpy", "requests"])
-    standin_wheel(pypi, "vllm_ascend", s.vllm_ascend, f"{cp}-{cp}-manylinux_2_34_{s.arch}", [f"torch-npu=={s.torch_npu}"],
-                  entry_points={"vllm.platform_plugins": {"ascend": "vllm_ascend:register"}})
+    standin_wheel(
+        pypi,
+        "vllm_ascend",
+        s.vllm_ascend,
+        f"{cp}-{cp}-manylinux_2_34_{s.arch}",
+        [f"torch-npu=={s.torch_npu}"],
+        entry_points={"vllm.platform_plugins": {"ascend": "vllm_ascend:register"}},
+    )
     standin_wheel(pypi, "triton_ascend", "3.2.0", f"{cp}-{cp}-manylinux_2_28_{s.arch}")  # PyPI's: never taken
     standin_wheel(ascend, "triton_ascend", s.triton_ascend, f"{cp}-{cp}-manylinux_2_28_{s.arch}")
     with Server(pypi, simple_index=True) as p, Server(cpu, simple_index=True) as c, Server(ascend, simple_index=True) as a:
@@ -58,8 +64,18 @@ def serving_stack(tmp_path, monkeypatch, cli):
 
 
 def _lock(cli, path, pypi, cpu, ascend, *extra):
-    return cli("lock", "--lock", str(path), "--index-url", pypi, "--index-for", f"pytorch-cpu={cpu}",
-               "--index-for", f"ascend-pypi={ascend}", *extra)
+    return cli(
+        "lock",
+        "--lock",
+        str(path),
+        "--index-url",
+        pypi,
+        "--index-for",
+        f"pytorch-cpu={cpu}",
+        "--index-for",
+        f"ascend-pypi={ascend}",
+        *extra,
+    )
 
 
 @pytest.fixture
@@ -120,11 +136,14 @@ def test_index_for_replaces_the_url_of_the_index_the_pins_name(serving_stack):
     roots = target_roots(lock)
     assert pinned_sources(lock, roots) == (
         ("torch", "pytorch-cpu", "https://download.pytorch.org/whl/cpu"),
-        ("triton-ascend", "ascend-pypi", "https://mirrors.huaweicloud.com/ascend/repos/pypi"))
+        ("triton-ascend", "ascend-pypi", "https://mirrors.huaweicloud.com/ascend/repos/pypi"),
+    )
     mirrors = index_overrides(lock, ("ascend-pypi=http://m/ascend",), "http://m/cpu")  # --torch-index-url: pytorch-cpu's
     assert mirrors == {"ascend-pypi": "http://m/ascend", "pytorch-cpu": "http://m/cpu"}
     assert pinned_sources(lock, roots, None, mirrors) == (
-        ("torch", "pytorch-cpu", "http://m/cpu"), ("triton-ascend", "ascend-pypi", "http://m/ascend"))
+        ("torch", "pytorch-cpu", "http://m/cpu"),
+        ("triton-ascend", "ascend-pypi", "http://m/ascend"),
+    )
     for bad in ("ascend-pypi", "ascend-pypi=ftp://m", "pypi=http://m/simple"):
         with pytest.raises(BadInput):
             index_overrides(lock, (bad,))
@@ -147,8 +166,23 @@ def test_the_bundle_installs_offline_with_the_locked_versions(serving_bundle, tm
     venv = tmp_path / "serving-venv"
     r = _offline(["python3", "-I", "-m", "venv", str(venv)])
     assert r.returncode == 0, r.stdout + r.stderr
-    r = _offline([str(venv / "bin/python"), "-I", "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--require-hashes",
-                  "--find-links", str(bundle / "wheels/target"), "-r", str(bundle / "requirements/target.txt")])
+    r = _offline(
+        [
+            str(venv / "bin/python"),
+            "-I",
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-index",
+            "--no-deps",
+            "--require-hashes",
+            "--find-links",
+            str(bundle / "wheels/target"),
+            "-r",
+            str(bundle / "requirements/target.txt"),
+        ]
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     r = _offline([str(venv / "bin/python"), "-I", "-m", "pip", "list", "--format", "json"])
     assert r.returncode == 0, r.stdout + r.stderr

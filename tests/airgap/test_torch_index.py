@@ -47,7 +47,12 @@ def cpu_stack(tmp_path, monkeypatch):
 def test_the_default_target_locks_torch_from_the_cpu_index(cpu_stack):
     _, lock, _, _ = cpu_stack
     torch = next(p for p in lock.python.requirements if p.name == "torch")
-    assert (lock.stack.arch, lock.stack.torch, torch.version, torch.index) == ("aarch64", "2.12.0+cpu", "2.12.0+cpu", "pytorch-cpu")
+    assert (lock.stack.arch, lock.stack.torch, torch.version, torch.index) == (
+        "aarch64",
+        "2.12.0+cpu",
+        "2.12.0+cpu",
+        "pytorch-cpu",
+    )
     assert lock.python.indexes["pytorch-cpu"] == "https://download.pytorch.org/whl/cpu"
 
 
@@ -105,7 +110,9 @@ def test_a_closure_with_a_cuda_wheel_is_refused_naming_it_and_what_pulled_it(cpu
     from envkit.lockfile import dump_lock
 
     path, lock, pypi, _ = cpu_stack
-    pins = [p.model_copy(update={"version": "2.12.0", "index": None}) if p.name == "torch" else p for p in lock.python.requirements]
+    pins = [
+        p.model_copy(update={"version": "2.12.0", "index": None}) if p.name == "torch" else p for p in lock.python.requirements
+    ]
     old = lock.model_copy(update={"python": lock.python.model_copy(update={"requirements": pins, "indexes": {"pypi": pypi}})})
     path.write_text(dump_lock(old))
     r = cli("--accept-edited-lock", "lock", "--lock", str(path), "--index-url", pypi)  # an old lock, edited on purpose
@@ -122,8 +129,11 @@ def test_the_plan_pins_torch_to_an_explicit_index_only_uv_may_use_for_it():
         import tomli as tomllib
     from envkit.closure import ClosurePlan, make_target
 
-    plan = ClosurePlan(roots=("torch==2.12.0+cpu", "torch_npu==2.12.0"), target=make_target("3.10", "aarch64"),
-                       pinned=(("torch", "https://mirror.example/cpu"),))
+    plan = ClosurePlan(
+        roots=("torch==2.12.0+cpu", "torch_npu==2.12.0"),
+        target=make_target("3.10", "aarch64"),
+        pinned=(("torch", "https://mirror.example/cpu"),),
+    )
     doc = tomllib.loads(plan.project_toml())
     assert doc["project"]["dependencies"] == ["torch==2.12.0+cpu", "torch_npu==2.12.0"]
     index = doc["tool"]["uv"]["index"][0]
@@ -149,15 +159,23 @@ def test_refuse_cuda_names_the_wheels_and_the_package_that_pulled_them():
     def pkg(name, version, fn):
         return ClosurePackage(name=name, version=version, filename=fn, url=f"https://files.example/{fn}", sha256="0" * 64, size=1)
 
-    closure = PythonClosure(target=make_target("3.10", "aarch64"), roots=["torch_npu==2.12.0"], index_url="https://pypi.org/simple",
-                            resolver="test", packages=[
-                                pkg("nvidia-cublas", "13.1.1.3", "nvidia_cublas-13.1.1.3-py3-none-manylinux_2_27_aarch64.whl"),
-                                pkg("nvidia-cudnn-cu13", "9.20.0.48", "nvidia_cudnn_cu13-9.20.0.48-py3-none-manylinux_2_27_aarch64.whl"),
-                                pkg("torch", "2.12.0", "torch-2.12.0-cp310-cp310-manylinux_2_28_aarch64.whl"),
-                                pkg("torch-npu", "2.12.0", "torch_npu-2.12.0-cp310-cp310-manylinux_2_28_aarch64.whl")])
-    via = parse_via("nvidia-cublas==13.1.1.3    # via nvidia-cudnn-cu13, torch\n"
-                    "nvidia-cudnn-cu13==9.20.0.48  # via torch\n"
-                    "torch==2.12.0             # via torch-npu, envkit-closure (pyproject.toml)\n")
+    closure = PythonClosure(
+        target=make_target("3.10", "aarch64"),
+        roots=["torch_npu==2.12.0"],
+        index_url="https://pypi.org/simple",
+        resolver="test",
+        packages=[
+            pkg("nvidia-cublas", "13.1.1.3", "nvidia_cublas-13.1.1.3-py3-none-manylinux_2_27_aarch64.whl"),
+            pkg("nvidia-cudnn-cu13", "9.20.0.48", "nvidia_cudnn_cu13-9.20.0.48-py3-none-manylinux_2_27_aarch64.whl"),
+            pkg("torch", "2.12.0", "torch-2.12.0-cp310-cp310-manylinux_2_28_aarch64.whl"),
+            pkg("torch-npu", "2.12.0", "torch_npu-2.12.0-cp310-cp310-manylinux_2_28_aarch64.whl"),
+        ],
+    )
+    via = parse_via(
+        "nvidia-cublas==13.1.1.3    # via nvidia-cudnn-cu13, torch\n"
+        "nvidia-cudnn-cu13==9.20.0.48  # via torch\n"
+        "torch==2.12.0             # via torch-npu, envkit-closure (pyproject.toml)\n"
+    )
     assert via["nvidia-cublas"] == ["nvidia-cudnn-cu13", "torch"]
     with pytest.raises(BadInput) as exc:
         refuse_cuda(closure, via)
@@ -175,8 +193,12 @@ def test_online_without_a_closure_the_torch_layer_installs_from_the_cpu_index(cp
     path, _, _, _ = cpu_stack
     from envkit.lockfile import read_lock
 
-    plan = plan_build(read_lock(path), generated_by="t",
-                      artifacts=fixture_installers(path, tmp_path / "arts"), requirements=fake_requirements(path, tmp_path / "r.txt"))
+    plan = plan_build(
+        read_lock(path),
+        generated_by="t",
+        artifacts=fixture_installers(path, tmp_path / "arts"),
+        requirements=fake_requirements(path, tmp_path / "r.txt"),
+    )
     assert not plan.offline and plan.torch_indexes[0] == "https://download.pytorch.org/whl/cpu"
     text = dockerfile(plan)
     torch_layer = text.split("FROM os AS torch", 1)[1].split("FROM torch AS python", 1)[0]
@@ -202,17 +224,45 @@ def test_the_default_targets_bundle_installs_offline_for_its_platform(cpu_stack,
     report = tmp_path / "report.json"
     env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")} | {"PIP_CONFIG_FILE": "/dev/null"}
     p = subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--no-index", "--no-deps",
-         "--require-hashes", "--only-binary=:all:", "--platform", "manylinux_2_28_aarch64", "--python-version", "3.10",
-         "--implementation", "cp", "--target", str(tmp_path / "target"), "--find-links", str(out / "wheels" / "target"),
-         "-r", str(out / "requirements" / "target.txt"), "--report", str(report), "-q"],
-        capture_output=True, text=True, env=env, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--dry-run",
+            "--ignore-installed",
+            "--no-index",
+            "--no-deps",
+            "--require-hashes",
+            "--only-binary=:all:",
+            "--platform",
+            "manylinux_2_28_aarch64",
+            "--python-version",
+            "3.10",
+            "--implementation",
+            "cp",
+            "--target",
+            str(tmp_path / "target"),
+            "--find-links",
+            str(out / "wheels" / "target"),
+            "-r",
+            str(out / "requirements" / "target.txt"),
+            "--report",
+            str(report),
+            "-q",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
     )
     assert p.returncode == 0, p.stdout + p.stderr
     from envkit.lockfile import read_lock
 
-    installed = {i["metadata"]["name"].lower().replace("_", "-"): i["metadata"]["version"]
-                 for i in json.loads(report.read_text())["install"]}
+    installed = {
+        i["metadata"]["name"].lower().replace("_", "-"): i["metadata"]["version"]
+        for i in json.loads(report.read_text())["install"]
+    }
     locked = {pk.name: pk.version for pk in read_lock(path).python.closure.packages}
     assert installed["torch"] == "2.12.0+cpu" and installed["torch-npu"] == "2.12.0"
     assert {k: v for k, v in installed.items() if k != "envkit"} == {k: v for k, v in locked.items() if k != "envkit"}

@@ -21,12 +21,21 @@ from pathlib import Path
 from packaging.requirements import Requirement
 
 CPU_TORCH_REQUIRES = ["filelock", "typing-extensions>=4.10.0", "sympy>=1.13.3", "networkx>=2.5.1", "jinja2", "fsspec>=0.8.5"]
-CUDA_TORCH_REQUIRES = [*CPU_TORCH_REQUIRES, 'nvidia-cublas-cu13==13.1.0.3; platform_system == "Linux"',
-                       'triton==3.7.0; platform_system == "Linux"']
+CUDA_TORCH_REQUIRES = [
+    *CPU_TORCH_REQUIRES,
+    'nvidia-cublas-cu13==13.1.0.3; platform_system == "Linux"',
+    'triton==3.7.0; platform_system == "Linux"',
+]
 
 
-def standin_wheel(folder: Path, name: str, version: str, tag: str = "py3-none-any", requires: list[str] = (),
-                  entry_points: dict[str, dict[str, str]] | None = None) -> Path:
+def standin_wheel(
+    folder: Path,
+    name: str,
+    version: str,
+    tag: str = "py3-none-any",
+    requires: list[str] = (),
+    entry_points: dict[str, dict[str, str]] | None = None,
+) -> Path:
     """`entry_points`: {group: {name: "module:attr"}}, written as the dist-info's entry_points.txt."""
     dist = f"{name.replace('-', '_')}-{version}"
     meta = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n" + "".join(f"Requires-Dist: {r}\n" for r in requires)
@@ -37,7 +46,9 @@ def standin_wheel(folder: Path, name: str, version: str, tag: str = "py3-none-an
     }
     if entry_points:
         files[f"{dist}.dist-info/entry_points.txt"] = "".join(
-            f"[{group}]\n" + "".join(f"{k} = {v}\n" for k, v in sorted(eps.items())) + "\n" for group, eps in sorted(entry_points.items()))
+            f"[{group}]\n" + "".join(f"{k} = {v}\n" for k, v in sorted(eps.items())) + "\n"
+            for group, eps in sorted(entry_points.items())
+        )
     files[f"{dist}.dist-info/RECORD"] = "".join(f"{n},,\n" for n in files) + f"{dist}.dist-info/RECORD,,\n"
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w") as zf:

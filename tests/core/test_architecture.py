@@ -108,8 +108,7 @@ def test_the_static_check_sees_lazy_and_relative_imports():
     text = "def f():\n    from envkit.matrix import load_matrix\n    from .. import constraints\n    from ..resolve import x\n"
     found = {m for m in _imports_of(text, "envkit.airgap.plan", False) if _forbidden(m)}
     assert {"envkit.matrix", "envkit.constraints", "envkit.resolve"} <= found
-    assert not {m for m in _imports_of("from . import plan\nimport envkit.lockfile\n", "envkit.airgap", True)
-                if _forbidden(m)}
+    assert not {m for m in _imports_of("from . import plan\nimport envkit.lockfile\n", "envkit.airgap", True) if _forbidden(m)}
 
 
 def test_importing_the_jobs_loads_no_resolver_module():
@@ -158,8 +157,9 @@ def test_resolve_and_validate_start_without_typer(tmp_path):
         "    try:\n        main(argv)\n    except SystemExit as e:\n        assert not e.code, e.code\n"
         "print('LOADED', sorted(m for m in sys.modules if m.split('.')[0] in ('typer', 'click')))\n"
     )
-    p = subprocess.run([sys.executable, "-c", code, str(tmp_path / "l.lock")], cwd=ROOT, capture_output=True,
-                       text=True, timeout=120)
+    p = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "l.lock")], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
     assert "LOADED []" in p.stdout, p.stdout + p.stderr
 
 

@@ -200,7 +200,9 @@ def test_committed_schemas_are_current(tmp_path):
 
     for name, schema in all_schemas().items():
         committed = (HERE / f"{name}.schema.json").read_text()
-        assert committed == render(schema), f"envkit/schemas/{name}.schema.json is stale: run `envkit matrix schema -o envkit/schemas`"
+        assert committed == render(schema), (
+            f"envkit/schemas/{name}.schema.json is stale: run `envkit matrix schema -o envkit/schemas`"
+        )
 
 
 def test_version_flag(run_cli):
@@ -218,14 +220,30 @@ def test_subprocess_module_entry_point(tmp_path):
     out = tmp_path / "envkit.lock"
     p = subprocess.run(
         [sys.executable, "-m", "envkit", "resolve", "--chip", "910b", "--torch", "2.6.0", "-o", str(out)],
-        cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=120,
+        cwd=tmp_path,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert p.returncode == 0, p.stderr
-    p = subprocess.run([sys.executable, "-m", "envkit", "validate", str(out), "--json"], cwd=tmp_path, env=_env(),
-                       capture_output=True, text=True, timeout=120)
+    p = subprocess.run(
+        [sys.executable, "-m", "envkit", "validate", str(out), "--json"],
+        cwd=tmp_path,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert p.returncode == 0 and json.loads(p.stdout)["valid"] is True
-    p = subprocess.run([sys.executable, "-m", "envkit", "resolve", "--chip", "nope"], cwd=tmp_path, env=_env(),
-                       capture_output=True, text=True, timeout=120)
+    p = subprocess.run(
+        [sys.executable, "-m", "envkit", "resolve", "--chip", "nope"],
+        cwd=tmp_path,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert p.returncode == 2 and "unknown chip" in p.stderr and "Traceback" not in p.stderr
 
 

@@ -31,9 +31,9 @@ VALUES = {
     "accelerate": ["0.20.0", "0.26.0", "1.0.0", "1.10.0", "1.15.0"],
 }
 
-partial_stacks = st.dictionaries(
-    st.sampled_from(STACK_KEYS), st.none(), min_size=0, max_size=4
-).flatmap(lambda d: st.fixed_dictionaries({k: st.sampled_from(VALUES[k]) for k in d}))
+partial_stacks = st.dictionaries(st.sampled_from(STACK_KEYS), st.none(), min_size=0, max_size=4).flatmap(
+    lambda d: st.fixed_dictionaries({k: st.sampled_from(VALUES[k]) for k in d})
+)
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

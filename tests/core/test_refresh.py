@@ -33,14 +33,17 @@ def test_the_snapshot_is_small_and_stripped():
     assert {k for files in doc["releases"].values() for f in files for k in f} == {"filename", "packagetype", "requires_python"}
     meta = json.loads((SNAPSHOT / "transformers" / "4.52.1.json").read_text())
     assert set(meta["info"]) == {"version", "requires_python", "requires_dist"}
-    assert "torch<2.7,>=2.1; extra == \"torch\"" in meta["info"]["requires_dist"]
+    assert 'torch<2.7,>=2.1; extra == "torch"' in meta["info"]["requires_dist"]
 
 
 def test_the_shipped_rules_are_what_the_metadata_says(matrices):
     result = refresh.refresh(matrices, snapshot=SNAPSHOT, today="2000-01-01")
     assert result.diff == "" and not result.changed  # a refresh of correct rows changes nothing (dates included)
     assert [r["id"] for r in result.rules["accelerate"]][:3] == [
-        "accelerate/python-0.21.0", "accelerate/python-1.1.0", "accelerate/python-1.11.0"]
+        "accelerate/python-0.21.0",
+        "accelerate/python-1.1.0",
+        "accelerate/python-1.11.0",
+    ]
 
 
 def test_the_report_says_where_torch_is_a_cuda_build(matrices):
@@ -70,11 +73,14 @@ def test_a_wrong_row_is_reported_and_written_back(matrices):
 
 
 def test_derive_splits_a_bound_that_changes_inside_a_minor_series():
-    rels = [refresh.Release(v, rp, dist, []) for v, rp, dist in [
-        ("4.52.0", ">=3.9.0", ["torch>=2.0; extra == \"torch\""]),
-        ("4.52.1", ">=3.9.0", ["torch<2.7,>=2.1; extra == \"torch\""]),
-        ("4.53.0", ">=3.9.0", ["torch>=2.1; extra == \"torch\"", "numpy>=1.17"]),
-    ]]
+    rels = [
+        refresh.Release(v, rp, dist, [])
+        for v, rp, dist in [
+            ("4.52.0", ">=3.9.0", ['torch>=2.0; extra == "torch"']),
+            ("4.52.1", ">=3.9.0", ['torch<2.7,>=2.1; extra == "torch"']),
+            ("4.53.0", ">=3.9.0", ['torch>=2.1; extra == "torch"', "numpy>=1.17"]),
+        ]
+    ]
     rules = refresh.derive("transformers", rels, "2026-11-30")
     assert [(r["id"], r["when"], r["requires"]) for r in rules] == [
         ("transformers/python-4.52.0", {"transformers": ">=4.52.0"}, {"python": ">=3.9"}),
@@ -85,11 +91,14 @@ def test_derive_splits_a_bound_that_changes_inside_a_minor_series():
     assert rules[1]["source"].startswith("PyPI transformers 4.52.0 metadata Requires-Dist torch (https://pypi.org/project/")
 
 
-@pytest.mark.parametrize(("dist", "aarch64"), [
-    (['nvidia-cudnn-cu12==9.1.0.70; platform_system == "Linux" and platform_machine == "x86_64"'], "cpu"),
-    (['nvidia-cudnn-cu13==9.13.0.50; platform_system == "Linux"'], "cuda"),
-    (["filelock"], "cpu"),
-])
+@pytest.mark.parametrize(
+    ("dist", "aarch64"),
+    [
+        (['nvidia-cudnn-cu12==9.1.0.70; platform_system == "Linux" and platform_machine == "x86_64"'], "cpu"),
+        (['nvidia-cudnn-cu13==9.13.0.50; platform_system == "Linux"'], "cuda"),
+        (["filelock"], "cpu"),
+    ],
+)
 def test_torch_build_from_requires_dist_markers(dist, aarch64):
     assert refresh.torch_build(dist, "aarch64") == aarch64
     assert refresh.torch_build(dist, "x86_64") == ("cpu" if dist == ["filelock"] else "cuda")
@@ -108,8 +117,9 @@ def test_the_command_and_the_tool(matrices):
     cli = subprocess.run([sys.executable, "-m", "envkit", "matrix", "refresh", *args], capture_output=True, text=True)
     assert cli.returncode == 1, cli.stderr
     assert '+    requires: {python: ">=3.10,<3.14"}' in cli.stdout and "python_packages.yaml differs" in cli.stdout
-    tool = subprocess.run([sys.executable, str(ROOT / "tools" / "matrix_refresh.py"), *args, "--write"],
-                          capture_output=True, text=True)
+    tool = subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "matrix_refresh.py"), *args, "--write"], capture_output=True, text=True
+    )
     assert tool.returncode == 0 and "python_packages.yaml written" in tool.stdout, tool.stderr
     again = subprocess.run([sys.executable, "-m", "envkit", "matrix", "refresh", *args], capture_output=True, text=True)
     assert again.returncode == 0 and again.stdout.endswith("python_packages.yaml up to date: 30 derived rules\n")

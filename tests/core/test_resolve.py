@@ -8,14 +8,30 @@ from envkit.resolve import pins_from_mapping, solve, validate_stack
 # (id, pins, expected keys of the resolved stack) -- all valid
 VALID = [
     ("embedded-default", {}, {"chip": "910b", "arch": "aarch64", "os": "ubuntu22.04", "torch_npu": "2.12.0", "cann": "9.1.0"}),
-    ("vllm-ascend-v0.13.0", {"torch_npu": "2.8.0.post2", "torch": "2.8.0", "cann": "8.5.0", "python": "3.11", "transformers": "4.57.4"}, {"driver": "25.5.0", "numpy": "1.26.4"}),
-    ("vllm-ascend-v0.11.0rc1", {"torch_npu": "2.7.1", "cann": "8.3.RC1", "python": "3.11"}, {"driver": "25.3.RC1", "torch": "2.7.1"}),
+    (
+        "vllm-ascend-v0.13.0",
+        {"torch_npu": "2.8.0.post2", "torch": "2.8.0", "cann": "8.5.0", "python": "3.11", "transformers": "4.57.4"},
+        {"driver": "25.5.0", "numpy": "1.26.4"},
+    ),
+    (
+        "vllm-ascend-v0.11.0rc1",
+        {"torch_npu": "2.7.1", "cann": "8.3.RC1", "python": "3.11"},
+        {"driver": "25.3.RC1", "torch": "2.7.1"},
+    ),
     ("vllm-ascend-v0.18.0", {"torch_npu": "2.9.0", "cann": "8.5.1", "python": "3.11"}, {"torch": "2.9.0"}),
-    ("vllm-ascend-v0.23.0", {"torch_npu": "2.10.0.post4", "cann": "9.1.0", "python": "3.12", "transformers": "5.5.4"}, {"driver": "26.0.RC1"}),  # 9.1.0 pairs with 26.0.RC1 (its own notes); 26.1.0 (sibling notes) is compatible
+    (
+        "vllm-ascend-v0.23.0",
+        {"torch_npu": "2.10.0.post4", "cann": "9.1.0", "python": "3.12", "transformers": "5.5.4"},
+        {"driver": "26.0.RC1"},
+    ),  # 9.1.0 pairs with 26.0.RC1 (its own notes); 26.1.0 (sibling notes) is compatible
     ("vllm-ascend-v0.23.0rc1", {"torch_npu": "2.10.0.post2", "cann": "9.0.1"}, {"torch": "2.10.0"}),
     ("x86-torch-cpu-index", {"arch": "x86_64", "torch": "2.6.0"}, {"torch_npu": "2.6.0.post5"}),
     ("a3-cann-8.5.0", {"chip": "a3", "cann": "8.5.0"}, {"driver": "25.3.RC1"}),
-    ("official-image-8.3.rc1-910b-py3.11", {"chip": "910b", "os": "ubuntu22.04", "cann": "8.3.RC1", "python": "3.11"}, {"driver": "25.3.RC1"}),
+    (
+        "official-image-8.3.rc1-910b-py3.11",
+        {"chip": "910b", "os": "ubuntu22.04", "cann": "8.3.RC1", "python": "3.11"},
+        {"driver": "25.3.RC1"},
+    ),
     ("950-openeuler-9.0.0", {"chip": "950", "os": "openeuler24.03", "cann": "9.0.0"}, {"torch_npu": "2.12.0"}),
     ("driver-24.1.rc3-firmware-24.1.rc1-in-range", {"driver": "24.1.RC3", "firmware": "24.1.RC1"}, {}),
     ("a2-inference-8.0.RC1-24.1.RC1", {"cann": "8.0.RC1", "driver": "24.1.RC1"}, {"torch_npu": "2.2.0"}),
@@ -33,7 +49,11 @@ INVALID = [
     ("llamafactory-4382-numpy2-torch-2.1", {"torch": "2.1.0", "numpy": "2.0.0"}, "NumPy 1.x"),
     ("two-accelerators", {"torch": "2.6.0+cu124", "chip": "910b"}, "CUDA"),
     ("cann-8.5-needs-new-hdk", {"driver": "24.1.RC2", "cann": "8.5.0"}, "does not work with NPU driver"),
-    ("triton-ascend-328-MsprofSysCycleTime", {"torch_npu": "2.7.1", "cann": "9.0.0-beta.2"}, "torch_npu 2.7.1 does not work with CANN 9.0.0-beta.2"),
+    (
+        "triton-ascend-328-MsprofSysCycleTime",
+        {"torch_npu": "2.7.1", "cann": "9.0.0-beta.2"},
+        "torch_npu 2.7.1 does not work with CANN 9.0.0-beta.2",
+    ),
     ("310p-not-in-26.1", {"chip": "310p", "torch_npu": "2.12.0"}, "chip 310p is not supported by torch_npu 2.12.0"),
     ("centos7-glibc", {"os": "centos7.6", "torch_npu": "2.7.1"}, "glibc"),
     ("driver-firmware-mismatch", {"driver": "24.1.RC3", "firmware": "25.0.RC1"}, "not known to be compatible"),
@@ -144,7 +164,13 @@ def test_hint_rules_warn_but_do_not_refuse(lm):
 
 @pytest.mark.parametrize(
     "key,value,nearest",
-    [("cann", "8.4.0", "8.5.0"), ("torch_npu", "2.6.1", "2.6.0"), ("driver", "25.4.0", "25.5.0"), ("python", "3.7", "3.8"), ("torch", "2.0.1", "2.1.0")],
+    [
+        ("cann", "8.4.0", "8.5.0"),
+        ("torch_npu", "2.6.1", "2.6.0"),
+        ("driver", "25.4.0", "25.5.0"),
+        ("python", "3.7", "3.8"),
+        ("torch", "2.0.1", "2.1.0"),
+    ],
 )
 def test_unknown_versions_are_bad_input_with_nearest(lm, key, value, nearest):
     with pytest.raises(BadInput) as err:
@@ -207,9 +233,18 @@ RULE_CASES = {
 }
 # rules whose "breaking" stack above cannot break them on its own (the witness shows the rule holds)
 # (the matrix has no torch < 2.1 and no Python < 3.8, so these can never be the deciding rule today)
-HOLDS_ONLY = {"transformers/python-4.32.0", "transformers/torch-4.32.0", "transformers/torch-4.33.0",
-              "transformers/torch-4.37.0", "transformers/torch-4.48.0", "transformers/torch-4.53.0",
-              "accelerate/python-0.21.0", "accelerate/torch-0.21.0", "accelerate/torch-1.3.0", "accelerate/numpy-0.34.0"}
+HOLDS_ONLY = {
+    "transformers/python-4.32.0",
+    "transformers/torch-4.32.0",
+    "transformers/torch-4.33.0",
+    "transformers/torch-4.37.0",
+    "transformers/torch-4.48.0",
+    "transformers/torch-4.53.0",
+    "accelerate/python-0.21.0",
+    "accelerate/torch-0.21.0",
+    "accelerate/torch-1.3.0",
+    "accelerate/numpy-0.34.0",
+}
 
 
 def test_every_error_rule_has_a_test(lm):
@@ -242,7 +277,11 @@ def test_rule(lm, rule_id):
         ("torch_npu-torch", {"torch_npu": "2.9.0", "torch": "2.8.0"}, {"torch_npu": "2.9.0", "torch": "2.9.0"}),
         ("torch_npu-python", {"torch_npu": "2.9.0", "python": "3.13"}, {"torch_npu": "2.9.0.post6", "python": "3.13"}),
         ("cann-python", {"cann": "8.5.0.alpha001", "python": "3.12"}, {"cann": "8.5.0", "python": "3.12"}),
-        ("torch_npu-glibc", {"torch_npu": "2.6.0", "arch": "aarch64", "os": "centos7.6"}, {"torch_npu": "2.6.0", "arch": "x86_64", "os": "centos7.6"}),
+        (
+            "torch_npu-glibc",
+            {"torch_npu": "2.6.0", "arch": "aarch64", "os": "centos7.6"},
+            {"torch_npu": "2.6.0", "arch": "x86_64", "os": "centos7.6"},
+        ),
     ],
 )
 def test_relation(lm, relation, bad, good):

@@ -37,13 +37,23 @@ BROKEN = [
     ({"vllm_ascend": "0.23.0", "vllm": "0.9.1"}, None, "vllm_ascend-vllm", "pins vLLM 0.23.0"),
     ({"vllm": "0.25.1"}, None, "vllm_ascend-vllm", "vllm 0.25.1 fits vllm-ascend 0.25.1rc1"),
     ({"vllm_ascend": "0.23.0", "torch_npu": "2.5.1.post1"}, None, "vllm_ascend-torch_npu", "pins torch_npu 2.10.0.post4"),
-    ({"vllm_ascend": "0.23.0", "cann": "8.2.RC1"}, None, "vllm_ascend-torch_npu", "vllm_ascend 0.23.0 is excluded by the torch_npu above"),
+    (
+        {"vllm_ascend": "0.23.0", "cann": "8.2.RC1"},
+        None,
+        "vllm_ascend-torch_npu",
+        "vllm_ascend 0.23.0 is excluded by the torch_npu above",
+    ),
     ({"vllm_ascend": "0.9.1", "triton_ascend": "3.2.2"}, None, "vllm_ascend-triton_ascend", "installs no triton-ascend"),
     ({"vllm_ascend": "0.23.0", "os": "ubuntu20.04"}, None, "vllm_ascend-glibc", "manylinux_2_34 (glibc >= 2.34)"),
     ({"triton_ascend": "3.2.0", "cann": "9.1.0"}, None, "triton_ascend-cann", "strictly bound to CANN"),
     ({"triton_ascend": "3.2.2", "chip": "310p"}, None, "triton_ascend-chip", "chip 310p fits triton-ascend none"),
     ({"triton_ascend": "3.2.0", "python": "3.12"}, None, "triton_ascend-python", "needs Python >=3.9,<3.12"),
-    ({"mindspeed": "2.2.0_core_r0.12.1", "torch_npu": "2.7.1.post8"}, None, "mindspeed-torch_npu", "supports TorchNPU 7.2.0 only"),
+    (
+        {"mindspeed": "2.2.0_core_r0.12.1", "torch_npu": "2.7.1.post8"},
+        None,
+        "mindspeed-torch_npu",
+        "supports TorchNPU 7.2.0 only",
+    ),
     ({"mindspeed": "2.1.0", "cann": "9.1.0"}, None, "mindspeed-torch_npu", "mindspeed 2.1.0 is excluded by the torch_npu above"),
     ({"mindspeed": "26.1.0", "torch": "2.6.0"}, None, "mindspeed-torch_npu", "supports TorchNPU 26.1.0 only"),
     ({"mindspeed": "26.1.0", "python": "3.11"}, None, "mindspeed-python", "needs Python >=3.10,<3.11"),
@@ -63,7 +73,12 @@ def test_the_serving_workload_completes_the_newest_final_vllm_ascend_and_its_sta
     pins = pins_from_mapping(lm, {})
     s = solve(lm, pins, framework_keys(pins, "serving")).stack
     assert (s["vllm_ascend"], s["vllm"], s["triton_ascend"], s["torch_npu"], s["cann"]) == (
-        "0.23.0", "0.23.0", "3.2.2", "2.10.0.post4", "9.1.0")
+        "0.23.0",
+        "0.23.0",
+        "3.2.2",
+        "2.10.0.post4",
+        "9.1.0",
+    )
     assert "mindspeed" not in s
 
 

@@ -12,8 +12,17 @@ from envkit.resolve.search import initial_domains
 
 @pytest.mark.parametrize(
     ("text", "base"),
-    [("24.1.rc2.2", "24.1.rc2"), ("25.0.rc1.1", "25.0.rc1"), ("24.1.0.3", "24.1.0"), ("25.7.rc1.6", "25.7.rc1"),
-     ("25.5.1", None), ("24.1.rc3", None), ("2.12.0.post3", None), ("9.1.0-beta.3", None), ("8.5.0.alpha002", None)],
+    [
+        ("24.1.rc2.2", "24.1.rc2"),
+        ("25.0.rc1.1", "25.0.rc1"),
+        ("24.1.0.3", "24.1.0"),
+        ("25.7.rc1.6", "25.7.rc1"),
+        ("25.5.1", None),
+        ("24.1.rc3", None),
+        ("2.12.0.post3", None),
+        ("9.1.0-beta.3", None),
+        ("8.5.0.alpha002", None),
+    ],
 )
 def test_patch_base(text, base):
     assert versions.patch_base(text) == base
@@ -21,8 +30,7 @@ def test_patch_base(text, base):
 
 @pytest.mark.parametrize(
     ("given", "release"),
-    [("25.0.rc1.1", "25.0.RC1"), ("25.0.rc1.3", "25.0.RC1"), ("24.1.0.3", "24.1.0"),
-     ("25.7.rc1.6", "26.0.RC1")],
+    [("25.0.rc1.1", "25.0.RC1"), ("25.0.rc1.3", "25.0.RC1"), ("24.1.0.3", "24.1.0"), ("25.7.rc1.6", "26.0.RC1")],
 )
 def test_hdk_spellings_are_their_release(lm, given, release):
     assert lm.hdk(given).version == release
@@ -76,9 +84,10 @@ def test_an_unmapped_post_release_is_judged_by_its_line(lm):
     assert not report.valid and "no published CANN pairing" in report.conflicts[0].summary
 
 
-@pytest.mark.parametrize(("key", "value", "near"), [("torch_npu", "2.10.0rc9", "2.10.0rc2"),
-                                                     ("driver", "24.1.rc4.2", "24.1.RC3"),
-                                                     ("cann", "9.1.0-beta.9", "9.1.0")])
+@pytest.mark.parametrize(
+    ("key", "value", "near"),
+    [("torch_npu", "2.10.0rc9", "2.10.0rc2"), ("driver", "24.1.rc4.2", "24.1.RC3"), ("cann", "9.1.0-beta.9", "9.1.0")],
+)
 def test_a_truly_unknown_release_stays_bad_input(lm, key, value, near):
     with pytest.raises(BadInput) as info:
         pins_from_mapping(lm, {key: value})

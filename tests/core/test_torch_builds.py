@@ -23,12 +23,15 @@ def _torch_pin(lm, **declared):
     return lock, pin
 
 
-@pytest.mark.parametrize("declared, version, index", [
-    ({}, "2.12.0+cpu", "pytorch-cpu"),                                  # the default target: aarch64, a CUDA build on PyPI
-    ({"torch": "2.10.0"}, "2.10.0", None),                              # aarch64 <= 2.10: PyPI's wheel is the CPU build
-    ({"arch": "x86_64"}, "2.12.0+cpu", "pytorch-cpu"),                  # x86_64: PyPI's torch is always a CUDA build
-    ({"arch": "x86_64", "torch": "2.10.0"}, "2.10.0+cpu", "pytorch-cpu"),
-])
+@pytest.mark.parametrize(
+    "declared, version, index",
+    [
+        ({}, "2.12.0+cpu", "pytorch-cpu"),  # the default target: aarch64, a CUDA build on PyPI
+        ({"torch": "2.10.0"}, "2.10.0", None),  # aarch64 <= 2.10: PyPI's wheel is the CPU build
+        ({"arch": "x86_64"}, "2.12.0+cpu", "pytorch-cpu"),  # x86_64: PyPI's torch is always a CUDA build
+        ({"arch": "x86_64", "torch": "2.10.0"}, "2.10.0+cpu", "pytorch-cpu"),
+    ],
+)
 def test_the_lock_pins_torchs_cpu_build_and_its_index(declared, version, index):
     lm = load_matrix()
     lock, pin = _torch_pin(lm, **declared)
@@ -58,25 +61,31 @@ def _edited(tmp_path: Path, old: str, new: str):
     return load_matrix_from(folder)
 
 
-ROW_211_X86 = '''  - torch: "2.11.0"
+ROW_211_X86 = """  - torch: "2.11.0"
     arch: x86_64
     index: pytorch-cpu
     local: cpu
-'''
-ROW_210_ARM = '''  - torch: "2.10.0"
+"""
+ROW_210_ARM = """  - torch: "2.10.0"
     arch: aarch64
     index: pypi
     local: null
-'''
+"""
 
 
-@pytest.mark.parametrize("old, new, problem", [
-    (ROW_211_X86, ROW_211_X86.replace("local: cpu", "local: null"),
-     "torch_npu 2.11.0.post3 pins torch==2.11.0+cpu on x86_64; this row gives the plain version"),
-    (ROW_210_ARM, ROW_210_ARM.replace("local: null", "local: cpu"), "PyPI serves no +cpu build"),
-    (ROW_210_ARM, ROW_210_ARM.replace("index: pypi", "index: nowhere"), "unknown index nowhere"),
-    (ROW_210_ARM, ROW_210_ARM.replace('"2.10.0"', '"2.10.1"'), "no row for torch 2.10.0 on aarch64"),
-])
+@pytest.mark.parametrize(
+    "old, new, problem",
+    [
+        (
+            ROW_211_X86,
+            ROW_211_X86.replace("local: cpu", "local: null"),
+            "torch_npu 2.11.0.post3 pins torch==2.11.0+cpu on x86_64; this row gives the plain version",
+        ),
+        (ROW_210_ARM, ROW_210_ARM.replace("local: null", "local: cpu"), "PyPI serves no +cpu build"),
+        (ROW_210_ARM, ROW_210_ARM.replace("index: pypi", "index: nowhere"), "unknown index nowhere"),
+        (ROW_210_ARM, ROW_210_ARM.replace('"2.10.0"', '"2.10.1"'), "no row for torch 2.10.0 on aarch64"),
+    ],
+)
 def test_matrix_check_names_a_wrong_or_missing_row(tmp_path, old, new, problem):
     lm = _edited(tmp_path, old, new)
     found = [f"{p.row}: {p.message}" for p in check_matrix(lm) if p.section == "torch_builds"]

@@ -55,19 +55,24 @@ def test_written_lines_read_back_merged_by_project():
     text = "".join(r.line() + "\n" for r in reqs)
     assert text.splitlines()[1] == f"six==1.17.0 --hash=sha256:{SHA} --hash=sha256:{b}"
     assert parse_requirements(text + f"foo-bar==1.0 --hash=sha256:{b}\n", "r.txt") == [
-        Requirement("foo-bar", "1.0", (SHA, b)), Requirement("six", "1.17.0", (SHA, b))]
+        Requirement("foo-bar", "1.0", (SHA, b)),
+        Requirement("six", "1.17.0", (SHA, b)),
+    ]
     with pytest.raises(BadInput, match="pinned twice"):
         parse_requirements(text + f"six==1.16.0 --hash=sha256:{b}\n", "r.txt")
 
 
 def test_bundle_requirements_file():
     target = make_target("3.10", "x86_64")
-    pkg = ClosurePackage(name="beta", version="2.0", filename="beta-2.0-py3-none-any.whl", url="https://x/beta.whl",
-                         sha256="b" * 64, size=1)
+    pkg = ClosurePackage(
+        name="beta", version="2.0", filename="beta-2.0-py3-none-any.whl", url="https://x/beta.whl", sha256="b" * 64, size=1
+    )
     closure = PythonClosure(target=target, roots=["beta"], index_url="https://pypi.org/simple", resolver="uv", packages=[pkg])
     text = requirements_txt(closure, [("alpha", "1.0", SHA)]).decode()
-    assert text == ("# 2 wheels for Python 3.10 on manylinux_2_28_x86_64; install with --no-index --no-deps --require-hashes\n"
-                    f"alpha==1.0 --hash=sha256:{SHA}\nbeta==2.0 --hash=sha256:{'b' * 64}\n")
+    assert text == (
+        "# 2 wheels for Python 3.10 on manylinux_2_28_x86_64; install with --no-index --no-deps --require-hashes\n"
+        f"alpha==1.0 --hash=sha256:{SHA}\nbeta==2.0 --hash=sha256:{'b' * 64}\n"
+    )
     assert [r.name for r in parse_requirements(text, "target.txt")] == ["alpha", "beta"]
 
 

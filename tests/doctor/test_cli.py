@@ -89,9 +89,7 @@ def test_image_root_with_env_file(root_copy, run_cli):
     assert (rc, set_env["status"]) == (0, "warn") and "--env-file" in set_env["fix"]
     rc, out, _ = run_cli("doctor", "--root", str(root), "--env-file", str(ROOTS / "image-910b-8.5.env"), "--json")
     doc = json.loads(out)
-    assert rc == 0 and all(c["status"] == "ok" for c in doc["checks"]), [
-        c for c in doc["checks"] if c["status"] != "ok"
-    ]
+    assert rc == 0 and all(c["status"] == "ok" for c in doc["checks"]), [c for c in doc["checks"] if c["status"] != "ok"]
     devices = next(c for c in doc["checks"] if c["name"] == "npu devices")
     assert "run time" in devices["detail"]
     assert doc["observed"]["chip"]["value"] == "910b"  # from the operator package, no npu-smi in an image
@@ -161,9 +159,7 @@ def lock_a2_85(tmp_path_factory) -> Path:
     from envkit.resolve import pins_from_mapping, solve
 
     lm = load_matrix()
-    pins = pins_from_mapping(
-        lm, dict(chip="910b", arch="aarch64", os="ubuntu22.04", python="3.11", cann="8.5.0", torch="2.6.0")
-    )
+    pins = pins_from_mapping(lm, dict(chip="910b", arch="aarch64", os="ubuntu22.04", python="3.11", cann="8.5.0", torch="2.6.0"))
     path = tmp_path_factory.mktemp("lock") / "envkit.lock"
     write_lock(build_lock(lm, solve(lm, pins), "tests"), path)
     return path

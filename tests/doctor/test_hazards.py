@@ -47,8 +47,7 @@ def _site(root: Path) -> Path:
 def _metadata(root: Path, dist: str, name: str, version: str, requires: list[str]) -> None:
     folder = _site(root) / dist
     (folder / "METADATA").write_text(
-        f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
-        + "".join(f"Requires-Dist: {r}\n" for r in requires)
+        f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n" + "".join(f"Requires-Dist: {r}\n" for r in requires)
     )
 
 

@@ -31,8 +31,14 @@ def test_recorded_samples_parse():
 
 
 def test_device_checks_on_samples():
-    out = H.DeviceOutputs(0, link=read("link_up.txt"), net_health=read("net_health_success.txt"), tls=read("tls.txt"),
-                          ip=read("ip.txt"), ping={"10.20.1.10": read("ping_fail.txt"), "10.20.1.11": read("ping_ok.txt")})
+    out = H.DeviceOutputs(
+        0,
+        link=read("link_up.txt"),
+        net_health=read("net_health_success.txt"),
+        tls=read("tls.txt"),
+        ip=read("ip.txt"),
+        ping={"10.20.1.10": read("ping_fail.txt"), "10.20.1.11": read("ping_ok.txt")},
+    )
     findings, facts = H.check_device(out, hccn_address="10.20.0.11", host="n0")
     by = {f.check: f for f in findings}
     assert facts == {"link": "UP", "net_health": "Success", "tls": 0, "ip": "10.20.0.10", "netmask": "255.255.255.0"}

@@ -139,9 +139,7 @@ def test_host_python_probe_reads_metadata_without_importing(tmp_path: Path):
     (pkg / "__init__.py").write_text("raise SystemExit('torch_npu was imported')\n")
     dist = site / "torch_npu-2.6.0.post5.dist-info"
     dist.mkdir()
-    (dist / "METADATA").write_text(
-        "Metadata-Version: 2.1\nName: torch-npu\nVersion: 2.6.0.post5\nRequires-Dist: torch==2.6.0\n"
-    )
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: torch-npu\nVersion: 2.6.0.post5\nRequires-Dist: torch==2.6.0\n")
     (dist / "RECORD").write_text("")
     env = {"PYTHONPATH": str(site), "PATH": os.environ.get("PATH", "")}
     from envkit.doctor.probe import _python_from_host

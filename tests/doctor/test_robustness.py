@@ -72,11 +72,7 @@ def test_one_corrupted_byte(idx, pos, byte):
 
 
 @FAST
-@given(
-    lines=st.lists(
-        st.sampled_from([ln for t in SAMPLE_TEXTS if t.startswith("+") for ln in t.splitlines()]), max_size=30
-    )
-)
+@given(lines=st.lists(st.sampled_from([ln for t in SAMPLE_TEXTS if t.startswith("+") for ln in t.splitlines()]), max_size=30))
 def test_shuffled_npu_smi_lines(lines):
     """Any arrangement of real npu-smi lines parses or fails with a reason; chips come in pairs."""
     try:

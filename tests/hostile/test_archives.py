@@ -34,8 +34,15 @@ ALPHA = f"{ROOT}/wheels/alpha-1.0-py3-none-any.whl"
 def _manifest(files: dict[str, bytes]) -> bytes:
     from envkit.models.bundle import BundleFile, BundleManifest
 
-    m = BundleManifest(envkit_version="0", lock_sha256="0" * 64, target={}, controller={}, lacks=[], lock={},
-                       files=[BundleFile(path=p, sha256=hashlib.sha256(d).hexdigest(), size=len(d)) for p, d in sorted(files.items())])
+    m = BundleManifest(
+        envkit_version="0",
+        lock_sha256="0" * 64,
+        target={},
+        controller={},
+        lacks=[],
+        lock={},
+        files=[BundleFile(path=p, sha256=hashlib.sha256(d).hexdigest(), size=len(d)) for p, d in sorted(files.items())],
+    )
     return json.dumps(m.model_dump(mode="json"), sort_keys=True).encode()
 
 
@@ -111,28 +118,63 @@ def _bomb(path: Path) -> Path:
 
 CASES = {
     # name: (make the archive at path, exit code, what stderr says, tar options)
-    "symlink-before-a-listed-file": (lambda p: _write(p, _insert(_good(), f"{ROOT}/install.sh",
-                                     _node(f"{ROOT}/wheels", tarfile.SYMTYPE, "../../outside"))), 1, "symbolic link", ()),
-    "symlink-after-a-listed-file": (lambda p: _write(p, _insert(_good(), None,
-                                    _node(ALPHA, tarfile.SYMTYPE, "../../../outside/passwd"))), 1, "symbolic link", ()),
-    "hard-link": (lambda p: _write(p, _insert(_good(), None, _node(f"{ROOT}/wheels/gamma.whl", tarfile.LNKTYPE, ALPHA))),
-                  1, "hard link", ()),
+    "symlink-before-a-listed-file": (
+        lambda p: _write(p, _insert(_good(), f"{ROOT}/install.sh", _node(f"{ROOT}/wheels", tarfile.SYMTYPE, "../../outside"))),
+        1,
+        "symbolic link",
+        (),
+    ),
+    "symlink-after-a-listed-file": (
+        lambda p: _write(p, _insert(_good(), None, _node(ALPHA, tarfile.SYMTYPE, "../../../outside/passwd"))),
+        1,
+        "symbolic link",
+        (),
+    ),
+    "hard-link": (
+        lambda p: _write(p, _insert(_good(), None, _node(f"{ROOT}/wheels/gamma.whl", tarfile.LNKTYPE, ALPHA))),
+        1,
+        "hard link",
+        (),
+    ),
     "fifo": (lambda p: _write(p, _insert(_good(), None, _node(f"{ROOT}/pipe", tarfile.FIFOTYPE))), 1, "FIFO", ()),
     "char-device": (lambda p: _write(p, _insert(_good(), None, _node(f"{ROOT}/zero", tarfile.CHRTYPE))), 1, "device", ()),
-    "setuid": (lambda p: _write(p, _replace(_good(), f"{ROOT}/install.sh",
-                                            _reg(f"{ROOT}/install.sh", FILES["install.sh"], 0o4755))), 1, "setuid", ()),
-    "group-writable": (lambda p: _write(p, _replace(_good(), ALPHA, _reg(ALPHA, FILES[ALPHA[7:]], 0o666))),
-                       1, "writable by group or others", ()),
-    "foreign-owner": (lambda p: _write(p, _replace(_good(), ALPHA, _reg(ALPHA, FILES[ALPHA[7:]], uid=4242, gid=4242))),
-                      1, "not root", ()),
-    "xattr": (lambda p: _write(p, _replace(_good(), ALPHA, _reg(ALPHA, FILES[ALPHA[7:]],
-                                                                pax_headers={"SCHILY.xattr.user.evil": "1"}))),
-              1, "SCHILY.xattr.user.evil", ("--xattrs", "--xattrs-include=*")),
+    "setuid": (
+        lambda p: _write(p, _replace(_good(), f"{ROOT}/install.sh", _reg(f"{ROOT}/install.sh", FILES["install.sh"], 0o4755))),
+        1,
+        "setuid",
+        (),
+    ),
+    "group-writable": (
+        lambda p: _write(p, _replace(_good(), ALPHA, _reg(ALPHA, FILES[ALPHA[7:]], 0o666))),
+        1,
+        "writable by group or others",
+        (),
+    ),
+    "foreign-owner": (
+        lambda p: _write(p, _replace(_good(), ALPHA, _reg(ALPHA, FILES[ALPHA[7:]], uid=4242, gid=4242))),
+        1,
+        "not root",
+        (),
+    ),
+    "xattr": (
+        lambda p: _write(p, _replace(_good(), ALPHA, _reg(ALPHA, FILES[ALPHA[7:]], pax_headers={"SCHILY.xattr.user.evil": "1"}))),
+        1,
+        "SCHILY.xattr.user.evil",
+        ("--xattrs", "--xattrs-include=*"),
+    ),
     "duplicate": (lambda p: _write(p, _insert(_good(), None, _reg(ALPHA, b"evil"))), 1, "duplicate", ()),
-    "file-shadows-a-folder": (lambda p: _write(p, _insert(_good(), f"{ROOT}/install.sh", _reg(f"{ROOT}/wheels", b"x"))),
-                              1, "made a file", ()),
-    "folder-replaces-a-file": (lambda p: _write(p, _insert(_good(), None, _node(f"{ROOT}/install.sh", tarfile.DIRTYPE,
-                                                                                   mode=0o755))), 1, "folder replacing", ()),
+    "file-shadows-a-folder": (
+        lambda p: _write(p, _insert(_good(), f"{ROOT}/install.sh", _reg(f"{ROOT}/wheels", b"x"))),
+        1,
+        "made a file",
+        (),
+    ),
+    "folder-replaces-a-file": (
+        lambda p: _write(p, _insert(_good(), None, _node(f"{ROOT}/install.sh", tarfile.DIRTYPE, mode=0o755))),
+        1,
+        "folder replacing",
+        (),
+    ),
     "dot-dot": (lambda p: _write(p, _insert(_good(), None, _reg(f"{ROOT}/../evil", b"x"))), 1, "'..'", ()),
     "absolute": (lambda p: _write(p, _insert(_good(), None, _reg(f"/{ROOT}/evil", b"x"))), 1, "absolute path", ()),
     "damaged-header": (_damaged, 2, "damaged header", ()),
@@ -216,7 +258,7 @@ def test_a_flipped_byte_in_a_listed_file_is_a_failed_check(tmp_path, run_cli):
     r = run_cli("bundle", "verify", str(arc), "--json")
     assert r.code == 1
     rep = json.loads(r.out)
-    assert [m["path"] for m in rep["modified"]] == [ALPHA[len(ROOT) + 1:]] and not rep["missing"] and not rep["extra"]
+    assert [m["path"] for m in rep["modified"]] == [ALPHA[len(ROOT) + 1 :]] and not rep["missing"] and not rep["extra"]
 
 
 def test_an_empty_folder_member_is_extra(tmp_path, run_cli):
@@ -261,8 +303,11 @@ def _setuid(b: Path) -> str:
     return "setuid"
 
 
-@pytest.mark.parametrize("spoil", [_symlink_out, _symlink_in, _symlink_dir_out, _fifo, _setuid],
-                         ids=["symlink-out", "symlink-in", "symlink-folder-out", "fifo", "setuid"])
+@pytest.mark.parametrize(
+    "spoil",
+    [_symlink_out, _symlink_in, _symlink_dir_out, _fifo, _setuid],
+    ids=["symlink-out", "symlink-in", "symlink-folder-out", "fifo", "setuid"],
+)
 def test_a_folder_with_links_or_special_files_is_refused(tmp_path, run_cli, spoil):
     b = _folder(tmp_path)
     assert run_cli("bundle", "verify", str(b)).code == 0

@@ -19,7 +19,13 @@ COMMANDS = {
     "lock": ["lock", "--lock", "{f}", "--only", "numpy", "--index-url", "http://127.0.0.1:9/simple", "-o", "{out}"],
     "image run-args": ["image", "run-args", "--lock", "{f}"],
     "provision --check": ["provision", "-i", "envkit-unreachable.invalid,", "--check", "--lock", "{f}", "--out", "{out}"],
-    "doctor --lock": ["doctor", "--lock", "{f}", "--root", str(Path(__file__).resolve().parents[1] / "fixtures" / "roots" / "healthy-a2")],
+    "doctor --lock": [
+        "doctor",
+        "--lock",
+        "{f}",
+        "--root",
+        str(Path(__file__).resolve().parents[1] / "fixtures" / "roots" / "healthy-a2"),
+    ],
 }
 
 
@@ -116,32 +122,53 @@ def test_check_lock_compares_every_derived_section_by_name(lock_doc, tmp_path):
     doc["hints"] = ["edited hints are not derived"]
     got = locking.check_lock(read_lock(_write(tmp_path, doc)), "envkit.lock")
     assert set(got) == {
-        "artifacts.cann-toolkit.run.flags", "artifacts.cann-toolkit.order", "artifacts.cann-nnal", "validated.cann_hdk",
-        "python.cann_runtime", "python.indexes.pypi", f"python.requirements.{doc['python']['requirements'][0]['name']}.version",
+        "artifacts.cann-toolkit.run.flags",
+        "artifacts.cann-toolkit.order",
+        "artifacts.cann-nnal",
+        "validated.cann_hdk",
+        "python.cann_runtime",
+        "python.indexes.pypi",
+        f"python.requirements.{doc['python']['requirements'][0]['name']}.version",
         "platform.base_image",
     }, got
 
 
 # --- URLs -----------------------------------------------------------------------------------------------------
 def _closure(url: str, index: str, mirrors: list[str]) -> dict:
-    return {"target": {"python": "3.10", "arch": "aarch64", "glibc": "2.28", "platform": "manylinux_2_28_aarch64"},
-            "roots": ["alpha"], "index_url": index, "resolver": "test", "mirrors": mirrors,
-            "packages": [{"name": "alpha", "version": "1.0", "filename": "alpha-1.0-py3-none-any.whl", "url": url,
-                          "sha256": "0" * 64, "size": 1}]}
+    return {
+        "target": {"python": "3.10", "arch": "aarch64", "glibc": "2.28", "platform": "manylinux_2_28_aarch64"},
+        "roots": ["alpha"],
+        "index_url": index,
+        "resolver": "test",
+        "mirrors": mirrors,
+        "packages": [
+            {
+                "name": "alpha",
+                "version": "1.0",
+                "filename": "alpha-1.0-py3-none-any.whl",
+                "url": url,
+                "sha256": "0" * 64,
+                "size": 1,
+            }
+        ],
+    }
 
 
-@pytest.mark.parametrize("url, index, mirrors, ok", [
-    ("https://files.example/alpha-1.0-py3-none-any.whl", "https://pypi.org/simple", [], True),
-    ("http://127.0.0.1:8080/alpha-1.0-py3-none-any.whl", "http://127.0.0.1:8080", ["http://127.0.0.1:8080/"], True),
-    ("http://127.0.0.1:8080/alpha-1.0-py3-none-any.whl", "https://pypi.org/simple", [], False),
-    ("http://127.0.0.1:80800/alpha-1.0-py3-none-any.whl", "http://127.0.0.1:8080", ["http://127.0.0.1:8080/"], False),
-    ("file:///srv/wheels/alpha-1.0-py3-none-any.whl", "https://pypi.org/simple", ["file:///srv/wheels/"], True),
-    ("file:///srv/wheels/../../etc/alpha-1.0-py3-none-any.whl", "https://pypi.org/simple", ["file:///srv/wheels/"], False),
-    ("file:///srv/wheels/%2e%2e/alpha-1.0-py3-none-any.whl", "https://pypi.org/simple", ["file:///srv/wheels/"], False),
-    ("file:///dev/zero", "https://pypi.org/simple", [], False),
-    ("https://files.example/alpha-1.0-py3-none-any.whl", "http://evil.example/simple", [], False),
-    ("https://files.example/alpha-1.0-py3-none-any.whl", "https://pypi.org/simple", ["https://pypi.org/"], False),
-])
+@pytest.mark.parametrize(
+    "url, index, mirrors, ok",
+    [
+        ("https://files.example/alpha-1.0-py3-none-any.whl", "https://pypi.org/simple", [], True),
+        ("http://127.0.0.1:8080/alpha-1.0-py3-none-any.whl", "http://127.0.0.1:8080", ["http://127.0.0.1:8080/"], True),
+        ("http://127.0.0.1:8080/alpha-1.0-py3-none-any.whl", "https://pypi.org/simple", [], False),
+        ("http://127.0.0.1:80800/alpha-1.0-py3-none-any.whl", "http://127.0.0.1:8080", ["http://127.0.0.1:8080/"], False),
+        ("file:///srv/wheels/alpha-1.0-py3-none-any.whl", "https://pypi.org/simple", ["file:///srv/wheels/"], True),
+        ("file:///srv/wheels/../../etc/alpha-1.0-py3-none-any.whl", "https://pypi.org/simple", ["file:///srv/wheels/"], False),
+        ("file:///srv/wheels/%2e%2e/alpha-1.0-py3-none-any.whl", "https://pypi.org/simple", ["file:///srv/wheels/"], False),
+        ("file:///dev/zero", "https://pypi.org/simple", [], False),
+        ("https://files.example/alpha-1.0-py3-none-any.whl", "http://evil.example/simple", [], False),
+        ("https://files.example/alpha-1.0-py3-none-any.whl", "https://pypi.org/simple", ["https://pypi.org/"], False),
+    ],
+)
 def test_closure_urls_are_https_or_under_a_recorded_mirror(url, index, mirrors, ok):
     from pydantic import ValidationError
 
@@ -164,8 +191,13 @@ def test_a_zip_edition_is_https_only(lock_doc, tmp_path, run_cli):
 def test_envkit_lock_records_the_mirrors_it_was_given(tmp_path):
     from envkit.closure import ClosurePlan, make_target, mirror_prefix
 
-    plan = ClosurePlan(roots=("alpha",), target=make_target("3.10", "aarch64"), index_url="http://127.0.0.1:8080/simple",
-                       extra_index_urls=("https://pypi.org/simple",), find_links=(str(tmp_path / "wheels"),),
-                       pinned=(("torch", "http://10.0.0.1:81/whl/cpu"),))
+    plan = ClosurePlan(
+        roots=("alpha",),
+        target=make_target("3.10", "aarch64"),
+        index_url="http://127.0.0.1:8080/simple",
+        extra_index_urls=("https://pypi.org/simple",),
+        find_links=(str(tmp_path / "wheels"),),
+        pinned=(("torch", "http://10.0.0.1:81/whl/cpu"),),
+    )
     assert plan.mirrors == sorted(["http://127.0.0.1:8080/", (tmp_path / "wheels").as_uri() + "/", "http://10.0.0.1:81/"])
     assert mirror_prefix("https://pypi.org/simple") is None

@@ -24,10 +24,56 @@ from hypothesis import strategies as st
 HCCN = Path(__file__).resolve().parents[1] / "fixtures" / "hccn"
 MARK = "MARK"
 _PIECES = [
-    "$(touch {m})", "`touch {m}`", "{{ lookup('pipe','touch {m}') }}", "{% raw %}", "'; touch {m}; '",
-    '"; touch {m}; "', "\n", "\r\n", "/", "..", "../../", "/etc/passwd", "${PATH}", "{", "}", "(", ")", "[", "]",
-    "'", '"', "\\", "*", "?", "~", "#", ":", " ", "-", "=", ",", ";", "&", "|", "<", ">", "!", "%", "@",
-    "a", "Z", "9", "8.5.0", "910b", "--quiet", "https://", "http://127.0.0.1:9/", "file:///dev/zero", "\x00", "é",
+    "$(touch {m})",
+    "`touch {m}`",
+    "{{ lookup('pipe','touch {m}') }}",
+    "{% raw %}",
+    "'; touch {m}; '",
+    '"; touch {m}; "',
+    "\n",
+    "\r\n",
+    "/",
+    "..",
+    "../../",
+    "/etc/passwd",
+    "${PATH}",
+    "{",
+    "}",
+    "(",
+    ")",
+    "[",
+    "]",
+    "'",
+    '"',
+    "\\",
+    "*",
+    "?",
+    "~",
+    "#",
+    ":",
+    " ",
+    "-",
+    "=",
+    ",",
+    ";",
+    "&",
+    "|",
+    "<",
+    ">",
+    "!",
+    "%",
+    "@",
+    "a",
+    "Z",
+    "9",
+    "8.5.0",
+    "910b",
+    "--quiet",
+    "https://",
+    "http://127.0.0.1:9/",
+    "file:///dev/zero",
+    "\x00",
+    "é",
 ]
 HUGE_INT = "__envkit_huge_int__"
 COMMANDS = ["validate", "image render", "bundle build", "lock", "launch render", "provision --check"]
@@ -39,8 +85,13 @@ def _hostile_text(draw_list: list[str], marker: Path) -> str:
 
 hostile_pieces = st.lists(st.sampled_from(_PIECES), min_size=1, max_size=8)
 other_values = st.one_of(
-    st.none(), st.booleans(), st.integers(-(2**70), 2**70), st.floats(allow_nan=True),
-    st.just(HUGE_INT), st.lists(st.integers(), max_size=3), st.dictionaries(st.sampled_from(["a", "file", "x"]), st.integers(), max_size=2),
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**70), 2**70),
+    st.floats(allow_nan=True),
+    st.just(HUGE_INT),
+    st.lists(st.integers(), max_size=3),
+    st.dictionaries(st.sampled_from(["a", "file", "x"]), st.integers(), max_size=2),
 )
 
 
@@ -117,13 +168,32 @@ def _argv(command: str, lock: Path, out: Path, site: Path) -> list[str]:
     if command == "bundle build":
         return ["bundle", "build", "--lock", str(lock), "-o", str(out / "bundle.tar")]
     if command == "lock":
-        return ["lock", "--lock", str(lock), "--only", "numpy", "--index-url", "http://127.0.0.1:9/simple",
-                "-o", str(out / "locked.lock")]
+        return [
+            "lock",
+            "--lock",
+            str(lock),
+            "--only",
+            "numpy",
+            "--index-url",
+            "http://127.0.0.1:9/simple",
+            "-o",
+            str(out / "locked.lock"),
+        ]
     if command == "launch render":
         inv = site / "hosts.ini"
         return ["launch", "render", "-i", str(inv), "--lock", str(lock), "-o", str(out / "launch")]
-    return ["provision", "-i", "envkit-unreachable.invalid,", "--check", "--lock", str(lock), "--artifacts",
-            str(site / "empty-vendor"), "--out", str(out / "provision")]
+    return [
+        "provision",
+        "-i",
+        "envkit-unreachable.invalid,",
+        "--check",
+        "--lock",
+        str(lock),
+        "--artifacts",
+        str(site / "empty-vendor"),
+        "--out",
+        str(out / "provision"),
+    ]
 
 
 def _site(base: Path) -> Path:
@@ -149,16 +219,18 @@ def _check(run_cli, argv: list[str], base: Path, marker: Path, out: Path):
 
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("command", COMMANDS)
-def test_generated_locks_never_crash_write_outside_or_run_a_payload(command, lock_doc, run_cli, monkeypatch,
-                                                                   tmp_path_factory):
+def test_generated_locks_never_crash_write_outside_or_run_a_payload(command, lock_doc, run_cli, monkeypatch, tmp_path_factory):
     work = tmp_path_factory.mktemp(f"lockprop-{command.replace(' ', '-')}")
     monkeypatch.chdir(work)
     monkeypatch.setenv("ENVKIT_CACHE_DIR", str(work / "cache"))
     examples = 12 if command in ("lock", "provision --check") else 30
 
-    @settings(max_examples=examples, deadline=None, database=None,
-              suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
-                                     HealthCheck.data_too_large])
+    @settings(
+        max_examples=examples,
+        deadline=None,
+        database=None,
+        suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large],
+    )
     @given(data=st.data())
     def run(data):
         base = Path(tempfile.mkdtemp(dir=work))
@@ -170,7 +242,9 @@ def test_generated_locks_never_crash_write_outside_or_run_a_payload(command, loc
         out = base / "out"
         out.mkdir()
         res = _check(run_cli, _argv(command, lock, out, site), base, marker, out)
-        event(f"{'+'.join(sorted(set(kinds)))}: exit {res.code}" + (" (gate)" if "differ from what the matrix" in res.err else ""))
+        event(
+            f"{'+'.join(sorted(set(kinds)))}: exit {res.code}" + (" (gate)" if "differ from what the matrix" in res.err else "")
+        )
         if res.code == 0 and command != "validate":  # what went through is what the gate and the schema allow
             assert doc.get("schema_version") == 2
         shutil.rmtree(base)
@@ -201,10 +275,17 @@ def test_a_schema_valid_edit_is_refused_by_every_command_that_reads_a_lock(lock_
 STACK = {"chip": "910b", "arch": "aarch64", "os": "ubuntu22.04", "python": "3.10", "cann": "8.5.0"}
 
 
-@settings(max_examples=40, deadline=None, database=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-@given(key=st.sampled_from([*STACK, "torch", "torch_npu", "numpy", "bogus"]),
-       value=st.one_of(hostile_pieces, other_values), command=st.sampled_from(["validate", "resolve"]))
+@settings(
+    max_examples=40,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    key=st.sampled_from([*STACK, "torch", "torch_npu", "numpy", "bogus"]),
+    value=st.one_of(hostile_pieces, other_values),
+    command=st.sampled_from(["validate", "resolve"]),
+)
 def test_generated_stack_files_never_crash_write_outside_or_run_a_payload(key, value, command, run_cli, tmp_path_factory):
     base = tmp_path_factory.mktemp("stackprop")
     marker = base / MARK

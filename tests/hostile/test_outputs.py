@@ -116,8 +116,19 @@ def image_inputs(tmp_path_factory):
 
 def _render(run_cli, inputs, out: Path, *extra: str, artifacts: Path | None = None):
     lock, arts, reqs = inputs
-    return run_cli("image", "render", "--lock", str(lock), "--artifacts", str(artifacts or arts),
-                   "--requirements", str(reqs), "-o", str(out), *extra)
+    return run_cli(
+        "image",
+        "render",
+        "--lock",
+        str(lock),
+        "--artifacts",
+        str(artifacts or arts),
+        "--requirements",
+        str(reqs),
+        "-o",
+        str(out),
+        *extra,
+    )
 
 
 def _digests(folder: Path) -> dict[str, str]:
@@ -137,8 +148,7 @@ def test_image_render_refuses_a_folder_it_did_not_make_unless_forced(image_input
 
 
 @pytest.mark.parametrize("inside", ["artifacts", "vendor"])
-def test_image_render_never_removes_the_vendor_packages_handed_in_from_inside_the_output(
-        image_inputs, tmp_path, run_cli, inside):
+def test_image_render_never_removes_the_vendor_packages_handed_in_from_inside_the_output(image_inputs, tmp_path, run_cli, inside):
     """The user's only copy of the vendor packages lies inside -o (where the context puts them, or elsewhere)."""
     out = tmp_path / "ctx"
     assert _render(run_cli, image_inputs, out).code == 0
@@ -205,7 +215,7 @@ resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, 1 << 20))
 from pathlib import Path
 from envkit.download import Downloader, Fetch, WheelCache
 from envkit.errors import CheckFailed
-cache = WheelCache(Path({str(tmp_path / 'cache')!r}))
+cache = WheelCache(Path({str(tmp_path / "cache")!r}))
 try:
     Downloader(cache, retries=1, backoff=0).fetch_all([Fetch("file:///dev/zero", "0" * 64, 10, "zero.whl")])
 except CheckFailed as exc:

@@ -16,8 +16,15 @@ import pytest
 from envkit.errors import BadInput
 
 PAYLOADS = [
-    "$(touch {m})", "`touch {m}`", "'; touch {m}; '", '"; touch {m}; "', "${{PATH}}$HOME\\", "x && touch {m} #",
-    "{{{{ 7*7 }}}}", "a\nRUN touch {m}", "a\r\nRUN touch {m}",
+    "$(touch {m})",
+    "`touch {m}`",
+    "'; touch {m}; '",
+    '"; touch {m}; "',
+    "${{PATH}}$HOME\\",
+    "x && touch {m} #",
+    "{{{{ 7*7 }}}}",
+    "a\nRUN touch {m}",
+    "a\r\nRUN touch {m}",
 ]
 CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
@@ -43,18 +50,34 @@ def plan(tmp_path_factory):
     d = tmp_path_factory.mktemp("quoting")
     name = "a3-aarch64-cann8.5.0"
     lock = resolve_lock(GOLDEN_CASES[name], d / "envkit.lock")
-    return plan_build(read_lock(lock), generated_by="envkit image render", artifacts=fixture_installers(lock, d / "a"),
-                      requirements=fake_requirements(lock, d / "r.txt"))
+    return plan_build(
+        read_lock(lock),
+        generated_by="envkit image render",
+        artifacts=fixture_installers(lock, d / "a"),
+        requirements=fake_requirements(lock, d / "r.txt"),
+    )
 
 
 def _hostile_plan(plan, value: str, run_file: str, sha: str):
     s = plan.lock.stack.model_copy(update={"python": value, "chip": value})
     layout = plan.lock.layout.model_copy(update={"set_env": [value]})
     lock = plan.lock.model_copy(update={"stack": s, "layout": layout})
-    steps = [dataclasses.replace(st, file=run_file, run=run_file, sha256=sha, zip_member=False, flags=(value, "--quiet"),
-                                 component=value, version=value) for st in plan.steps[:1]]
-    return dataclasses.replace(plan, lock=lock, steps=steps, env=[("X", value)], labels=[("io.envkit.x", value)],
-                               indexes=[value], wheels=[])
+    steps = [
+        dataclasses.replace(
+            st,
+            file=run_file,
+            run=run_file,
+            sha256=sha,
+            zip_member=False,
+            flags=(value, "--quiet"),
+            component=value,
+            version=value,
+        )
+        for st in plan.steps[:1]
+    ]
+    return dataclasses.replace(
+        plan, lock=lock, steps=steps, env=[("X", value)], labels=[("io.envkit.x", value)], indexes=[value], wheels=[]
+    )
 
 
 @pytest.mark.parametrize("payload", PAYLOADS)
@@ -84,7 +107,7 @@ def test_dockerfile_quotes_or_refuses(plan, tmp_path, payload):
         if not lines[i].endswith("\\"):
             break
         i += 1
-    script = "".join(body)[len("RUN "):].replace(" && . ", " && true ")  # set_env: checked by quoting below
+    script = "".join(body)[len("RUN ") :].replace(" && . ", " && true ")  # set_env: checked by quoting below
     r = subprocess.run(["bash", "-o", "pipefail", "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=30)
     assert r.returncode == 0, r.stderr
     assert (tmp_path / "args").read_text().splitlines() == [value, "--quiet"]
@@ -124,19 +147,29 @@ def test_install_sh_quotes_or_refuses(tmp_path, payload):
     fake = tmp_path / "py"
     fake.write_text("#!/bin/sh\necho 3.10\n")
     fake.chmod(0o755)
-    r = subprocess.run(["sh", str(script), str(tmp_path / "venv")], cwd=tmp_path, capture_output=True, text=True,
-                       env={"PATH": "/usr/bin:/bin", "PYTHON": str(fake)}, timeout=30)
+    r = subprocess.run(
+        ["sh", str(script), str(tmp_path / "venv")],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin", "PYTHON": str(fake)},
+        timeout=30,
+    )
     assert r.returncode == 2 and f"for Python {value}," in r.stderr, r.stderr
     assert not marker.exists()
 
 
 @pytest.mark.parametrize("field", ["name", "version"])
-@pytest.mark.parametrize("payload", ["x --index-url https://evil", "1.0; python_version>'0'", "1.0\nevil==1",
-                                     "file:///etc/passwd", "1.0 #"])
+@pytest.mark.parametrize(
+    "payload", ["x --index-url https://evil", "1.0; python_version>'0'", "1.0\nevil==1", "file:///etc/passwd", "1.0 #"]
+)
 def test_requirement_lines_refuse_what_is_not_a_pin(field, payload):
     from envkit.wheels import Requirement
 
     parts = {"name": "torch", "version": "2.1.0", "hashes": ("a" * 64,)} | {field: payload}
     with pytest.raises(BadInput, match="refused to write the pin"):
         Requirement(**parts).line()
-    assert Requirement("torch-npu", "2.1.0.post10+cpu", ("a" * 64,)).line() == f"torch-npu==2.1.0.post10+cpu --hash=sha256:{'a' * 64}"
+    assert (
+        Requirement("torch-npu", "2.1.0.post10+cpu", ("a" * 64,)).line()
+        == f"torch-npu==2.1.0.post10+cpu --hash=sha256:{'a' * 64}"
+    )

@@ -136,7 +136,7 @@ def hostile_root(tmp_path: Path, monkeypatch):
     for rel in ("usr/local/bin/npu-smi", "usr/local/python3.11.13/bin/python3"):
         tool = root / rel
         tool.parent.mkdir(parents=True, exist_ok=True)
-        tool.write_text(f"#!/bin/sh\necho \"$0 $*\" >> {marker}\n")
+        tool.write_text(f'#!/bin/sh\necho "$0 $*" >> {marker}\n')
         tool.chmod(0o755)
     return root, marker
 
@@ -174,8 +174,7 @@ def test_everything_at_once_in_a_subprocess(fmt, hostile_root, tmp_path: Path):
         breaks(root / rel)
         done.add(rel)
     proc = subprocess.run(
-        [sys.executable, "-m", "envkit", "doctor", "--root", str(root), "--python", "/usr/local/python3.11.13/bin/python3"]
-        + fmt,
+        [sys.executable, "-m", "envkit", "doctor", "--root", str(root), "--python", "/usr/local/python3.11.13/bin/python3"] + fmt,
         capture_output=True,
         text=True,
         timeout=60,

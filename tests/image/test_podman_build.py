@@ -36,7 +36,7 @@ def _skip_reason() -> str | None:
     if not shutil.which("podman"):
         return "podman is not installed (tests/integration/setup/podman.sh)"
     if not os.environ.get("DOCKER_HOST") or not os.environ.get("ENVKIT_TEST_BASE"):
-        return "DOCKER_HOST/ENVKIT_TEST_BASE not set: eval \"$(tests/integration/setup/podman.sh)\""
+        return 'DOCKER_HOST/ENVKIT_TEST_BASE not set: eval "$(tests/integration/setup/podman.sh)"'
     return None
 
 
@@ -49,8 +49,18 @@ def _pip(*args: str) -> None:
 
 
 def _download(dest: Path, *reqs: str, deps: bool = True) -> None:
-    _pip("download", "-q", "--only-binary=:all:", "--python-version", "3.11", *PLATFORMS, "-d", str(dest),
-         *([] if deps else ["--no-deps"]), *reqs)
+    _pip(
+        "download",
+        "-q",
+        "--only-binary=:all:",
+        "--python-version",
+        "3.11",
+        *PLATFORMS,
+        "-d",
+        str(dest),
+        *([] if deps else ["--no-deps"]),
+        *reqs,
+    )
 
 
 def _link_wheels(src: list[Path], dest: Path) -> None:
@@ -114,8 +124,9 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> dict:
     alt_ver = alt_whl.name.split("-")[1]
     lock2 = yaml.safe_load(lock_path.read_text())
     lock2["stack"]["accelerate"] = alt_ver
-    lock2["python"]["requirements"] = [{**r, "version": alt_ver} if r["name"] == "accelerate" else r
-                                       for r in lock2["python"]["requirements"]]
+    lock2["python"]["requirements"] = [
+        {**r, "version": alt_ver} if r["name"] == "accelerate" else r for r in lock2["python"]["requirements"]
+    ]
     lock2_path = d / "envkit2.lock"
     lock2_path.write_text(yaml.safe_dump(lock2, sort_keys=False))
     arts2 = d / "artifacts2"
@@ -133,14 +144,22 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> dict:
     _link_wheels([w for w in all_wheels if not w.name.startswith("accelerate-")] + [alt_whl], bench / "artifacts2" / "wheels")
     shutil.copy2(lock_path, bench / "envkit.lock")
     shutil.copy2(lock2_path, bench / "envkit2.lock")
-    return {"dir": d, "lock": lock_path, "artifacts": arts, "lock2": lock2_path, "artifacts2": arts2, "wheels": wheels,
-            "accelerate": (got["accelerate"], alt_ver)}
+    return {
+        "dir": d,
+        "lock": lock_path,
+        "artifacts": arts,
+        "lock2": lock2_path,
+        "artifacts2": arts2,
+        "wheels": wheels,
+        "accelerate": (got["accelerate"], alt_ver),
+    }
 
 
 def _envkit(*args: str, timeout: int = 900) -> subprocess.CompletedProcess:
     """The CLI on this test's locks, which are edited on purpose (the CI's torch and wheel versions, zip hashes)."""
-    return subprocess.run([sys.executable, "-m", "envkit", "--accept-edited-lock", *args], capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "envkit", "--accept-edited-lock", *args], capture_output=True, text=True, timeout=timeout
+    )
 
 
 def _layers(engine, ref: str) -> list[str]:
@@ -155,8 +174,19 @@ def test_build_run_and_rebuild(inputs) -> None:
 
     base = os.environ["ENVKIT_TEST_BASE"]
     tag = "localhost/envkit-test:first"
-    r = _envkit("image", "build", "--lock", str(inputs["lock"]), "--artifacts", str(inputs["artifacts"]),
-                "--base", base, "--tag", tag, "--json")
+    r = _envkit(
+        "image",
+        "build",
+        "--lock",
+        str(inputs["lock"]),
+        "--artifacts",
+        str(inputs["artifacts"]),
+        "--base",
+        base,
+        "--tag",
+        tag,
+        "--json",
+    )
     assert r.returncode == 0, r.stderr[-4000:]
     first = json.loads(r.stdout)
     eng = Engine()
@@ -177,17 +207,32 @@ def test_build_run_and_rebuild(inputs) -> None:
     rc, out = eng.run(tag, ["bash", "-c", "ls /usr/local/Ascend/nnal/atb/latest/atb && ls /tmp/envkit-cann 2>&1 | wc -l"])
     assert rc == 0 and "cxx_abi_1" in out, out
     # torch and numpy from the torch layer and the rest layer; torch_npu installed beside torch
-    rc, out = eng.run(tag, ["python", "-c", "import importlib.metadata as m, torch, numpy, accelerate; "
-                            "print(torch.__version__, numpy.__version__, m.version('torch_npu'), accelerate.__version__)"],
-                      env=NO_AUTOLOAD)
+    rc, out = eng.run(
+        tag,
+        [
+            "python",
+            "-c",
+            "import importlib.metadata as m, torch, numpy, accelerate; "
+            "print(torch.__version__, numpy.__version__, m.version('torch_npu'), accelerate.__version__)",
+        ],
+        env=NO_AUTOLOAD,
+    )
     assert rc == 0, out
     assert out.split()[:4] == [TORCH, lock.stack.numpy, TORCH_NPU, inputs["accelerate"][0]], out
 
     # envkit smoke inside: cpu passes, npu is refused (exit 2) for the missing CANN libraries / driver.
     # The fixture CANN has no real libraries, so torch_npu cannot load here, and transformers/accelerate
     # import it whenever it is installed: the cpu run gets a throwaway container without torch_npu.
-    rc, out = eng.run(tag, ["bash", "-c", "pip uninstall -q -y torch_npu && exec envkit smoke --device cpu --dtype fp32 "
-                            "--out /tmp/smoke --repeat 2"], env=NO_AUTOLOAD, user="root")
+    rc, out = eng.run(
+        tag,
+        [
+            "bash",
+            "-c",
+            "pip uninstall -q -y torch_npu && exec envkit smoke --device cpu --dtype fp32 --out /tmp/smoke --repeat 2",
+        ],
+        env=NO_AUTOLOAD,
+        user="root",
+    )
     assert rc == 0, out[-3000:]
     # torch_npu is there, so smoke gets to CANN: the fixture's libraries are zero-byte placeholders
     # ("file too short"), and without them (as without a CANN install or the driver mount) the mapped message
@@ -195,8 +240,15 @@ def test_build_run_and_rebuild(inputs) -> None:
     rc, out = eng.run(tag, ["envkit", "smoke", "--device", "npu", "--out", "/tmp/smoke-npu", "--json"])
     assert rc == 2, out[-3000:]
     assert "torch_npu is not installed" not in out and "libhccl.so" in out, out[-3000:]
-    rc, out = eng.run(tag, ["bash", "-c", "find /usr/local/Ascend -name 'lib*.so*' -size 0 -delete && "
-                            "exec envkit smoke --device npu --out /tmp/smoke-npu"], user="root")
+    rc, out = eng.run(
+        tag,
+        [
+            "bash",
+            "-c",
+            "find /usr/local/Ascend -name 'lib*.so*' -size 0 -delete && exec envkit smoke --device npu --out /tmp/smoke-npu",
+        ],
+        user="root",
+    )
     assert rc == 2, out[-3000:]
     assert "CANN library lib" in out and "not found" in out, out[-3000:]
     # envkit doctor inside reports the image's stack
@@ -206,8 +258,19 @@ def test_build_run_and_rebuild(inputs) -> None:
 
     # rebuild after a Python-only change (accelerate): the CANN and torch layers are reused
     tag2 = "localhost/envkit-test:second"
-    r = _envkit("image", "build", "--lock", str(inputs["lock2"]), "--artifacts", str(inputs["artifacts2"]),
-                "--base", base, "--tag", tag2, "--json")
+    r = _envkit(
+        "image",
+        "build",
+        "--lock",
+        str(inputs["lock2"]),
+        "--artifacts",
+        str(inputs["artifacts2"]),
+        "--base",
+        base,
+        "--tag",
+        tag2,
+        "--json",
+    )
     assert r.returncode == 0, r.stderr[-4000:]
     second = json.loads(r.stdout)
     l1, l2 = _layers(eng, tag), _layers(eng, tag2)
@@ -239,12 +302,26 @@ def _closure_from_wheelhouse(lock_path: Path, wheels: list[Path], out: Path) -> 
         name, ver = normalize(w.name.split("-")[0]), w.name.split("-")[1]
         if name != "envkit" and (name not in newest or Version(ver) > Version(newest[name].name.split("-")[1])):
             newest[name] = w
-    pkgs = [ClosurePackage(name=n, version=w.name.split("-")[1], filename=w.name, url=w.as_uri(),
-                           sha256=hashlib.sha256(w.read_bytes()).hexdigest(), size=w.stat().st_size)
-            for n, w in sorted(newest.items())]
+    pkgs = [
+        ClosurePackage(
+            name=n,
+            version=w.name.split("-")[1],
+            filename=w.name,
+            url=w.as_uri(),
+            sha256=hashlib.sha256(w.read_bytes()).hexdigest(),
+            size=w.stat().st_size,
+        )
+        for n, w in sorted(newest.items())
+    ]
     target = make_target(lock.stack.python, lock.stack.arch, lock.platform.glibc)
-    closure = PythonClosure(target=target, roots=sorted(newest), index_url="file://" + str(WORK), resolver="test wheelhouse",
-                            packages=pkgs, mirrors=sorted({WORK.as_uri() + "/", WORK.resolve().as_uri() + "/"}))
+    closure = PythonClosure(
+        target=target,
+        roots=sorted(newest),
+        index_url="file://" + str(WORK),
+        resolver="test wheelhouse",
+        packages=pkgs,
+        mirrors=sorted({WORK.as_uri() + "/", WORK.resolve().as_uri() + "/"}),
+    )
     python = lock.python.model_copy(update={"closure": closure, "controller": closure})
     out.write_text(dump_lock(lock.model_copy(update={"python": python})))
     return out
@@ -265,11 +342,26 @@ def test_bundle_build_image_builds_saves_and_loads(inputs, tmp_path, own_cache) 
     the bundle; the archive loads and the image runs envkit from the bundle's wheel."""
     from envkit.engine import Engine
 
-    lock = _closure_from_wheelhouse(inputs["lock"], sorted((inputs["artifacts"] / "wheels").glob("*.whl")),
-                                    tmp_path / "closure.lock")
+    lock = _closure_from_wheelhouse(
+        inputs["lock"], sorted((inputs["artifacts"] / "wheels").glob("*.whl")), tmp_path / "closure.lock"
+    )
     out = tmp_path / "bundle"
-    r = _envkit("bundle", "build", "--lock", str(lock), "--artifacts", str(inputs["artifacts"]), "--trust-artifacts",
-                "--base", os.environ["ENVKIT_TEST_BASE"], "--image", "-o", str(out), "--json", timeout=1800)
+    r = _envkit(
+        "bundle",
+        "build",
+        "--lock",
+        str(lock),
+        "--artifacts",
+        str(inputs["artifacts"]),
+        "--trust-artifacts",
+        "--base",
+        os.environ["ENVKIT_TEST_BASE"],
+        "--image",
+        "-o",
+        str(out),
+        "--json",
+        timeout=1800,
+    )
     assert r.returncode == 0, r.stderr[-4000:]
     info = json.loads(r.stdout)
     assert not any("image" in x for x in info["lacks"]), info["lacks"]
@@ -287,8 +379,21 @@ def test_bundle_build_image_builds_saves_and_loads(inputs, tmp_path, own_cache) 
     rc, out_text = eng.run(tag, ["envkit", "--version"])
     assert rc == 0 and out_text.strip().startswith("envkit "), out_text
     # a second build of the same lock takes the image archive from the cache (keyed by the context)
-    r = _envkit("bundle", "build", "--lock", str(lock), "--artifacts", str(inputs["artifacts"]), "--trust-artifacts",
-                "--base", os.environ["ENVKIT_TEST_BASE"], "--image", "-o", str(tmp_path / "again"), "--json")
+    r = _envkit(
+        "bundle",
+        "build",
+        "--lock",
+        str(lock),
+        "--artifacts",
+        str(inputs["artifacts"]),
+        "--trust-artifacts",
+        "--base",
+        os.environ["ENVKIT_TEST_BASE"],
+        "--image",
+        "-o",
+        str(tmp_path / "again"),
+        "--json",
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     assert "from the cache" in " ".join(r.stderr.split()), r.stderr  # (a long line may be wrapped)
     again = tmp_path / "again" / "image" / "image.tar"

@@ -55,8 +55,22 @@ def rendered(tmp_path_factory):
     from envkit.cli import main
 
     with pytest.raises(SystemExit) as exc:
-        main(["-q", "--accept-edited-lock", "image", "render", "--lock", str(lock), "--artifacts", str(arts), "--requirements", str(reqs),
-              "-o", str(base / "image")])
+        main(
+            [
+                "-q",
+                "--accept-edited-lock",
+                "image",
+                "render",
+                "--lock",
+                str(lock),
+                "--artifacts",
+                str(arts),
+                "--requirements",
+                str(reqs),
+                "-o",
+                str(base / "image"),
+            ]
+        )
     assert exc.value.code in (0, None)
     return base / "image", zips
 

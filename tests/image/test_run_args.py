@@ -16,8 +16,14 @@ def test_910b_default_eight() -> None:
     for d in ("/dev/davinci_manager", "/dev/devmm_svm", "/dev/hisi_hdc"):
         assert d in ra.devices
     targets = [m[1] for m in ra.mounts]
-    for t in ("/usr/local/Ascend/driver/lib64", "/usr/local/Ascend/driver/version.info", "/usr/local/bin/npu-smi",
-              "/usr/local/dcmi", "/etc/ascend_install.info", "/usr/local/Ascend/driver/tools/hccn_tool"):
+    for t in (
+        "/usr/local/Ascend/driver/lib64",
+        "/usr/local/Ascend/driver/version.info",
+        "/usr/local/bin/npu-smi",
+        "/usr/local/dcmi",
+        "/etc/ascend_install.info",
+        "/usr/local/Ascend/driver/tools/hccn_tool",
+    ):
         assert t in targets
     assert all(m[2] == "ro" for m in ra.mounts)
     assert ra.runtime_env == {"ASCEND_VISIBLE_DEVICES": "0-7"}

@@ -92,8 +92,20 @@ def test_a_lock_without_serving_keys_is_exit_2_with_the_hint(golden_inputs, run_
         _plan(golden_inputs["910b-aarch64-cann8.0.0"], "serving")
     assert "envkit resolve --workload serving" in exc.value.hint
     lock, arts, reqs = golden_inputs["910b-aarch64-cann8.0.0"]
-    r = run_cli("image", "render", "--lock", str(lock), "--artifacts", str(arts), "--requirements", str(reqs),
-                "--variant", "serving", "-o", str(tmp_path / "ctx"))
+    r = run_cli(
+        "image",
+        "render",
+        "--lock",
+        str(lock),
+        "--artifacts",
+        str(arts),
+        "--requirements",
+        str(reqs),
+        "--variant",
+        "serving",
+        "-o",
+        str(tmp_path / "ctx"),
+    )
     assert r.code == 2, r.out + r.err
     assert "envkit resolve --workload serving" in r.err and "vllm" in r.err
     assert not (tmp_path / "ctx").exists()
@@ -103,8 +115,21 @@ def test_a_lock_without_serving_keys_is_exit_2_with_the_hint(golden_inputs, run_
 
 def test_the_cli_renders_the_serving_variant(golden_inputs, run_cli, tmp_path: Path) -> None:
     lock, arts, reqs = golden_inputs[CASE]
-    r = run_cli("image", "render", "--lock", str(lock), "--artifacts", str(arts), "--requirements", str(reqs),
-                "--variant", "serving", "-o", str(tmp_path / "ctx"), "--json")
+    r = run_cli(
+        "image",
+        "render",
+        "--lock",
+        str(lock),
+        "--artifacts",
+        str(arts),
+        "--requirements",
+        str(reqs),
+        "--variant",
+        "serving",
+        "-o",
+        str(tmp_path / "ctx"),
+        "--json",
+    )
     assert r.code == 0, r.out + r.err
     doc = json.loads(r.out)
     assert doc["variant"] == "serving" and doc["python"]["serving_layer"] == ["vllm", "vllm-ascend", "triton-ascend"]

@@ -27,8 +27,7 @@ hccl_exec_timeout = 1800
 
 
 def test_inventory_groups_vars_and_ranges(tmp_path):
-    inv = parse_inventory(
-        "[a]\nn[01:03] x=1\n[a:vars]\ny=2\nx=0\n[all:vars]\ny=9\nz=3\n[b]\nn02 x=5\n", tmp_path / "i.ini")
+    inv = parse_inventory("[a]\nn[01:03] x=1\n[a:vars]\ny=2\nx=0\n[all:vars]\ny=9\nz=3\n[b]\nn02 x=5\n", tmp_path / "i.ini")
     assert [h.name for h in inv.hosts] == ["n01", "n02", "n03"]
     assert inv.host("n01").vars == {"x": "1", "y": "2", "z": "3"}  # host var beats group var beats all
     assert inv.host("n02").vars["x"] == "5"
@@ -65,7 +64,9 @@ def test_a2_renders_v10_with_contiguous_ranks_and_schema(site, locks, tmp_path):
     assert "distributed_type: MULTI_NPU" in acc and "machine_rank: 1" in acc and "num_processes: 16" in acc
     assert "main_process_ip: 192.0.2.11" in acc and "num_machines: 2" in acc
     run = (out / "hosts/node-b/torchrun.sh").read_text()
-    assert "--node-rank=1" in run and "--nproc-per-node=8" in run and "--master-addr=192.0.2.11" in run and 'backend="hccl"' in run
+    assert (
+        "--node-rank=1" in run and "--nproc-per-node=8" in run and "--master-addr=192.0.2.11" in run and 'backend="hccl"' in run
+    )
     # deterministic: the same inputs give the same bytes
     first = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
     render_launch(site / "hosts.ini", locks["910b"], out)
@@ -74,7 +75,10 @@ def test_a2_renders_v10_with_contiguous_ranks_and_schema(site, locks, tmp_path):
 
 
 def test_a3_renders_v12_with_super_pods(site, locks, tmp_path):
-    inv = write_inventory(site, "[a3]\nsp0 ansible_host=192.0.2.21 envkit_hccn_conf=a3_node0.hccn.conf envkit_devices=0,1,2,3 envkit_super_pod_id=7\n")
+    inv = write_inventory(
+        site,
+        "[a3]\nsp0 ansible_host=192.0.2.21 envkit_hccn_conf=a3_node0.hccn.conf envkit_devices=0,1,2,3 envkit_super_pod_id=7\n",
+    )
     res = render_launch(inv, locks["a3"], tmp_path / "o")
     table = json.loads((tmp_path / "o/rank_table.json").read_text())
     assert res.version == "1.2" and table["version"] == "1.2"
@@ -100,12 +104,25 @@ def test_chip_without_rank_table_refused(site, locks, tmp_path):
 
 def test_checks_name_interleaving_duplicates_and_device_ip(site):
     conf = {"n0": read_hccn_conf(site / "a2_node0.hccn.conf")}
-    table = RT.RankTableV10(server_count="2", server_list=[
-        RT.ServerV10(server_id="n0", device=[RT.DeviceV1(device_id="0", device_ip="10.20.0.10", rank_id="0"),
-                                            RT.DeviceV1(device_id="1", device_ip="10.99.0.1", rank_id="3")]),
-        RT.ServerV10(server_id="n1", device=[RT.DeviceV1(device_id="0", device_ip="10.20.1.10", rank_id="1"),
-                                            RT.DeviceV1(device_id="1", device_ip="10.20.1.11", rank_id="1")]),
-    ])
+    table = RT.RankTableV10(
+        server_count="2",
+        server_list=[
+            RT.ServerV10(
+                server_id="n0",
+                device=[
+                    RT.DeviceV1(device_id="0", device_ip="10.20.0.10", rank_id="0"),
+                    RT.DeviceV1(device_id="1", device_ip="10.99.0.1", rank_id="3"),
+                ],
+            ),
+            RT.ServerV10(
+                server_id="n1",
+                device=[
+                    RT.DeviceV1(device_id="0", device_ip="10.20.1.10", rank_id="1"),
+                    RT.DeviceV1(device_id="1", device_ip="10.20.1.11", rank_id="1"),
+                ],
+            ),
+        ],
+    )
     rules = {p.rule for p in RT.check(table, conf)}
     assert {"ranks-not-interleaved", "unique-ranks", "device-ip-matches-hccn-conf", "ranks-from-zero"} <= rules
     with pytest.raises(BadInput, match="rank table rule") as exc:
@@ -115,8 +132,11 @@ def test_checks_name_interleaving_duplicates_and_device_ip(site):
 
 def test_duplicate_super_device_id_is_found():
     dev = lambda d, r, s: RT.DeviceV12(device_id=d, device_ip=f"10.0.0.{r}", rank_id=r, super_device_id=s)  # noqa: E731
-    table = RT.RankTableV12(server_count="1", server_list=[RT.ServerV12(server_id="a", device=[dev("0", "0", "4"), dev("1", "1", "4")])],
-                            super_pod_list=[RT.SuperPod(super_pod_id="0", server_list=[RT.ServerRef(server_id="a")])])
+    table = RT.RankTableV12(
+        server_count="1",
+        server_list=[RT.ServerV12(server_id="a", device=[dev("0", "0", "4"), dev("1", "1", "4")])],
+        super_pod_list=[RT.SuperPod(super_pod_id="0", server_list=[RT.ServerRef(server_id="a")])],
+    )
     assert [p.rule for p in RT.check(table)] == ["unique-super-device-id"]
 
 
@@ -130,11 +150,35 @@ def test_device_missing_from_hccn_conf_refused(site, locks, tmp_path):
     ("old", "new", "chip", "rule", "source"),
     [
         ("hccl_connect_timeout=600", "hccl_connect_timeout=60", "910b", "HCCL_CONNECT_TIMEOUT-range", "HCCL_CONNECT_TIMEOUT.md"),
-        ("hccl_connect_timeout=600", "hccl_connect_timeout=9000", "910b", "HCCL_CONNECT_TIMEOUT-range", "HCCL_CONNECT_TIMEOUT.md"),
+        (
+            "hccl_connect_timeout=600",
+            "hccl_connect_timeout=9000",
+            "910b",
+            "HCCL_CONNECT_TIMEOUT-range",
+            "HCCL_CONNECT_TIMEOUT.md",
+        ),
         ("hccl_exec_timeout = 1800", "hccl_exec_timeout=soon", "910b", "HCCL_EXEC_TIMEOUT-range", "HCCL_EXEC_TIMEOUT.md"),
-        ("hccl_exec_timeout = 1800", "hccl_op_expansion_mode=HOST", "950", "HCCL_OP_EXPANSION_MODE-legal-for-chip", "HCCL_OP_EXPANSION_MODE.md"),
-        ("hccl_exec_timeout = 1800", "hccl_socket_ifname=eth0\nhccl_if_ip=192.0.2.99", "910b", "one-NIC-variable", "HCCL_IF_IP.md"),
-        ("hccl_exec_timeout = 1800", "hccl_socket_ifname=eth0;rm -rf", "910b", "HCCL_SOCKET_IFNAME-format", "HCCL_SOCKET_IFNAME.md"),
+        (
+            "hccl_exec_timeout = 1800",
+            "hccl_op_expansion_mode=HOST",
+            "950",
+            "HCCL_OP_EXPANSION_MODE-legal-for-chip",
+            "HCCL_OP_EXPANSION_MODE.md",
+        ),
+        (
+            "hccl_exec_timeout = 1800",
+            "hccl_socket_ifname=eth0\nhccl_if_ip=192.0.2.99",
+            "910b",
+            "one-NIC-variable",
+            "HCCL_IF_IP.md",
+        ),
+        (
+            "hccl_exec_timeout = 1800",
+            "hccl_socket_ifname=eth0;rm -rf",
+            "910b",
+            "HCCL_SOCKET_IFNAME-format",
+            "HCCL_SOCKET_IFNAME.md",
+        ),
     ],
 )
 def test_bad_env_values_refused_with_rule_and_source(site, locks, tmp_path, old, new, chip, rule, source):
@@ -146,7 +190,10 @@ def test_bad_env_values_refused_with_rule_and_source(site, locks, tmp_path, old,
 
 
 def test_env_must_be_identical_on_all_nodes(site, locks, tmp_path):
-    inv = write_inventory(site, A2_INV.replace("envkit_hccn_conf=a2_node1.hccn.conf", "envkit_hccn_conf=a2_node1.hccn.conf hccl_connect_timeout=900"))
+    inv = write_inventory(
+        site,
+        A2_INV.replace("envkit_hccn_conf=a2_node1.hccn.conf", "envkit_hccn_conf=a2_node1.hccn.conf hccl_connect_timeout=900"),
+    )
     with pytest.raises(BadInput, match="HCCL_CONNECT_TIMEOUT-same-on-all-nodes"):
         render_launch(inv, locks["910b"], tmp_path / "o")
 
@@ -159,7 +206,10 @@ def test_op_expansion_mode_unsupported_on_a2_is_a_warning(site, locks, tmp_path)
 
 
 def test_socket_ifname_rendered_on_every_node(site, locks, tmp_path):
-    inv = write_inventory(site, A2_INV.replace("192.0.2.11", "node-a.example").replace("192.0.2.12", "node-b.example") + "hccl_socket_ifname=^=docker0\n")
+    inv = write_inventory(
+        site,
+        A2_INV.replace("192.0.2.11", "node-a.example").replace("192.0.2.12", "node-b.example") + "hccl_socket_ifname=^=docker0\n",
+    )
     render_launch(inv, locks["910b"], tmp_path / "o")
     for host in ("node-a", "node-b"):
         text = (tmp_path / f"o/hosts/{host}/hccl_env.sh").read_text()
@@ -173,10 +223,12 @@ def test_hostnames_without_nic_setting_refused(site, locks, tmp_path):
 
 
 def test_ei_codes_found_with_cause_fix_and_source():
-    log = ("[ERROR] ... EI0006: Getting socket times out. Reason: ...\n"
-           "RuntimeError: ... ERR02200 ... EI0006 again\n"
-           "Communication_Error_Bind_IP_Port(EI0019): The IP address 10.0.0.1 and port 60000 have already been bound.\n"
-           "EI9999 something new; also EI00190 is not a code\n")
+    log = (
+        "[ERROR] ... EI0006: Getting socket times out. Reason: ...\n"
+        "RuntimeError: ... ERR02200 ... EI0006 again\n"
+        "Communication_Error_Bind_IP_Port(EI0019): The IP address 10.0.0.1 and port 60000 have already been bound.\n"
+        "EI9999 something new; also EI00190 is not a code\n"
+    )
     found = {f.code: f for f in find_codes(log)}
     assert list(found) == ["EI0006", "EI0019", "EI9999"]
     assert found["EI0006"].count == 2 and found["EI0006"].first_line == 1 and "HCCL_CONNECT_TIMEOUT" in found["EI0006"].fix

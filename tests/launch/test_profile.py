@@ -39,12 +39,20 @@ def test_node_profile_refuses_a_bad_layout(tmp_path):
         with pytest.raises(BadInput):
             P.node_profile(**args)
     with pytest.raises(BadInput):
-        P.node_profile(master="h", port=1, nnodes=2, node_rank=0, nproc=1, device="cpu", max_size=8192, out=tmp_path, ifname="a;b")
+        P.node_profile(
+            master="h", port=1, nnodes=2, node_rank=0, nproc=1, device="cpu", max_size=8192, out=tmp_path, ifname="a;b"
+        )
 
 
 def test_merge_refuses_missing_or_mismatched_ranks():
     base = {"format": "envkit-collectives/1", "world": 4, "sizes": [8192], "ops": ["all_reduce"], "backend": "gloo", "nnodes": 2}
-    row = lambda r: {"rank": r, "results": [{"op": "all_reduce", "size": 8192, "seconds": 1e-3 * (r + 1), "iters": 1, "correct": True}]}  # noqa: E731
+
+    def row(r: int) -> dict:
+        return {
+            "rank": r,
+            "results": [{"op": "all_reduce", "size": 8192, "seconds": 1e-3 * (r + 1), "iters": 1, "correct": True}],
+        }
+
     merged = P.merge({"h0": {**base, "ranks": [row(0), row(1)]}, "h1": {**base, "ranks": [row(2), row(3)]}})
     assert merged["ok"] and merged["results"][0]["time_us"] == pytest.approx(4000.0) and merged["results"][0]["correct"]
     with pytest.raises(CannotRun):
@@ -61,11 +69,34 @@ def test_launch_profile_two_local_hosts_one_rendezvous(tmp_path, run_cli):
 
     envkit = str(Path(sys.executable).parent / "envkit")
     inv = tmp_path / "inv.ini"
-    inv.write_text("[fleet]\nh0 ansible_host=127.0.0.1\nh1 ansible_host=127.0.0.1\n[fleet:vars]\nansible_connection=local\n"
-                   f"ansible_python_interpreter={sys.executable}\n")
+    inv.write_text(
+        "[fleet]\nh0 ansible_host=127.0.0.1\nh1 ansible_host=127.0.0.1\n[fleet:vars]\nansible_connection=local\n"
+        f"ansible_python_interpreter={sys.executable}\n"
+    )
     out = tmp_path / "out"
-    r = run_cli("launch", "profile", "-i", str(inv), "--nproc", "2", "--device", "cpu", "--max-size", "16K", "--port", str(free_port()),
-                "--timeout", "120", "--envkit", envkit, "-e", f"envkit_collectives_remote_dir={tmp_path / 'remote'}", "-o", str(out), "--json")
+    r = run_cli(
+        "launch",
+        "profile",
+        "-i",
+        str(inv),
+        "--nproc",
+        "2",
+        "--device",
+        "cpu",
+        "--max-size",
+        "16K",
+        "--port",
+        str(free_port()),
+        "--timeout",
+        "120",
+        "--envkit",
+        envkit,
+        "-e",
+        f"envkit_collectives_remote_dir={tmp_path / 'remote'}",
+        "-o",
+        str(out),
+        "--json",
+    )
     assert r.code == 0, r.out + r.err
     doc = json.loads(r.out)
     prof = json.loads((out / "profile.json").read_text())
@@ -77,8 +108,26 @@ def test_launch_profile_two_local_hosts_one_rendezvous(tmp_path, run_cli):
         part = json.loads((out / "hosts" / h / "profile.json").read_text())
         assert part["master"].startswith("127.0.0.1:") and part["world"] == 4
     assert run_cli("compare", str(out / "profile.json"), str(out / "profile.json")).code == 0
-    r = run_cli("launch", "profile", "-i", str(inv), "--nproc", "1", "--device", "cpu", "--max-size", "8K", "--port", str(free_port()),
-                "--envkit", str(tmp_path / "no-envkit"), "-e", f"envkit_collectives_remote_dir={tmp_path / 'remote2'}", "-o", str(tmp_path / "o2"))
+    r = run_cli(
+        "launch",
+        "profile",
+        "-i",
+        str(inv),
+        "--nproc",
+        "1",
+        "--device",
+        "cpu",
+        "--max-size",
+        "8K",
+        "--port",
+        str(free_port()),
+        "--envkit",
+        str(tmp_path / "no-envkit"),
+        "-e",
+        f"envkit_collectives_remote_dir={tmp_path / 'remote2'}",
+        "-o",
+        str(tmp_path / "o2"),
+    )
     assert r.code == 2 and "h0: no profile" in r.err and "h1: no profile" in r.err, r.err
 
 
@@ -92,6 +141,11 @@ def test_collectives_playbook_syntax():
     from envkit.resources import data_dir
 
     playbooks = data_dir("playbooks")
-    p = subprocess.run([str(ap), "--syntax-check", "-i", "localhost,", str(playbooks / "collectives.yml")],
-                       env=playbook_env(playbooks), capture_output=True, text=True, timeout=120)
+    p = subprocess.run(
+        [str(ap), "--syntax-check", "-i", "localhost,", str(playbooks / "collectives.yml")],
+        env=playbook_env(playbooks),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert p.returncode == 0, p.stdout + p.stderr

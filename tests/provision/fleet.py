@@ -30,8 +30,11 @@ def envkit_bin() -> str:
 
 
 def resolve_lock(path: Path, *args: str) -> Path:
-    subprocess.run([envkit_bin(), "-q", "resolve", "--arch", "x86_64", "--python", "3.11", *args, "-o", str(path)],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [envkit_bin(), "-q", "resolve", "--arch", "x86_64", "--python", "3.11", *args, "-o", str(path)],
+        check=True,
+        capture_output=True,
+    )
     return path
 
 
@@ -101,8 +104,11 @@ def torch_wheelhouse() -> Path:
     torch = version("torch")
 
     def fill(tmp: Path) -> None:
-        subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--only-binary=:all:", "-d", str(tmp), f"torch=={torch}"],
-                       check=True, timeout=900)
+        subprocess.run(
+            [sys.executable, "-m", "pip", "download", "-q", "--only-binary=:all:", "-d", str(tmp), f"torch=={torch}"],
+            check=True,
+            timeout=900,
+        )
         (tmp / ".complete").write_text("ok\n")
 
     return _cached(CACHE / f"torch-{torch}", ".complete", fill)
@@ -114,7 +120,9 @@ FLEET_MARKS = [
     pytest.mark.root,
     pytest.mark.slow,
     pytest.mark.skipif(os.geteuid() != 0, reason="needs root (systemd-nspawn, network namespaces)"),
-    pytest.mark.skipif(shutil.which("systemd-nspawn") is None, reason="systemd-nspawn missing: run tests/integration/setup/nspawn.sh deps"),
+    pytest.mark.skipif(
+        shutil.which("systemd-nspawn") is None, reason="systemd-nspawn missing: run tests/integration/setup/nspawn.sh deps"
+    ),
     pytest.mark.skipif(os.environ.get("ENVKIT_SKIP_NSPAWN") == "1", reason="ENVKIT_SKIP_NSPAWN=1"),
 ]
 
@@ -150,14 +158,33 @@ class Fleet:
     def ssh_options(self) -> list[str]:
         # the fleet's own known_hosts, never /dev/null: ssh may rewrite a known_hosts file by rename, and as root
         # that would replace the host's /dev/null with a regular file
-        return ["-o", "StrictHostKeyChecking=no", "-o", f"UserKnownHostsFile={self.key.parent / 'known_hosts'}",
-                "-o", "UpdateHostKeys=no"]
+        return [
+            "-o",
+            "StrictHostKeyChecking=no",
+            "-o",
+            f"UserKnownHostsFile={self.key.parent / 'known_hosts'}",
+            "-o",
+            "UpdateHostKeys=no",
+        ]
 
     def ssh(self, i: int, command: str, check: bool = True) -> subprocess.CompletedProcess:
         return subprocess.run(
-            ["ssh", "-i", str(self.key), *self.ssh_options(),
-             "-o", "LogLevel=ERROR", "-o", "ConnectTimeout=5", f"root@{self.ip(i)}", command],
-            capture_output=True, text=True, check=check, timeout=120,
+            [
+                "ssh",
+                "-i",
+                str(self.key),
+                *self.ssh_options(),
+                "-o",
+                "LogLevel=ERROR",
+                "-o",
+                "ConnectTimeout=5",
+                f"root@{self.ip(i)}",
+                command,
+            ],
+            capture_output=True,
+            text=True,
+            check=check,
+            timeout=120,
         )
 
     def upper(self, i: int) -> Path:
@@ -165,12 +192,28 @@ class Fleet:
         return self.work / "hosts" / f"node{i}" / "upper"
 
 
-def provision(fleet: Fleet, lock: Path, bundle: Path, out: Path, *args: str, timeout: int = 600,
-              edited: bool = False) -> tuple[int, dict, str]:
+def provision(
+    fleet: Fleet, lock: Path, bundle: Path, out: Path, *args: str, timeout: int = 600, edited: bool = False
+) -> tuple[int, dict, str]:
     """`envkit provision`; `edited`: the lock was edited on purpose (`with_fixture_zip_hashes`): --accept-edited-lock."""
     # the nodes' disk is this machine's, shared with whatever else runs here: ask for 1 GiB free, not the real 10
-    cmd = [envkit_bin(), *(["--accept-edited-lock"] if edited else []), "provision", "-i", str(fleet.inventory), "--lock", str(lock), "--bundle", str(bundle),
-           "--out", str(out), "--json", "-e", "envkit_preflight_min_free_gb=1", *args]
+    cmd = [
+        envkit_bin(),
+        *(["--accept-edited-lock"] if edited else []),
+        "provision",
+        "-i",
+        str(fleet.inventory),
+        "--lock",
+        str(lock),
+        "--bundle",
+        str(bundle),
+        "--out",
+        str(out),
+        "--json",
+        "-e",
+        "envkit_preflight_min_free_gb=1",
+        *args,
+    ]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     try:
         data = json.loads(p.stdout)

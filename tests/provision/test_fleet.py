@@ -81,7 +81,9 @@ def test_first_converge_installs_in_order_then_noop(fleet, locks, old_bundle, wo
         rec = _info(fleet, i, "/etc/ascend_install.info")
         assert "Driver_Install_For_All=yes" in rec
         assert rec.index("Driver_Install_Type") < rec.index("Firmware_Install_Type")  # driver first
-        assert "version=8.3.RC1" in _info(fleet, i, "/usr/local/Ascend/ascend-toolkit/latest/x86_64-linux/ascend_kernels_install.info")
+        assert "version=8.3.RC1" in _info(
+            fleet, i, "/usr/local/Ascend/ascend-toolkit/latest/x86_64-linux/ascend_kernels_install.info"
+        )
         assert "version=8.3.RC1" in _info(fleet, i, "/usr/local/Ascend/nnal/atb/latest/version.info")
         assert fleet.ssh(i, "id -nG HwHiAiUser").stdout.strip() == "HwHiAiUser"
         assert fleet.ssh(i, "/opt/envkit/venv/bin/envkit --version").stdout.startswith("envkit ")
@@ -166,7 +168,9 @@ def test_serial_rollout_stops_at_the_failed_batch_and_a_busy_npu_is_refused(flee
         assert rc == 1 and data["exit_code"] == 1, err
         hosts = _hosts(data)
         assert hosts["node1"]["status"] == "failed"
-        assert any("NPU devices are in use by process(es) " + pid in e for e in hosts["node1"]["errors"]), hosts["node1"]["errors"]
+        assert any("NPU devices are in use by process(es) " + pid in e for e in hosts["node1"]["errors"]), hosts["node1"][
+            "errors"
+        ]
         assert hosts["node2"]["status"] == "not run" and hosts["node3"]["status"] == "not run", hosts
         for i in range(1, N + 1):  # nothing was installed anywhere
             assert "package_version=25.2.0" in _info(fleet, i, DRIVER_INFO), i
@@ -276,14 +280,31 @@ def test_provision_from_a_bundle_built_by_envkit(fleet, locks, work):
     lock = work / "bundle-cli.lock"
     shutil.copyfile(locks["old"], lock)
     env = {**os.environ, "PIP_CONFIG_FILE": "/dev/null"}
-    p = subprocess.run([envkit_bin(), "lock", "--lock", str(lock), "--only", "pyyaml"], capture_output=True, text=True,
-                       timeout=600, env=env)
+    p = subprocess.run(
+        [envkit_bin(), "lock", "--lock", str(lock), "--only", "pyyaml"], capture_output=True, text=True, timeout=600, env=env
+    )
     assert p.returncode == 0, p.stdout + p.stderr
     vendor = work / "bundle-cli-vendor"
     write_vendor(lock, vendor)
     bundle = work / "bundle-cli"
-    p = subprocess.run([envkit_bin(), "bundle", "build", "--lock", str(lock), "--artifacts", str(vendor), "--trust-artifacts",
-                        "-o", str(bundle)], capture_output=True, text=True, timeout=900, env=env)
+    p = subprocess.run(
+        [
+            envkit_bin(),
+            "bundle",
+            "build",
+            "--lock",
+            str(lock),
+            "--artifacts",
+            str(vendor),
+            "--trust-artifacts",
+            "-o",
+            str(bundle),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env=env,
+    )
     assert p.returncode == 0, p.stdout + p.stderr
     req = (bundle / "requirements" / "target.txt").read_text()
     pins = {line.split("==")[0].lower(): line.split("==")[1].split()[0] for line in req.splitlines() if "==" in line}
@@ -299,7 +320,7 @@ def test_provision_from_a_bundle_built_by_envkit(fleet, locks, work):
     assert fleet.ssh(3, "/opt/envkit/venv/bin/envkit --version").stdout.startswith("envkit ")
     frozen = fleet.ssh(3, "/opt/envkit/venv/bin/python -m pip list --format=freeze --exclude pip --exclude setuptools").stdout
     installed = {line.split("==")[0].lower().replace("_", "-"): line.split("==")[1] for line in frozen.split()}
-    assert installed == pins, (sorted(set(installed) ^ set(pins)))  # exactly the closure: --no-deps, a fresh venv
+    assert installed == pins, sorted(set(installed) ^ set(pins))  # exactly the closure: --no-deps, a fresh venv
     assert (work / "out-bundle-cli" / "reports" / "node3" / "doctor.json").is_file()
     rc, data, err = provision(fleet, lock, bundle, work / "out-bundle-cli2", "--limit", "node3")
     assert rc == 0 and _hosts(data)["node3"]["changed"] == 0, err

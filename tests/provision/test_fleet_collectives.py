@@ -30,10 +30,18 @@ def _install_venvs(fleet: Fleet) -> None:
         for whl in sources:
             if not (dest / whl.name).exists():
                 shutil.copyfile(whl, dest / whl.name)
-        cmd = (f"test -x {VENV}/bin/envkit && {VENV}/bin/python -c 'import torch' 2>/dev/null || "
-               f"(python3 -m venv {VENV} && {VENV}/bin/pip install -q --no-index --find-links /var/tmp/envkit-coll-wheels envkit torch)")
-        procs.append(subprocess.Popen(["ssh", "-i", str(fleet.key), *fleet.ssh_options(), "-o", "LogLevel=ERROR",
-                                       f"root@{fleet.ip(i)}", cmd], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+        cmd = (
+            f"test -x {VENV}/bin/envkit && {VENV}/bin/python -c 'import torch' 2>/dev/null || "
+            f"(python3 -m venv {VENV} && {VENV}/bin/pip install -q --no-index --find-links /var/tmp/envkit-coll-wheels envkit torch)"
+        )
+        procs.append(
+            subprocess.Popen(
+                ["ssh", "-i", str(fleet.key), *fleet.ssh_options(), "-o", "LogLevel=ERROR", f"root@{fleet.ip(i)}", cmd],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+            )
+        )
     for i, p in enumerate(procs, start=1):
         out, _ = p.communicate(timeout=900)
         assert p.returncode == 0, f"node{i}: {out[-3000:]}"
@@ -42,10 +50,33 @@ def _install_venvs(fleet: Fleet) -> None:
 def test_cross_host_all_reduce_and_all_to_all(fleet, tmp_path):
     _install_venvs(fleet)
     out = tmp_path / "profile"
-    p = subprocess.run([envkit_bin(), "launch", "profile", "-i", str(fleet.inventory), "--nproc", "2", "--device", "cpu",
-                        "--max-size", "64K", "--timeout", "300", "--envkit", f"{VENV}/bin/envkit",
-                        "-e", "envkit_collectives_ifname=host0", "-o", str(out), "--json"],
-                       capture_output=True, text=True, timeout=900)
+    p = subprocess.run(
+        [
+            envkit_bin(),
+            "launch",
+            "profile",
+            "-i",
+            str(fleet.inventory),
+            "--nproc",
+            "2",
+            "--device",
+            "cpu",
+            "--max-size",
+            "64K",
+            "--timeout",
+            "300",
+            "--envkit",
+            f"{VENV}/bin/envkit",
+            "-e",
+            "envkit_collectives_ifname=host0",
+            "-o",
+            str(out),
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     prof = json.loads(p.stdout)["profile"]
     assert prof == json.loads((out / "profile.json").read_text())
@@ -62,5 +93,7 @@ def test_cross_host_all_reduce_and_all_to_all(fleet, tmp_path):
             row = rows[(op, size)]
             assert row["correct"] and len(row["per_rank_time_us"]) == 6 and row["time_us"] > 0, row
     # the profile compares with itself through `envkit compare`
-    c = subprocess.run([envkit_bin(), "compare", str(out / "profile.json"), str(out / "profile.json")], capture_output=True, text=True)
+    c = subprocess.run(
+        [envkit_bin(), "compare", str(out / "profile.json"), str(out / "profile.json")], capture_output=True, text=True
+    )
     assert c.returncode == 0, c.stdout + c.stderr

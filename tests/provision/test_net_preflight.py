@@ -41,22 +41,52 @@ def _run_probe(tmp_path: Path, args: dict) -> dict:
     if not ansible.exists():
         pytest.skip("ansible-playbook not installed beside this interpreter")
     play = tmp_path / "probe.yml"
-    play.write_text(yaml.safe_dump([{"hosts": "all", "gather_facts": False, "tasks": [
-        {"envkit_probe": {"install_path": str(tmp_path), "npu_smi": False, **args}, "register": "r"},
-        {"ansible.builtin.copy": {"content": "{{ r | to_json }}", "dest": str(tmp_path / "result.json"), "mode": "0600"}},
-    ]}]))
+    play.write_text(
+        yaml.safe_dump(
+            [
+                {
+                    "hosts": "all",
+                    "gather_facts": False,
+                    "tasks": [
+                        {"envkit_probe": {"install_path": str(tmp_path), "npu_smi": False, **args}, "register": "r"},
+                        {
+                            "ansible.builtin.copy": {
+                                "content": "{{ r | to_json }}",
+                                "dest": str(tmp_path / "result.json"),
+                                "mode": "0600",
+                            }
+                        },
+                    ],
+                }
+            ]
+        )
+    )
     env = {**playbook_env(PLAYBOOKS), "ANSIBLE_LIBRARY": str(PROBE.parent), "ANSIBLE_STDOUT_CALLBACK": "default"}
-    p = subprocess.run([str(ansible), "-i", "localhost,", "-c", "local", "-e", f"ansible_python_interpreter={sys.executable}",
-                        str(play)], env=env, capture_output=True, text=True, timeout=180)
+    p = subprocess.run(
+        [str(ansible), "-i", "localhost,", "-c", "local", "-e", f"ansible_python_interpreter={sys.executable}", str(play)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert p.returncode == 0, p.stdout + p.stderr
     return json.loads((tmp_path / "result.json").read_text())["ansible_facts"]["envkit_state"]
 
 
 def _summary_of(host: str, hccn: dict):
-    lines = [json.dumps({"event": "play", "check": False, "hosts": [host]}),
-             json.dumps({"event": "result", "host": host, "task": "envkit_preflight : Preflight | Report network",
-                         "status": "ok", "msg": hccn}),
-             json.dumps({"event": "stats", "hosts": {host: {"ok": 3, "changed": 0, "failed": 0, "unreachable": 0}}})]
+    lines = [
+        json.dumps({"event": "play", "check": False, "hosts": [host]}),
+        json.dumps(
+            {
+                "event": "result",
+                "host": host,
+                "task": "envkit_preflight : Preflight | Report network",
+                "status": "ok",
+                "msg": hccn,
+            }
+        ),
+        json.dumps({"event": "stats", "hosts": {host: {"ok": 3, "changed": 0, "failed": 0, "unreachable": 0}}}),
+    ]
     return summarize(parse_lines(lines))
 
 
@@ -67,8 +97,15 @@ def test_probe_gathers_hccn_answers_and_the_summary_checks_them(tmp_path):
     tool = tmp_path / "hccn_tool"
     tool.write_text(TOOL.replace("__LOG__", str(log)).replace("__FIX__", str(HCCN)).replace("__CONF__", str(conf)))
     tool.chmod(0o755)
-    st = _run_probe(tmp_path, {"hccn_tool": str(tool), "hccn_conf": str(conf), "hccn_timeout": 2,
-                               "hccn_peers": ["10.20.1.10", "10.20.1.11", "10.20.0.10", "-s"]})
+    st = _run_probe(
+        tmp_path,
+        {
+            "hccn_tool": str(tool),
+            "hccn_conf": str(conf),
+            "hccn_timeout": 2,
+            "hccn_peers": ["10.20.1.10", "10.20.1.11", "10.20.0.10", "-s"],
+        },
+    )
     h = st["hccn"]
     assert h["tool"] == str(tool) and sorted(h["outputs"]) == ["0", "1", "2", "3"]
     assert "link status: DOWN" in h["outputs"]["1"]["link"]
@@ -98,12 +135,15 @@ def test_probe_without_hccn_tool_reports_nothing(tmp_path):
     assert st["hccn"] == {}
 
 
-@pytest.mark.parametrize("msg", [
-    {"tool": "/x", "outputs": "not a map"},
-    {"tool": ["/x"], "outputs": {"0": {"link": 7}}, "pings": {"x": {}}, "errors": ["a"], "conf": "?"},
-    {"tool": "/x\x1b[2J", "outputs": {"0": {"link": "\x00" * 100000}}, "errors": {"0 link": "\x07" * 10}},
-    {},
-])
+@pytest.mark.parametrize(
+    "msg",
+    [
+        {"tool": "/x", "outputs": "not a map"},
+        {"tool": ["/x"], "outputs": {"0": {"link": 7}}, "pings": {"x": {}}, "errors": ["a"], "conf": "?"},
+        {"tool": "/x\x1b[2J", "outputs": {"0": {"link": "\x00" * 100000}}, "errors": {"0 link": "\x07" * 10}},
+        {},
+    ],
+)
 def test_hostile_network_facts_are_findings_not_tracebacks(msg):
     row = _summary_of("n", msg).hosts["n"]
     assert row.net.startswith(("FAIL", "warn")), row.net

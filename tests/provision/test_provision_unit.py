@@ -57,7 +57,10 @@ def test_render_vars_old_layout(tmp_path, locks):
     assert v["envkit_hdk_firmware"]["src"].startswith("Ascend-hdk-910b-npu-firmware_")
     comps = [p["component"] for p in v["envkit_cann_packages"]]
     assert comps == ["cann-toolkit", "cann-kernels", "cann-nnal"]
-    assert v["envkit_cann_packages"][0]["info_file"] == "/usr/local/Ascend/ascend-toolkit/latest/x86_64-linux/ascend_toolkit_install.info"
+    assert (
+        v["envkit_cann_packages"][0]["info_file"]
+        == "/usr/local/Ascend/ascend-toolkit/latest/x86_64-linux/ascend_toolkit_install.info"
+    )
     assert [p["needs_env"] for p in v["envkit_cann_packages"]] == [False, False, True]
     assert v["envkit_preflight_lock_os_family"] == "debian" and v["envkit_preflight_lock_arch"] == "x86_64"
     assert v["envkit_python_enabled"] is True and len(v["envkit_python_requirements_sha256"]) == 64
@@ -70,8 +73,9 @@ def test_render_vars_new_layout_zip_editions(tmp_path, locks):
     write_vendor(locks["new"], tmp_path / "vendor", as_zip=True)
     lock_path = with_fixture_zip_hashes(locks["new"], tmp_path / "vendor", tmp_path / "zip.lock")
     (tmp_path / "vendor" / "SHA256SUMS").unlink()  # the zip hashes come from the lock itself
-    (tmp_path / "vendor" / "SHA256SUMS").write_text("\n".join(
-        f"{sha256(p)}  {p.name}" for p in (tmp_path / "vendor").glob("*.run")) + "\n")
+    (tmp_path / "vendor" / "SHA256SUMS").write_text(
+        "\n".join(f"{sha256(p)}  {p.name}" for p in (tmp_path / "vendor").glob("*.run")) + "\n"
+    )
     lock = read_lock(lock_path)
     v = render_vars(lock, lock_path=lock_path, bundle=BundlePaths(tmp_path / "vendor", None, None), report_dir=tmp_path)
     assert v["envkit_hdk_driver"]["edition"] == "zip" and v["envkit_hdk_firmware"]["edition"] == "zip"
@@ -123,14 +127,42 @@ def test_summarize_events():
     lines = [
         json.dumps({"event": "play", "check": True, "hosts": ["a", "b", "c"]}),
         "a stray line",
-        json.dumps({"event": "result", "host": "a", "task": "envkit_hdk : HDK | Report plan", "status": "changed",
-                    "msg": ["firmware 25.3.rc1 -> 26.0.rc1", "driver 25.3.rc1 -> 26.0.rc1"]}),
-        json.dumps({"event": "result", "host": "a", "task": "envkit_smoke : Smoke | Report verdict", "status": "ok",
-                    "msg": {"smoke": "skipped: torch not in this stack's venv", "doctor": "ok"}}),
-        json.dumps({"event": "result", "host": "b", "task": "Gathering Facts", "status": "unreachable",
-                    "msg": "Failed to connect to the host via ssh"}),
-        json.dumps({"event": "stats", "hosts": {"a": {"ok": 9, "changed": 1, "failed": 0, "unreachable": 0},
-                                                 "b": {"ok": 0, "changed": 0, "failed": 0, "unreachable": 1}}}),
+        json.dumps(
+            {
+                "event": "result",
+                "host": "a",
+                "task": "envkit_hdk : HDK | Report plan",
+                "status": "changed",
+                "msg": ["firmware 25.3.rc1 -> 26.0.rc1", "driver 25.3.rc1 -> 26.0.rc1"],
+            }
+        ),
+        json.dumps(
+            {
+                "event": "result",
+                "host": "a",
+                "task": "envkit_smoke : Smoke | Report verdict",
+                "status": "ok",
+                "msg": {"smoke": "skipped: torch not in this stack's venv", "doctor": "ok"},
+            }
+        ),
+        json.dumps(
+            {
+                "event": "result",
+                "host": "b",
+                "task": "Gathering Facts",
+                "status": "unreachable",
+                "msg": "Failed to connect to the host via ssh",
+            }
+        ),
+        json.dumps(
+            {
+                "event": "stats",
+                "hosts": {
+                    "a": {"ok": 9, "changed": 1, "failed": 0, "unreachable": 0},
+                    "b": {"ok": 0, "changed": 0, "failed": 0, "unreachable": 1},
+                },
+            }
+        ),
     ]
     s = summarize(parse_lines(lines))
     assert s.check and s.complete
@@ -147,11 +179,35 @@ def test_summarize_events():
 
 
 def test_playbook_command_and_env(tmp_path):
-    run = PlaybookRun(playbook=Path("/p/site.yml"), inventory="inv.ini", vars_file=Path("/o/vars.yml"), check=True,
-                      limit="node1", forks=20, serial=2, extra_vars=("a=1",))
+    run = PlaybookRun(
+        playbook=Path("/p/site.yml"),
+        inventory="inv.ini",
+        vars_file=Path("/o/vars.yml"),
+        check=True,
+        limit="node1",
+        forks=20,
+        serial=2,
+        extra_vars=("a=1",),
+    )
     assert playbook_command(run) == [
-        "ansible-playbook", "-i", "inv.ini", "-e", "@/o/vars.yml", "--check", "--diff", "--limit", "node1",
-        "--forks", "20", "-e", "envkit_serial=2", "-e", "envkit_max_fail_percentage=0", "-e", "a=1", "/p/site.yml",
+        "ansible-playbook",
+        "-i",
+        "inv.ini",
+        "-e",
+        "@/o/vars.yml",
+        "--check",
+        "--diff",
+        "--limit",
+        "node1",
+        "--forks",
+        "20",
+        "-e",
+        "envkit_serial=2",
+        "-e",
+        "envkit_max_fail_percentage=0",
+        "-e",
+        "a=1",
+        "/p/site.yml",
     ]
     env = playbook_env(PLAYBOOKS, base={"PATH": "/usr/bin"})
     assert env["ANSIBLE_STDOUT_CALLBACK"] == "envkit_jsonl"
@@ -194,8 +250,12 @@ def test_role_conventions(role):
 def test_vars_cover_the_role_inputs(tmp_path, locks):
     """Every variable envkit renders is one a role declares (no typo reaches a playbook silently)."""
     write_vendor(locks["old"], tmp_path / "vendor")
-    v = render_vars(read_lock(locks["old"]), lock_path=locks["old"],
-                    bundle=locate_bundle(None, tmp_path / "vendor", _wheels(tmp_path / "wheels")), report_dir=tmp_path)
+    v = render_vars(
+        read_lock(locks["old"]),
+        lock_path=locks["old"],
+        bundle=locate_bundle(None, tmp_path / "vendor", _wheels(tmp_path / "wheels")),
+        report_dir=tmp_path,
+    )
     declared = set()
     for role in ROLES:
         declared |= set(yaml.safe_load((role / "defaults" / "main.yml").read_text()))
@@ -207,18 +267,30 @@ def test_syntax_check():
     if not ap.exists():
         pytest.skip("ansible-playbook not installed beside this interpreter")
     env = playbook_env(PLAYBOOKS)
-    p = subprocess.run([str(ap), "-i", "localhost,", "--syntax-check", str(PLAYBOOKS / "site.yml")],
-                       env=env, capture_output=True, text=True, timeout=120)
+    p = subprocess.run(
+        [str(ap), "-i", "localhost,", "--syntax-check", str(PLAYBOOKS / "site.yml")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert p.returncode == 0, p.stderr
 
 
 def test_ansible_lint_offline():
-    lint = shutil.which("ansible-lint") or (str(Path(sys.executable).parent / "ansible-lint")
-                                             if (Path(sys.executable).parent / "ansible-lint").exists() else None)
+    lint = shutil.which("ansible-lint") or (
+        str(Path(sys.executable).parent / "ansible-lint") if (Path(sys.executable).parent / "ansible-lint").exists() else None
+    )
     if not lint:
         pytest.skip("ansible-lint not installed")
-    p = subprocess.run([lint, "--offline", "-q", "."], cwd=PLAYBOOKS, capture_output=True, text=True, timeout=300,
-                       env={**playbook_env(PLAYBOOKS), "ANSIBLE_LINT_NODEPS": "1"})
+    p = subprocess.run(
+        [lint, "--offline", "-q", "."],
+        cwd=PLAYBOOKS,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**playbook_env(PLAYBOOKS), "ANSIBLE_LINT_NODEPS": "1"},
+    )
     assert p.returncode == 0, p.stdout + p.stderr
 
 
@@ -231,8 +303,9 @@ def test_cli_bad_inputs(tmp_path, locks):
     inv.write_text("[a]\nh1\n")
     r = CliRunner().invoke(app, ["provision", "-i", str(inv), "--lock", str(locks["old"])])
     assert r.exit_code != 0 and "no vendor files" in str(r.exception)
-    r = CliRunner().invoke(app, ["provision", "-i", str(tmp_path / "nope.ini"), "--lock", str(locks["old"]),
-                                 "--artifacts", str(tmp_path)])
+    r = CliRunner().invoke(
+        app, ["provision", "-i", str(tmp_path / "nope.ini"), "--lock", str(locks["old"]), "--artifacts", str(tmp_path)]
+    )
     assert "no such inventory" in str(r.exception)
 
 
@@ -273,7 +346,9 @@ def test_os_families_follow_ansibles_own_distribution_map():
         "import json; from ansible.module_utils.facts.system.distribution import Distribution; "
         "print(json.dumps({k: list(v) for k, v in Distribution.OS_FAMILY_MAP.items()}))"
     )
-    families = yaml.safe_load((PLAYBOOKS / "roles/envkit_preflight/defaults/main.yml").read_text())["envkit_preflight_os_families"]
+    families = yaml.safe_load((PLAYBOOKS / "roles/envkit_preflight/defaults/main.yml").read_text())[
+        "envkit_preflight_os_families"
+    ]
     ansible_family = {d: fam for fam, dists in family_map.items() for d in dists}
     for dist in ("openEuler", "Kylin Linux Advanced Server", "EulerOS", "RedHat", "CentOS"):
         assert ansible_family[dist] in families["rhel"], dist
@@ -285,8 +360,16 @@ def test_roles_hold_no_debian_only_step():
     """No package manager is called (the targets are offline); a message naming packages names both families."""
     for tasks_file in PLAYBOOKS.glob("roles/*/tasks/*.yml"):
         text = tasks_file.read_text()
-        for word in ("ansible.builtin.apt", "ansible.builtin.dnf", "ansible.builtin.yum", "ansible.builtin.package",
-                     "apt-get", "dpkg", "/etc/debian_version", "update-alternatives"):
+        for word in (
+            "ansible.builtin.apt",
+            "ansible.builtin.dnf",
+            "ansible.builtin.yum",
+            "ansible.builtin.package",
+            "apt-get",
+            "dpkg",
+            "/etc/debian_version",
+            "update-alternatives",
+        ):
             assert word not in text, f"{tasks_file}: {word}"
     hints = yaml.safe_load((PLAYBOOKS / "roles/envkit_preflight/vars/main.yml").read_text())["envkit_preflight_headers_hint"]
     assert set(hints) == {"debian", "rhel"}
@@ -302,18 +385,54 @@ def test_probe_module_runs_on_this_host(tmp_path):
     (tmp_path / "version.info").write_text("Version=25.3.rc1\npackage_version=25.3.rc1\n")
     (tmp_path / "env").write_text("A=1\n")
     (tmp_path / "link").symlink_to(tmp_path / "env")
-    args = json.dumps({"install_path": str(tmp_path / "Ascend"), "npu_smi": False,
-                       "read": [str(tmp_path / "version.info"), str(tmp_path / "missing.info")],
-                       "stat": [str(tmp_path / "env"), str(tmp_path / "link"), str(tmp_path)], "users": ["root", "no-such-user-envkit"],
-                       "groups": ["root"]})
+    args = json.dumps(
+        {
+            "install_path": str(tmp_path / "Ascend"),
+            "npu_smi": False,
+            "read": [str(tmp_path / "version.info"), str(tmp_path / "missing.info")],
+            "stat": [str(tmp_path / "env"), str(tmp_path / "link"), str(tmp_path)],
+            "users": ["root", "no-such-user-envkit"],
+            "groups": ["root"],
+        }
+    )
     play = tmp_path / "probe.yml"
-    play.write_text(yaml.safe_dump([{"hosts": "all", "gather_facts": False, "tasks": [
-        {"envkit_probe": json.loads(args), "register": "r"},
-        {"ansible.builtin.copy": {"content": "{{ r | to_json }}", "dest": str(tmp_path / "result.json"), "mode": "0600"}},
-    ]}]))
+    play.write_text(
+        yaml.safe_dump(
+            [
+                {
+                    "hosts": "all",
+                    "gather_facts": False,
+                    "tasks": [
+                        {"envkit_probe": json.loads(args), "register": "r"},
+                        {
+                            "ansible.builtin.copy": {
+                                "content": "{{ r | to_json }}",
+                                "dest": str(tmp_path / "result.json"),
+                                "mode": "0600",
+                            }
+                        },
+                    ],
+                }
+            ]
+        )
+    )
     env = {**playbook_env(PLAYBOOKS), "ANSIBLE_LIBRARY": str(PROBE.parent), "ANSIBLE_STDOUT_CALLBACK": "default"}
-    p = subprocess.run([str(ansible) + "-playbook", "-i", "localhost,", "-c", "local", "-e", f"ansible_python_interpreter={sys.executable}",
-                        str(play)], env=env, capture_output=True, text=True, timeout=120)
+    p = subprocess.run(
+        [
+            str(ansible) + "-playbook",
+            "-i",
+            "localhost,",
+            "-c",
+            "local",
+            "-e",
+            f"ansible_python_interpreter={sys.executable}",
+            str(play),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert p.returncode == 0, p.stdout + p.stderr
     res = json.loads((tmp_path / "result.json").read_text())
     assert res["changed"] is False
@@ -365,8 +484,12 @@ def test_vars_file_marks_every_string_that_could_hold_jinja_unsafe(locks, tmp_pa
 
     write_vendor(locks["old"], tmp_path / "vendor")
     lock = read_lock(locks["old"])
-    v = render_vars(lock, lock_path=locks["old"], bundle=locate_bundle(None, tmp_path / "vendor", _wheels(tmp_path / "wheels")),
-                    report_dir=tmp_path / "r")
+    v = render_vars(
+        lock,
+        lock_path=locks["old"],
+        bundle=locate_bundle(None, tmp_path / "vendor", _wheels(tmp_path / "wheels")),
+        report_dir=tmp_path / "r",
+    )
     v["envkit_cann_set_env"] = "/opt/{{ x }}"  # a value with Jinja markup, as a hostile bundle could bring
     text = dump_vars(v, "envkit provision")
     strings = _tags(text)
@@ -385,21 +508,58 @@ def test_jinja_in_a_lock_value_is_never_evaluated_by_ansible(tmp_path):
     ansible = Path(sys.executable).parent / "ansible-playbook"
     marker = tmp_path / "MARKER"
     hostile = HOSTILE.replace("MARKER", str(marker))
-    text = dump_vars({"envkit_hdk_driver": {"version": hostile, "flags": [hostile]}, "envkit_python_lock_python": "3.10",
-                      "envkit_cann_set_env": hostile, "envkit_python_cann_env": {"X": hostile}}, "test")
+    text = dump_vars(
+        {
+            "envkit_hdk_driver": {"version": hostile, "flags": [hostile]},
+            "envkit_python_lock_python": "3.10",
+            "envkit_cann_set_env": hostile,
+            "envkit_python_cann_env": {"X": hostile},
+        },
+        "test",
+    )
     assert ("!unsafe", hostile) in _tags(text)
     if not ansible.exists():
         pytest.skip("ansible-playbook not installed beside this interpreter")
     (tmp_path / "vars.yml").write_text(text)
     play = tmp_path / "play.yml"
-    play.write_text(yaml.safe_dump([{"hosts": "all", "gather_facts": False, "tasks": [
-        {"ansible.builtin.copy": {"dest": str(tmp_path / "out.txt"), "mode": "0600", "content":
-            "{{ envkit_hdk_driver.version }}|{{ envkit_hdk_driver.flags[0] }}|{{ envkit_cann_set_env }}|"
-            "{{ envkit_python_cann_env.X }}|{{ envkit_python_lock_python == '3.10' }}"}},
-    ]}]))
-    p = subprocess.run([str(ansible), "-i", "localhost,", "-c", "local", "-e", f"ansible_python_interpreter={sys.executable}",
-                        "-e", f"@{tmp_path / 'vars.yml'}", str(play)], env=playbook_env(PLAYBOOKS),
-                       capture_output=True, text=True, timeout=120)
+    play.write_text(
+        yaml.safe_dump(
+            [
+                {
+                    "hosts": "all",
+                    "gather_facts": False,
+                    "tasks": [
+                        {
+                            "ansible.builtin.copy": {
+                                "dest": str(tmp_path / "out.txt"),
+                                "mode": "0600",
+                                "content": "{{ envkit_hdk_driver.version }}|{{ envkit_hdk_driver.flags[0] }}|{{ envkit_cann_set_env }}|"
+                                "{{ envkit_python_cann_env.X }}|{{ envkit_python_lock_python == '3.10' }}",
+                            }
+                        },
+                    ],
+                }
+            ]
+        )
+    )
+    p = subprocess.run(
+        [
+            str(ansible),
+            "-i",
+            "localhost,",
+            "-c",
+            "local",
+            "-e",
+            f"ansible_python_interpreter={sys.executable}",
+            "-e",
+            f"@{tmp_path / 'vars.yml'}",
+            str(play),
+        ],
+        env=playbook_env(PLAYBOOKS),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert p.returncode == 0, p.stdout + p.stderr
     assert (tmp_path / "out.txt").read_text() == "|".join([hostile] * 4 + ["True"])
     assert not marker.exists()

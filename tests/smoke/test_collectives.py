@@ -29,9 +29,15 @@ def test_alltoallv_splits_are_uneven_and_complete():
 
 
 def test_aggregate_uses_slowest_rank_and_nccl_tests_factors():
-    ranks = [{"results": [{"op": "all_reduce", "size": 1 << 20, "seconds": s, "correct": True},
-                          {"op": "all_to_all", "size": 1 << 20, "seconds": s, "correct": r != 2}]}
-             for r, s in enumerate([0.001, 0.002, 0.001, 0.001])]
+    ranks = [
+        {
+            "results": [
+                {"op": "all_reduce", "size": 1 << 20, "seconds": s, "correct": True},
+                {"op": "all_to_all", "size": 1 << 20, "seconds": s, "correct": r != 2},
+            ]
+        }
+        for r, s in enumerate([0.001, 0.002, 0.001, 0.001])
+    ]
     rows = {row["op"]: row for row in C.aggregate(ranks, 4)}
     ar = rows["all_reduce"]
     assert ar["time_us"] == pytest.approx(2000) and ar["algbw_gbps"] == pytest.approx((1 << 20) / 0.002 / 1e9)
@@ -55,8 +61,12 @@ def test_compare_profiles_names_slow_sizes():
 
 def test_hccl_test_parser_on_recorded_layout():
     ok = C.parse_hccl_test((FIX / "hccl_test_all_reduce.txt").read_text())
-    assert ok["ok"] and len(ok["rows"]) == 6 and ok["rows"][-1] == {
-        "size": 67108864, "avg_time_us": 1421.90, "alg_bandwidth_gbps": 47.19661, "check_result": "success"}
+    assert (
+        ok["ok"]
+        and len(ok["rows"]) == 6
+        and ok["rows"][-1]
+        == {"size": 67108864, "avg_time_us": 1421.90, "alg_bandwidth_gbps": 47.19661, "check_result": "success"}
+    )
     bad = C.parse_hccl_test((FIX / "hccl_test_failed.txt").read_text())
     assert not bad["ok"] and [r["check_result"] for r in bad["rows"]] == ["success", "failed", "NULL"]
     assert C.parse_hccl_test("garbage\n\x00|||\n") == {"rows": [], "skipped": 0, "ok": False}
@@ -77,7 +87,22 @@ def test_smoke_collectives_cpu_4_processes(tmp_path, capsys, smoke_cache):
 
     out = tmp_path / "run"
     with pytest.raises(SystemExit) as exc:
-        main(["smoke", "--device", "cpu", "--dtype", "fp32", "--nproc", "4", "--collectives", "--max-size", "1MiB", "--out", str(out)])
+        main(
+            [
+                "smoke",
+                "--device",
+                "cpu",
+                "--dtype",
+                "fp32",
+                "--nproc",
+                "4",
+                "--collectives",
+                "--max-size",
+                "1MiB",
+                "--out",
+                str(out),
+            ]
+        )
     text = capsys.readouterr().out
     assert exc.value.code in (0, None), text
     report = json.loads((out / "report.json").read_text())
@@ -91,8 +116,13 @@ def test_smoke_collectives_cpu_4_processes(tmp_path, capsys, smoke_cache):
 
 
 def _profile_file(path: Path, times: dict[tuple[str, int], float], *, wrapped: bool = False) -> Path:
-    prof = {"format": "envkit-collectives/1", "ok": True, "backend": "gloo", "world": 4,
-            "results": [{"op": op, "size": s, "time_us": t, "correct": True} for (op, s), t in times.items()]}
+    prof = {
+        "format": "envkit-collectives/1",
+        "ok": True,
+        "backend": "gloo",
+        "world": 4,
+        "results": [{"op": op, "size": s, "time_us": t, "correct": True} for (op, s), t in times.items()],
+    }
     if wrapped:  # a smoke run folder: report.json with a collectives section
         path.mkdir()
         (path / "report.json").write_text(json.dumps({"ok": True, "collectives": prof}))

@@ -75,11 +75,29 @@ def read(data: bytes, kind: str = "completion", expects_done: bool = True, clock
 
 
 def test_vllm_command_on_npu_has_the_serving_env_block(tmp_path):
-    cmd = S.vllm_command(tmp_path / "m", 41234, "bf16", DeviceSpec("npu", 1), max_model_len=512, chat_template=tmp_path / "t.jinja")
+    cmd = S.vllm_command(
+        tmp_path / "m", 41234, "bf16", DeviceSpec("npu", 1), max_model_len=512, chat_template=tmp_path / "t.jinja"
+    )
     assert cmd.argv == [
-        "vllm", "serve", str(tmp_path / "m"), "--host", "127.0.0.1", "--port", "41234",
-        "--served-model-name", "envkit-smoke", "--max-model-len", "512", "--dtype", "bfloat16", "--seed", "0",
-        "--gpu-memory-utilization", "0.5", "--chat-template", str(tmp_path / "t.jinja"),
+        "vllm",
+        "serve",
+        str(tmp_path / "m"),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "41234",
+        "--served-model-name",
+        "envkit-smoke",
+        "--max-model-len",
+        "512",
+        "--dtype",
+        "bfloat16",
+        "--seed",
+        "0",
+        "--gpu-memory-utilization",
+        "0.5",
+        "--chat-template",
+        str(tmp_path / "t.jinja"),
     ]
     assert cmd.env["PYTORCH_NPU_ALLOC_CONF"] == "expandable_segments:True"
     assert cmd.env["TASK_QUEUE_ENABLE"] == "1" and cmd.env["OMP_PROC_BIND"] == "false"
@@ -102,8 +120,18 @@ def test_transformers_command(tmp_path):
     cmd = S.transformers_command(tmp_path / "m", 5000, "fp32", DeviceSpec("cpu"), threads=3)
     i = cmd.argv.index("serve")
     assert cmd.argv[i:] == [
-        "serve", str(tmp_path / "m"), "--host", "127.0.0.1", "--port", "5000", "--device", "cpu",
-        "--dtype", "float32", "--attn-implementation", "eager",
+        "serve",
+        str(tmp_path / "m"),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "5000",
+        "--device",
+        "cpu",
+        "--dtype",
+        "float32",
+        "--attn-implementation",
+        "eager",
     ]
     assert cmd.env["OMP_NUM_THREADS"] == "3" and cmd.env["HF_HUB_OFFLINE"] == "1"
     assert cmd.expects_done is False and "PYTORCH_NPU_ALLOC_CONF" not in cmd.env
@@ -152,7 +180,12 @@ def test_free_port_is_bindable():
 
 
 def test_sse_vllm_style_stream():
-    data = sse(completion_chunk(" a"), ": keep-alive", completion_chunk("b", "length"), json.dumps({"choices": [], "usage": {"completion_tokens": 2}}))
+    data = sse(
+        completion_chunk(" a"),
+        ": keep-alive",
+        completion_chunk("b", "length"),
+        json.dumps({"choices": [], "usage": {"completion_tokens": 2}}),
+    )
     data = data.replace(b"data: : keep-alive\n\n", b": keep-alive\n\n")
     res = read(data)
     assert res.text == " ab" and res.chunks == 2 and res.done and res.finish_reason == "length" and res.completion_tokens == 2
@@ -261,8 +294,11 @@ def test_hostile_server_gives_a_failed_check_not_a_traceback(hostile, body, ctyp
 
 def test_hostile_non_streaming_answers(hostile):
     req = S.REQUESTS[1]
-    for body, expected in [(b"not json", "not JSON"), (b'{"choices": [{"message": {}}]}', "no text"),
-                           (b'{"error": {"message": "bad"}}', "answered an error")]:
+    for body, expected in [
+        (b"not json", "not JSON"),
+        (b'{"choices": [{"message": {}}]}', "no text"),
+        (b'{"error": {"message": "bad"}}', "answered an error"),
+    ]:
         port = hostile(body, "application/json")
         answer = S._guarded_answer(lambda port=port: S.complete(port, req, "m", 4, 10.0), req, False)
         assert not answer.ok and expected in answer.error, answer.error
@@ -312,7 +348,9 @@ def test_agreement_check_exact_and_reported():
 def test_stream_check_and_determinism():
     req = S.REQUESTS[0]
     plain = S.Answer(name="completion", kind="completion", stream=False, ok=True, text="ab\ufffd", completion_tokens=3)
-    streamed = S.Answer(name="completion", kind="completion", stream=True, ok=True, text="ab", completion_tokens=3, ttft_s=0.01, chunks=2)
+    streamed = S.Answer(
+        name="completion", kind="completion", stream=True, ok=True, text="ab", completion_tokens=3, ttft_s=0.01, chunks=2
+    )
     assert S.check_stream(req, streamed, plain).ok  # a held-back partial character is not a difference
     other = S.Answer(name="completion", kind="completion", stream=True, ok=True, text="ac", completion_tokens=3, ttft_s=0.01)
     assert "differs" in S.check_stream(req, other, plain).figure
@@ -340,7 +378,9 @@ STUBBORN = textwrap.dedent(
 def _stub(tmp_path, script: str, marker: str) -> S.ServerProcess:
     path = tmp_path / "stub.py"
     path.write_text(script)
-    return S.ServerProcess(S.ServerCommand("transformers", [sys.executable, str(path), marker], {}, False), tmp_path / "server.log")
+    return S.ServerProcess(
+        S.ServerCommand("transformers", [sys.executable, str(path), marker], {}, False), tmp_path / "server.log"
+    )
 
 
 def test_stop_kills_the_group_and_escaped_descendants(tmp_path):
@@ -407,8 +447,15 @@ def _children() -> list:
     return out
 
 
-SERVE_CHECKS = ["serve:ready", "serve:completion", "serve:chat", "serve:stream:completion", "serve:stream:chat",
-                "serve:determinism", "serve:stop"]
+SERVE_CHECKS = [
+    "serve:ready",
+    "serve:completion",
+    "serve:chat",
+    "serve:stream:completion",
+    "serve:stream:chat",
+    "serve:determinism",
+    "serve:stop",
+]
 
 
 @pytest.mark.slow
@@ -431,8 +478,14 @@ def test_whole_serving_smoke_on_cpu(smoke_cache, tiny_model, tmp_path):
     assert serve["agreement"] == {"completion": 1.0, "chat": 1.0} and serve["deterministic"] is True
     assert all(v > 0 for v in serve["ttft_s"].values()) and all(v > 0 for v in serve["tokens_per_s"].values())
     tags = sorted((r["name"], r["tag"], r["stream"]) for r in serve["requests"])
-    assert tags == [("chat", "first", False), ("chat", "second", False), ("chat", "stream", True),
-                    ("completion", "first", False), ("completion", "second", False), ("completion", "stream", True)]
+    assert tags == [
+        ("chat", "first", False),
+        ("chat", "second", False),
+        ("chat", "stream", True),
+        ("completion", "first", False),
+        ("completion", "second", False),
+        ("completion", "stream", True),
+    ]
     for r in serve["requests"]:
         assert r["ok"] and r["completion_tokens"] == 32 and r["text"]
     for name in ("serve:completion", "serve:chat"):
@@ -473,7 +526,7 @@ def test_a_server_that_cannot_load_the_model_leaves_nothing(smoke_cache, tiny_mo
     pytest.importorskip("fastapi")
     broken = tmp_path / "broken-model"
     shutil.copytree(tiny_model, broken)
-    (broken / "model.safetensors").write_bytes(b"\x08\x00\x00\x00\x00\x00\x00\x00{\"a\":1}")
+    (broken / "model.safetensors").write_bytes(b'\x08\x00\x00\x00\x00\x00\x00\x00{"a":1}')
     with pytest.raises(CannotRun) as err:
         S.serve_stage(broken, DeviceSpec("cpu"), "fp32", tmp_path / "out", S.ServeOptions(ready_timeout=120))
     assert "exited with status" in err.value.message
@@ -487,8 +540,21 @@ def test_a_server_that_cannot_load_the_model_leaves_nothing(smoke_cache, tiny_mo
 @pytest.mark.torch
 def test_cli_without_the_engine_exits_2(smoke_cache, tiny_model, tmp_path):
     out = tmp_path / "run"
-    res = envkit_subprocess("smoke", "--serve", "--server", "vllm", "--device", "cpu", "--dtype", "fp32", "--out", str(out),
-                            "--repeat", "1", env={"PATH": str(Path(sys.executable).parent) + os.pathsep + "/usr/bin:/bin"})
+    res = envkit_subprocess(
+        "smoke",
+        "--serve",
+        "--server",
+        "vllm",
+        "--device",
+        "cpu",
+        "--dtype",
+        "fp32",
+        "--out",
+        str(out),
+        "--repeat",
+        "1",
+        env={"PATH": str(Path(sys.executable).parent) + os.pathsep + "/usr/bin:/bin"},
+    )
     assert res.code == 2, res.err[-2000:]
     assert "vllm" in res.err and "Traceback" not in res.err
     report = json.loads((out / "report.json").read_text())

@@ -65,10 +65,18 @@ def test_pair_keys_and_default_thresholds():
 
 @pytest.mark.parametrize(
     "text,needle",
-    [("pairs: {fp32/fp32: {max_abs: 1}}\n", "invalid thresholds"),
-     ("schema_version: 1\npairs:\n  fp32/fp32: {max_abs: 1, mean_abs: 1, cosine_min: 0, top1_min: 0, kl_max: 1, extra: 2}\n", "invalid thresholds"),
-     ("schema_version: 1\npairs:\n  bf16/fp32: {max_abs: 1, mean_abs: 1, cosine_min: 0, top1_min: 0, kl_max: 1}\n", "invalid dtype pair"),
-     ("[unclosed", "invalid thresholds")],
+    [
+        ("pairs: {fp32/fp32: {max_abs: 1}}\n", "invalid thresholds"),
+        (
+            "schema_version: 1\npairs:\n  fp32/fp32: {max_abs: 1, mean_abs: 1, cosine_min: 0, top1_min: 0, kl_max: 1, extra: 2}\n",
+            "invalid thresholds",
+        ),
+        (
+            "schema_version: 1\npairs:\n  bf16/fp32: {max_abs: 1, mean_abs: 1, cosine_min: 0, top1_min: 0, kl_max: 1}\n",
+            "invalid dtype pair",
+        ),
+        ("[unclosed", "invalid thresholds"),
+    ],
 )
 def test_bad_thresholds_files(tmp_path, text, needle):
     f = tmp_path / "t.yaml"
@@ -78,7 +86,6 @@ def test_bad_thresholds_files(tmp_path, text, needle):
 
 
 # --- on real runs ---------------------------------------------------------------------------------
-
 
 
 @pytest.mark.torch
@@ -110,7 +117,9 @@ def test_perturbed_logits_are_caught(run_fp32, run_cli, tmp_path):
 def test_an_edited_logits_file_next_to_its_report_is_refused(run_fp32, run_cli, tmp_path):
     run = tmp_path / "run"
     shutil.copytree(run_fp32.out_dir, run)
-    _rewrite(run_fp32.out_dir, run / "logits.safetensors", {"logits.en": _read(run / "logits.safetensors")[1]["logits.en"] * 1.01})
+    _rewrite(
+        run_fp32.out_dir, run / "logits.safetensors", {"logits.en": _read(run / "logits.safetensors")[1]["logits.en"] * 1.01}
+    )
     res = run_cli("compare", str(run_fp32.out_dir), str(run))
     assert res.code == 2 and "report.json does not describe" in res.err and "logits sha256" in res.err
 
@@ -118,8 +127,11 @@ def test_an_edited_logits_file_next_to_its_report_is_refused(run_fp32, run_cli, 
 @pytest.mark.torch
 def test_mismatched_prompt_set_is_refused(run_fp32, run_cli, tmp_path):
     meta, t = _read(run_fp32.out_dir / "logits.safetensors")
-    other = _rewrite(run_fp32.out_dir, tmp_path / "other.safetensors",
-                     meta={"prompt_digest": "sha256:" + "0" * 64, "prompts": json.dumps(["fa", "en", "digits", "long"])})
+    other = _rewrite(
+        run_fp32.out_dir,
+        tmp_path / "other.safetensors",
+        meta={"prompt_digest": "sha256:" + "0" * 64, "prompts": json.dumps(["fa", "en", "digits", "long"])},
+    )
     res = run_cli("compare", str(run_fp32.out_dir), str(other))
     assert res.code == 2 and "the prompt sets differ" in res.err
 
@@ -174,7 +186,9 @@ def test_bf16_against_fp32_is_within_the_default_bf16_thresholds(run_fp32, run_b
     assert 0 < doc["layers"]["worst_rel"][-1] < doc["thresholds"]["layer_rel_max"]
     # the fp32 thresholds are much tighter: the same pair judged as fp32/fp32 fails
     strict = tmp_path / "strict.yaml"
-    strict.write_text("schema_version: 1\npairs:\n  fp32/bf16: {max_abs: 1.0e-3, mean_abs: 1.0e-4, cosine_min: 0.99999, top1_min: 0.99, kl_max: 1.0e-5}\n")
+    strict.write_text(
+        "schema_version: 1\npairs:\n  fp32/bf16: {max_abs: 1.0e-3, mean_abs: 1.0e-4, cosine_min: 0.99999, top1_min: 0.99, kl_max: 1.0e-5}\n"
+    )
     res = run_cli("compare", str(run_fp32.out_dir), str(run_bf16.out_dir), "--thresholds", str(strict))
     assert res.code == 1
     page = html.read_text()

@@ -12,8 +12,19 @@ from .conftest import envkit_subprocess
 pytestmark = pytest.mark.torch
 
 EXPECTED_CHECKS = [
-    "environment", "placement", "forward:fa", "forward:en", "forward:digits", "forward:long", "forward:batch",
-    "prefill", "padding", "decode:en", "decode:batch", "generate", "train",
+    "environment",
+    "placement",
+    "forward:fa",
+    "forward:en",
+    "forward:digits",
+    "forward:long",
+    "forward:batch",
+    "prefill",
+    "padding",
+    "decode:en",
+    "decode:batch",
+    "generate",
+    "train",
 ]
 
 
@@ -89,7 +100,9 @@ def test_logits_file_metadata_and_contents(run_fp32):
     assert set(token_ids) == {"fa", "en", "digits", "long", "batch"}
     # the token ids in the metadata are the unpadded rows of the saved inputs
     ids, mask = tensors["input_ids.batch"], tensors["attention_mask.batch"]
-    assert token_ids["batch"] == [[t for t, m in zip(r, mr, strict=True) if m] for r, mr in zip(ids.tolist(), mask.tolist(), strict=True)]
+    assert token_ids["batch"] == [
+        [t for t, m in zip(r, mr, strict=True) if m] for r, mr in zip(ids.tolist(), mask.tolist(), strict=True)
+    ]
     assert mask[0, 0] == 0 and mask[:, -1].all()  # left padding
     vocab = run_fp32.report.model.vocab_size
     assert tensors["logits.en"].shape == (len(token_ids["en"][0]), vocab)
@@ -108,8 +121,21 @@ def test_fp32_cli_run_in_a_fresh_process_is_bitwise_identical(run_fp32, smoke_ca
     import torch
 
     out = tmp_path / "fresh"
-    res = envkit_subprocess("-q", "smoke", "--device", "cpu", "--dtype", "fp32", "--layers", "--repeat", "2",
-                            "--out", str(out), "--json", env={"ENVKIT_CACHE_DIR": str(smoke_cache)})
+    res = envkit_subprocess(
+        "-q",
+        "smoke",
+        "--device",
+        "cpu",
+        "--dtype",
+        "fp32",
+        "--layers",
+        "--repeat",
+        "2",
+        "--out",
+        str(out),
+        "--json",
+        env={"ENVKIT_CACHE_DIR": str(smoke_cache)},
+    )
     assert res.code == 0, res.err
     doc = json.loads(res.out)
     assert doc["ok"] is True and doc["schema_version"] == 1
@@ -123,8 +149,11 @@ def test_fp32_cli_run_in_a_fresh_process_is_bitwise_identical(run_fp32, smoke_ca
 
 @pytest.mark.parametrize(
     "device,needle",
-    [("cuda", "torch.cuda.is_available() is False"), ("cuda:1", "torch.cuda.is_available() is False"),
-     ("npu", "torch_npu is not installed")],
+    [
+        ("cuda", "torch.cuda.is_available() is False"),
+        ("cuda:1", "torch.cuda.is_available() is False"),
+        ("npu", "torch_npu is not installed"),
+    ],
 )
 def test_absent_devices_exit_2_and_never_pass(device, needle, smoke_cache, run_cli, tmp_path):
     pytest.importorskip("torch")
@@ -147,7 +176,9 @@ def test_absent_device_json_error(smoke_cache, run_cli, tmp_path):
     assert doc["error"]["type"] == "CannotRun" and doc["error"]["details"]["kind"] == "not_installed"
 
 
-@pytest.mark.parametrize("args", [["--device", "tpu"], ["--device", "cpu", "--dtype", "int8"], ["--device", "cpu", "--nproc", "0"]])
+@pytest.mark.parametrize(
+    "args", [["--device", "tpu"], ["--device", "cpu", "--dtype", "int8"], ["--device", "cpu", "--nproc", "0"]]
+)
 def test_bad_input_exits_2(args, run_cli, tmp_path):
     """Refused before torch is imported."""
     res = run_cli("smoke", *args, "--out", str(tmp_path / "o"))

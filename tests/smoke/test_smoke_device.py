@@ -26,8 +26,13 @@ SET_ENV = {"ASCEND_HOME_PATH": "/usr/local/Ascend/ascend-toolkit/latest"}
 
 @pytest.mark.parametrize(
     "text,spec",
-    [("npu", DeviceSpec("npu")), ("npu:3", DeviceSpec("npu", 3)), ("CUDA:0", DeviceSpec("cuda", 0)), ("cpu", DeviceSpec("cpu")),
-     ("cpu:0", DeviceSpec("cpu", 0))],
+    [
+        ("npu", DeviceSpec("npu")),
+        ("npu:3", DeviceSpec("npu", 3)),
+        ("CUDA:0", DeviceSpec("cuda", 0)),
+        ("cpu", DeviceSpec("cpu")),
+        ("cpu:0", DeviceSpec("cpu", 0)),
+    ],
 )
 def test_parse_device(text, spec):
     assert parse_device(text) == spec
@@ -65,8 +70,10 @@ def test_versioned_library_name_is_recognised():
 
 
 def test_two_accelerators_cuda_build():
-    text = ("RuntimeError: Two accelerators cannot be used at the same time in PyTorch: npu and cuda. You can install "
-            "the cpu version of PyTorch to use your npu device")
+    text = (
+        "RuntimeError: Two accelerators cannot be used at the same time in PyTorch: npu and cuda. You can install "
+        "the cpu version of PyTorch to use your npu device"
+    )
     m = map_npu_error(text, SET_ENV)
     assert m.kind == "two_accelerators"
     assert "CUDA build of torch" in m.message
@@ -81,7 +88,10 @@ def test_two_accelerators_npu_twice():
 
 def test_not_installed_and_mismatch_and_unknown():
     assert map_npu_error("ModuleNotFoundError: No module named 'torch_npu'", SET_ENV).kind == "not_installed"
-    assert map_npu_error("ImportError: /x/torch_npu/lib/libtorch_npu.so: undefined symbol: _ZN3c10", SET_ENV).kind == "version_mismatch"
+    assert (
+        map_npu_error("ImportError: /x/torch_npu/lib/libtorch_npu.so: undefined symbol: _ZN3c10", SET_ENV).kind
+        == "version_mismatch"
+    )
     unknown = map_npu_error("RuntimeError: something else entirely", {})
     assert unknown.kind == "unknown" and "ASCEND_HOME_PATH is unset" in unknown.hint
 

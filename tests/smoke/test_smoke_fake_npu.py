@@ -21,8 +21,14 @@ def _needs_torch():
 
 
 def _smoke(device, mode, autoload=True, ascend_home=None, tmp_path=None, extra=()):
-    env = {"FAKE_TORCH_NPU_MODE": mode, "TORCH_DEVICE_BACKEND_AUTOLOAD": "1" if autoload else "0", "ASCEND_HOME_PATH": ascend_home or ""}
-    return envkit_subprocess("smoke", "--device", device, "--out", str(tmp_path / "o"), *extra, env=env, pythonpath=[FAKE_TORCH_NPU])
+    env = {
+        "FAKE_TORCH_NPU_MODE": mode,
+        "TORCH_DEVICE_BACKEND_AUTOLOAD": "1" if autoload else "0",
+        "ASCEND_HOME_PATH": ascend_home or "",
+    }
+    return envkit_subprocess(
+        "smoke", "--device", device, "--out", str(tmp_path / "o"), *extra, env=env, pythonpath=[FAKE_TORCH_NPU]
+    )
 
 
 def test_autoload_without_cann_is_mapped(tmp_path):

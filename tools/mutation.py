@@ -1,0 +1,222 @@
+#!/usr/bin/env python3
+"""`make mutation`: mutmut over envkit's core modules with the fast unit tests, then the score per module and
+the surviving mutants. A habit, not a gate: it exits 0 whatever the score (non-zero only when mutmut cannot run).
+
+    python tools/mutation.py --modules versions,compare      # a few minutes each on 2 cores
+    python tools/mutation.py --modules all                   # every group below: hours on 2 cores
+    python tools/mutation.py --report-only --diff            # the last run again, each survivor's diff
+
+What is mutated, and the pytest options, are [tool.mutmut] in pyproject.toml; the groups here choose which
+mutants a run checks and narrow the tests to each group's own (TESTS). Survivors judged equivalent (no test can tell them apart) are listed, one line each with
+the reason, in docs/mutation.md; the report counts them apart.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+EQUIVALENTS = ROOT / "docs" / "mutation.md"
+
+# group -> the source files it covers (paths as in [tool.mutmut] only_mutate)
+MODULES: dict[str, tuple[str, ...]] = {
+    "versions": ("envkit/versions.py",),
+    "constraints": ("envkit/constraints.py",),
+    "resolve": (
+        "envkit/resolve/__init__.py",
+        "envkit/resolve/explain.py",
+        "envkit/resolve/hints.py",
+        "envkit/resolve/pins.py",
+        "envkit/resolve/search.py",
+    ),
+    "lockfile": ("envkit/lockfile.py",),
+    "lockgate": ("envkit/locking.py", "envkit/models/safe.py", "envkit/validation.py"),
+    "verify": ("envkit/airgap/verify.py",),
+    "doctor": ("envkit/doctor/diagnose.py", "envkit/doctor/hazards.py"),
+    "compare": ("envkit/smoke/compare.py",),
+}
+
+# group -> the fast unit tests that hold it. mutmut runs, for each mutant, only those of them that reach the mutated
+# function; a narrow list keeps a survivor cheap (a core function like Version.parse is reached by every test).
+TESTS: dict[str, tuple[str, ...]] = {
+    "versions": (
+        "tests/core/test_versions.py",
+        "tests/core/test_mutants_versions.py",
+        "tests/core/test_spellings.py",
+        "tests/doctor/test_drift.py",
+    ),
+    "constraints": (
+        "tests/core/test_resolve.py",
+        "tests/core/test_rules_break.py",
+        "tests/core/test_matrix.py",
+        "tests/core/test_torch_builds.py",
+    ),
+    "resolve": ("tests/core/test_resolve.py", "tests/core/test_rules_break.py", "tests/core/test_properties.py"),
+    "lockfile": ("tests/core/test_lock_and_cli.py", "tests/core/test_lock_edits.py", "tests/core/test_architecture.py"),
+    "lockgate": (
+        "tests/core/test_mutants_lockgate.py",
+        "tests/core/test_lock_and_cli.py",
+        "tests/core/test_lock_edits.py",
+        "tests/core/test_architecture.py",
+        "tests/core/test_torch_builds.py",
+    ),
+    "verify": ("tests/hostile/test_archives.py", "tests/airgap/test_bundle.py"),
+    "doctor": ("tests/doctor",),
+    "compare": (
+        "tests/smoke/test_compare_metrics.py",
+        "tests/smoke/test_smoke_compare.py",
+        "tests/smoke/test_mutants_compare.py",
+    ),
+}
+
+# mutmut's exit-code verdicts (mutmut/stats.py): 1 and 3 killed, 0 survived, 36/24/152/255/-24 timeout
+_KILLED = {1, 3, 37}
+_TIMEOUT = {36, 24, 152, 255, -24}
+_SURVIVED = {0}
+_NO_TESTS = {5, 33}
+
+
+def _module_name(path: str) -> str:
+    name = path[:-3].replace("/", ".")
+    return name[: -len(".__init__")] if name.endswith(".__init__") else name
+
+
+def _mutant_glob(path: str) -> str:
+    """mutmut names a mutant `<module>.x_<function>__mutmut_<n>` (methods: `<module>.xǁClassǁmethod__mutmut_<n>`)."""
+    return _module_name(path) + ".x*"
+
+
+def equivalents() -> dict[str, str]:
+    """Mutant name -> reason, from the table rows of docs/mutation.md (`| module | `name` ... | reason |`)."""
+    out: dict[str, str] = {}
+    if not EQUIVALENTS.is_file():
+        return out
+    for line in EQUIVALENTS.read_text(encoding="utf-8").splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) < 3:
+            continue
+        for name in re.findall(r"`(envkit\.[^`\s]+__mutmut_\d+)`", cells[1]):
+            out[name] = cells[-1]
+    return out
+
+
+def _run_mutmut(args: list[str]) -> None:
+    """mutmut in this process, with one fix: copy folders keeping symlinks as links. mutmut copies tests/ into
+    mutants/ following links, and the doctor's fixture roots hold absolute links (`latest -> /usr/local/Ascend/...`)
+    that resolve only inside the fixture root, so a plain copy fails on them."""
+    plain = shutil.copytree
+
+    def copytree(src: Any, dst: Any, *args: Any, **kwargs: Any) -> Any:
+        if not args:  # shutil's own recursion passes symlinks positionally
+            kwargs.setdefault("symlinks", True)
+        return plain(src, dst, *args, **kwargs)
+
+    shutil.copytree = copytree
+    from mutmut import configuration
+    from mutmut.__main__ import cli
+
+    tests = os.environ.get("ENVKIT_MUTATION_TESTS")
+    if tests:  # this run's test files, in place of [tool.mutmut]'s whole list
+        configuration.config().pytest_add_cli_args_test_selection = tests.split(os.pathsep)
+
+    cli(args, prog_name="mutmut")
+
+
+def run(groups: list[str], jobs: int, fresh: bool) -> int:
+    if fresh:
+        shutil.rmtree(ROOT / "mutants", ignore_errors=True)
+    globs = [_mutant_glob(p) for g in groups for p in MODULES[g]]
+    tests = sorted({t for g in groups for t in TESTS[g]})
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--mutmut", "run", "--max-children", str(jobs), *globs]
+    env = {**os.environ, "ENVKIT_MUTATION_TESTS": os.pathsep.join(tests)}
+    return subprocess.call(cmd, cwd=ROOT, env=env)
+
+
+def _diff(name: str) -> str:
+    r = subprocess.run(
+        [sys.executable, str(Path(__file__).resolve()), "--mutmut", "show", name], cwd=ROOT, capture_output=True, text=True
+    )
+    return "\n".join(line for line in r.stdout.splitlines() if not line.startswith("#"))
+
+
+def report(groups: list[str], diff: bool) -> list[str]:
+    eq = equivalents()
+    lines: list[str] = []
+    survivors: list[str] = []
+    lines.append(
+        f"{'module':32} {'mutants':>7} {'killed':>6} {'timeout':>7} {'survived':>8} {'equiv':>5} {'no test':>7} {'score':>6}"
+    )
+    for g in groups:
+        for path in MODULES[g]:
+            meta = ROOT / "mutants" / (path + ".meta")
+            if not meta.is_file():
+                lines.append(f"{path:32} not run (no {meta.relative_to(ROOT)})")
+                continue
+            codes = json.loads(meta.read_text(encoding="utf-8"))["exit_code_by_key"]
+            killed = sum(1 for c in codes.values() if c in _KILLED)
+            timeout = sum(1 for c in codes.values() if c in _TIMEOUT)
+            alive = sorted(k for k, c in codes.items() if c in _SURVIVED | _NO_TESTS)
+            unchecked = sum(1 for c in codes.values() if c is None)
+            equiv = [k for k in alive if k in eq]
+            notest = sum(1 for k in alive if codes[k] in _NO_TESTS)
+            total = len(codes) - unchecked
+            # equivalent mutants are not faults: the score is over the others
+            denom = total - len(equiv)
+            score = f"{100.0 * (killed + timeout) / denom:5.1f}%" if denom else "  n/a"
+            extra = f"  ({unchecked} not checked)" if unchecked else ""
+            lines.append(
+                f"{path:32} {total:7} {killed:6} {timeout:7} {len(alive) - len(equiv):8} {len(equiv):5} "
+                f"{notest:7} {score:>6}{extra}"
+            )
+            survivors += [k for k in alive if k not in eq]
+    lines.append("")
+    lines.append(f"surviving mutants ({len(survivors)}; `python tools/mutation.py --mutmut show NAME` for a diff):")
+    for name in survivors:
+        lines.append(f"  {name}")
+        if diff:
+            lines += ["    " + d for d in _diff(name).splitlines()]
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--mutmut"]:
+        _run_mutmut(argv[1:])
+        return 0
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument(
+        "--modules",
+        default=os.environ.get("MODULES", ""),
+        help=f"comma-separated groups, or all (the default): {', '.join(MODULES)}",
+    )
+    ap.add_argument("--jobs", type=int, default=int(os.environ.get("MUTATION_JOBS", "2")))
+    ap.add_argument("--keep", action="store_true", help="reuse mutants/ from the last run (incremental)")
+    ap.add_argument("--report-only", action="store_true", help="print the last run's figures, run nothing")
+    ap.add_argument("--diff", action="store_true", help="print each survivor's diff")
+    a = ap.parse_args(argv)
+    groups = [g.strip() for g in a.modules.split(",") if g.strip() and g.strip() != "all"]
+    if not groups or "all" in a.modules.split(","):
+        groups = list(MODULES)
+    unknown = [g for g in groups if g not in MODULES]
+    if unknown:
+        print(f"error: unknown module group(s) {', '.join(unknown)}; known: {', '.join(MODULES)}", file=sys.stderr)
+        return 2
+    if not a.report_only:
+        rc = run(groups, a.jobs, fresh=not a.keep)
+        if rc != 0:
+            print(f"error: mutmut exited {rc}; its output is above", file=sys.stderr)
+            return rc
+    print("\n".join(report(groups, a.diff)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
