@@ -9,10 +9,10 @@ closure), and one download of those wheels. Then every run serves them from a lo
 1. Cold build: `envkit bundle build -o bundle.tar` with an empty cache, against
    `pip download --no-deps --only-binary :all: --no-cache-dir -d DIR --index-url http://127.0.0.1:PORT/simple
    -r requirements.txt` (hashed pins, the same wheel files; `--no-cache-dir` is pip's fastest cold mode).
-   Target: >= 3x faster than pip.
+   Target: >= 4.5x faster than pip (raised from 3x by issue 11).
 2. Warm rebuild: the same build again (cache and previous archive present). Target: >= 20x faster than cold.
 3. Verify: `envkit bundle verify` of the bundle as a folder and as an archive, against `sha256sum` of the
-   same files (the folder's files; the archive file). Throughput in MB/s of the bundle's bytes. Target >= 0.8x.
+   same files (the folder's files; the archive file). Throughput in MB/s of the bundle's bytes. Target >= 1.5x (two cores hash in parallel; raised from 0.8x).
 
 Every figure is the median of --runs rounds, baseline and candidate interleaved in each round. Whole
 processes are timed (the commands as a user runs them, interpreter start included). A benchmark
@@ -303,7 +303,7 @@ def main() -> None:
         f"(medians of {args.runs} rounds, whole processes)"
     )
     print(f"1. cold build (empty cache) {med['cold']:.2f} s   vs  pip download (baseline) {med['pip']:.2f} s")
-    print(ratio_line("cold", med["pip"] / med["cold"], 3))
+    print(ratio_line("cold", med["pip"] / med["cold"], 4.5))
     print(
         f"2. warm rebuild {med['warm']:.3f} s   vs  cold build (baseline) {med['cold']:.2f} s"
         f"   [warm cache, new output: {med['warm_new']:.3f} s]"
@@ -321,7 +321,7 @@ def main() -> None:
             f"3. verify ({label}): envkit bundle verify {size / med[v]:.0f} MB/s ({med[v]:.3f} s)   vs  "
             f"sha256sum (baseline) {size / med[s]:.0f} MB/s ({med[s]:.3f} s) on {size:.1f} MB"
         )
-        print(ratio_line("verify", med[s] / med[v], 0.8))
+        print(ratio_line("verify", med[s] / med[v], 1.5))
 
 
 if __name__ == "__main__":

@@ -130,15 +130,22 @@ def _report_error(exc: EnvkitError, argv: list[str]) -> int:
 
 
 def _fast(args: list[str]) -> int | None:
-    """`envkit [--debug|--quiet] resolve|validate ...` without typer (see envkit.cli.stack); None: use typer."""
+    """`envkit [--debug|--quiet] resolve|validate|bundle verify ...` without typer (envkit.cli.stack,
+    envkit.cli.bundle_verify); None: use typer."""
     i = len(_root_args(args))
-    if i >= len(args) or COMMANDS.get(args[i]) != "stack":
+    if i >= len(args):
         return None
     console.set_debug("--debug" in args[:i])
     console.set_quiet(any(a in ("--quiet", "-q") for a in args[:i]))
-    from envkit.cli.stack import fast_main
+    if COMMANDS.get(args[i]) == "stack":
+        from envkit.cli.stack import fast_main
 
-    return fast_main(args[i:])
+        return fast_main(args[i:])
+    if args[i : i + 2] == ["bundle", "verify"]:  # reads no lock: no gate to register
+        from envkit.cli.bundle_verify import fast_main as verify_main
+
+        return verify_main(args[i + 2 :])
+    return None
 
 
 def _root_args(args: list[str]) -> list[str]:

@@ -10,7 +10,6 @@ from typing import Annotated, Optional
 import typer
 
 from envkit import console
-from envkit.errors import EXIT_FAILED
 
 Opt = typer.Option
 Arg = typer.Argument
@@ -173,32 +172,11 @@ def verify_cmd(
     json_out: Annotated[bool, Opt("--json", help="Machine-readable output.")] = False,
 ) -> None:
     """Check every file against the manifest; refuse unsafe archives without extracting anything."""
-    from envkit import airgap
+    from envkit.cli.bundle_verify import verify
 
-    rep = airgap.verify(bundle, expect_digest)
-    if json_out:
-        console.emit_json(rep.to_dict())
-    else:
-        out = console.out
-        if rep.ok:
-            out.print(
-                f"bundle {bundle}: OK, {rep.files} files, {rep.bytes / 1e6:.1f} MB match the manifest (sha256:{rep.digest})",
-                markup=False,
-            )
-        else:
-            out.print(f"bundle {bundle}: FAILED", markup=False)
-            for p in rep.missing:
-                out.print(f"  missing:  {p}", markup=False)
-            for m in rep.modified:
-                out.print(
-                    f"  modified: {m['path']}: expected sha256 {m['expected_sha256']} ({m['expected_size']} bytes), "
-                    f"got {m['actual_sha256']} ({m['actual_size']} bytes)",
-                    markup=False,
-                )
-            for p in rep.extra:
-                out.print(f"  extra:    {p} (not in the manifest)", markup=False)
-    if not rep.ok:
-        raise typer.Exit(EXIT_FAILED)
+    code = verify(bundle, expect_digest, json_out)
+    if code:
+        raise typer.Exit(code)
 
 
 def register(app: typer.Typer) -> None:

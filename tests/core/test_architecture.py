@@ -176,6 +176,9 @@ def test_resolve_and_validate_start_without_typer(tmp_path):
         ["validate", "tests/data/stacks/bad-cp311.yaml"],
         ["validate", "tests/data/stacks/bad-cp311.yaml", "--json"],
         ["validate", "no-such-file.yaml"],
+        ["bundle", "verify", "no-such-bundle"],
+        ["bundle", "verify", "tests/data", "--json"],
+        ["--quiet", "bundle", "verify", "tests/data"],
     ],
 )
 def test_the_start_up_path_and_typer_agree(argv, monkeypatch, capsys):
@@ -201,3 +204,17 @@ def test_the_start_up_path_and_typer_agree(argv, monkeypatch, capsys):
     fast, slow = run(True), run(False)
     assert fast == slow
     assert fast[0] in (0, 1, 2) and "Traceback" not in fast[2]
+
+
+def test_bundle_verify_starts_without_typer_or_the_lock_gate(tmp_path):
+    code = (
+        "import sys\n"
+        "from envkit.cli import main\n"
+        "try:\n    main(['bundle', 'verify', sys.argv[1], '--json'])\nexcept SystemExit as e:\n    assert e.code == 2, e.code\n"
+        "print('LOADED', sorted(m for m in sys.modules if m.split('.')[0] in ('typer', 'click')"
+        " or m in ('envkit.lockfile', 'envkit.matrix')))\n"
+    )
+    p = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "none")], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert "LOADED []" in p.stdout, p.stdout + p.stderr
