@@ -380,6 +380,9 @@ def format_table(profile: dict[str, Any]) -> list[str]:
         lines.append(
             f"copy {row['direction']} {'pinned' if row['pinned'] else 'pageable':<8} {human(row['size']):>9} {row['gbps']:.2f} GB/s"
         )
+    for name, tool in profile.get("vendor_tools", {}).get("tools", {}).items():
+        state = tool.get("skipped") or tool.get("error") or f"{len(tool['rows'])} sizes, ok"
+        lines.append(f"{name}: {'skipped: ' if 'skipped' in tool else ''}{state}")
     lines += [f"error: {e}" for e in profile.get("errors", [])]
     return lines
 
@@ -395,6 +398,7 @@ def run_smoke_with_collectives(opts: Any, max_size: int = DEFAULT_MAX_SIZE, prog
     result = run_smoke(opts, progress=progress)
     progress(f"smoke: collective profile across {opts.nproc} processes, up to {human(max_size)}")
     profile = run_profile(result.report.device_type, opts.nproc, max_size)
+    profile["vendor_tools"] = vendor_tools(result.report.device_type, opts.nproc)
     report = result.report.model_copy(update={"collectives": profile, "ok": result.report.ok and profile["ok"]})
     atomic_write_text(result.out_dir / REPORT_FILE, report.model_dump_json(indent=2) + "\n")
     return SmokeResult(report, result.out_dir)
@@ -534,6 +538,88 @@ def parse_ascend_dmi_bw(text: str) -> dict[str, Any]:
         except (TypeError, ValueError):
             continue
     return {"rows": rows, "error": None if rows else "no size / bandwidth values found"}
+
+
+# --- running the vendor tools (npu hosts only) -------------------------------------------------------
+
+HCCL_TESTS = ("all_reduce_test", "all_gather_test", "reduce_scatter_test", "alltoall_test")
+HCCL_TEST_BIN = "tools/hccl_test/bin"
+HCCL_TEST_DIRS = (Path("/usr/local/Ascend/ascend-toolkit/latest") / HCCL_TEST_BIN,)
+ASCEND_DMI_PATHS = (Path("/usr/local/Ascend/toolbox/latest/Ascend-DMI/bin/ascend-dmi"),)
+VENDOR_TIMEOUT_S = 300
+
+
+def hccl_test_dirs(env: dict[str, str]) -> list[Path]:
+    """Where hccl_test's binaries are looked for: $ASCEND_HOME_PATH/tools/hccl_test/bin, then the toolkit's."""
+    home = env.get("ASCEND_HOME_PATH")
+    return ([Path(home) / HCCL_TEST_BIN] if home else []) + list(HCCL_TEST_DIRS)
+
+
+def hccl_test_argv(mpirun: str, binary: Path, nproc: int) -> list[str]:
+    """The hccl_test guide's single-host run: mpirun -n N BIN -b 8K -e 64M -f 2 -d fp32 [-o sum] -p N."""
+    reduce = ["-o", "sum"] if binary.name in ("all_reduce_test", "reduce_scatter_test") else []
+    return [mpirun, "-n", str(nproc), str(binary), "-b", "8K", "-e", "64M", "-f", "2", "-d", "fp32", *reduce, "-p", str(nproc)]
+
+
+def run_vendor_tool(
+    argv: list[str], parse: Callable[[str], dict[str, Any]], timeout_s: float, cwd: str | None = None
+) -> dict[str, Any]:
+    """One tool run (own process group, killed whole at the timeout, output capped; the caller's environment),
+    parsed: {argv, returncode, rows, error}; a failure or garbled output is the entry's `error`, never raised."""
+    from envkit.doctor.probe import run_command
+
+    res = run_command(argv, timeout=timeout_s, cwd=cwd)
+    out = res.stdout.decode("utf-8", "replace")
+    parsed = parse(out)
+    tail = (res.stderr.decode("utf-8", "replace").strip() or out.strip())[-300:]
+    error = (
+        res.error
+        or (f"exited {res.returncode}: {tail}" if res.returncode != 0 else None)
+        or parsed.get("error")
+        or (None if parsed["rows"] else f"no result table in its output ({len(out.splitlines())} lines)")
+        or ("check_result is not success on every size" if parsed.get("ok") is False else None)
+    )
+    return {"argv": argv, "returncode": res.returncode, "rows": parsed["rows"], "error": error}
+
+
+def vendor_tools(
+    device_type: str,
+    nproc: int,
+    *,
+    bin_dirs: list[Path] | None = None,
+    dmi_paths: tuple[Path, ...] = ASCEND_DMI_PATHS,
+    search_path: str | None = None,
+    timeout_s: float = VENDOR_TIMEOUT_S,
+) -> dict[str, Any]:
+    """hccl_test (all_reduce_test, and the other tests present) under mpirun, and `ascend-dmi --bw -t h2d --fmt json`,
+    where the host has them; npu only. Per tool: {path, argv, returncode, rows | error | skipped}."""
+    import os
+    import shutil
+
+    if device_type != "npu":
+        return {"skipped": f"not looked for on {device_type}: hccl_test and ascend-dmi are Ascend tools"}
+    dirs = bin_dirs if bin_dirs is not None else hccl_test_dirs(dict(os.environ))
+    mpirun = shutil.which("mpirun", path=search_path)
+    tools: dict[str, Any] = {}
+    for name in HCCL_TESTS:
+        binary = next((d / name for d in dirs if (d / name).is_file()), None)
+        if binary is None:
+            if name == "all_reduce_test":
+                tools[name] = {"path": None, "skipped": "not found in " + ", ".join(map(str, dirs))}
+        elif mpirun is None:
+            tools[name] = {"path": str(binary), "skipped": "mpirun not found"}
+        else:
+            argv = hccl_test_argv(mpirun, binary, nproc)
+            tools[name] = {"path": str(binary), **run_vendor_tool(argv, parse_hccl_test, timeout_s, str(binary.parent.parent))}
+    found = shutil.which("ascend-dmi", path=search_path)
+    dmi = found or next((str(p) for p in dmi_paths if p.is_file()), None)
+    if dmi is None:
+        where = ["PATH", *map(str, dmi_paths)]
+        tools["ascend-dmi"] = {"path": None, "skipped": "not found on " + ", ".join(where)}
+    else:
+        argv = [dmi, "--bw", "-t", "h2d", "--fmt", "json"]
+        tools["ascend-dmi"] = {"path": dmi, **run_vendor_tool(argv, parse_ascend_dmi_bw, timeout_s)}
+    return {"tools": tools}
 
 
 # --- `envkit compare` on two profiles ---------------------------------------------------------------
