@@ -68,12 +68,13 @@ TESTS: dict[str, tuple[str, ...]] = {
         "tests/core/test_architecture.py",
         "tests/core/test_torch_builds.py",
     ),
-    "verify": ("tests/hostile/test_archives.py", "tests/airgap/test_bundle.py"),
+    "verify": ("tests/hostile/test_archives.py", "tests/airgap/test_bundle.py", "tests/airgap/test_verify_fast.py"),
     "doctor": ("tests/doctor",),
     "compare": (
         "tests/smoke/test_compare_metrics.py",
         "tests/smoke/test_smoke_compare.py",
         "tests/smoke/test_mutants_compare.py",
+        "tests/smoke/test_compare_runs_fast.py",
     ),
 }
 
