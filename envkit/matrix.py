@@ -32,6 +32,7 @@ from envkit.models.matrix import (
     TritonAscendRelease,
     VllmAscendRelease,
 )
+from envkit.models.stack import STACK_KEYS
 from envkit.resources import matrices_dir
 from envkit.yamlio import fast_load, load_file
 
@@ -501,21 +502,7 @@ def check_matrix(lm: LoadedMatrix) -> list[Problem]:
                 add("torch_npu", t.version, f"unknown arch {arch} in manylinux")
         if t.line and lm.cann(t.cann or "") and not lm.series_members(lm.lines[t.line].cann_compatible, [t.cann or ""]):
             add("torch_npu", t.version, f"paired CANN {t.cann} is not in line {t.line}'s compatible list")
-    stack_keys = {
-        "chip",
-        "arch",
-        "os",
-        "python",
-        "driver",
-        "firmware",
-        "cann",
-        "torch",
-        "torch_npu",
-        "numpy",
-        "transformers",
-        "accelerate",
-        "glibc",
-    }
+    stack_keys = {*STACK_KEYS, "glibc"}  # rules name stack keys, and the OS's glibc
     for r in m.rules:
         for k, v in [*r.when.items(), *r.requires.items()]:
             if k not in stack_keys:
