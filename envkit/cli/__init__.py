@@ -158,9 +158,9 @@ def _root_args(args: list[str]) -> list[str]:
 
 def _gated(args: list[str]):  # noqa: ANN202
     """The block in which the command runs: the lock gate registered, edits accepted with --accept-edited-lock."""
-    from envkit import lockfile
+    from envkit import lockgate  # the registry alone: the lock model loads only when a command reads a lock
 
-    return lockfile.gated(_matrix_gate, accept=ACCEPT_EDITED in _root_args(args))
+    return lockgate.gated(_matrix_gate, accept=ACCEPT_EDITED in _root_args(args))
 
 
 def _matrix_gate(lock, where):  # noqa: ANN001, ANN202

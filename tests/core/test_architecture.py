@@ -149,16 +149,23 @@ def test_a_lock_of_the_previous_schema_asks_to_relock(run_cli, tmp_path):
     assert not (tmp_path / "img").exists() and not (tmp_path / "b").exists() and not (tmp_path / "x.lock").exists()
 
 
-def test_resolve_and_validate_start_without_typer(tmp_path):
+def _run_loaded(calls: str, arg: Path, also: str = "") -> subprocess.CompletedProcess:
+    """`calls` (of envkit.cli's main, with `arg` as sys.argv[1]) in a fresh interpreter, which then prints `LOADED` and
+    the typer/click modules it imported (and those the `also` condition names)."""
     code = (
         "import sys\n"
         "from envkit.cli import main\n"
-        "for argv in (['resolve', '-o', sys.argv[1]], ['--quiet', 'validate', sys.argv[1], '--json']):\n"
-        "    try:\n        main(argv)\n    except SystemExit as e:\n        assert not e.code, e.code\n"
-        "print('LOADED', sorted(m for m in sys.modules if m.split('.')[0] in ('typer', 'click')))\n"
+        f"{calls}"
+        f"print('LOADED', sorted(m for m in sys.modules if m.split('.')[0] in ('typer', 'click'){also}))\n"
     )
-    p = subprocess.run(
-        [sys.executable, "-c", code, str(tmp_path / "l.lock")], cwd=ROOT, capture_output=True, text=True, timeout=120
+    return subprocess.run([sys.executable, "-c", code, str(arg)], cwd=ROOT, capture_output=True, text=True, timeout=120)
+
+
+def test_resolve_and_validate_start_without_typer(tmp_path):
+    p = _run_loaded(
+        "for argv in (['resolve', '-o', sys.argv[1]], ['--quiet', 'validate', sys.argv[1], '--json']):\n"
+        "    try:\n        main(argv)\n    except SystemExit as e:\n        assert not e.code, e.code\n",
+        tmp_path / "l.lock",
     )
     assert "LOADED []" in p.stdout, p.stdout + p.stderr
 
@@ -207,14 +214,21 @@ def test_the_start_up_path_and_typer_agree(argv, monkeypatch, capsys):
 
 
 def test_bundle_verify_starts_without_typer_or_the_lock_gate(tmp_path):
+    p = _run_loaded(
+        "try:\n    main(['bundle', 'verify', sys.argv[1], '--json'])\nexcept SystemExit as e:\n    assert e.code == 2, e.code\n",
+        tmp_path / "none",
+        also=" or m in ('envkit.lockfile', 'envkit.matrix')",
+    )
+    assert "LOADED []" in p.stdout, p.stdout + p.stderr
+
+
+def test_registering_the_lock_gate_loads_no_lock_module():
+    """Every typer command runs inside the gate's block; a command that reads no lock must not pay for it."""
     code = (
         "import sys\n"
         "from envkit.cli import main\n"
-        "try:\n    main(['bundle', 'verify', sys.argv[1], '--json'])\nexcept SystemExit as e:\n    assert e.code == 2, e.code\n"
-        "print('LOADED', sorted(m for m in sys.modules if m.split('.')[0] in ('typer', 'click')"
-        " or m in ('envkit.lockfile', 'envkit.matrix')))\n"
+        "try:\n    main(['matrix', 'show', 'chips'])\nexcept SystemExit as e:\n    assert not e.code, e.code\n"
+        "print('LOADED', sorted(m for m in sys.modules if m in ('envkit.models.lock', 'envkit.lockfile', 'envkit.locking')))\n"
     )
-    p = subprocess.run(
-        [sys.executable, "-c", code, str(tmp_path / "none")], cwd=ROOT, capture_output=True, text=True, timeout=120
-    )
+    p = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert "LOADED []" in p.stdout, p.stdout + p.stderr
