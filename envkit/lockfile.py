@@ -122,24 +122,31 @@ def parse_lock(data: Any, lines: dict[str, int], filename: str) -> Lock:
 
 
 def read_lock(path: Path) -> Lock:
-    """The lock at `path`, held to the schema and then to every registered gate. A valid lock parses with the C
-    loader; only a bad one is parsed again with line tracking, so that the error names file:line."""
+    """The lock at `path`, held to the schema and then to every registered gate."""
+    from envkit.yamlio import read_text
+
+    return load_lock(read_text(Path(path)), str(path))
+
+
+def load_lock(text: str, filename: str) -> Lock:
+    """A lock from its text (for callers that keep the very bytes they validated, e.g. to copy them into a
+    bundle). A valid lock parses with the C loader; only a bad one is parsed again with line tracking, so that
+    the error names file:line."""
     import yaml
 
     from envkit.errors import EnvkitError
-    from envkit.yamlio import fast_load_text, read_text
+    from envkit.yamlio import fast_load_text
 
-    text = read_text(Path(path))
     lock: Lock | None = None
     if getattr(yaml, "CSafeLoader", None) is not None:
         try:  # the C loader; anything yamlio's caps would look at (aliases, tags, size) falls back
-            lock = parse_lock(fast_load_text(text), {}, str(path))
+            lock = parse_lock(fast_load_text(text), {}, filename)
         except (yaml.YAMLError, EnvkitError):
             lock = None
     if lock is None:
-        data, lines = load_text(text, str(path))
-        lock = parse_lock(data, lines, str(path))
-    check_gates(lock, str(path))
+        data, lines = load_text(text, filename)
+        lock = parse_lock(data, lines, filename)
+    check_gates(lock, filename)
     return lock
 
 
@@ -152,6 +159,7 @@ __all__ = [
     "check_gates",
     "dump_lock",
     "gated",
+    "load_lock",
     "parse_lock",
     "read_lock",
     "remove_gate",

@@ -97,10 +97,12 @@ def build(request: BuildRequest, on_progress: Progress | None = None) -> BuildRe
     from envkit.airgap.archive import write_dir, write_tar
     from envkit.airgap.plan import MANIFEST, plan_bundle
     from envkit.download import HashStamps, fetch_with_progress
-    from envkit.lockfile import read_lock
+    from envkit.lockfile import load_lock
+    from envkit.yamlio import read_text
 
-    lk = read_lock(r.lock)
-    lock_bytes = r.lock.read_bytes()
+    lock_text = read_text(r.lock)  # read once: the bundle carries the very bytes that were validated
+    lk = load_lock(lock_text, str(r.lock))
+    lock_bytes = lock_text.encode()
     stamps = HashStamps(cache.base)
     controller = controller_closure(lk, r.controller_python, r.controller_arch, r.controller_glibc, say)
     name = r.output.name
