@@ -17,6 +17,18 @@ from envkit.errors import BadInput, Where
 from envkit.yamlio import read_text
 
 _RANGE = re.compile(r"\[(\d+):(\d+)\]")
+# a host name is used as a folder name (hosts/<name>) and an address reaches rendered shell scripts: plain names only
+_HOST_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:-]{0,252}$")
+_DNS_NAME = re.compile(r"^(?=.{1,253}$)[A-Za-z0-9_]([A-Za-z0-9_-]{0,62})(\.[A-Za-z0-9_]([A-Za-z0-9_-]{0,62}))*\.?$")
+
+
+def is_address(value: str) -> bool:
+    """An IP address or a DNS host name (what may be a rendezvous address in a rendered script)."""
+    try:
+        ipaddress.ip_address(value)
+        return True
+    except ValueError:
+        return bool(_DNS_NAME.match(value))
 
 
 @dataclass(frozen=True)
@@ -128,6 +140,20 @@ def parse_inventory(text: str, path: Path) -> Inventory:
             if group == "all" or name in members(group):
                 merged.update(group_vars.get(group, {}))
         merged.update(host_vars.get(name, {}))
+        where = Where(str(path), host_line[name])
+        if not _HOST_NAME.match(name):
+            raise BadInput(
+                f"host name {name[:80]!r} is not a plain host name",
+                where=where,
+                hint="Host names are letters, digits and _ . : - (at most 253), no '/': they name folders hosts/<name>.",
+            )
+        address = merged.get("ansible_host", name)
+        if not is_address(address):
+            raise BadInput(
+                f"ansible_host={address[:80]!r} of {name[:80]} is neither an IP address nor a DNS host name",
+                where=where,
+                hint="Set ansible_host to the host's IP address or DNS name.",
+            )
         hosts.append(Host(name, merged, host_line[name]))
     if not hosts:
         raise BadInput(f"no hosts in {path}", where=Where(str(path)), hint="List one host per line under a [group] header.")

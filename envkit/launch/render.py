@@ -63,6 +63,12 @@ def _csv(value: str | None) -> list[str] | None:
 
 def _plan(host: Host, inv: Inventory, version: str) -> RT.ServerPlan:
     where = Where(str(inv.path), host.line)
+    if len(host.name) > 64:
+        raise BadInput(
+            f"host name {host.name[:40]}... has {len(host.name)} characters; a rank table server_id has at most 64",
+            where=where,
+            hint="Name the host in the inventory with at most 64 characters (set ansible_host for its address).",
+        )
     conf = host.vars.get("envkit_hccn_conf")
     if not conf:
         raise BadInput(
@@ -104,6 +110,8 @@ def _plan(host: Host, inv: Inventory, version: str) -> RT.ServerPlan:
                 hint=f"one SDID per device (npu-smi info -t spod-info); source: {RT.A3_SOURCE}",
             )
     port = host.vars.get("envkit_device_port")
+    if port and port.isdigit() and not 1 <= int(port) <= 65535:
+        raise BadInput(f"envkit_device_port={port!r} on {host.name} is not a port (1-65535)", where=where)
     return RT.ServerPlan(
         server_id=host.name,
         host_ip=host.address if version == "1.2" else None,

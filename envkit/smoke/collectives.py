@@ -634,12 +634,31 @@ def is_profile(path: str | Path) -> bool:
     return True
 
 
+def _check_rows(prof: dict[str, Any], path: Path) -> None:
+    """Each result row compared and printed: op a string, size an int, time_us a number (BadInput, exit 2)."""
+    rows = prof.get("results", [])
+    for i, r in enumerate(rows if isinstance(rows, list) else [rows]):
+        if not (
+            isinstance(r, dict)
+            and isinstance(r.get("op"), str)
+            and type(r.get("size")) is int
+            and type(r.get("time_us")) in (int, float)
+        ):
+            raise BadInput(
+                f"{path}: results[{i}] is not a profile row (op: string, size: integer, time_us: number)",
+                where=Where(str(path), None, f"results.{i}"),
+                hint="compare the report.json of `envkit smoke --collectives` runs",
+            )
+
+
 def compare_profile_files(ref: str | Path, cand: str | Path, thresholds: Path | None = None) -> dict[str, Any]:
     """`envkit compare A B` on two profiles: `compare_profiles` with the thresholds file (default envkit's).
 
     A profile whose rows lack the fields compared is bad input (exit 2), never a traceback."""
     th = load_thresholds(thresholds)
     a, b = load_profile(Path(ref)), load_profile(Path(cand))
+    for path, prof in ((ref, a), (cand, b)):
+        _check_rows(prof, Path(path))
     try:
         cmp = compare_profiles(a, b, th)
     except (KeyError, TypeError, ValueError, ZeroDivisionError, AttributeError) as exc:

@@ -274,3 +274,32 @@ def test_matrix_loader_ignores_the_hccl_subfolder():
 
     assert (matrices_dir() / "hccl" / "hccl.yaml").is_file()
     assert load_matrix_from(Path(matrices_dir())).model is not None
+
+
+@pytest.mark.parametrize(
+    "line, match",
+    [
+        ("../x ansible_host=192.0.2.1", "not a plain host name"),
+        ("a/b ansible_host=192.0.2.1", "not a plain host name"),
+        ("n" * 10000, "not a plain host name"),
+        ("n0 ansible_host=$(reboot)", "neither an IP address nor a DNS host name"),
+        ("n0 ansible_host=';touch${IFS}x'", "neither an IP address nor a DNS host name"),
+    ],
+)
+def test_host_names_and_addresses_reaching_folders_and_scripts_refused(tmp_path, line, match):
+    with pytest.raises(BadInput, match=match) as exc:
+        parse_inventory(f"[a]\n{line}\n", tmp_path / "i.ini")
+    assert exc.value.exit_code == 2
+    assert [h.address for h in parse_inventory("[a]\nn0 ansible_host=node0.example\n", tmp_path / "i.ini").hosts] == [
+        "node0.example"
+    ]
+
+
+def test_long_host_name_and_bad_device_port_refused(site, locks, tmp_path):
+    long_name = A2_INV.replace("node-a ", "n" * 65 + " ")
+    with pytest.raises(BadInput, match="at most 64"):
+        render_launch(write_inventory(site, long_name), locks["910b"], tmp_path / "o")
+    bad_port = A2_INV.replace("hccl_exec_timeout = 1800", "envkit_device_port=99999999999999999999")
+    with pytest.raises(BadInput, match="envkit_device_port='99999999999999999999'.*not a port"):
+        render_launch(write_inventory(site, bad_port), locks["910b"], tmp_path / "o")
+    assert not (tmp_path / "o").exists()

@@ -152,3 +152,19 @@ def test_compare_cli_dispatches_profiles(tmp_path, run_cli):
     for bad in (junk, other, tmp_path / "not-a-profile.json"):
         r = run_cli("compare", str(ref), str(bad))
         assert r.code == 2 and "Traceback" not in r.err, (bad, r.err)
+
+
+@pytest.mark.parametrize(
+    "row",
+    [
+        {"op": None, "size": 8192, "time_us": 1.0, "correct": True},
+        {"op": "all_reduce", "size": "8K", "time_us": 1.0, "correct": True},
+    ],
+)
+def test_compare_profile_files_refuses_rows_that_would_break_the_table(tmp_path, row):
+    doc = {"format": "envkit-collectives/1", "world": 2, "ops": ["all_reduce"], "sizes": [8192], "results": [row]}
+    for name in ("a.json", "b.json"):
+        (tmp_path / name).write_text(json.dumps(doc))
+    with pytest.raises(BadInput, match=r"a.json: results\[0\] is not a profile row") as exc:
+        C.format_comparison(C.compare_profile_files(tmp_path / "a.json", tmp_path / "b.json"))
+    assert exc.value.exit_code == 2
