@@ -122,6 +122,17 @@ class Staged:
     run_pattern: str
     flags: list[str]
 
+    def as_vars(self) -> dict[str, Any]:
+        """The file as the roles' vars name it (all but the component): version, src, edition, sha256, ..."""
+        return {
+            "version": self.version,
+            "src": self.src,
+            "edition": self.edition,
+            "sha256": self.sha256,
+            "run_pattern": self.run_pattern,
+            "flags": self.flags,
+        }
+
 
 def select_file(art: Artifact, names: Iterable[str]) -> tuple[str, str] | None:
     """(file name, edition) of the artifact in a folder: the bare .run first, then the zip edition."""
@@ -274,15 +285,7 @@ def render_vars(
         s = by_comp.get(comp)
         if s is None:
             return {}
-        return {
-            "version": s.version,
-            "src": s.src,
-            "edition": s.edition,
-            "sha256": s.sha256,
-            "run_pattern": s.run_pattern,
-            "flags": s.flags,
-            **details[comp],
-        }
+        return {**s.as_vars(), **details[comp]}
 
     driver, firmware = hdk("driver"), hdk("firmware")
     if driver and firmware:
@@ -302,12 +305,7 @@ def render_vars(
         packages.append(
             {
                 "component": comp,
-                "version": s.version,
-                "src": s.src,
-                "edition": s.edition,
-                "sha256": s.sha256,
-                "run_pattern": s.run_pattern,
-                "flags": s.flags,
+                **s.as_vars(),
                 "info_file": _INFO_FILE[comp].format(home=home, arch=arch, install_path=DEFAULT_INSTALL_PATH),
                 "needs_env": comp == "cann-nnal",
             }

@@ -227,12 +227,13 @@ def pin_checks(lm: LoadedMatrix, pins: dict[str, Pin]) -> list[Conflict]:
             _one_pin(
                 pin,
                 f"torch_npu {pin.value} has no published CANN pairing, so no stack with it can be validated",
-                Fact(
-                    fact=f"torch_npu {pin.value} is on PyPI, but no source read maps it to a CANN release",
-                    rule=f"torch_npu/{pin.value}",
-                    source=t.source_text,
-                    kind="derived",
-                    confidence=t.confidence,
+                _stmt_fact(
+                    Statement(
+                        f"torch_npu {pin.value} is on PyPI, but no source read maps it to a CANN release",
+                        f"torch_npu/{pin.value}",
+                        t.source_text,
+                        t.confidence,
+                    )
                 ),
             )
         )
@@ -256,12 +257,13 @@ def _patch_firmware(lm: LoadedMatrix, pins: dict[str, Pin]) -> Conflict | None:
         chain=[
             _fact_of_pin(drv),
             _fact_of_pin(fw),
-            Fact(
-                fact=f"the driver patch {patch.version} declares compatible_version_fw={patch.compatible_firmware}",
-                rule=f"hdk/{drv.value}/patch/{patch.version}",
-                source=patch.source_text,
-                kind="derived",
-                confidence=patch.confidence,
+            _stmt_fact(
+                Statement(
+                    f"the driver patch {patch.version} declares compatible_version_fw={patch.compatible_firmware}",
+                    f"hdk/{drv.value}/patch/{patch.version}",
+                    patch.source_text,
+                    patch.confidence,
+                )
             ),
         ],
     )

@@ -116,6 +116,11 @@ def _visible_devices(spec: DeviceSpec) -> dict[str, str]:
     return {}
 
 
+def _serve_args(model_dir: Path, port: int) -> list[str]:
+    """`serve MODEL --host 127.0.0.1 --port PORT`: how both `vllm serve` and `transformers serve` take the model and address."""
+    return ["serve", str(model_dir), "--host", HOST, "--port", str(port)]
+
+
 def vllm_command(
     model_dir: Path,
     port: int,
@@ -128,12 +133,7 @@ def vllm_command(
     """`vllm serve` on loopback with the served name `envkit-smoke`, offline; on npu, the serving env block."""
     argv = [
         vllm,
-        "serve",
-        str(model_dir),
-        "--host",
-        HOST,
-        "--port",
-        str(port),
+        *_serve_args(model_dir, port),
         "--served-model-name",
         SERVED_MODEL_NAME,
         "--max-model-len",
@@ -166,12 +166,7 @@ def transformers_command(
         else [python, "-c", "import sys; from transformers.cli.transformers import main; sys.exit(main())"]
     )
     argv = launcher + [
-        "serve",
-        str(model_dir),
-        "--host",
-        HOST,
-        "--port",
-        str(port),
+        *_serve_args(model_dir, port),
         "--device",
         str(spec) if spec.type != "cpu" else "cpu",
         "--dtype",
@@ -303,7 +298,7 @@ def http_get_json(port: int, path: str, timeout: float) -> tuple[int, Any]:
         raw = resp.read(MAX_BODY + 1)
         try:
             data = json.loads(raw) if raw else None
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: JSON nested too deep
             data = None
         return resp.status, data
     finally:
@@ -361,7 +356,7 @@ def complete(port: int, req: Request, model: str, max_tokens: int, timeout: floa
         raise ServeError(f"the answer of {req.path} is larger than {MAX_BODY} bytes")
     try:
         doc = json.loads(raw)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         raise ServeError(f"the answer of {req.path} is not JSON: {raw[:120]!r}") from exc
     choice = _first_choice(doc)
     if req.kind == "completion":
@@ -457,7 +452,7 @@ def read_sse(
             return
         try:
             doc = json.loads(payload)
-        except ValueError:
+        except (ValueError, RecursionError):
             raise ServeError(f"a streamed event is not JSON: {payload[:120]!r}") from None
         text, reason, tokens = _stream_delta(doc, kind)
         now = clock() - t0
@@ -775,9 +770,8 @@ def wait_ready(
             status, _ = http_get_json(port, "/health", POLL_TIMEOUT)
             if status == 200:
                 status, doc = http_get_json(port, "/v1/models", POLL_TIMEOUT)
-                listed = (
-                    [m.get("id") for m in (doc or {}).get("data", []) if isinstance(m, dict)] if isinstance(doc, dict) else []
-                )
+                data = doc.get("data") if isinstance(doc, dict) else None  # any JSON: a malformed list is "not ready"
+                listed = [m.get("id") for m in data if isinstance(m, dict)] if isinstance(data, list) else []
                 ids = [i for i in listed if isinstance(i, str)]
                 if status == 200 and ids:
                     return (expected if expected in ids else ids[0]), clock() - t0

@@ -281,6 +281,7 @@ def hostile():
         (b"data: " + b"y" * (S.MAX_SSE_LINE + 1), "text/event-stream", 200, "longer than"),
         (b'{"choices": []}', "application/json", 200, "not text/event-stream"),
         (b"boom", "text/plain", 500, "HTTP 500"),
+        (b"data: " + b"[" * 200_000 + b"\n\n", "text/event-stream", 200, "not JSON"),
     ],
 )
 def test_hostile_server_gives_a_failed_check_not_a_traceback(hostile, body, ctype, status, expected):
@@ -298,6 +299,7 @@ def test_hostile_non_streaming_answers(hostile):
         (b"not json", "not JSON"),
         (b'{"choices": [{"message": {}}]}', "no text"),
         (b'{"error": {"message": "bad"}}', "answered an error"),
+        (b"[" * 200_000, "not JSON"),  # nested past Python's recursion limit
     ]:
         port = hostile(body, "application/json")
         answer = S._guarded_answer(lambda port=port: S.complete(port, req, "m", 4, 10.0), req, False)
@@ -422,6 +424,36 @@ def test_a_server_never_ready_times_out(tmp_path):
         server.stop(grace=2.0)
     assert "not ready within 0.5 s" in err.value.message and "--serve-timeout" in err.value.hint
     assert procs_with(marker) == []
+
+
+class _Models(BaseHTTPRequestHandler):
+    models = b""
+
+    def do_GET(self):  # noqa: N802 - the http.server interface
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.end_headers()
+        self.wfile.write(b"{}" if self.path == "/health" else self.models)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.mark.parametrize(
+    "models", [b'{"data": null}', b'{"data": 5}', b'{"data": {"id": "m"}}', b"[1]", b'{"data": [{"id": 3}]}']
+)
+def test_a_malformed_model_list_is_not_ready_not_a_traceback(tmp_path, models):
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), type("H", (_Models,), {"models": models}))
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    server = S.ServerProcess(S.ServerCommand("transformers", ["true"], {}, False), tmp_path / "server.log")
+    server.exited = lambda: None  # a server that runs on and never lists a model
+    try:
+        with pytest.raises(CannotRun) as err:
+            S.wait_ready(server, srv.server_address[1], 0.3, None, poll=0.05)
+    finally:
+        srv.shutdown()
+        srv.server_close()
+    assert "not ready within 0.3 s" in err.value.message
 
 
 def test_missing_engine_is_cannot_run(tmp_path):
