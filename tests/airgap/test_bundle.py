@@ -82,18 +82,7 @@ def test_vendor_packages_checked_against_the_lock(offline_lock, tmp_path, cli):
     _installers(lock, arts2, as_zip=False)
     r = cli("bundle", "build", "--lock", str(path), "--artifacts", str(arts2), "-o", str(tmp_path / "o.tar"))
     assert r.returncode == 1 and "has no sha256" in r.stderr and "--trust-artifacts" in r.stderr
-    r = cli(
-        "bundle",
-        "build",
-        "--lock",
-        str(path),
-        "--artifacts",
-        str(arts2),
-        "--trust-artifacts",
-        "-o",
-        str(tmp_path / "o.tar"),
-        "--json",
-    )
+    r = _trusted_build(cli, path, arts2, tmp_path / "o.tar")
     assert r.returncode == 0, r.stderr
     trusted = json.loads(r.stdout)["trusted_on_first_use"]
     assert {t["file"] for t in trusted} >= {"Ascend-cann-toolkit_9.1.0_linux-aarch64.run"}
@@ -115,6 +104,23 @@ def test_lock_without_closure_is_bad_input(tmp_path, cli):
 
 
 # --- hostile archives --------------------------------------------------------------------------
+def _trusted_build(cli, lock_path: Path, arts: Path, out: Path, *extra: str):
+    """`envkit bundle build --trust-artifacts --json` of the lock with `arts` into `out`."""
+    return cli(
+        "bundle",
+        "build",
+        "--lock",
+        str(lock_path),
+        "--artifacts",
+        str(arts),
+        "--trust-artifacts",
+        "-o",
+        str(out),
+        "--json",
+        *extra,
+    )
+
+
 def _tar(path: Path, members: list[tarfile.TarInfo]) -> Path:
     with tarfile.open(path, "w") as tf:
         good = tarfile.TarInfo("bundle/manifest.json")
@@ -290,19 +296,7 @@ def test_rebuild_with_every_input_unchanged_is_up_to_date_and_any_change_rebuild
     out = tmp_path / "b.tar"
 
     def build(*extra):
-        r = cli(
-            "bundle",
-            "build",
-            "--lock",
-            str(path),
-            "--artifacts",
-            str(arts),
-            "--trust-artifacts",
-            "-o",
-            str(out),
-            "--json",
-            *extra,
-        )
+        r = _trusted_build(cli, path, arts, out, *extra)
         assert r.returncode == 0, r.stderr
         return json.loads(r.stdout)
 

@@ -58,6 +58,29 @@ def _offline(cmd: list[str], **kw) -> subprocess.CompletedProcess:
     return subprocess.run(["unshare", "-n", "--", *cmd], capture_output=True, text=True, timeout=300, **kw)
 
 
+def _pip_install(
+    python: list[str], bundle: Path, role: str, *, target: Path | None = None, quiet: bool = True
+) -> subprocess.CompletedProcess:
+    """pip install of the bundle's `role` wheels with its pip rules (no index, no deps, hashes), offline."""
+    return _offline(
+        [
+            *python,
+            "-m",
+            "pip",
+            "install",
+            *(["-q"] if quiet else []),
+            "--no-index",
+            "--no-deps",
+            "--require-hashes",
+            *(["--target", str(target)] if target is not None else []),
+            "--find-links",
+            str(bundle / "wheels" / role),
+            "-r",
+            str(bundle / "requirements" / f"{role}.txt"),
+        ]
+    )
+
+
 @pytest.fixture(scope="module")
 def built(tmp_path_factory) -> Path:
     """One real bundle, from one lock and one download of real PyPI wheels into one wheel cache."""
@@ -150,24 +173,7 @@ def test_install_offline_and_envkit_runs(installed, tmp_path):
     assert "OK" in r.stdout
     # the target wheels install offline too (what provisioning does on each node), with the bundle's pip rules
     target = tmp_path / "target"
-    r = _offline(
-        [
-            str(venv / "bin" / "python"),
-            "-m",
-            "pip",
-            "install",
-            "-q",
-            "--no-index",
-            "--no-deps",
-            "--require-hashes",
-            "--target",
-            str(target),
-            "--find-links",
-            str(bundle / "wheels" / "target"),
-            "-r",
-            str(bundle / "requirements" / "target.txt"),
-        ]
-    )
+    r = _pip_install([str(venv / "bin" / "python")], bundle, "target", target=target)
     assert r.returncode == 0, r.stdout + r.stderr
     code = (
         f"import sys; sys.path.insert(0, {str(target)!r}); import yaml, decorator; "
@@ -202,23 +208,7 @@ def test_removed_wheel_is_caught_by_verify_and_by_pip(installed, tmp_path):
     assert f"missing:  wheels/controller/{wheel.name}" in r.stdout
     # pip, isolated as install.sh runs it, finds no other source: an incomplete bundle cannot install
     target = tmp_path / "target"
-    r = _offline(
-        [
-            str(venv / "bin" / "python"),
-            "-m",
-            "pip",
-            "install",
-            "--no-index",
-            "--no-deps",
-            "--require-hashes",
-            "--target",
-            str(target),
-            "--find-links",
-            str(bundle / "wheels" / "controller"),
-            "-r",
-            str(bundle / "requirements" / "controller.txt"),
-        ]
-    )
+    r = _pip_install([str(venv / "bin" / "python")], bundle, "controller", target=target, quiet=False)
     assert r.returncode == 1, r.stdout + r.stderr
     assert "No matching distribution found for jinja2" in r.stderr
     assert not target.exists() or not any(target.iterdir())

@@ -154,7 +154,7 @@ def test_index_for_replaces_the_url_of_the_index_the_pins_name(serving_stack):
 def test_the_bundle_installs_offline_with_the_locked_versions(serving_bundle, tmp_path):
     """install.sh into a venv, then the target wheels into a new venv with the bundle's pip rules: all in `unshare -n`."""
     from envkit.lockfile import read_lock
-    from tests.airgap.test_offline import _extract, _install, _need_root_unshare, _offline
+    from tests.airgap.test_offline import _extract, _install, _need_root_unshare, _offline, _pip_install
 
     _need_root_unshare()
     if host_arch() != ARCH:
@@ -166,23 +166,7 @@ def test_the_bundle_installs_offline_with_the_locked_versions(serving_bundle, tm
     venv = tmp_path / "serving-venv"
     r = _offline(["python3", "-I", "-m", "venv", str(venv)])
     assert r.returncode == 0, r.stdout + r.stderr
-    r = _offline(
-        [
-            str(venv / "bin/python"),
-            "-I",
-            "-m",
-            "pip",
-            "install",
-            "-q",
-            "--no-index",
-            "--no-deps",
-            "--require-hashes",
-            "--find-links",
-            str(bundle / "wheels/target"),
-            "-r",
-            str(bundle / "requirements/target.txt"),
-        ]
-    )
+    r = _pip_install([str(venv / "bin/python"), "-I"], bundle, "target")
     assert r.returncode == 0, r.stdout + r.stderr
     r = _offline([str(venv / "bin/python"), "-I", "-m", "pip", "list", "--format", "json"])
     assert r.returncode == 0, r.stdout + r.stderr

@@ -32,6 +32,23 @@ def resolve_lock(args: list[str], out: Path) -> Path:
     return out
 
 
+def render_args(lock: Path, arts: Path, reqs: Path, out: Path, *extra: str) -> list[str]:
+    """The `envkit image render` arguments for a lock, its artifacts and requirements into `out`, `extra` before `-o`."""
+    return [
+        "image",
+        "render",
+        "--lock",
+        str(lock),
+        "--artifacts",
+        str(arts),
+        "--requirements",
+        str(reqs),
+        *extra,
+        "-o",
+        str(out),
+    ]
+
+
 def fake_requirements(lock_path: Path, out: Path) -> Path:
     """A hashed requirements file for the lock: the lock's pins and CANN's deps, with stand-in hashes."""
     import importlib.util

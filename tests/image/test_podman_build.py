@@ -327,6 +327,26 @@ def _closure_from_wheelhouse(lock_path: Path, wheels: list[Path], out: Path) -> 
     return out
 
 
+def _bundle_build_image(inputs: dict, lock: Path, out: Path, timeout: int = 900) -> subprocess.CompletedProcess:
+    """`envkit bundle build --image --json` of `lock` with the test's artifacts and base, into `out`."""
+    return _envkit(
+        "bundle",
+        "build",
+        "--lock",
+        str(lock),
+        "--artifacts",
+        str(inputs["artifacts"]),
+        "--trust-artifacts",
+        "--base",
+        os.environ["ENVKIT_TEST_BASE"],
+        "--image",
+        "-o",
+        str(out),
+        "--json",
+        timeout=timeout,
+    )
+
+
 @pytest.fixture
 def own_cache(tmp_path, monkeypatch):
     """A cache of this test's own (the 1.75 GB image archive, the wheels), removed with everything it built."""
@@ -346,22 +366,7 @@ def test_bundle_build_image_builds_saves_and_loads(inputs, tmp_path, own_cache) 
         inputs["lock"], sorted((inputs["artifacts"] / "wheels").glob("*.whl")), tmp_path / "closure.lock"
     )
     out = tmp_path / "bundle"
-    r = _envkit(
-        "bundle",
-        "build",
-        "--lock",
-        str(lock),
-        "--artifacts",
-        str(inputs["artifacts"]),
-        "--trust-artifacts",
-        "--base",
-        os.environ["ENVKIT_TEST_BASE"],
-        "--image",
-        "-o",
-        str(out),
-        "--json",
-        timeout=1800,
-    )
+    r = _bundle_build_image(inputs, lock, out, timeout=1800)
     assert r.returncode == 0, r.stderr[-4000:]
     info = json.loads(r.stdout)
     assert not any("image" in x for x in info["lacks"]), info["lacks"]
@@ -379,21 +384,7 @@ def test_bundle_build_image_builds_saves_and_loads(inputs, tmp_path, own_cache) 
     rc, out_text = eng.run(tag, ["envkit", "--version"])
     assert rc == 0 and out_text.strip().startswith("envkit "), out_text
     # a second build of the same lock takes the image archive from the cache (keyed by the context)
-    r = _envkit(
-        "bundle",
-        "build",
-        "--lock",
-        str(lock),
-        "--artifacts",
-        str(inputs["artifacts"]),
-        "--trust-artifacts",
-        "--base",
-        os.environ["ENVKIT_TEST_BASE"],
-        "--image",
-        "-o",
-        str(tmp_path / "again"),
-        "--json",
-    )
+    r = _bundle_build_image(inputs, lock, tmp_path / "again")
     assert r.returncode == 0, r.stderr[-3000:]
     assert "from the cache" in " ".join(r.stderr.split()), r.stderr  # (a long line may be wrapped)
     again = tmp_path / "again" / "image" / "image.tar"

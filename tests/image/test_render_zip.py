@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from .conftest import fake_requirements, fixture_installers, resolve_lock
+from .conftest import fake_requirements, fixture_installers, render_args, resolve_lock
 
 ZIPPED = ("cann-toolkit", "cann-ops")  # the CANN packages of the 8.5.0 lock with a zip edition
 
@@ -55,22 +55,7 @@ def rendered(tmp_path_factory):
     from envkit.cli import main
 
     with pytest.raises(SystemExit) as exc:
-        main(
-            [
-                "-q",
-                "--accept-edited-lock",
-                "image",
-                "render",
-                "--lock",
-                str(lock),
-                "--artifacts",
-                str(arts),
-                "--requirements",
-                str(reqs),
-                "-o",
-                str(base / "image"),
-            ]
-        )
+        main(["-q", "--accept-edited-lock", *render_args(lock, arts, reqs, base / "image")])
     assert exc.value.code in (0, None)
     return base / "image", zips
 

@@ -13,6 +13,8 @@ from envkit.image import plan_build
 from envkit.lockfile import read_lock
 from envkit.render import dockerfile, write_context
 
+from .conftest import render_args
+
 CASE = "910b-aarch64-serving"
 
 
@@ -92,20 +94,7 @@ def test_a_lock_without_serving_keys_is_exit_2_with_the_hint(golden_inputs, run_
         _plan(golden_inputs["910b-aarch64-cann8.0.0"], "serving")
     assert "envkit resolve --workload serving" in exc.value.hint
     lock, arts, reqs = golden_inputs["910b-aarch64-cann8.0.0"]
-    r = run_cli(
-        "image",
-        "render",
-        "--lock",
-        str(lock),
-        "--artifacts",
-        str(arts),
-        "--requirements",
-        str(reqs),
-        "--variant",
-        "serving",
-        "-o",
-        str(tmp_path / "ctx"),
-    )
+    r = run_cli(*render_args(lock, arts, reqs, tmp_path / "ctx", "--variant", "serving"))
     assert r.code == 2, r.out + r.err
     assert "envkit resolve --workload serving" in r.err and "vllm" in r.err
     assert not (tmp_path / "ctx").exists()
@@ -115,21 +104,7 @@ def test_a_lock_without_serving_keys_is_exit_2_with_the_hint(golden_inputs, run_
 
 def test_the_cli_renders_the_serving_variant(golden_inputs, run_cli, tmp_path: Path) -> None:
     lock, arts, reqs = golden_inputs[CASE]
-    r = run_cli(
-        "image",
-        "render",
-        "--lock",
-        str(lock),
-        "--artifacts",
-        str(arts),
-        "--requirements",
-        str(reqs),
-        "--variant",
-        "serving",
-        "-o",
-        str(tmp_path / "ctx"),
-        "--json",
-    )
+    r = run_cli(*render_args(lock, arts, reqs, tmp_path / "ctx", "--variant", "serving"), "--json")
     assert r.code == 0, r.out + r.err
     doc = json.loads(r.out)
     assert doc["variant"] == "serving" and doc["python"]["serving_layer"] == ["vllm", "vllm-ascend", "triton-ascend"]

@@ -74,29 +74,32 @@ def test_launch_profile_two_local_hosts_one_rendezvous(tmp_path, run_cli):
         f"ansible_python_interpreter={sys.executable}\n"
     )
     out = tmp_path / "out"
-    r = run_cli(
-        "launch",
-        "profile",
-        "-i",
-        str(inv),
-        "--nproc",
-        "2",
-        "--device",
-        "cpu",
-        "--max-size",
-        "16K",
-        "--port",
-        str(free_port()),
-        "--timeout",
-        "120",
-        "--envkit",
-        envkit,
-        "-e",
-        f"envkit_collectives_remote_dir={tmp_path / 'remote'}",
-        "-o",
-        str(out),
-        "--json",
-    )
+
+    def launch(nproc: str, max_size: str, envkit: str, remote: Path, out: Path, *extra: str):
+        """`envkit launch profile` on the two local hosts with the CPU device, on a free port."""
+        return run_cli(
+            "launch",
+            "profile",
+            "-i",
+            str(inv),
+            "--nproc",
+            nproc,
+            "--device",
+            "cpu",
+            "--max-size",
+            max_size,
+            "--port",
+            str(free_port()),
+            "--envkit",
+            envkit,
+            "-e",
+            f"envkit_collectives_remote_dir={remote}",
+            "-o",
+            str(out),
+            *extra,
+        )
+
+    r = launch("2", "16K", envkit, tmp_path / "remote", out, "--timeout", "120", "--json")
     assert r.code == 0, r.out + r.err
     doc = json.loads(r.out)
     prof = json.loads((out / "profile.json").read_text())
@@ -108,26 +111,7 @@ def test_launch_profile_two_local_hosts_one_rendezvous(tmp_path, run_cli):
         part = json.loads((out / "hosts" / h / "profile.json").read_text())
         assert part["master"].startswith("127.0.0.1:") and part["world"] == 4
     assert run_cli("compare", str(out / "profile.json"), str(out / "profile.json")).code == 0
-    r = run_cli(
-        "launch",
-        "profile",
-        "-i",
-        str(inv),
-        "--nproc",
-        "1",
-        "--device",
-        "cpu",
-        "--max-size",
-        "8K",
-        "--port",
-        str(free_port()),
-        "--envkit",
-        str(tmp_path / "no-envkit"),
-        "-e",
-        f"envkit_collectives_remote_dir={tmp_path / 'remote2'}",
-        "-o",
-        str(tmp_path / "o2"),
-    )
+    r = launch("1", "8K", str(tmp_path / "no-envkit"), tmp_path / "remote2", tmp_path / "o2")
     assert r.code == 2 and "h0: no profile" in r.err and "h1: no profile" in r.err, r.err
 
 

@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
+import yaml
 
 from tests.provision.fleet import Fleet
+
+PLAYBOOKS = Path(__file__).resolve().parents[2] / "playbooks"
+PROBE = PLAYBOOKS / "roles" / "envkit_preflight" / "library" / "envkit_probe.py"
 
 FLEET_SIZE = 3
 
@@ -17,3 +25,55 @@ def fleet(tmp_path_factory):
         yield f
     finally:
         f.down()
+
+
+def run_local_playbook(
+    ansible_playbook: Path | str, play: Path, *extra: str, env: dict[str, str], timeout: int
+) -> subprocess.CompletedProcess:
+    """`ansible-playbook` of `play` on localhost (local connection, this interpreter), `extra` before the play."""
+    return subprocess.run(
+        [
+            str(ansible_playbook),
+            "-i",
+            "localhost,",
+            "-c",
+            "local",
+            "-e",
+            f"ansible_python_interpreter={sys.executable}",
+            *extra,
+            str(play),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def run_probe(ansible_playbook: Path | str, tmp_path: Path, probe_args: dict, timeout: int) -> subprocess.CompletedProcess:
+    """The real envkit_probe module with `probe_args` through Ansible on localhost; its result in tmp_path/result.json."""
+    from envkit.ansible_runner import playbook_env
+
+    play = tmp_path / "probe.yml"
+    play.write_text(
+        yaml.safe_dump(
+            [
+                {
+                    "hosts": "all",
+                    "gather_facts": False,
+                    "tasks": [
+                        {"envkit_probe": probe_args, "register": "r"},
+                        {
+                            "ansible.builtin.copy": {
+                                "content": "{{ r | to_json }}",
+                                "dest": str(tmp_path / "result.json"),
+                                "mode": "0600",
+                            }
+                        },
+                    ],
+                }
+            ]
+        )
+    )
+    env = {**playbook_env(PLAYBOOKS), "ANSIBLE_LIBRARY": str(PROBE.parent), "ANSIBLE_STDOUT_CALLBACK": "default"}
+    return run_local_playbook(ansible_playbook, play, env=env, timeout=timeout)

@@ -4,19 +4,17 @@ timeout) where hccn_tool exists, the controller checks the raw answers and the r
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
-from envkit.ansible_runner import playbook_env
 from envkit.provision import format_table, parse_lines, summarize
+from tests.provision.conftest import run_probe
 
 ROOT = Path(__file__).resolve().parents[2]
 PLAYBOOKS = ROOT / "playbooks"
-PROBE = PLAYBOOKS / "roles" / "envkit_preflight" / "library" / "envkit_probe.py"
 HCCN = ROOT / "tests" / "fixtures" / "hccn"
 
 # answers by device (-i N); device 1's link is DOWN, device 3 hangs on -net_health; every call is logged
@@ -40,35 +38,7 @@ def _run_probe(tmp_path: Path, args: dict) -> dict:
     ansible = Path(sys.executable).parent / "ansible-playbook"
     if not ansible.exists():
         pytest.skip("ansible-playbook not installed beside this interpreter")
-    play = tmp_path / "probe.yml"
-    play.write_text(
-        yaml.safe_dump(
-            [
-                {
-                    "hosts": "all",
-                    "gather_facts": False,
-                    "tasks": [
-                        {"envkit_probe": {"install_path": str(tmp_path), "npu_smi": False, **args}, "register": "r"},
-                        {
-                            "ansible.builtin.copy": {
-                                "content": "{{ r | to_json }}",
-                                "dest": str(tmp_path / "result.json"),
-                                "mode": "0600",
-                            }
-                        },
-                    ],
-                }
-            ]
-        )
-    )
-    env = {**playbook_env(PLAYBOOKS), "ANSIBLE_LIBRARY": str(PROBE.parent), "ANSIBLE_STDOUT_CALLBACK": "default"}
-    p = subprocess.run(
-        [str(ansible), "-i", "localhost,", "-c", "local", "-e", f"ansible_python_interpreter={sys.executable}", str(play)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
+    p = run_probe(ansible, tmp_path, {"install_path": str(tmp_path), "npu_smi": False, **args}, timeout=180)
     assert p.returncode == 0, p.stdout + p.stderr
     return json.loads((tmp_path / "result.json").read_text())["ansible_facts"]["envkit_state"]
 

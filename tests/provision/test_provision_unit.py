@@ -26,6 +26,7 @@ from envkit.provision import (
     stage_artifacts,
     summarize,
 )
+from tests.provision.conftest import run_local_playbook, run_probe
 from tests.provision.fleet import resolve_lock, sha256, with_fixture_zip_hashes, write_vendor
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -395,44 +396,7 @@ def test_probe_module_runs_on_this_host(tmp_path):
             "groups": ["root"],
         }
     )
-    play = tmp_path / "probe.yml"
-    play.write_text(
-        yaml.safe_dump(
-            [
-                {
-                    "hosts": "all",
-                    "gather_facts": False,
-                    "tasks": [
-                        {"envkit_probe": json.loads(args), "register": "r"},
-                        {
-                            "ansible.builtin.copy": {
-                                "content": "{{ r | to_json }}",
-                                "dest": str(tmp_path / "result.json"),
-                                "mode": "0600",
-                            }
-                        },
-                    ],
-                }
-            ]
-        )
-    )
-    env = {**playbook_env(PLAYBOOKS), "ANSIBLE_LIBRARY": str(PROBE.parent), "ANSIBLE_STDOUT_CALLBACK": "default"}
-    p = subprocess.run(
-        [
-            str(ansible) + "-playbook",
-            "-i",
-            "localhost,",
-            "-c",
-            "local",
-            "-e",
-            f"ansible_python_interpreter={sys.executable}",
-            str(play),
-        ],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    p = run_probe(str(ansible) + "-playbook", tmp_path, json.loads(args), timeout=120)
     assert p.returncode == 0, p.stdout + p.stderr
     res = json.loads((tmp_path / "result.json").read_text())
     assert res["changed"] is False
@@ -542,24 +506,7 @@ def test_jinja_in_a_lock_value_is_never_evaluated_by_ansible(tmp_path):
             ]
         )
     )
-    p = subprocess.run(
-        [
-            str(ansible),
-            "-i",
-            "localhost,",
-            "-c",
-            "local",
-            "-e",
-            f"ansible_python_interpreter={sys.executable}",
-            "-e",
-            f"@{tmp_path / 'vars.yml'}",
-            str(play),
-        ],
-        env=playbook_env(PLAYBOOKS),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    p = run_local_playbook(ansible, play, "-e", f"@{tmp_path / 'vars.yml'}", env=playbook_env(PLAYBOOKS), timeout=120)
     assert p.returncode == 0, p.stdout + p.stderr
     assert (tmp_path / "out.txt").read_text() == "|".join([hostile] * 4 + ["True"])
     assert not marker.exists()
