@@ -71,6 +71,13 @@ def merge(profiles: dict[str, dict[str, Any]]) -> dict[str, Any]:
 
     if not profiles:
         raise CannotRun("no host returned a profile")
+    for host, p in profiles.items():  # each came back from a host: its shape is checked before it is read
+        if not isinstance(p, dict) or not all(isinstance(p.get(k, []), list) for k in ("ranks", "errors", "sizes", "ops")):
+            raise CannotRun(
+                f"{host} returned something that is not a collective profile (a JSON object with lists of "
+                "ranks, errors, sizes and ops)",
+                hint="Look at that host's envkit launch node output.",
+            )
     first = next(iter(profiles.values()))
     world = first.get("world")
     for host, p in profiles.items():
@@ -78,7 +85,8 @@ def merge(profiles: dict[str, dict[str, Any]]) -> dict[str, Any]:
             if p.get(key) != first.get(key):
                 raise CannotRun(f"{host}'s profile has {key}={p.get(key)!r}, another host's {first.get(key)!r}")
     ranks = sorted(
-        (r for p in profiles.values() for r in p.get("ranks", []) if isinstance(r, dict)), key=lambda r: int(r.get("rank", -1))
+        (r for p in profiles.values() for r in p.get("ranks", []) if isinstance(r, dict)),
+        key=lambda r: r["rank"] if isinstance(r.get("rank"), int) else -1,
     )
     if not isinstance(world, int) or [r.get("rank") for r in ranks] != list(range(world)):
         raise CannotRun(f"the hosts' ranks {[r.get('rank') for r in ranks]} are not 0..{world}-1, each once")

@@ -133,3 +133,10 @@ def test_collectives_playbook_syntax():
         timeout=120,
     )
     assert p.returncode == 0, p.stdout + p.stderr
+
+
+@pytest.mark.parametrize("bad", [[1, 2], "profile", {"ranks": "x"}, {"ranks": [], "ops": None}, {"ranks": [{"rank": "0"}]}])
+def test_merge_refuses_what_is_not_a_profile_with_a_message(bad):
+    """What a host returns is data from that host: a non-object or wrong shapes are CannotRun, never a traceback."""
+    with pytest.raises(CannotRun):
+        P.merge({"h0": bad})
