@@ -208,6 +208,16 @@ def _torch_build_rule(lm: LoadedMatrix, stack: dict[str, str]) -> str:
     return f"; its {stack['arch']} CPU build {spelling} from {build.index} (torch_builds, {build.confidence})"
 
 
+# The index that serves the torch_npu releases PyPI lacks (`on_pypi: false`, e.g. 2.7.1.post1 of vllm-ascend 0.11.0).
+TORCH_NPU_VENDOR_INDEX = "ascend-pypi"
+
+
+def torch_npu_index(lm: LoadedMatrix, stack: dict[str, str]) -> str | None:
+    """The index of the torch_npu pin: None (PyPI) unless its row says PyPI does not serve it
+    (matrices/torch_npu.yaml `torch_npu[].on_pypi`); then the Ascend pip mirror."""
+    return None if lm.torch_npu_row(stack["torch_npu"]).on_pypi else TORCH_NPU_VENDOR_INDEX
+
+
 def framework_pins(lm: LoadedMatrix, stack: dict[str, str]) -> list[PythonPin]:
     """The serving pins in the vendor's install order (`vllm==X`, then `vllm-ascend==X`; triton-ascend from the index
     its row names: 3.2.1/3.2.2 only on the Ascend index). MindSpeed installs from its git release: no pin."""
@@ -228,7 +238,7 @@ def build_python(lm: LoadedMatrix, stack: dict[str, str]) -> PythonSection:
     torch_version, torch_index = torch_spec(lm, stack)
     pins = [
         PythonPin.model_construct(name="torch", version=torch_version, index=torch_index),
-        PythonPin.model_construct(name="torch_npu", version=stack["torch_npu"]),
+        PythonPin.model_construct(name="torch_npu", version=stack["torch_npu"], index=torch_npu_index(lm, stack)),
         PythonPin.model_construct(name="numpy", version=stack["numpy"]),
         PythonPin.model_construct(name="transformers", version=stack["transformers"]),
         PythonPin.model_construct(name="accelerate", version=stack["accelerate"]),

@@ -35,13 +35,16 @@ def standin_wheel(
     tag: str = "py3-none-any",
     requires: list[str] = (),
     entry_points: dict[str, dict[str, str]] | None = None,
+    modules: dict[str, str] | None = None,
 ) -> Path:
-    """`entry_points`: {group: {name: "module:attr"}}, written as the dist-info's entry_points.txt."""
+    """`entry_points`: {group: {name: "module:attr"}}, written as the dist-info's entry_points.txt; `modules`: more
+    files of the package ({path in the wheel: text}), e.g. the module a console script names."""
     dist = f"{name.replace('-', '_')}-{version}"
     meta = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n" + "".join(f"Requires-Dist: {r}\n" for r in requires)
     files = {
         f"{name.replace('-', '_')}/__init__.py": f"__version__ = {version!r}\n",
         f"{dist}.dist-info/METADATA": meta,
+        **(modules or {}),
         f"{dist}.dist-info/WHEEL": f"Wheel-Version: 1.0\nGenerator: envkit-tests\nRoot-Is-Purelib: false\nTag: {tag}\n",
     }
     if entry_points:

@@ -89,10 +89,46 @@ def test_a_pinned_release_candidate_brings_its_own_stack_and_one_without_triton_
     assert (s["vllm"], s["torch_npu"], s["cann"]) == ("0.9.1", "2.5.1.post1", "8.2.RC1") and "triton_ascend" not in s
 
 
-def test_a_row_whose_torch_npu_the_matrix_lacks_says_what_it_needs(lm):
-    report = validate_stack({"vllm_ascend": "0.11.0"}, matrix=lm)
+def test_vllm_ascend_0_11_0_resolves_to_torch_npu_2_7_1_post1_from_the_ascend_mirror(lm):
+    from envkit.locking import build_lock
+
+    for version in ("0.11.0", "0.11.0rc3"):
+        pins = pins_from_mapping(lm, {"vllm_ascend": version, "arch": "x86_64"})
+        res = solve(lm, pins, framework_keys(pins, "serving"))
+        s = res.stack
+        assert (s["vllm"], s["torch_npu"], s["torch"], s["cann"]) == ("0.11.0", "2.7.1.post1", "2.7.1", "8.3.RC2"), version
+        assert s["python"] in ("3.9", "3.10", "3.11") and "triton_ascend" not in s
+        # the pairing is vllm-ascend's, not the vendor's torch_npu table: not validated
+        assert not res.validated_cann
+        pins_by_name = {p.name: p for p in build_lock(lm, res, "envkit resolve").python.requirements}
+        assert (pins_by_name["torch_npu"].version, pins_by_name["torch_npu"].index) == ("2.7.1.post1", "ascend-pypi")
+        assert (pins_by_name["torch"].version, pins_by_name["torch"].index) == ("2.7.1+cpu", "pytorch-cpu")
+    # a torch_npu on PyPI keeps the default index
+    res = solve(lm, pins_from_mapping(lm, {"vllm_ascend": "0.23.0"}))
+    assert {p.name: p.index for p in build_lock(lm, res, "envkit resolve").python.requirements}["torch_npu"] is None
+
+
+def test_vllm_ascend_0_11_0_with_another_torch_npu_names_its_pin_and_the_sources_that_disagree(lm):
+    report = validate_stack({"vllm_ascend": "0.11.0", "torch_npu": "2.10.0.post4"}, matrix=lm)
     assert not report.valid
-    assert any("needs torch_npu 2.7.1.post1" in f.fact for c in report.conflicts for f in c.chain)
+    facts = [(f.rule, f.fact) for c in report.conflicts for f in c.chain]
+    assert any(r == "vllm_ascend-torch_npu" for r, _ in facts), facts
+    pinned = [fact for _, fact in facts if "vllm-ascend 0.11.0 pins torch_npu 2.7.1.post1" in fact]
+    assert pinned and "Requires-Dist torch-npu==2.7.1" in pinned[0], facts
+
+
+def test_a_row_whose_torch_npu_the_matrix_lacks_says_what_it_needs(lm):
+    rows = [
+        r.model_copy(update={"torch_npu": None, "needs": ["torch_npu 9.9.9 (not in matrices/torch_npu.yaml)"]})
+        if r.version == "0.23.0"
+        else r
+        for r in lm.model.vllm_ascend
+    ]
+    lm2 = type(lm)(model=lm.model.model_copy(update={"vllm_ascend": rows}), digest=lm.digest, files=lm.files)
+    assert check_matrix(lm2) == []
+    report = validate_stack({"vllm_ascend": "0.23.0"}, matrix=lm2)
+    assert not report.valid
+    assert any("needs torch_npu 9.9.9" in f.fact for c in report.conflicts for f in c.chain)
 
 
 def test_training_mindspeed_completes_mindspeed_and_a_plain_stack_has_no_framework(lm):

@@ -390,3 +390,117 @@ def test_bundle_build_image_builds_saves_and_loads(inputs, tmp_path, own_cache) 
     again = tmp_path / "again" / "image" / "image.tar"
     assert os.stat(again).st_ino == os.stat(archive).st_ino  # both hard links of the one cached archive
     eng.remove_image(tag)
+
+
+VLLM_CLI = "import sys\n\n\ndef main():\n    print('vllm-standin', *sys.argv[1:])\n"
+
+
+def _serving_inputs(inputs: dict, d: Path) -> tuple[Path, Path]:
+    """The test lock with the serving stack of its CANN (vLLM Ascend 0.23.0 and triton-ascend 3.2.2 pair with
+    CANN 9.1.0, matrices/serving.yaml), and artifacts whose wheelhouse adds stand-ins of the serving wheels as the
+    vendor ships them: vllm built with VLLM_TARGET_DEVICE=empty (its `vllm` console script), vllm-ascend
+    (manylinux_2_34, its platform plugin entry point, Requires-Dist torch-npu) and triton-ascend. PyPI's vllm is
+    a CUDA build and the real vllm-ascend needs CANN's libraries, so neither can run here."""
+    from tests.airgap.torchindex import standin_wheel
+
+    lock = yaml.safe_load(inputs["lock"].read_text())
+    assert lock["stack"]["cann"] == "9.1.0", lock["stack"]  # the pairing below is the matrix's for CANN 9.1.0
+    serving = {"vllm": "0.23.0", "vllm_ascend": "0.23.0", "triton_ascend": "3.2.2"}
+    lock["stack"].update(serving)
+    lock["python"]["indexes"]["ascend-pypi"] = "https://mirrors.huaweicloud.com/ascend/repos/pypi"
+    lock["python"]["requirements"] += [
+        {"name": "vllm", "version": serving["vllm"], "index": None},
+        {"name": "vllm-ascend", "version": serving["vllm_ascend"], "index": None},
+        {"name": "triton-ascend", "version": serving["triton_ascend"], "index": "ascend-pypi"},
+    ]
+    lock_path = d / "serving.lock"
+    lock_path.write_text(yaml.safe_dump(lock, sort_keys=False))
+    stand_ins = d / "serving-wheels"
+    stand_ins.mkdir()
+    cp = "cp311"
+    made = [
+        standin_wheel(
+            stand_ins,
+            "vllm",
+            serving["vllm"],
+            "py3-none-any",
+            ["transformers", "numpy"],
+            entry_points={"console_scripts": {"vllm": "vllm._standin_cli:main"}},
+            modules={"vllm/_standin_cli.py": VLLM_CLI},
+        ),
+        standin_wheel(
+            stand_ins,
+            "vllm_ascend",
+            serving["vllm_ascend"],
+            f"{cp}-{cp}-manylinux_2_34_x86_64",
+            [f"torch-npu=={TORCH_NPU}"],
+            entry_points={"vllm.platform_plugins": {"ascend": "vllm_ascend:register"}},
+        ),
+        standin_wheel(stand_ins, "triton_ascend", serving["triton_ascend"], f"{cp}-{cp}-manylinux_2_28_x86_64"),
+    ]
+    arts = d / "serving-artifacts"
+    arts.mkdir()
+    for f in inputs["artifacts"].iterdir():
+        if f.name != "wheels":
+            (arts / f.name).symlink_to(f)
+    _link_wheels(sorted((inputs["artifacts"] / "wheels").iterdir()) + made, arts / "wheels")
+    return lock_path, arts
+
+
+def test_the_serving_variant_builds_on_the_base_layers(inputs, tmp_path) -> None:
+    """`envkit image build --variant serving` through the engine: the base image's layers (OS, CANN, torch) are
+    reused as they are, the serving layer follows torch, and the image runs `vllm serve` as its entry point with
+    the serving environment; vllm-ascend's install left torch_npu as locked and brought no upstream triton."""
+    from envkit.engine import Engine
+    from envkit.smoke.serve import NPU_SERVING_ENV
+
+    base = os.environ["ENVKIT_TEST_BASE"]
+    eng = Engine()
+    first = "localhost/envkit-test:first"
+    try:
+        eng.inspect(first)
+    except Exception:  # noqa: BLE001 - this test alone: the base variant first (the engine's cache makes it quick)
+        args = ["--lock", str(inputs["lock"]), "--artifacts", str(inputs["artifacts"]), "--base", base]
+        r = _envkit("image", "build", *args, "--tag", first, "--json")
+        assert r.returncode == 0, r.stderr[-4000:]
+    lock, arts = _serving_inputs(inputs, tmp_path)
+    tag = "localhost/envkit-test:serving"
+    args = ["--lock", str(lock), "--artifacts", str(arts), "--base", base, "--tag", tag, "--variant", "serving"]
+    r = _envkit("image", "build", *args, "--json")
+    assert r.returncode == 0, r.stderr[-4000:]
+    built = json.loads(r.stdout)
+    info = eng.inspect(tag)
+    cfg = info["Config"]
+    assert cfg["Entrypoint"] == ["vllm", "serve"], cfg["Entrypoint"]
+    assert cfg["Labels"]["io.envkit.variant"] == "serving" and cfg["Labels"]["io.envkit.lock.digest"] == built["lock_digest"]
+    env = dict(e.split("=", 1) for e in cfg["Env"])
+    assert {k: env.get(k) for k in NPU_SERVING_ENV} == NPU_SERVING_ENV, env
+
+    # one build cache: every layer of the base image up to its torch venv is the serving image's own, unchanged;
+    # the serving image has one layer more (the serving venv part, copied after torch)
+    l1, l2 = _layers(eng, first), _layers(eng, tag)
+    n_same = next((i for i, (a, b) in enumerate(zip(l1, l2, strict=False)) if a != b), len(l1))
+    assert len(l2) == len(l1) + 1 and 3 <= n_same and n_same >= len(l1) - 3, (n_same, l1, l2)
+
+    # the entry point is the installed `vllm` console script, with the arguments `docker run IMAGE ...` appends
+    rc, out = eng.run(tag, ["/models/tiny", "--port", "8000"], env=NO_AUTOLOAD)
+    assert rc == 0 and out.split() == ["vllm-standin", "serve", "/models/tiny", "--port", "8000"], out
+    code = (
+        "import importlib.metadata as m, importlib.util as u; "
+        "print(*[m.version(p) for p in ('vllm', 'vllm-ascend', 'triton-ascend', 'torch-npu', 'torch')], "
+        "[e.value for e in m.entry_points(group='vllm.platform_plugins')], u.find_spec('triton') is None)"
+    )
+    rc, out = eng.run(tag, ["-c", code], env=NO_AUTOLOAD, entrypoint=["python"])
+    assert rc == 0, out
+    assert out.split() == ["0.23.0", "0.23.0", "3.2.2", TORCH_NPU, TORCH, "['vllm_ascend:register']", "True"], out
+    # envkit doctor inside reads the serving packages from their metadata and finds them paired with the image's CANN
+    rc, out = eng.run(tag, ["doctor", "--json"], entrypoint=["envkit"])
+    assert rc in (0, 1), out[-3000:]
+    checks = {c["name"]: c for c in json.loads(out[out.index("{") :])["checks"]}
+    want = {
+        "vLLM and vllm-ascend": "vllm-ascend 0.23.0 with vLLM 0.23.0",
+        "upstream triton beside triton-ascend": "triton-ascend 3.2.2 without upstream triton",
+        "triton-ascend bound to CANN": "triton-ascend 3.2.2 with CANN 9.1.0",
+    }
+    assert {n: (checks[n]["status"], checks[n]["detail"]) for n in want} == {n: ("ok", d) for n, d in want.items()}, checks
+    eng.remove_image(tag)
