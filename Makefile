@@ -74,9 +74,11 @@ schemas: venv
 # Mutation testing of the core (mutmut, the `mutation` extra): a habit, not a gate, and not part of `make test`.
 # MODULES=lockgate,verify (or all) picks module groups (tools/mutation.py --help lists them); all of them take hours on
 # 2 cores, one group 1-20 minutes (README: Mutation testing). Prints the score per module and the surviving mutants.
+# MUTATION_ARGS=--survivors reruns only the last run's survivors (after new tests), --diff prints each one's diff.
 MODULES ?= versions,compare
+MUTATION_ARGS ?=
 mutation: venv $(VENV)/.mutation-installed
-	$(BIN)/python tools/mutation.py --modules '$(MODULES)' --jobs 2
+	$(BIN)/python tools/mutation.py --modules '$(MODULES)' --jobs 2 $(MUTATION_ARGS)
 
 $(VENV)/.mutation-installed: pyproject.toml
 	$(BIN)/python -m pip install -q -e '.[mutation]'

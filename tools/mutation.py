@@ -5,6 +5,7 @@ the surviving mutants. A habit, not a gate: it exits 0 whatever the score (non-z
     python tools/mutation.py --modules versions,compare      # a few minutes each on 2 cores
     python tools/mutation.py --modules all                   # every group below: hours on 2 cores
     python tools/mutation.py --report-only --diff            # the last run again, each survivor's diff
+    python tools/mutation.py --modules verify --survivors    # after new tests: rerun only the survivors
 
 What is mutated, and the pytest options, are [tool.mutmut] in pyproject.toml; the groups here choose which
 mutants a run checks and narrow the tests to each group's own (TESTS). Survivors judged equivalent (no test can tell them apart) are listed, one line each with
@@ -131,10 +132,24 @@ def _run_mutmut(args: list[str]) -> None:
     cli(args, prog_name="mutmut")
 
 
-def run(groups: list[str], jobs: int, fresh: bool) -> int:
+def survivors(groups: list[str]) -> list[str]:
+    """The last run's surviving mutants of `groups` that docs/mutation.md does not list as equivalent."""
+    eq = equivalents()
+    out: list[str] = []
+    for g in groups:
+        for path in MODULES[g]:
+            meta = ROOT / "mutants" / (path + ".meta")
+            if meta.is_file():
+                codes = json.loads(meta.read_text(encoding="utf-8"))["exit_code_by_key"]
+                out += sorted(k for k, c in codes.items() if c in _SURVIVED | _NO_TESTS and k not in eq)
+    return out
+
+
+def run(groups: list[str], jobs: int, fresh: bool, only: list[str] | None = None) -> int:
+    """mutmut over the mutants of `groups` (or just the named ones in `only`), with the groups' own tests."""
     if fresh:
         shutil.rmtree(ROOT / "mutants", ignore_errors=True)
-    globs = [_mutant_glob(p) for g in groups for p in MODULES[g]]
+    globs = only if only is not None else [_mutant_glob(p) for g in groups for p in MODULES[g]]
     tests = sorted({t for g in groups for t in TESTS[g]})
     cmd = [sys.executable, str(Path(__file__).resolve()), "--mutmut", "run", "--max-children", str(jobs), *globs]
     env = {**os.environ, "ENVKIT_MUTATION_TESTS": os.pathsep.join(tests)}
@@ -200,6 +215,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--jobs", type=int, default=int(os.environ.get("MUTATION_JOBS", "2")))
     ap.add_argument("--keep", action="store_true", help="reuse mutants/ from the last run (incremental)")
+    ap.add_argument(
+        "--survivors",
+        action="store_true",
+        help="rerun only the last run's survivors (after new tests; implies --keep): minutes instead of a whole run",
+    )
     ap.add_argument("--report-only", action="store_true", help="print the last run's figures, run nothing")
     ap.add_argument("--diff", action="store_true", help="print each survivor's diff")
     a = ap.parse_args(argv)
@@ -210,7 +230,16 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         print(f"error: unknown module group(s) {', '.join(unknown)}; known: {', '.join(MODULES)}", file=sys.stderr)
         return 2
-    if not a.report_only:
+    if a.survivors and not a.report_only:
+        alive = survivors(groups)
+        if not alive:
+            print("no survivors to rerun (run the groups first, or every survivor is listed as equivalent)")
+        else:
+            rc = run(groups, a.jobs, fresh=False, only=alive)
+            if rc != 0:
+                print(f"error: mutmut exited {rc}; its output is above", file=sys.stderr)
+                return rc
+    elif not a.report_only:
         rc = run(groups, a.jobs, fresh=not a.keep)
         if rc != 0:
             print(f"error: mutmut exited {rc}; its output is above", file=sys.stderr)
