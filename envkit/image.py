@@ -465,6 +465,13 @@ def plan_labels(lock: Lock, lock_digest: str, base: BaseRef) -> list[tuple[str, 
     return sorted(labels.items())
 
 
+def default_tag(lock: Lock, variant: str = "base") -> str:
+    """The image's default tag; a variant other than base is a suffix (a serving image never takes the base's tag)."""
+    s = lock.stack
+    suffix = "" if variant == "base" else f"-{variant}"
+    return f"envkit/{s.chip}:cann{s.cann}-torch{s.torch.replace('+', '-')}-py{s.python}{suffix}".lower()
+
+
 def check_variant(lock: Lock, variant: str) -> None:
     """`--variant serving` needs a lock with the serving keys (vllm, vllm-ascend pinned); exit 2 otherwise."""
     if variant not in VARIANTS:
@@ -476,7 +483,7 @@ def check_variant(lock: Lock, variant: str) -> None:
             raise BadInput(
                 f"--variant serving needs a lock with the serving stack; this lock pins no {' or '.join(lacking)}",
                 where=Where("envkit.lock", None, "python.requirements"),
-                hint="Resolve a serving stack (`envkit resolve --workload serving`), lock it (`envkit lock`), and render again.",
+                hint="Resolve a serving stack (`envkit resolve --workload serving`), lock it (`envkit lock`), and run this command again.",
             )
 
 

@@ -36,6 +36,7 @@ class BuildRequest:
     trust_artifacts: bool = False  # accept vendor files the lock has no hash for (recorded)
     image: bool = False  # build the image through the engine at DOCKER_HOST and include its archive
     base: str | None = None  # the image context's base image
+    variant: str = "base"  # the image context's variant: base, or serving (`envkit image render --variant`)
     image_archive: Path | None = None  # an image archive built elsewhere
     controller_python: str | None = None  # another controller than the lock's: resolved at build time
     controller_arch: str | None = None
@@ -102,6 +103,9 @@ def build(request: BuildRequest, on_progress: Progress | None = None) -> BuildRe
 
     lock_text = read_text(r.lock)  # read once: the bundle carries the very bytes that were validated
     lk = load_lock(lock_text, str(r.lock))
+    from envkit.image import check_variant
+
+    check_variant(lk, r.variant)  # before anything is fetched: a serving context needs a serving lock
     lock_bytes = lock_text.encode()
     stamps = HashStamps(cache.base)
     controller = controller_closure(lk, r.controller_python, r.controller_arch, r.controller_glibc, say)
@@ -122,6 +126,7 @@ def build(request: BuildRequest, on_progress: Progress | None = None) -> BuildRe
             controller=controller,
             image_archive=archive,
             base=r.base,
+            variant=r.variant,
         )
 
     plan = plan_with(r.image_archive)
@@ -160,7 +165,7 @@ def _inputs_key(r: BuildRequest) -> str | None:
 
     if not r.output.name.endswith(ARCHIVES) or r.image or r.controller_python is not None or r.controller_arch is not None:
         return None
-    options = {"trust": r.trust_artifacts, "base": r.base, "image_archive": _stat_of(r.image_archive)}
+    options = {"trust": r.trust_artifacts, "base": r.base, "variant": r.variant, "image_archive": _stat_of(r.image_archive)}
     try:
         return uptodate.inputs_key(r.lock.read_bytes(), out=r.output, artifacts=r.artifacts, options=options)
     except OSError:

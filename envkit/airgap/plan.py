@@ -122,9 +122,11 @@ def install_sh(controller: PythonClosure) -> str:
     )
 
 
-def image_tag(lock: Lock) -> str:
-    s = lock.stack
-    return f"envkit/{s.chip}:cann{s.cann}-torch{s.torch.replace('+', '-')}-py{s.python}".lower()
+def image_tag(lock: Lock, variant: str = "base") -> str:
+    """The image's tag (`envkit.image.default_tag`, as `envkit image build` names it)."""
+    from envkit.image import default_tag
+
+    return default_tag(lock, variant)
 
 
 def _image_entries(
@@ -134,8 +136,10 @@ def _image_entries(
     have: dict[str, Entry],
     envkit_row: tuple[str, str, str] | None,
     base: str | None = None,
+    variant: str = "base",
 ) -> tuple[list[Entry], ImageContext | None, list[str]]:
-    """The rendered build context of the lock's image, against the bundle's own files (pure: no engine).
+    """The rendered build context of the lock's image (`variant`: base or serving, as `envkit image render
+    --variant`), against the bundle's own files (pure: no engine).
 
     `have` is the bundle's entries by path. A lock whose closure cannot make the image (an `--only` part of
     the stack, another Python) gets no context, and the bundle says why in `lacks`."""
@@ -158,6 +162,7 @@ def _image_entries(
             base=base,
             hasher=stamps.sha256,
             python=(reqs, wheels, [], "bundle"),
+            variant=variant,
         )
     except BadInput as exc:
         return [], None, [f"the image build context ({exc.message})"]
@@ -184,7 +189,7 @@ def _image_entries(
     )
     entries.append(_blob(f"{IMAGE_DIR}/assemble.sh", (data_dir("airgap") / "assemble-image.sh").read_bytes(), 0o755))
     key = hashlib.sha256(json.dumps(sorted([[e.path, e.sha256] for e in entries] + [list(x) for x in links])).encode())
-    return entries, ImageContext(tag=image_tag(lock), key=key.hexdigest(), links=tuple(links)), lacks
+    return entries, ImageContext(tag=image_tag(lock, variant), key=key.hexdigest(), links=tuple(links)), lacks
 
 
 def _tree_entries(src: Path, prefix: str) -> list[Entry]:
@@ -274,8 +279,10 @@ def plan_bundle(
     controller: PythonClosure | None = None,
     image_archive: Path | None = None,
     base: str | None = None,
+    variant: str = "base",
 ) -> BundlePlan:
-    """`controller`: envkit's closure for the controller, when not the lock's (`bundle build --controller-python`)."""
+    """`controller`: envkit's closure for the controller, when not the lock's (`bundle build --controller-python`).
+    `variant`: the image build context's (base, or serving: `bundle build --variant`)."""
     from envkit.closure import envkit_supports
     from envkit.download import Fetch
 
@@ -311,8 +318,9 @@ def plan_bundle(
         entries += _tree_entries(data_dir("playbooks"), str(LAYOUT.playbooks))
     except FileNotFoundError:
         lacks.append("playbooks/ (not shipped with this envkit)")
+    ek_row_target = (ek_name, __version__, ek_sha) if on_target else None
     image_entries, image_ctx, image_lacks = _image_entries(
-        lock, artifacts, stamps, {e.path: e for e in entries}, (ek_name, __version__, ek_sha) if on_target else None, base
+        lock, artifacts, stamps, {e.path: e for e in entries}, ek_row_target, base, variant
     )
     entries += image_entries
     lacks += image_lacks

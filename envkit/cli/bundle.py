@@ -10,6 +10,7 @@ from typing import Annotated, Optional
 import typer
 
 from envkit import console
+from envkit.cli.image import VariantOpt
 
 Opt = typer.Option
 Arg = typer.Argument
@@ -111,6 +112,7 @@ def build_cmd(
     image_archive: Annotated[
         Optional[Path], Opt("--image-archive", help="Include an image archive built elsewhere (docker/podman save).")
     ] = None,
+    variant: VariantOpt = "base",
     controller_python: Annotated[
         Optional[str], Opt("--controller-python", help="Controller Python (default: the lock's controller closure).")
     ] = None,
@@ -135,6 +137,7 @@ def build_cmd(
             trust_artifacts=trust_artifacts,
             image=image,
             base=base,
+            variant=variant,
             image_archive=image_archive,
             controller_python=controller_python,
             controller_arch=controller_arch,

@@ -127,6 +127,7 @@ def register(app: typer.Typer) -> None:
 
         from envkit.engine import Engine
         from envkit.errors import BadInput
+        from envkit.image import default_tag
         from envkit.render import write_context
 
         plan = _plan(
@@ -143,14 +144,7 @@ def register(app: typer.Typer) -> None:
                 "the vendor packages are not handed in: " + ", ".join(missing),
                 hint="Pass --artifacts DIR holding them (the signed .zip edition or the bare .run).",
             )
-        s = plan.lock.stack
-        tag = (
-            tag
-            or (
-                f"envkit/{s.chip}:cann{s.cann}-torch{s.torch.replace('+', '-')}-py{s.python}"
-                + ("-serving" if plan.serving else "")
-            ).lower()
-        )
+        tag = tag or default_tag(plan.lock, plan.variant)
         engine = Engine()
         info = engine.version()
         console.progress(f"engine {info['version']} (API {info['api']}) at {info['url']}")

@@ -103,6 +103,22 @@ def test_lock_without_closure_is_bad_input(tmp_path, cli):
     assert r.returncode == 2 and "envkit lock" in r.stderr
 
 
+def test_variant_serving_of_a_lock_without_the_serving_stack_is_exit_2_before_any_download(offline_lock, tmp_path, cli):
+    path, _ = offline_lock
+    cache = tmp_path / "cache" / "wheels"  # the fixture's ENVKIT_CACHE_DIR
+    for out in (tmp_path / "s.tar", tmp_path / "s"):
+        r = cli("bundle", "build", "--lock", str(path), "--variant", "serving", "-o", str(out))
+        assert r.returncode == 2, r.stdout + r.stderr
+        assert "--variant serving needs a lock with the serving stack; this lock pins no vllm or vllm-ascend" in r.stderr
+        assert "envkit resolve --workload serving" in r.stderr and "Traceback" not in r.stderr
+        assert not out.exists() and r.stdout == ""
+    assert not cache.exists() or not [p for p in cache.rglob("*") if p.is_file()]  # nothing fetched
+    r = cli("bundle", "build", "--lock", str(path), "--variant", "nope", "-o", str(tmp_path / "n.tar"))
+    assert r.returncode == 2 and "use one of base, serving" in r.stderr and not (tmp_path / "n.tar").exists()
+    r = cli("bundle", "build", "--lock", str(path), "-o", str(tmp_path / "b.tar"))  # the base variant: built
+    assert r.returncode == 0 and [p for p in cache.rglob("*") if p.is_file()], r.stderr
+
+
 # --- hostile archives --------------------------------------------------------------------------
 def _trusted_build(cli, lock_path: Path, arts: Path, out: Path, *extra: str):
     """`envkit bundle build --trust-artifacts --json` of the lock with `arts` into `out`."""

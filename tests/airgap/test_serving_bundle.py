@@ -115,6 +115,103 @@ def test_the_serving_closure_holds_the_vendors_order_and_no_triton_or_cuda(servi
     assert r.returncode == 0 and json.loads(r.stdout)["ok"] is True, r.stdout + r.stderr
 
 
+BASE = "example.org/base@sha256:" + "0" * 64  # the stand-in lock's Python is this host's, not the default base's
+
+
+def _image_build(cli, path, tmp_path, out, *extra):
+    """`bundle build` with what an image context needs: stand-in vendor packages (trusted) and a base image."""
+    from envkit.lockfile import read_lock
+    from tests.airgap.test_bundle import _installers
+
+    arts = tmp_path / "arts"
+    if not arts.is_dir():
+        _installers(read_lock(path), arts, as_zip=False)
+    args = ["--artifacts", str(arts), "--trust-artifacts", "--base", BASE, "-o", str(out), "--json", *extra]
+    r = cli("bundle", "build", "--lock", str(path), *args)
+    assert r.returncode == 0, r.stdout + r.stderr
+    info = json.loads(r.stdout)
+    assert not any("image build context" in x for x in info["lacks"]), info["lacks"]
+    return info
+
+
+def _plan(path, arts, variant):
+    """The bundle plan of `_image_build`, in this process (the fixture's ENVKIT_CACHE_DIR)."""
+    from envkit.airgap.plan import plan_bundle
+    from envkit.download import HashStamps, WheelCache
+    from envkit.lockfile import read_lock
+
+    cache = WheelCache()
+    opts = {"artifacts": arts, "trust_artifacts": True, "base": BASE, "variant": variant}
+    return plan_bundle(read_lock(path), path.read_bytes(), root="b", cache=cache, stamps=HashStamps(cache.base), **opts)
+
+
+def _context(bundle):
+    """The bundle's image build context as written: {path under image/: bytes} (the rendered files and the links)."""
+    image = bundle / "image"
+    return {p.relative_to(image).as_posix(): p.read_bytes() for p in sorted(image.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.slow
+def test_bundle_build_variant_serving_renders_the_serving_context_from_the_bundles_wheels(serving_bundle, tmp_path, cli):
+    from envkit.airgap.plan import image_tag
+    from envkit.lockfile import read_lock
+
+    path = serving_bundle[0]
+    lock = read_lock(path)
+    built = {}
+    for out, variant in (("serving", ["--variant", "serving"]), ("again", ["--variant", "serving"]), ("base", [])):
+        _image_build(cli, path, tmp_path, tmp_path / out, *variant)
+        built[out] = _context(tmp_path / out)
+    ctx = built["serving"]
+    assert ctx == built["again"]  # deterministic: the same bytes, file for file
+    dockerfile = ctx["context/Dockerfile"].decode()
+    assert "\nFROM torch AS serving\n" in dockerfile and 'io.envkit.variant="serving"' in dockerfile
+    assert dockerfile.rstrip().endswith('\nENTRYPOINT ["vllm", "serve"]'), dockerfile[-300:]
+    assert "--no-index --find-links ./serving/wheels" in dockerfile and "PYTORCH_NPU_ALLOC_CONF=" in dockerfile
+    pins = [x.split("==")[0] for x in ctx["context/python/serving/requirements.txt"].decode().splitlines() if "==" in x]
+    assert pins == SERVING  # the vendor's order
+    rest = ctx["context/python/rest/requirements.txt"].decode()
+    assert not [n for n in SERVING if f"\n{n}==" in rest]  # in their own layer only
+    links = {
+        rel: (sha, src) for sha, rel, src in (x.split() for x in ctx["context.sha256"].decode().splitlines() if x[:1] != "#")
+    }
+    closure = {p.name: p for p in lock.python.closure.packages}
+    for name in SERVING:
+        wheel = closure[name]
+        rel = f"python/serving/wheels/{wheel.filename}"
+        assert links[rel] == (wheel.sha256, f"wheels/target/{wheel.filename}"), sorted(links)
+    serving_files = {closure[n].filename for n in SERVING}
+    assert not [rel for rel in links if not rel.startswith("python/serving/") and rel.rsplit("/", 1)[-1] in serving_files]
+    r = cli("bundle", "verify", str(tmp_path / "serving"), "--json")
+    assert r.returncode == 0 and json.loads(r.stdout)["ok"] is True, r.stdout + r.stderr
+    # the same lock without --variant: the base context, no serving stage
+    base = built["base"]["context/Dockerfile"].decode()
+    assert "\nFROM torch AS python\n" in base  # the rest's layer right after torch's
+    assert "AS serving" not in base and "ENTRYPOINT" not in base and "io.envkit.variant" not in base
+    assert "PYTORCH_NPU_ALLOC_CONF" not in base
+    assert not [rel for rel in built["base"] if "python/serving/" in rel]
+    assert "context/python/torch/requirements.txt" in built["base"]
+    # the serving image never takes the base image's tag (an --image build or save would replace it), nor its key
+    images = {variant: _plan(path, tmp_path / "arts", variant).image for variant in ("base", "serving")}
+    assert images["base"].tag == image_tag(lock) and images["serving"].tag == image_tag(lock) + "-serving"
+    assert images["base"].key != images["serving"].key
+
+
+@pytest.mark.slow
+def test_an_archive_of_the_other_variant_is_not_up_to_date(serving_bundle, tmp_path, cli):
+    path, out = serving_bundle[0], tmp_path / "bundle.tar"
+
+    def build(*extra):
+        return _image_build(cli, path, tmp_path, out, *extra)
+
+    base = build()
+    assert build()["up_to_date"]
+    serving = build("--variant", "serving")
+    assert not serving.get("up_to_date") and serving["archive_sha256"] != base["archive_sha256"]
+    assert build("--variant", "serving")["up_to_date"]
+    assert not build().get("up_to_date")
+
+
 def test_an_unreachable_index_is_exit_2_naming_its_id_and_the_option(serving_stack, cli):
     path, _, pypi, cpu, _ = serving_stack
     before = path.read_text()
