@@ -564,19 +564,27 @@ def _spec_relation(
     other: str,
     ok_other: Callable[[_Framework, str], bool],
     said: Callable[[_Framework], str],
+    cite: Callable[[_Framework], Sourced | None] | None = None,
 ) -> Relation:
-    """A framework release (`key`) that allows only some values of `other`, as its row says (`field`)."""
+    """A framework release (`key`) that allows only some values of `other`, as its row says (`field`). `cite`: the
+    part of the row that carries its own source (the statement then names that part and its source)."""
     rows: list[_Framework] = getattr(lm.model, key)
 
     def row(v: str) -> _Framework:
         return known(lookup(v), f"{what} {v}")
+
+    def cited(v: str) -> tuple[str, Sourced | None]:
+        r = lookup(v)
+        if cite is None or r is None:
+            return f"{key}/{v}", r
+        return f"{key}/{v}.{field}", cite(r)
 
     return Relation(
         cid,
         key,
         other,
         lambda v, o: v == ABSENT or ok_other(row(v), o),
-        lambda v: _row(f"{key}/{v}", lookup(v), f"{what} {v} {said(row(v))}"),
+        lambda v: _row(*cited(v), f"{what} {v} {said(row(v))}"),
         lambda o: Statement(
             f"{other} {o} fits {what} {_fmt([r.version for r in rows if ok_other(r, o)])}",
             f"{key}/*.{field}",
@@ -686,6 +694,29 @@ def vllm_ascend_glibc(lm: LoadedMatrix, strict: Strictness) -> Constraint:
         lambda r: (
             f"wheels are manylinux_2_{r.glibc.split('.')[1]} (glibc >= {r.glibc})" if r.glibc else "wheels: glibc not captured"
         ),
+    )
+
+
+def vllm_ascend_transformers(lm: LoadedMatrix, strict: Strictness) -> Constraint:
+    """vllm_ascend ↔ transformers: a vllm-ascend release installs with the Transformers that both its wheel METADATA
+    and its vLLM's accept (Requires-Dist): an exact pin (`==X`) where the release pins one, else the range of both
+    bounds (0.11.0: vllm-ascend `transformers<=4.57.1` and vLLM 0.11.0 `transformers>=4.55.2`); any where none was
+    read (matrices/serving.yaml, `vllm_ascend[].transformers`: its `spec` and the sources of each bound)."""
+
+    def ok(r: VllmAscendRelease, version: str) -> bool:
+        return r.transformers is None or versions.satisfies(version, r.transformers.spec)
+
+    return _spec_relation(
+        lm,
+        "vllm_ascend-transformers",
+        "vllm_ascend",
+        "vllm-ascend",
+        lm.vllm_ascend,
+        "transformers",
+        "transformers",
+        ok,
+        lambda r: f"needs transformers {r.transformers.spec}" if r.transformers else "states no Transformers bound",
+        cite=lambda r: r.transformers,
     )
 
 
@@ -820,6 +851,7 @@ EDGES: tuple[Edge, ...] = (
     vllm_ascend_triton_ascend,
     vllm_ascend_python,
     vllm_ascend_glibc,
+    vllm_ascend_transformers,
     triton_ascend_cann,
     triton_ascend_chip,
     triton_ascend_python,

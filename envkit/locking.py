@@ -262,6 +262,10 @@ def _framework_provenance(lm: LoadedMatrix, s: dict[str, str]) -> dict[str, tupl
     if va is not None:
         out["vllm_ascend"] = (f"newest vllm-ascend release that fits (vllm_ascend/{va.version})", va.source_text, va.confidence)
         out["vllm"] = (f"vllm_ascend/{va.version} pins vLLM {va.vllm}", va.source_text, va.confidence)
+        tf = va.transformers
+        if tf is not None:
+            rule = f"newest Transformers that fits the rules and vllm_ascend/{va.version}.transformers {tf.spec}"
+            out["transformers"] = (rule, tf.source_text, tf.confidence)
     ta = lm.triton_ascend(s["triton_ascend"]) if s.get("triton_ascend") else None
     if ta is not None:
         rule = f"vllm_ascend/{va.version} installs triton-ascend {ta.version}" if va else f"triton_ascend/{ta.version}"

@@ -231,15 +231,19 @@ def _cache_dir() -> Path:
 # `model_construct` (no validator to build or run); anything unexpected falls back to the YAML.
 @functools.cache
 def _fields_of(cls: type[BaseModel]) -> tuple[tuple[str, str, type[BaseModel] | None], ...]:
-    """(name, how, nested model) per field: how is "model", "list" (of models) or "" (plain data)."""
+    """(name, how, nested model) per field: how is "model", "optional" (a model or None), "list" (of models) or ""
+    (plain data)."""
     out = []
     for name, info in cls.model_fields.items():
         ann, how, sub = info.annotation, "", None
+        args = typing.get_args(ann)
         if isinstance(ann, type) and issubclass(ann, BaseModel):
             how, sub = "model", ann
-        elif typing.get_origin(ann) is list and _is_model(typing.get_args(ann)[0]):
-            how, sub = "list", typing.get_args(ann)[0]
-        elif _mentions_model(ann):  # e.g. `Model | None`, `dict[str, Model]`: not used by the matrix
+        elif typing.get_origin(ann) is list and _is_model(args[0]):
+            how, sub = "list", args[0]
+        elif len(args) == 2 and type(None) in args and _is_model(model := next(a for a in args if a is not type(None))):
+            how, sub = "optional", model
+        elif _mentions_model(ann):  # e.g. `dict[str, Model]`: not used by the matrix
             raise TypeError(f"{cls.__name__}.{name}: {ann!r} is not supported by the trusted cache")
         out.append((name, how, sub))
     return tuple(out)
@@ -287,7 +291,7 @@ def _construct(cls: type[BaseModel], data: Any) -> Any:
     for name, how, sub in _fields_of(cls):
         if sub is None:  # plain data (how == "")
             continue
-        if how == "model":
+        if how == "model" or how == "optional" and data[name] is not None:
             data[name] = _construct(sub, data[name])
         elif how == "list":
             data[name] = [_construct(sub, item) for item in data[name]]
@@ -599,6 +603,19 @@ def check_torch_builds(lm: LoadedMatrix, add: AddProblem) -> None:
                 )
 
 
+def with_bounds(values: list[str], specs: list[str]) -> list[str]:
+    """`values`, then the versions the specifiers name as inclusive bounds (==X, >=X, <=X) and admit, newest first."""
+    named = []
+    for spec in specs:
+        for part in spec.split(","):
+            op, version = part.strip()[:2], part.strip()[2:].strip()
+            if op in ("==", ">=", "<=") and not version.endswith(".*") and versions.satisfies(version, spec):
+                named.append(version)
+    seen = {versions.parse(v).key for v in values}
+    extra = {versions.parse(v).key: v for v in named if versions.parse(v).key not in seen}
+    return [*values, *versions.newest_first(list(extra.values()))]
+
+
 def check_frameworks(lm: LoadedMatrix, add: AddProblem) -> None:
     """matrices/serving.yaml: no duplicates, newest first, and every CANN, torch_npu, triton-ascend, chip, TorchNPU
     line and index it names is in the matrix, unless the row says in `needs` that the matrix lacks it."""
@@ -627,6 +644,13 @@ def check_frameworks(lm: LoadedMatrix, add: AddProblem) -> None:
             add("vllm_ascend", r.version, f"triton-ascend {r.triton_ascend} is not in triton_ascend")
         if r.prerelease != versions.parse(r.version).is_prerelease:
             add("vllm_ascend", r.version, "prerelease must be true exactly for an rc/alpha/beta/dev version")
+        spec = r.transformers.spec if r.transformers else None
+        if spec and not any(versions.satisfies(v, spec) for v in with_bounds(lm.package("transformers"), [spec])):
+            add(
+                "vllm_ascend",
+                r.version,
+                f"transformers {spec} admits no release resolve can pick: no recommended one and no bound ==X, >=X or <=X",
+            )
     for tr in m.triton_ascend:
         for c in tr.cann:
             if lm.cann(c) is None:

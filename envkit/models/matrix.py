@@ -201,6 +201,21 @@ def _check_spec(value: str | None) -> str | None:
     return value if value is None else _checked(lambda v: versions_satisfies("1.0", v), value)
 
 
+class TransformersRequirement(Sourced):
+    """The Transformers a vllm-ascend release installs with: its own Requires-Dist and its vLLM's, combined."""
+
+    spec: str = Field(
+        description="a PEP 440-style specifier: `==X` where the release pins exactly, a range (>=A,<=B) where it bounds"
+    )
+
+    @field_validator("spec")
+    @classmethod
+    def _spec(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("an empty specifier: write the bounds (`==X`, `>=A,<=B`) or leave `transformers` out")
+        return _checked(lambda v: versions_satisfies("1.0", v), value)
+
+
 class VllmAscendRelease(Sourced):
     """One vllm-ascend release and the stack it was released with (matrices/serving.yaml)."""
 
@@ -210,7 +225,9 @@ class VllmAscendRelease(Sourced):
     torch: str = Field(description="the torch version it pins")
     torch_npu: str | None = Field(None, description="the torch_npu it pins; null: a release the matrix lacks (see needs)")
     triton_ascend: str | None = Field(None, description="the triton-ascend it installs; null: none")
-    transformers: str | None = Field(None, description="the transformers its requirements.txt pins, where read")
+    transformers: TransformersRequirement | None = Field(
+        None, description="the Transformers it and its vLLM accept (wheel METADATA Requires-Dist); null: none read"
+    )
     python: str = Field(description="Requires-Python range (wheel METADATA or the release table)")
     glibc: str | None = Field(None, description="glibc floor of its wheels (manylinux_2_<minor>); null: not captured")
     prerelease: bool = Field(False, description="an rc: accepted when pinned, never picked by resolve")

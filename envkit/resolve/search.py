@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from envkit import versions
 from envkit.constraints import ABSENT, Assignment, Constraint, build_constraints
 from envkit.errors import BadInput, CannotRun
-from envkit.matrix import LoadedMatrix
+from envkit.matrix import LoadedMatrix, with_bounds
 from envkit.models.stack import FRAMEWORK_KEYS
 from envkit.resolve.pins import Pin, torch_versions, vllm_versions
 
@@ -101,6 +101,11 @@ def initial_domains(
     }
     for key in extra:
         dom[key] = optional[key]
+    if "vllm_ascend" in extra:
+        # a vllm-ascend release may pin a Transformers the recommended list lacks (==5.14.1): the bounds the releases
+        # name join the list after it, so a release whose range holds a recommended one still takes that
+        specs = [r.transformers.spec for r in m.vllm_ascend if r.transformers is not None]
+        dom["transformers"] = with_bounds(dom["transformers"], specs)
     # in a pass, a pinned value is the whole domain (even one outside the preferred lists)
     for key, pin in pins.items():
         dom[key] = [pin.value]

@@ -20,7 +20,7 @@ def lm():
 def test_the_serving_matrix_is_consistent_and_every_framework_edge_names_its_rule(lm):
     assert check_matrix(lm) == []
     new = [e for e in constraints.EDGES if e.__name__.startswith(("vllm_ascend_", "triton_ascend_", "mindspeed_"))]
-    assert len(new) == 13
+    assert len(new) == 14
     # the python edges of vllm-ascend and the CANN/torch edges of MindSpeed, checked directly on a full assignment
     build = {e.__name__: e(lm, constraints.Strictness()) for e in new}
     assert not build["vllm_ascend_python"].check({"vllm_ascend": "0.9.1", "python": "3.12"})
@@ -45,6 +45,13 @@ BROKEN = [
     ),
     ({"vllm_ascend": "0.9.1", "triton_ascend": "3.2.2"}, None, "vllm_ascend-triton_ascend", "installs no triton-ascend"),
     ({"vllm_ascend": "0.23.0", "os": "ubuntu20.04"}, None, "vllm_ascend-glibc", "manylinux_2_34 (glibc >= 2.34)"),
+    (
+        {"vllm_ascend": "0.11.0", "transformers": "5.10.1"},
+        None,
+        "vllm_ascend-transformers",
+        "needs transformers >=4.55.2,<=4.57.1",
+    ),
+    ({"vllm_ascend": "0.25.1rc1", "transformers": "5.14.0"}, None, "vllm_ascend-transformers", "needs transformers ==5.14.1"),
     ({"triton_ascend": "3.2.0", "cann": "9.1.0"}, None, "triton_ascend-cann", "strictly bound to CANN"),
     ({"triton_ascend": "3.2.2", "chip": "310p"}, None, "triton_ascend-chip", "chip 310p fits triton-ascend none"),
     ({"triton_ascend": "3.2.0", "python": "3.12"}, None, "triton_ascend-python", "needs Python >=3.9,<3.12"),
@@ -161,3 +168,138 @@ def test_a_stack_file_takes_the_framework_keys(tmp_path):
     path.write_text("chip: 910b\nvllm_ascend: 0.23.0\nmindspeed: 26.1.0\n")
     values, where = read_stack_file(path)
     assert values == {"chip": "910b", "vllm_ascend": "0.23.0", "mindspeed": "26.1.0"} and where["vllm_ascend"].endswith(":2")
+
+
+# Every release of vllm-ascend's release compatibility table (versioning_policy.md @01f8a0b0, @182b75ea) is a row:
+# pinned alone with `--workload serving` it resolves to the table's vLLM, CANN, torch_npu and triton-ascend ...
+TABLE_RESOLVES = {
+    "0.23.0rc1": ("0.23.0", "9.0.1", "2.10.0.post2", "3.2.1"),
+    "0.22.1rc1": ("0.22.1", "9.0.0", "2.10.0", "3.2.1"),
+    "0.21.0rc1": ("0.21.0", "9.0.0", "2.10.0", "3.2.1"),
+    "0.20.2rc1": ("0.20.2", "9.0.0", "2.10.0", "3.2.1"),
+    "0.15.0rc1": ("0.15.0", "8.5.0", "2.9.0", "3.2.0"),
+    "0.14.0rc1": ("0.14.1", "8.5.0", "2.9.0", "3.2.0"),
+    "0.13.0": ("0.13.0", "8.5.0", "2.8.0.post2", "3.2.0"),
+    "0.9.1rc3": ("0.9.1", "8.2.RC1", "2.5.1.post1", None),
+    "0.9.1rc2": ("0.9.1", "8.2.RC1", "2.5.1.post1", None),
+    "0.9.0rc1": ("0.9.0", "8.1.RC1", "2.5.1", None),
+}
+# ... or is refused by the edge its `needs` names (a torch_npu dev build, a CANN binding the matrix lacks).
+TABLE_NEEDS = {
+    "0.19.1rc1": ("triton_ascend-cann", "triton-ascend 3.2.0 bound to CANN 8.5.1"),
+    "0.18.0": ("triton_ascend-cann", "triton-ascend 3.2.0 bound to CANN 8.5.1"),
+    "0.18.0rc1": ("triton_ascend-cann", "triton-ascend 3.2.0 bound to CANN 8.5.1"),
+    "0.17.0rc1": ("triton_ascend-cann", "triton-ascend 3.2.0 bound to CANN 8.5.1"),
+    "0.16.0rc1": ("triton_ascend-cann", "triton-ascend 3.2.0 bound to CANN 8.5.1"),
+    "0.13.0rc3": ("triton_ascend-cann", "triton-ascend 3.2.0 bound to CANN 8.5.1"),
+    "0.13.0rc2": ("vllm_ascend-torch_npu", "torch_npu 2.8.0.post1"),
+    "0.13.0rc1": ("torch_npu-cann", "CANN 8.3.RC2 for torch_npu 2.8.0"),
+    "0.11.0rc0": ("vllm_ascend-torch_npu", "torch_npu 2.7.1.dev20250724"),
+    "0.10.2rc1": ("vllm_ascend-torch_npu", "torch_npu 2.7.1.dev20250724"),
+    "0.10.1rc1": ("vllm_ascend-torch_npu", "torch_npu 2.7.1.dev20250724"),
+    "0.10.0rc1": ("vllm_ascend-torch_npu", "torch_npu 2.7.1.dev20250724"),
+    "0.9.2rc1": ("vllm_ascend-torch_npu", "torch_npu 2.5.1.post1.dev20250619"),
+    "0.9.1rc1": ("vllm_ascend-torch_npu", "torch_npu 2.5.1.post1.dev20250528"),
+}
+
+
+@pytest.mark.parametrize("version", sorted(TABLE_RESOLVES))
+def test_a_vllm_ascend_release_of_the_table_resolves_to_its_stated_stack(lm, version):
+    report = validate_pins(lm, pins_from_mapping(lm, {"vllm_ascend": version}), "serving")
+    assert report.valid, [f.fact for c in report.conflicts for f in c.chain]
+    s = report.stack
+    assert (s["vllm"], s["cann"], s["torch_npu"], s.get("triton_ascend")) == TABLE_RESOLVES[version]
+
+
+@pytest.mark.parametrize("version", sorted(TABLE_NEEDS))
+def test_a_vllm_ascend_release_of_the_table_the_matrix_cannot_serve_says_what_it_needs(lm, version):
+    rule, need = TABLE_NEEDS[version]
+    (row,) = [r for r in lm.model.vllm_ascend if r.version == version]
+    assert any(need in n for n in row.needs), row.needs
+    report = validate_pins(lm, pins_from_mapping(lm, {"vllm_ascend": version}), "serving")
+    assert not report.valid
+    assert rule in [f.rule for c in report.conflicts for f in c.chain]
+
+
+# (vllm-ascend, transformers, accepted): each bound of the release's spec, and the release just beyond it
+TRANSFORMERS_BOUNDS = [
+    ("0.11.0", "4.57.1", True),  # vllm-ascend 0.11.0 Requires-Dist transformers<=4.57.1: the bound itself
+    ("0.11.0", "4.57.2", False),  # ... and the next release
+    ("0.11.0", "4.55.2", True),  # vLLM 0.11.0 Requires-Dist transformers>=4.55.2: the bound itself
+    ("0.11.0", "4.55.1", False),  # ... and the release before it
+    ("0.9.1", "4.52.4", True),  # vllm-ascend 0.9.1 transformers<4.53.0: the last release below it
+    ("0.9.1", "4.53.0", False),  # ... and the bound, excluded
+    ("0.9.1", "4.51.1", True),  # vLLM 0.9.1 transformers>=4.51.1
+    ("0.9.1", "4.51.0", False),
+    ("0.25.1rc1", "5.14.1", True),  # an exact pin (==5.14.1): its neighbours on both sides are refused
+    ("0.25.1rc1", "5.14.0", False),
+    ("0.25.1rc1", "5.15.0", False),
+]
+
+
+@pytest.mark.parametrize("release,version,accepted", TRANSFORMERS_BOUNDS, ids=[f"{r}-{v}" for r, v, _ in TRANSFORMERS_BOUNDS])
+def test_the_transformers_of_a_vllm_ascend_release_holds_at_its_bounds(lm, release, version, accepted):
+    edge = constraints.vllm_ascend_transformers(lm, constraints.Strictness())
+    assert edge.check({"vllm_ascend": release, "transformers": version}) is accepted
+    report = validate_pins(lm, pins_from_mapping(lm, {"vllm_ascend": release, "transformers": version}))
+    rules = {f.rule for c in report.conflicts for f in c.chain}
+    assert ("vllm_ascend-transformers" not in rules) is accepted, rules
+    if not accepted:  # the refusal names the edge, the row's spec and the Requires-Dist it comes from
+        said = [f for c in report.conflicts for f in c.chain if f.rule == f"vllm_ascend/{release}.transformers"]
+        assert said and "Requires-Dist" in said[0].source and said[0].confidence == "derived", said
+
+
+def test_resolve_without_a_transformers_pin_picks_the_newest_inside_the_release_spec(lm):
+    from envkit.locking import build_lock
+
+    # (vllm-ascend, the pick): 0.11.0 at its upper bound though 5.x is recommended; 0.9.1 the newest recommended one
+    # below `<4.53.0`; exact pins the recommended list lacks (5.14.1, 5.13.0); a range whose only candidate is its lower
+    # bound (4.57.4); an open range takes the newest recommended release, not another row's pin (5.14.1)
+    picks = [("0.11.0", "4.57.1"), ("0.9.1", "4.52.1"), ("0.25.1rc1", "5.14.1"), ("0.24.0rc1", "5.13.0")]
+    picks += [("0.13.0", "4.57.4"), ("0.11.0rc1", "5.10.1")]
+    for release, want in picks:
+        res = validate_stack({"vllm_ascend": release}, matrix=lm)
+        assert res.valid and res.stack["transformers"] == want, (release, res.stack.get("transformers"))
+    pins = pins_from_mapping(lm, {})
+    res = solve(lm, pins, framework_keys(pins, "serving"))
+    assert (res.stack["vllm_ascend"], res.stack["transformers"]) == ("0.23.0", "5.5.4")
+    lock = build_lock(lm, res, "envkit resolve --workload serving")
+    assert {p.name: p.version for p in lock.python.requirements}["transformers"] == "5.5.4"
+    assert lock.provenance["transformers"].rule.endswith("vllm_ascend/0.23.0.transformers ==5.5.4")
+
+
+def test_a_refused_transformers_pin_exits_1_naming_the_edge_and_its_source(run_cli, tmp_path):
+    import json
+
+    r = run_cli("resolve", "--vllm-ascend", "0.11.0", "--transformers", "5.10.1", "--json", "-o", str(tmp_path / "l"))
+    assert r.code == 1 and not (tmp_path / "l").exists()
+    chain = [f for c in json.loads(r.out)["conflicts"] for f in c["chain"]]
+    assert any(f["rule"] == "vllm_ascend-transformers" for f in chain), chain
+    said = next(f for f in chain if f["rule"] == "vllm_ascend/0.11.0.transformers")
+    assert said["fact"] == "vllm-ascend 0.11.0 needs transformers >=4.55.2,<=4.57.1"
+    assert "vllm-ascend 0.11.0 wheel METADATA" in said["source"] and "vllm 0.11.0 wheel METADATA" in said["source"]
+
+
+def test_a_plain_stack_ignores_the_transformers_of_the_serving_rows(lm):
+    from envkit.lockfile import dump_lock
+    from envkit.locking import build_lock
+
+    rows = [r.model_copy(update={"transformers": None}) for r in lm.model.vllm_ascend]
+    bare = type(lm)(model=lm.model.model_copy(update={"vllm_ascend": rows}), digest=lm.digest, files=lm.files)
+    for mapping in ({}, {"arch": "x86_64"}, {"python": "3.11"}):
+        locks = [dump_lock(build_lock(m, solve(m, pins_from_mapping(m, mapping)), "envkit resolve")) for m in (lm, bare)]
+        assert locks[0] == locks[1], mapping
+    # ... while a serving stack does not: without the spec, 0.11.0 takes a Transformers 5 its wheel refuses
+    assert validate_stack({"vllm_ascend": "0.11.0"}, matrix=bare).stack["transformers"].startswith("5.")
+
+
+def test_a_transformers_spec_is_a_strict_sourced_specifier():
+    from pydantic import ValidationError
+
+    from envkit.models.matrix import TransformersRequirement
+
+    ok = {"spec": ">=4.55.2,<=4.57.1", "source": "PyPI METADATA", "confidence": "derived"}
+    assert TransformersRequirement.model_validate(ok).spec == ">=4.55.2,<=4.57.1"
+    for bad in ({**ok, "spec": "5.14.1"}, {**ok, "spec": " "}, {**ok, "pinned": True}, {"spec": "==5.14.1"}):
+        with pytest.raises(ValidationError):
+            TransformersRequirement.model_validate(bad)
