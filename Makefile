@@ -85,4 +85,4 @@ $(VENV)/.mutation-installed: pyproject.toml
 	touch $@
 
 clean:
-	rm -rf $(VENV) out .pytest_cache .hypothesis mutants .ruff_cache .mypy_cache
+	rm -rf $(VENV) out .pytest_cache .hypothesis mutants .mutation .ruff_cache .mypy_cache

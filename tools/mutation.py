@@ -26,6 +26,9 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 EQUIVALENTS = ROOT / "docs" / "mutation.md"
+# Each module's verdicts, kept after its group's run: mutmut forgets every earlier verdict when the test selection
+# changes (each group has its own), so a run of one group would otherwise wipe the figures of the others.
+RESULTS = ROOT / ".mutation"
 
 # group -> the source files it covers (paths as in [tool.mutmut] only_mutate)
 MODULES: dict[str, tuple[str, ...]] = {
@@ -122,6 +125,8 @@ def _run_mutmut(args: list[str]) -> None:
         return plain(src, dst, *args, **kwargs)
 
     shutil.copytree = copytree
+    if args[:1] == ["run"]:  # an incremental run copies tests/ again: links already there would make it fail
+        shutil.rmtree(ROOT / "mutants" / "tests", ignore_errors=True)
     from mutmut import configuration
     from mutmut.__main__ import cli
 
@@ -132,16 +137,42 @@ def _run_mutmut(args: list[str]) -> None:
     cli(args, prog_name="mutmut")
 
 
+def _results(path: str) -> Path:
+    return RESULTS / (path + ".json")
+
+
+def verdicts(path: str) -> dict[str, int | None] | None:
+    """mutant -> mutmut's exit code (None: not checked), as kept after the last run of the module's group."""
+    f = _results(path)
+    return json.loads(f.read_text(encoding="utf-8")) if f.is_file() else None
+
+
+def keep_verdicts(groups: list[str], only: list[str] | None) -> None:
+    """Copy the run's verdicts out of mutants/: all of them, or (a survivors' rerun) just the rerun mutants'."""
+    for g in groups:
+        for path in MODULES[g]:
+            meta = ROOT / "mutants" / (path + ".meta")
+            if not meta.is_file():
+                continue
+            codes = json.loads(meta.read_text(encoding="utf-8"))["exit_code_by_key"]
+            if only is not None:
+                kept = verdicts(path) or {}
+                codes = {**kept, **{k: c for k, c in codes.items() if k in only and c is not None}}
+            dest = _results(path)
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            tmp = dest.with_suffix(".partial")
+            tmp.write_text(json.dumps(codes, indent=0, sort_keys=True) + "\n", encoding="utf-8")
+            tmp.replace(dest)
+
+
 def survivors(groups: list[str]) -> list[str]:
     """The last run's surviving mutants of `groups` that docs/mutation.md does not list as equivalent."""
     eq = equivalents()
     out: list[str] = []
     for g in groups:
         for path in MODULES[g]:
-            meta = ROOT / "mutants" / (path + ".meta")
-            if meta.is_file():
-                codes = json.loads(meta.read_text(encoding="utf-8"))["exit_code_by_key"]
-                out += sorted(k for k, c in codes.items() if c in _SURVIVED | _NO_TESTS and k not in eq)
+            codes = verdicts(path) or {}
+            out += sorted(k for k, c in codes.items() if c in _SURVIVED | _NO_TESTS and k not in eq)
     return out
 
 
@@ -153,7 +184,10 @@ def run(groups: list[str], jobs: int, fresh: bool, only: list[str] | None = None
     tests = sorted({t for g in groups for t in TESTS[g]})
     cmd = [sys.executable, str(Path(__file__).resolve()), "--mutmut", "run", "--max-children", str(jobs), *globs]
     env = {**os.environ, "ENVKIT_MUTATION_TESTS": os.pathsep.join(tests)}
-    return subprocess.call(cmd, cwd=ROOT, env=env)
+    rc = subprocess.call(cmd, cwd=ROOT, env=env)
+    if rc == 0:
+        keep_verdicts(groups, only)
+    return rc
 
 
 def _diff(name: str) -> str:
@@ -172,11 +206,10 @@ def report(groups: list[str], diff: bool) -> list[str]:
     )
     for g in groups:
         for path in MODULES[g]:
-            meta = ROOT / "mutants" / (path + ".meta")
-            if not meta.is_file():
-                lines.append(f"{path:32} not run (no {meta.relative_to(ROOT)})")
+            codes = verdicts(path)
+            if codes is None:
+                lines.append(f"{path:32} not run (no {_results(path).relative_to(ROOT)})")
                 continue
-            codes = json.loads(meta.read_text(encoding="utf-8"))["exit_code_by_key"]
             killed = sum(1 for c in codes.values() if c in _KILLED)
             timeout = sum(1 for c in codes.values() if c in _TIMEOUT)
             alive = sorted(k for k, c in codes.items() if c in _SURVIVED | _NO_TESTS)
