@@ -65,6 +65,10 @@ def register(app: typer.Typer) -> None:
         from envkit.smoke.runner import SmokeOptions, format_report, run_smoke
 
         opts = SmokeOptions(device=device, model=model, dtype=dtype, out=out, nproc=nproc, layers=layers, repeat=repeat)
+        if serve:  # the serving options are checked before the smoke run, not after it
+            from envkit.smoke.serve import ServeOptions
+
+            sopts = ServeOptions(engine=server, ready_timeout=serve_timeout, max_tokens=serve_tokens).check()
         if collectives:
             from envkit.smoke.collectives import format_table, parse_size, run_smoke_with_collectives
 
@@ -72,9 +76,8 @@ def register(app: typer.Typer) -> None:
         else:
             result = run_smoke(opts, progress=console.progress)
         if serve:
-            from envkit.smoke.serve import ServeOptions, add_serve
+            from envkit.smoke.serve import add_serve
 
-            sopts = ServeOptions(engine=server, ready_timeout=serve_timeout, max_tokens=serve_tokens)
             result = add_serve(result, sopts, progress=console.progress)
         if json_out:
             console.emit_json(result.report.model_dump(mode="json"))

@@ -72,6 +72,18 @@ class ServeOptions:
     max_tokens: int = DEFAULT_MAX_TOKENS
     request_timeout: float = REQUEST_TIMEOUT
 
+    def check(self) -> ServeOptions:
+        """Exit 2 for options the serving stage would refuse, before any model runs (the CLI calls it first)."""
+        from envkit.errors import BadInput
+
+        if self.engine not in ENGINES:
+            raise BadInput(f"unknown server '{self.engine}'", hint="use one of auto, vllm, transformers")
+        if self.max_tokens < 1:
+            raise BadInput(f"--serve-tokens must be at least 1, not {self.max_tokens}")
+        if not self.ready_timeout > 0:
+            raise BadInput(f"--serve-timeout must be more than 0 seconds, not {self.ready_timeout}")
+        return self
+
 
 @dataclass(frozen=True)
 class ServerCommand:
@@ -982,11 +994,7 @@ def serve_stage(
 ) -> tuple[list[Check], dict[str, Any]]:
     """Start the server, query it, stop it, compare with the in-process generation. Returns the checks and
     the `serve` section; CannotRun when the server cannot start or become ready (it is stopped then too)."""
-    if sopts.max_tokens < 1:
-        from envkit.errors import BadInput
-
-        raise BadInput(f"--serve-tokens must be at least 1, not {sopts.max_tokens}")
-    engine = choose_engine(spec, sopts.engine)
+    engine = choose_engine(spec, sopts.check().engine)
     out_dir = Path(out_dir).resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
     served_dir, template = serving_view(model_dir, out_dir)

@@ -591,3 +591,19 @@ def test_cli_without_the_engine_exits_2(smoke_cache, tiny_model, tmp_path):
     assert "vllm" in res.err and "Traceback" not in res.err
     report = json.loads((out / "report.json").read_text())
     assert report["ok"] is False and report["serve"]["ok"] is False
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--serve-tokens", "0"], "--serve-tokens must be at least 1, not 0"),
+        (["--serve-timeout", "0"], "--serve-timeout must be more than 0 seconds"),
+        (["--server", "tgi"], "unknown server 'tgi'"),
+    ],
+)
+def test_bad_serving_options_are_exit_2_before_the_smoke_runs(run_cli, tmp_path, args, message):
+    """Checked before any model is built: the run folder is never made (the smoke itself would take minutes)."""
+    out = tmp_path / "run"
+    res = run_cli("smoke", "--serve", "--device", "cpu", "--out", str(out), *args)
+    assert res.code == 2 and message in res.err, res.err
+    assert not out.exists()
