@@ -53,6 +53,8 @@ BROKEN = [
     ),
     ({"vllm_ascend": "0.25.1rc1", "transformers": "5.14.0"}, None, "vllm_ascend-transformers", "needs transformers ==5.14.1"),
     ({"triton_ascend": "3.2.0", "cann": "9.1.0"}, None, "triton_ascend-cann", "strictly bound to CANN"),
+    # 3.2.0 is bound to CANN 8.5.0 and 8.5.1 (vllm-ascend's), not to the 8.5.X series
+    ({"triton_ascend": "3.2.0", "cann": "8.5.2"}, None, "triton_ascend-cann", "cann 8.5.2 fits triton-ascend none"),
     ({"triton_ascend": "3.2.2", "chip": "310p"}, None, "triton_ascend-chip", "chip 310p fits triton-ascend none"),
     ({"triton_ascend": "3.2.0", "python": "3.12"}, None, "triton_ascend-python", "needs Python >=3.9,<3.12"),
     (
@@ -177,8 +179,15 @@ TABLE_RESOLVES = {
     "0.22.1rc1": ("0.22.1", "9.0.0", "2.10.0", "3.2.1"),
     "0.21.0rc1": ("0.21.0", "9.0.0", "2.10.0", "3.2.1"),
     "0.20.2rc1": ("0.20.2", "9.0.0", "2.10.0", "3.2.1"),
+    # CANN 8.5.1 with triton-ascend 3.2.0: vllm-ascend's binding, beside triton-ascend's own 8.5.0
+    "0.19.1rc1": ("0.19.1", "8.5.1", "2.9.0", "3.2.0"),
+    "0.18.0": ("0.18.0", "8.5.1", "2.9.0", "3.2.0"),
+    "0.18.0rc1": ("0.18.0", "8.5.1", "2.9.0", "3.2.0"),
+    "0.17.0rc1": ("0.17.0", "8.5.1", "2.9.0", "3.2.0"),
+    "0.16.0rc1": ("0.16.0", "8.5.1", "2.9.0", "3.2.0"),
     "0.15.0rc1": ("0.15.0", "8.5.0", "2.9.0", "3.2.0"),
     "0.14.0rc1": ("0.14.1", "8.5.0", "2.9.0", "3.2.0"),
+    "0.13.0rc3": ("0.13.0", "8.5.1", "2.8.0.post2", "3.2.0"),
     "0.13.0": ("0.13.0", "8.5.0", "2.8.0.post2", "3.2.0"),
     "0.9.1rc3": ("0.9.1", "8.2.RC1", "2.5.1.post1", None),
     "0.9.1rc2": ("0.9.1", "8.2.RC1", "2.5.1.post1", None),
@@ -186,14 +195,10 @@ TABLE_RESOLVES = {
 }
 # ... or is refused by the edge its `needs` names (a torch_npu dev build, a CANN binding the matrix lacks).
 TABLE_NEEDS = {
-    "0.19.1rc1": ("triton_ascend-cann", "triton-ascend 3.2.0 bound to CANN 8.5.1"),
-    "0.18.0": ("triton_ascend-cann", "triton-ascend 3.2.0 bound to CANN 8.5.1"),
-    "0.18.0rc1": ("triton_ascend-cann", "triton-ascend 3.2.0 bound to CANN 8.5.1"),
-    "0.17.0rc1": ("triton_ascend-cann", "triton-ascend 3.2.0 bound to CANN 8.5.1"),
-    "0.16.0rc1": ("triton_ascend-cann", "triton-ascend 3.2.0 bound to CANN 8.5.1"),
-    "0.13.0rc3": ("triton_ascend-cann", "triton-ascend 3.2.0 bound to CANN 8.5.1"),
     "0.13.0rc2": ("vllm_ascend-torch_npu", "torch_npu 2.8.0.post1"),
     "0.13.0rc1": ("torch_npu-cann", "CANN 8.3.RC2 for torch_npu 2.8.0"),
+    "0.12.0rc1": ("torch_npu-cann", "CANN 8.3.RC2 for torch_npu 2.8.0"),
+    "0.11.0rc2": ("torch_npu-cann", "CANN 8.3.RC2 for torch_npu 2.7.1"),
     "0.11.0rc0": ("vllm_ascend-torch_npu", "torch_npu 2.7.1.dev20250724"),
     "0.10.2rc1": ("vllm_ascend-torch_npu", "torch_npu 2.7.1.dev20250724"),
     "0.10.1rc1": ("vllm_ascend-torch_npu", "torch_npu 2.7.1.dev20250724"),
@@ -219,6 +224,15 @@ def test_a_vllm_ascend_release_of_the_table_the_matrix_cannot_serve_says_what_it
     report = validate_pins(lm, pins_from_mapping(lm, {"vllm_ascend": version}), "serving")
     assert not report.valid
     assert rule in [f.rule for c in report.conflicts for f in c.chain]
+
+
+def test_a_vllm_ascend_row_resolves_exactly_when_it_names_nothing_the_matrix_lacks(lm):
+    # a row that cannot resolve says why in `needs`; a row with `needs` is one the matrix cannot serve yet
+    resolves = {
+        r.version: validate_pins(lm, pins_from_mapping(lm, {"vllm_ascend": r.version}), "serving").valid
+        for r in lm.model.vllm_ascend
+    }
+    assert {v for v, ok in resolves.items() if not ok} == {r.version for r in lm.model.vllm_ascend if r.needs}
 
 
 # (vllm-ascend, transformers, accepted): each bound of the release's spec, and the release just beyond it
