@@ -64,7 +64,12 @@ TESTS: dict[str, tuple[str, ...]] = {
         "tests/core/test_torch_builds.py",
     ),
     "resolve": ("tests/core/test_resolve.py", "tests/core/test_rules_break.py", "tests/core/test_properties.py"),
-    "lockfile": ("tests/core/test_lock_and_cli.py", "tests/core/test_lock_edits.py", "tests/core/test_architecture.py"),
+    "lockfile": (
+        "tests/core/test_mutants_lockfile.py",
+        "tests/core/test_lock_and_cli.py",
+        "tests/core/test_lock_edits.py",
+        "tests/core/test_architecture.py",
+    ),
     "lockgate": (
         "tests/core/test_mutants_lockgate.py",
         "tests/core/test_lock_and_cli.py",
