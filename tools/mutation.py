@@ -77,7 +77,13 @@ TESTS: dict[str, tuple[str, ...]] = {
         "tests/core/test_architecture.py",
         "tests/core/test_torch_builds.py",
     ),
-    "verify": ("tests/hostile/test_archives.py", "tests/airgap/test_bundle.py", "tests/airgap/test_verify_fast.py"),
+    "verify": (
+        "tests/hostile/test_archives.py",
+        "tests/airgap/test_bundle.py",
+        "tests/airgap/test_verify_fast.py",
+        "tests/airgap/test_mutants_verify_folder.py",
+        "tests/airgap/test_mutants_verify_archive.py",
+    ),
     "doctor": ("tests/doctor",),
     "compare": (
         "tests/smoke/test_compare_metrics.py",

@@ -292,7 +292,7 @@ def _verify_folder(path: Path, expect_digest: str | None, jobs: int | None):  # 
     while todo:
         here = todo.pop()
         try:
-            entries = [(e, e.stat(follow_symlinks=False)) for e in os.scandir(path / here if here else path)]
+            entries = [(e, e.stat(follow_symlinks=False)) for e in os.scandir(path / here)]
         except OSError as exc:
             raise BadInput(f"{path}: cannot read {here or '.'}: {exc.strerror or exc}", where=Where(str(path))) from None
         for e, st in entries:
@@ -325,16 +325,17 @@ def _verify_folder(path: Path, expect_digest: str | None, jobs: int | None):  # 
     _check_digest(path, mdata, expect_digest)
     manifest = _parse_manifest(mdata, str(path))
     expected = {f.path: f for f in manifest.files}
-    sums = (path / SUMS).read_bytes() if present.get(SUMS, MAX_MANIFEST + 1) <= MAX_MANIFEST else None
+    sums = (path / SUMS).read_bytes() if SUMS in present and present[SUMS] <= MAX_MANIFEST else None
 
     def h(rel: str) -> tuple[str, tuple[str, int]]:
         try:  # no link, no FIFO swapped in since the walk: opened without following, never blocking
             fd = os.open(path / rel, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
         except OSError:
             return rel, ("not a regular file", -1)
+        if not stat.S_ISREG(os.fstat(fd).st_mode):  # a folder: open() would raise IsADirectoryError
+            os.close(fd)
+            return rel, ("not a regular file", -1)
         with open(fd, "rb", buffering=0) as fh:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                return rel, ("not a regular file", -1)
             return rel, _hash_stream(fh)
 
     actual = {rel: (NOT_HASHED, size) for rel, size in present.items() if rel != MANIFEST}
@@ -373,7 +374,8 @@ def _verify_plain(tf: tarfile.TarFile, path: Path, expect_digest: str | None, jo
             todo.append((rel, m))
     fd = tf.fileobj.fileno()  # type: ignore[attr-defined]  # a TarFile opened on a file: the stubs' _Fileobj omits fileno
 
-    def h_member(m: tarfile.TarInfo) -> tuple[str, int]:
+    def h_member(item: tuple[str, tarfile.TarInfo]) -> tuple[str, tuple[str, int]]:
+        rel, m = item
         hm, off, end = hashlib.sha256(), m.offset_data, m.offset_data + m.size
         while off < end:
             chunk = os.pread(fd, min(1 << 20, end - off), off)
@@ -381,12 +383,11 @@ def _verify_plain(tf: tarfile.TarFile, path: Path, expect_digest: str | None, jo
                 raise _unreadable(archive, m.name, "the archive ends inside this member")
             hm.update(chunk)
             off += len(chunk)
-        return hm.hexdigest(), m.size
+        return rel, (hm.hexdigest(), m.size)
 
     if todo:
-        with ThreadPoolExecutor(max_workers=_jobs(jobs)) as pool:
-            order = sorted(todo, key=lambda t: -t[1].size)  # biggest first keeps every worker busy
-            actual.update(zip((rel for rel, _ in order), pool.map(h_member, (m for _, m in order)), strict=True))
+        with ThreadPoolExecutor(max_workers=_jobs(jobs)) as pool:  # biggest first keeps every worker busy
+            actual.update(pool.map(h_member, sorted(todo, key=lambda t: -t[1].size)))
     return mdata, manifest, actual, ex.dirs, sums
 
 
