@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
@@ -33,6 +36,21 @@ def run_cli(capsys):
         return Result(code, captured.out, captured.err)
 
     return _run
+
+
+@pytest.fixture
+def golden() -> Callable[[Path, str], None]:
+    """Compare a text with its committed golden file; `ENVKIT_UPDATE_GOLDEN=1` rewrites the file first."""
+
+    def _check(path: Path, got: str) -> None:
+        if os.environ.get("ENVKIT_UPDATE_GOLDEN") == "1":
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(got)
+        assert got == path.read_text(), (
+            f"{path.parent.name}/{path.name} differs from the golden (ENVKIT_UPDATE_GOLDEN=1 rewrites it)"
+        )
+
+    return _check
 
 
 @pytest.fixture(autouse=True)

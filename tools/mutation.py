@@ -58,10 +58,12 @@ TESTS: dict[str, tuple[str, ...]] = {
         "tests/doctor/test_drift.py",
     ),
     "constraints": (
+        "tests/core/test_mutants_constraints.py",
         "tests/core/test_resolve.py",
         "tests/core/test_rules_break.py",
         "tests/core/test_matrix.py",
         "tests/core/test_torch_builds.py",
+        "tests/core/test_serving.py",
     ),
     "resolve": ("tests/core/test_resolve.py", "tests/core/test_rules_break.py", "tests/core/test_properties.py"),
     "lockfile": (

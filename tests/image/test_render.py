@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 from pathlib import Path
 
@@ -22,8 +21,6 @@ from .conftest import (
     render_args,
     resolve_lock,
 )
-
-UPDATE = os.environ.get("ENVKIT_UPDATE_GOLDEN") == "1"
 
 
 def _plan(lock: Path, artifacts: Path | None, reqs: Path | None, **kw):
@@ -47,7 +44,7 @@ def _mask(text: str) -> str:
 
 
 @pytest.mark.parametrize("name", sorted(GOLDEN_CASES))
-def test_golden(name: str, golden_inputs, tmp_path: Path) -> None:
+def test_golden(name: str, golden_inputs, tmp_path: Path, golden) -> None:
     lock, arts, reqs = golden_inputs[name]
     plan = _plan(lock, arts, reqs, variant=GOLDEN_VARIANTS.get(name, "base"))
     write_context(plan, tmp_path / "ctx")
@@ -56,11 +53,7 @@ def test_golden(name: str, golden_inputs, tmp_path: Path) -> None:
     assert (tmp_path / "ctx" / "python" / "serving").exists() == plan.serving
     for rel in rels:
         got = _mask((tmp_path / "ctx" / rel).read_text())
-        golden = GOLDEN / name / rel.replace("/", "_")
-        if UPDATE:
-            golden.parent.mkdir(parents=True, exist_ok=True)
-            golden.write_text(got)
-        assert got == golden.read_text(), f"{name}/{rel} differs from the golden (ENVKIT_UPDATE_GOLDEN=1 rewrites it)"
+        golden(GOLDEN / name / rel.replace("/", "_"), got)
 
 
 def test_deterministic(golden_inputs, tmp_path: Path) -> None:
