@@ -74,6 +74,7 @@ TESTS: dict[str, tuple[str, ...]] = {
     ),
     "lockgate": (
         "tests/core/test_mutants_lockgate.py",
+        "tests/core/test_mutants_lockgate_check.py",
         "tests/core/test_lock_and_cli.py",
         "tests/core/test_lock_edits.py",
         "tests/core/test_architecture.py",
