@@ -50,7 +50,7 @@ def validate_file(path: Path) -> ValidationReport:
 def _edited(lock, path: Path, section: str, what: str) -> Conflict:
     """A lock section that is not what the matrix gives for the lock's stack."""
     return Conflict(
-        summary=f"the lock's {section} differ from what the matrix gives for its stack",
+        summary=f"the lock's {section} section differs from what the matrix gives for its stack",
         pins=[],
         chain=[
             Fact(fact=f"{what}: edited, or from another matrix", rule=f"lock/{section}", source=str(path), kind="observed"),

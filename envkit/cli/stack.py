@@ -84,7 +84,7 @@ def render_report(report, title: str) -> None:  # noqa: ANN001 - ValidationRepor
             tag = "vendor-validated" if s.validated else "compatible"
             full = " ".join(f"{k}={v}" for k, v in s.stack.items())
             out.print(f"  - change {change} ({tag}): {full}", markup=False)
-    else:
+    elif any(c.pins for c in report.conflicts):  # a stack conflict; an edited lock's sections name no pins
         out.print("\nno valid stack is one or two changes away; relax more pins", markup=False)
 
 

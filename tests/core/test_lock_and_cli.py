@@ -103,7 +103,7 @@ def test_edited_lock_is_caught(run_cli, tmp_path):
     text = out.read_text()
     out.write_text(text.replace("--install-for-all", "--force", 1))
     r = run_cli("validate", str(out))
-    assert r.code == 1 and "artifacts differ" in r.out
+    assert r.code == 1 and "the lock's artifacts section differs" in r.out
     out.write_text(text.replace("torch_npu: 2.12.0", "torch_npu: 2.2.0", 1))
     assert run_cli("validate", str(out)).code == 1
 

@@ -156,7 +156,7 @@ def test_the_gate_refuses_an_edited_lock_unless_accepted(lock, tmp_path, run_cli
 def _conflict(path: Path, section: str, fact: str) -> dict:
     rule = f"lock/{section}"
     return {
-        "summary": f"the lock's {section} differ from what the matrix gives for its stack",
+        "summary": f"the lock's {section} section differs from what the matrix gives for its stack",
         "pins": [],
         "chain": [
             {
@@ -212,9 +212,10 @@ def test_validate_a_lock_as_made_and_as_edited(lock, lm, tmp_path, run_cli):
     assert res.code == 1
     lines = res.out.splitlines()
     assert lines[0] == f"{path}: invalid (3 conflicts)"
-    assert "conflict 2: the lock's platform differ from what the matrix gives for its stack" in lines
+    assert "conflict 2: the lock's platform section differs from what the matrix gives for its stack" in lines
     assert "   1. [observed] platform fields davinci_devices, glibc: edited, or from another matrix" in lines
     assert f"                 at {path}" in lines
+    assert not any("relax more pins" in line for line in lines)  # the stack is valid: only its sections were edited
 
 
 def test_validate_a_lock_whose_stack_is_not_valid_or_not_known(lock, tmp_path):
