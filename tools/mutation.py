@@ -74,6 +74,7 @@ TESTS: dict[str, tuple[str, ...]] = {
     ),
     "lockgate": (
         "tests/core/test_mutants_lockgate.py",
+        "tests/core/test_mutants_locking.py",
         "tests/core/test_mutants_lockgate_check.py",
         "tests/core/test_lock_and_cli.py",
         "tests/core/test_lock_edits.py",
@@ -162,7 +163,10 @@ def verdicts(path: str) -> dict[str, int | None] | None:
 
 
 def keep_verdicts(groups: list[str], only: list[str] | None) -> None:
-    """Copy the run's verdicts out of mutants/: all of them, or (a survivors' rerun) just the rerun mutants'."""
+    """Copy the run's verdicts out of mutants/: all of them, or (a rerun of some: survivors, --mutants globs) the
+    rerun ones' new verdicts and the others' kept ones. Mutants the code no longer has are dropped."""
+    from fnmatch import fnmatchcase
+
     for g in groups:
         for path in MODULES[g]:
             meta = ROOT / "mutants" / (path + ".meta")
@@ -171,7 +175,8 @@ def keep_verdicts(groups: list[str], only: list[str] | None) -> None:
             codes = json.loads(meta.read_text(encoding="utf-8"))["exit_code_by_key"]
             if only is not None:
                 kept = verdicts(path) or {}
-                codes = {**kept, **{k: c for k, c in codes.items() if k in only and c is not None}}
+                rerun = {k for k, c in codes.items() if c is not None and any(fnmatchcase(k, pat) for pat in only)}
+                codes = {k: (c if k in rerun else kept.get(k)) for k, c in codes.items()}
             dest = _results(path)
             dest.parent.mkdir(parents=True, exist_ok=True)
             tmp = dest.with_suffix(".partial")
@@ -197,7 +202,8 @@ def run(groups: list[str], jobs: int, fresh: bool, only: list[str] | None = None
     globs = only if only is not None else [_mutant_glob(p) for g in groups for p in MODULES[g]]
     tests = sorted({t for g in groups for t in TESTS[g]})
     cmd = [sys.executable, str(Path(__file__).resolve()), "--mutmut", "run", "--max-children", str(jobs), *globs]
-    env = {**os.environ, "ENVKIT_MUTATION_TESTS": os.pathsep.join(tests)}
+    # the property tests (hypothesis) draw 5 examples, derandomized, per mutant (tests/core/test_properties.py)
+    env = {**os.environ, "ENVKIT_MUTATION_TESTS": os.pathsep.join(tests), "ENVKIT_PROPERTY_EXAMPLES": "5"}
     rc = subprocess.call(cmd, cwd=ROOT, env=env)
     if rc == 0:
         keep_verdicts(groups, only)
@@ -267,6 +273,14 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="rerun only the last run's survivors (after new tests; implies --keep): minutes instead of a whole run",
     )
+    ap.add_argument(
+        "--mutants",
+        nargs="+",
+        default=[],
+        metavar="GLOB",
+        help="rerun these mutants too (mutmut names or globs, e.g. 'envkit.airgap.verify.x__verify_folder*' after a "
+        "function changed: its mutants are renumbered); implies --keep",
+    )
     ap.add_argument("--report-only", action="store_true", help="print the last run's figures, run nothing")
     ap.add_argument("--diff", action="store_true", help="print each survivor's diff")
     a = ap.parse_args(argv)
@@ -277,8 +291,8 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         print(f"error: unknown module group(s) {', '.join(unknown)}; known: {', '.join(MODULES)}", file=sys.stderr)
         return 2
-    if a.survivors and not a.report_only:
-        alive = survivors(groups)
+    if (a.survivors or a.mutants) and not a.report_only:
+        alive = (survivors(groups) if a.survivors else []) + a.mutants
         if not alive:
             print("no survivors to rerun (run the groups first, or every survivor is listed as equivalent)")
         else:

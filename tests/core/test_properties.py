@@ -1,5 +1,7 @@
 """Property tests of the resolver (hypothesis)."""
 
+import os
+
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -35,7 +37,21 @@ partial_stacks = st.dictionaries(st.sampled_from(STACK_KEYS), st.none(), min_siz
     lambda d: st.fixed_dictionaries({k: st.sampled_from(VALUES[k]) for k in d})
 )
 
-SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# Under `make mutation` (tools/mutation.py sets ENVKIT_PROPERTY_EXAMPLES) each mutant reruns these: fewer examples,
+# drawn the same way every run, keep a mutant's verdict cheap and reproducible.
+_MUTATION_EXAMPLES = int(os.environ.get("ENVKIT_PROPERTY_EXAMPLES", "0"))
+
+
+def _examples(n: int) -> int:
+    return min(n, _MUTATION_EXAMPLES) if _MUTATION_EXAMPLES else n
+
+
+SETTINGS = settings(
+    max_examples=_examples(60),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+    derandomize=bool(_MUTATION_EXAMPLES),
+)
 
 
 @SETTINGS
@@ -74,7 +90,7 @@ def test_every_resolved_lock_validates(stack):
     assert Lock.model_validate(dumped) == Lock.model_validate(yaml.safe_load(dump_lock(lock)))
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=_examples(25), deadline=None, derandomize=bool(_MUTATION_EXAMPLES))
 @given(partial_stacks)
 def test_resolve_is_deterministic(stack):
     first = solve(LM, pins_from_mapping(LM, stack))
