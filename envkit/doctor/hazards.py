@@ -119,11 +119,11 @@ def _numpy_constraints(f: Facts, numpy: str, lock_stack: dict[str, str] | None) 
     reasons: list[str] = []
     try:
         npv = PackagingVersion(numpy)
-    except PackagingInvalidVersion:
-        return reasons
+    except PackagingInvalidVersion:  # METADATA specifiers cannot judge it; the lock, torch and CANN still can
+        npv = None
     for owner in ("torch", "torch_npu", "transformers", "accelerate"):
         pkg = f.package(owner)
-        if pkg is None:
+        if pkg is None or npv is None:
             continue
         for text in pkg.get("requires") or []:
             try:
