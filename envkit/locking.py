@@ -337,7 +337,7 @@ def build_lock(lm: LoadedMatrix, res: Resolution, generated_by: str) -> Lock:
         envkit_version=__version__,
         matrix_digest=lm.digest,
         generated_by=generated_by,
-        stack=FullStack.model_construct(**stack),
+        stack=FullStack.model_construct(None, **stack),
         validated=Validation.model_construct(torch_npu_cann=res.validated_cann, cann_hdk=res.validated_hdk),
         provenance=_provenance(lm, res),
         platform=build_platform(lm, stack),
