@@ -65,7 +65,12 @@ TESTS: dict[str, tuple[str, ...]] = {
         "tests/core/test_torch_builds.py",
         "tests/core/test_serving.py",
     ),
-    "resolve": ("tests/core/test_resolve.py", "tests/core/test_rules_break.py", "tests/core/test_properties.py"),
+    "resolve": (
+        "tests/core/test_resolve.py",
+        "tests/core/test_rules_break.py",
+        "tests/core/test_properties.py",
+        "tests/core/test_mutants_resolve.py",
+    ),
     "lockfile": (
         "tests/core/test_mutants_lockfile.py",
         "tests/core/test_lock_and_cli.py",

@@ -1,0 +1,384 @@
+"""envkit.resolve: the cases that `make mutation` showed no test held (unknown-version messages and their nearest
+versions, where a pin came from, patch hints, value lists in chains, minimal conflict cores)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from envkit.errors import BadInput, Where
+from envkit.matrix import LoadedMatrix
+from envkit.models.matrix import Rule
+from envkit.resolve import pins_from_mapping, validate_stack
+from envkit.resolve.explain import _fmt_values, _minimal_core, explain
+from envkit.resolve.hints import _patch_hints, hints_for
+from envkit.resolve.pins import _nearest, _where, canonical_pin
+from envkit.resolve.search import SERVING_KEYS
+
+CANN_NEAR_8_4 = ["8.5.0", "8.5.0.alpha002", "8.5.0.alpha001", "8.3.RC2", "8.3.RC1"]
+
+
+# --- where a pin came from -----------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "where,expected",
+    [
+        ("stack.yaml:3", Where("stack.yaml", 3, "k")),
+        ("a/b:c/stack.yaml:12", Where("a/b:c/stack.yaml", 12, "k")),  # the last colon splits off the line
+        ("stack.yaml:x", Where("stack.yaml:x", None, "k")),
+        ("--torch-npu", Where("--torch-npu", None, "k")),
+        ("--torch:3", Where("--torch:3", None, "k")),  # a flag is never file:line
+        ("observed: /usr/local/Ascend/driver/version.info", Where("observed: /usr/local/Ascend/driver/version.info", None, "k")),
+        ("observed:7", Where("observed:7", None, "k")),
+        ("12", Where("12", None, "k")),
+        ("", Where(None, None, "k")),
+    ],
+)
+def test_where_splits_file_and_line_only_for_a_file(where, expected):
+    assert _where(where, "k") == expected
+
+
+@pytest.mark.parametrize(
+    "args,where",
+    [
+        (("-f", "{file}"), {"file": "{file}", "line": 3, "key": "cann"}),
+        (("--cann", "8.4.0"), {"file": "--cann", "line": None, "key": "cann"}),
+    ],
+)
+def test_an_unknown_version_says_where_it_was_pinned(run_cli, tmp_path, args, where):
+    stack = tmp_path / "stack.yaml"
+    stack.write_text("chip: 910b\n# the release\ncann: 8.4.0\n")
+    args = tuple(a.replace("{file}", str(stack)) for a in args)
+    where = {k: (v.replace("{file}", str(stack)) if isinstance(v, str) else v) for k, v in where.items()}
+    r = run_cli("resolve", *args, "--json")
+    assert r.code == 2
+    assert json.loads(r.out)["error"] == {
+        "type": "BadInput",
+        "message": "unknown CANN release '8.4.0' for 'cann'",
+        "exit_code": 2,
+        "where": where,
+        "hint": f"Known CANN releases nearest to it: {', '.join(CANN_NEAR_8_4)}. `envkit matrix show cann` lists them all.",
+        "details": {"key": "cann", "value": "8.4.0", "nearest": CANN_NEAR_8_4},
+    }
+
+
+# --- unknown versions and the nearest known ones -------------------------------------------------
+@pytest.mark.parametrize(
+    "key,value,where,what,nearest",
+    [
+        ("cann", "8.4.0", "stack.yaml:7", "CANN release", CANN_NEAR_8_4),
+        (
+            "torch_npu",
+            "2.6.1",
+            "--torch-npu",
+            "torch_npu release",
+            ["2.6.0.post5", "2.6.0.post3", "2.6.0", "2.5.1.post1", "2.5.1"],
+        ),
+        (
+            "firmware",
+            "7.8.0.5.999",
+            "",
+            "firmware (HDK release or firmware Version)",
+            ["7.8.0.7.220", "7.8.0.6.201", "7.8.0.5.216", "7.8.0.2.212", "7.7.0.6.236"],
+        ),
+        # not a version: the closest spellings (difflib, cutoff 0.3), else the first known ones
+        (
+            "os",
+            "ubuntu2404",
+            "observed: /etc/os-release",
+            "operating system",
+            ["ubuntu24.04", "ubuntu22.04", "ubuntu20.04", "openeuler24.03", "openeuler22.03"],
+        ),
+        ("arch", "armv7", "", "arch", ["aarch64"]),
+        ("arch", "zzzz", "", "arch", ["aarch64", "x86_64"]),
+        # a version against names: every one equally far, in the matrix's order
+        (
+            "os",
+            "22.04",
+            "",
+            "operating system",
+            ["ubuntu20.04", "ubuntu22.04", "ubuntu24.04", "openeuler22.03", "openeuler24.03"],
+        ),
+    ],
+)
+def test_an_unknown_version_names_the_nearest_known_ones(lm, key, value, where, what, nearest):
+    with pytest.raises(BadInput) as err:
+        canonical_pin(lm, key, value, where)
+    e = err.value
+    assert e.message == f"unknown {what} '{value}' for '{key}'"
+    assert e.where == _where(where, key)
+    assert e.hint == f"Known {what}s nearest to it: {', '.join(nearest)}. `envkit matrix show {key}` lists them all."
+    assert e.details == {"key": key, "value": value, "nearest": nearest}
+    assert e.exit_code == 2
+
+
+def test_nearest_ranks_by_release_distance_then_oldest_and_shows_newest_first():
+    assert _nearest("2.0", ["3.0", "1.0"], 1) == ["1.0"]  # a tie goes to the older
+    assert _nearest("2.6", ["2.6.1", "2.6.0"], 1) == ["2.6.0"]  # missing parts count as 0
+    assert _nearest("7.5.0.1.200", ["7.5.0.1.199", "7.5.0.1.100"], 1) == ["7.5.0.1.100"]  # four parts only
+    assert _nearest("1.0", ["100.0", "foo"], 1) == ["foo"]  # not a version: distance (99,)
+    assert _nearest("8.4.0", ["8.3.0", "8.5.0"]) == ["8.5.0", "8.3.0"]
+    assert _nearest("1.0", ["foo", "2.0"]) == ["2.0", "foo"]  # a name in the list: ranked order as is
+    assert _nearest("1.0", [f"1.{i}" for i in range(1, 8)]) == ["1.5", "1.4", "1.3", "1.2", "1.1"]
+
+
+# --- hints --------------------------------------------------------------------------------------
+def _hints(lm, stack: dict[str, str]) -> list[str]:
+    r = validate_stack(stack, matrix=lm)
+    assert r.valid
+    return r.hints
+
+
+def test_a_driver_patch_is_validated_as_its_release_and_its_firmware_range_is_checked(lm):
+    assert _hints(lm, {"driver": "24.1.rc2.2"})[:2] == [
+        "driver 24.1.rc2.2 is validated as HDK 24.1.RC2",
+        "the driver patch 24.1.rc2.2 allows firmware [7.0.0,7.2.99] only, not the firmware 7.3.0.1.231 of HDK "
+        "24.1.RC2: install a firmware in that range",
+    ]
+    assert _hints(lm, {"firmware": "24.1.rc2.2"})[0] == "firmware 24.1.rc2.2 is validated as HDK 24.1.RC2"
+    assert _hints(lm, {"driver": "24.1.rc2.3"})[0] == "driver 24.1.rc2.3 is validated as HDK 24.1.RC2"
+
+
+DRV = "driver 24.1.rc2.2 is validated as HDK 24.1.RC2"
+FW = "firmware 24.1.rc2.2 is validated as HDK 24.1.RC2"
+RANGE = (
+    "the driver patch 24.1.rc2.2 allows firmware [7.0.0,7.2.99] only, not the firmware 7.3.0.1.231 of HDK "
+    "24.1.RC2: install a firmware in that range"
+)
+
+
+@pytest.mark.parametrize(
+    "pins,firmware,expected",
+    [
+        ({"driver": "24.1.rc2.2"}, "24.1.RC2", [DRV, RANGE]),
+        ({"driver": "24.1.rc2.2", "firmware": "24.1.rc2.2"}, "24.1.RC2", [DRV, FW, RANGE]),
+        ({"firmware": "24.1.rc2.2"}, "24.1.RC2", [FW]),
+        ({"driver": "24.1.RC2"}, "24.1.RC2", []),  # the release itself: nothing to say
+        ({"firmware": "7.5.0.1.129"}, "24.1.RC3", []),  # a firmware Version is not an HDK patch spelling
+    ],
+)
+def test_patch_hints_exactly(lm, pins, firmware, expected):
+    assert _patch_hints(lm, {"firmware": firmware}, pins_from_mapping(lm, pins)) == expected
+
+
+def test_patch_range_check_uses_the_stacks_firmware(lm):
+    pinned = pins_from_mapping(lm, {"driver": "24.1.rc2.2"})
+    # HDK 24.1.RC1 ships firmware 7.1.0.6.220, inside the patch's [7.0.0,7.2.99]
+    assert _patch_hints(lm, {"firmware": "24.1.RC1"}, pinned) == ["driver 24.1.rc2.2 is validated as HDK 24.1.RC2"]
+    assert _patch_hints(lm, {"firmware": "25.5.0"}, pinned)[1] == (
+        "the driver patch 24.1.rc2.2 allows firmware [7.0.0,7.2.99] only, not the firmware 7.8.0.5.216 of HDK "
+        "25.5.0: install a firmware in that range"
+    )
+
+
+def test_the_x86_64_torch_index_hint_only_on_x86_64(lm):
+    assert _hints(lm, {"arch": "x86_64", "torch": "2.6.0"}) == [
+        "x86_64 needs torch 2.6.0+cpu from the PyTorch CPU index (https://download.pytorch.org/whl/cpu): "
+        "torch_npu 2.6.0.post5 pins torch==2.6.0+cpu on x86_64"
+    ]
+    assert _hints(lm, {"arch": "aarch64", "torch": "2.6.0"}) == []  # the same torch_npu, which has an x86_64 label
+
+
+def test_a_hint_rule_on_glibc_reads_the_os(lm):
+    rule = Rule(
+        id="test/glibc-hint",
+        when={"glibc": ">=2.0"},
+        forbid=True,
+        severity="hint",
+        message="glibc of {os} noted",
+        source="test",
+        confidence="stated",
+    )
+    lm2 = LoadedMatrix(model=lm.model.model_copy(update={"rules": [*lm.model.rules, rule]}), digest=lm.digest, files=lm.files)
+    stack = validate_stack({"arch": "aarch64", "torch": "2.6.0"}, matrix=lm).stack
+    assert hints_for(lm2, stack, {}) == ["glibc of ubuntu22.04 noted [test/glibc-hint]"]
+
+
+# --- conflict chains ----------------------------------------------------------------------------
+def test_value_lists_are_cut_after_six():
+    assert _fmt_values([]) == "{}"
+    assert _fmt_values(list("abcdef")) == "{a, b, c, d, e, f}"
+    assert _fmt_values(list("abcdefg")) == "{a, b, c, d, e, f, … 7 in all}"
+    assert _fmt_values(list("abcdefgh"), 2) == "{a, b, … 8 in all}"
+
+
+def test_a_rule_summary_keeps_placeholders_of_unpinned_keys(lm):
+    pins = pins_from_mapping(lm, {"torch_npu": "2.1.0.post10", "numpy": "2.2.6"})
+    assert [c.summary for c in explain(lm, pins)] == [
+        "torch_npu 2.1.0.post10 + numpy 2.2.6: torch {torch} is compiled against NumPy 1.x ('A module that was "
+        "compiled using NumPy 1.x cannot be run in NumPy 2.0.x'): pin numpy <2"
+    ]
+
+
+def test_the_minimal_core_gives_up_the_costliest_pins_first(lm):
+    pins = pins_from_mapping(lm, {"arch": "aarch64", "os": "centos7.6", "cann": "9.1.0", "driver": "26.0.RC1", "numpy": "2.2.6"})
+    assert sorted(_minimal_core(lm, pins)) == ["arch", "numpy", "os"]
+    assert [(c.summary, c.pins) for c in explain(lm, pins)] == [
+        ("arch aarch64 + os centos7.6 + numpy 2.2.6: no torch_npu release works with all of them", ["arch", "os", "numpy"])
+    ]
+    # two cores, {arch, os, cann} and {arch, os, driver}: the driver (dearer to change than CANN) goes first
+    pins = pins_from_mapping(lm, {"arch": "aarch64", "os": "centos7.6", "cann": "9.1.0", "driver": "26.0.RC1"})
+    assert list(_minimal_core(lm, pins)) == ["arch", "os", "cann"]
+
+
+def test_the_minimal_core_keeps_the_optional_keys_in_play(lm):
+    pins = pins_from_mapping(lm, {"arch": "aarch64", "os": "centos7.6", "cann": "8.5.0", "torch_npu": "2.6.0"})
+    assert list(_minimal_core(lm, pins, SERVING_KEYS)) == ["torch_npu"]  # no vllm-ascend release for 2.6.0
+    assert sorted(_minimal_core(lm, pins)) == ["cann", "torch_npu"]
+
+
+# --- hints on a valid stack, each kind -------------------------------------------------------------
+INFERRED = "this stack relies on inferred matrix rows: {} (see `envkit matrix show`)"
+NO_FW = (
+    "the firmware Version of HDK {} is not captured in the matrix: the lock names its installer by pattern "
+    "(it is found inside the HDK package)"
+)
+
+
+@pytest.mark.parametrize(
+    "pins,expected",
+    [
+        (
+            {"cann": "8.5.0.alpha002", "torch_npu": "2.10.0rc2"},
+            [
+                "CANN 8.5.0.alpha002 is a pre-release",
+                "torch_npu 2.10.0rc2 is a pre-release: resolve never picks one unless it is pinned",
+                "no NNAL release is recorded for CANN 8.5.0.alpha002: the lock lists none",
+                INFERRED.format("cann 8.5.0.alpha002, driver 25.2.3, torch_npu 2.10.0rc2"),
+            ],
+        ),
+        (
+            {"torch_npu": "2.12.0.post3"},
+            [
+                "torch_npu 2.12.0.post3 has no CANN pairing of its own: it is judged by TorchNPU 26.1.1's CANN range (inferred)",
+                NO_FW.format("26.1.1"),
+                INFERRED.format("driver 26.1.1, torch_npu 2.12.0.post3"),
+            ],
+        ),
+        (
+            {"chip": "310p"},
+            [
+                "chip 310p (Ascend 310P (Atlas 300I Duo / 300I Pro / 300V Pro)): official torch_npu support is "
+                "contradictory (COMPATIBILITY.en.md lists it, the TorchNPU 26.1 install guide does not)",
+                NO_FW.format("26.0.RC1"),
+            ],
+        ),
+    ],
+)
+def test_hints_of_a_valid_stack_exactly(lm, pins, expected):
+    assert _hints(lm, pins) == expected
+
+
+def test_the_310b_hint_names_the_chip(lm):
+    stack = {**validate_stack({"chip": "310p"}, matrix=lm).stack, "chip": "310b"}  # no 310b stack resolves today
+    assert hints_for(lm, stack, {})[0] == (
+        f"chip 310b ({lm.chips['310b'].name}): official torch_npu support is contradictory (COMPATIBILITY.en.md "
+        "lists it, the TorchNPU 26.1 install guide does not)"
+    )
+
+
+# --- conflict chains, whole ---------------------------------------------------------------------
+def _chain(lm, pins: dict[str, str], extra=None) -> list[tuple[str, list[str], list[tuple[str, str, str, str]]]]:
+    """Each conflict's summary, pins and facts (a matrix row's long source shown as '…')."""
+    out = []
+    for c in explain(lm, pins_from_mapping(lm, pins), extra=extra):
+        facts = [(f.fact, f.rule, f.source if f.source in ("input", "derived") else "…", f.kind) for f in c.chain]
+        out.append((c.summary, c.pins, facts))
+    return out
+
+
+def test_a_chain_narrows_free_keys_then_empties_one(lm):
+    [(summary, pins, facts)] = _chain(lm, {"arch": "aarch64", "os": "centos7.6", "numpy": "2.2.6"})
+    assert summary == "arch aarch64 + os centos7.6 + numpy 2.2.6: no torch_npu release works with all of them"
+    assert pins == ["arch", "os", "numpy"]
+    works = "works with torch_npu 2.12.0.post3, 2.12.0.post2, 2.12.0, 2.11.0.post3, 2.11.0.post2, 2.11.0, 2.10.0.post7, "
+    assert [(fact, rule, source) for fact, rule, source, _ in facts] == [
+        ("you pinned numpy = 2.2.6", "input", "input"),
+        (
+            "when cann >=8.2.RC1,<8.3.RC1, requires numpy <2.0 (CANN {cann} needs numpy <2 (numpy 2 gives "
+            "AclSetCompileopt error code 500001))",
+            "numpy/cann-8.2",
+            "…",
+        ),
+        ("so cann must be one of {9.2.0, 9.1.1, 9.1.0, 9.0.1, 9.0.0, 8.5.2, … 16 in all}", "rule:numpy/cann-8.2", "derived"),
+        (
+            "when cann <9.0.0, requires numpy <2.0 (CANN {cann} predates numpy 2 support in the CANN guides: pin numpy <2)",
+            "numpy/cann-before-9",
+            "…",
+        ),
+        ("so cann must be one of {9.2.0, 9.1.1, 9.1.0, 9.0.1, 9.0.0}", "rule:numpy/cann-before-9", "derived"),
+        ("CANN 9.2.0 works with torch_npu none", "torch_npu/*.cann", "…"),  # the first three values only
+        (f"CANN 9.1.1 {works}2.10.0.post6, … (28 in all)", "torch_npu/*.cann", "…"),
+        (f"CANN 9.1.0 {works}2.10.0.post6, … (28 in all)", "torch_npu/*.cann", "…"),
+        ("contradiction: no torch_npu is left that fits the cann above", "torch_npu-cann", "derived"),
+    ]
+    assert [kind for *_, kind in facts] == ["declared"] + ["derived"] * 8
+
+
+def _pinned(key: str, value: str) -> tuple[str, str, str, str]:
+    return (f"you pinned {key} = {value}", "input", "input", "declared")
+
+
+def _row(fact: str, rule: str) -> tuple[str, str, str, str]:
+    return (fact, rule, "…", "derived")
+
+
+def _derived(fact: str, rule: str) -> tuple[str, str, str, str]:
+    return (fact, rule, "derived", "derived")
+
+
+def test_driver_and_firmware_each_say_what_they_allow(lm):
+    fw = (
+        "the firmware of HDK 25.0.RC1 (firmware Version 7.7.0.1.231) pairs with driver 25.0.RC1; its version.info "
+        "allows drivers [23.0.0,23.0.0.],[24.0,24.0.],[24.1,24.1.],[25.0,25.0.]"
+    )
+    summary = "driver 24.1.RC3 + firmware 25.0.RC1: driver 24.1.RC3 and the firmware of HDK 25.0.RC1 are not known to be"
+    assert _chain(lm, {"driver": "24.1.RC3", "firmware": "25.0.RC1"}) == [
+        (
+            summary + " compatible",
+            ["driver", "firmware"],
+            [
+                _pinned("firmware", "25.0.RC1"),
+                _pinned("driver", "24.1.RC3"),
+                _row(
+                    "driver 24.1.RC3 pairs with the firmware of HDK 24.1.RC3; its version.info allows firmware [7.0.0,7.5.99]",
+                    "hdk/24.1.RC3",
+                ),
+                _row(fw, "hdk/25.0.RC1"),
+                _derived("contradiction: driver 24.1.RC3 is excluded by the firmware above", "driver-firmware"),
+            ],
+        )
+    ]
+
+
+def test_a_chain_ends_by_naming_what_excluded_the_pin(lm):
+    [(_, _, refused)] = _chain(lm, {"transformers": "4.30.0"})
+    assert refused[-1] == (
+        "contradiction: transformers 4.30.0 is refused by this rule",
+        "rule:transformers/npu-support",
+        "derived",
+        "derived",
+    )
+    [(_, _, glibc)] = _chain(lm, {"os": "centos7.6", "torch_npu": "2.7.1"})
+    assert [f[0] for f in glibc] == [
+        "you pinned os = centos7.6",
+        "you pinned torch_npu = 2.7.1",
+        "torch_npu 2.7.1 wheels are manylinux (aarch64: glibc >= 2.28, x86_64: glibc >= 2.28)",
+        "contradiction: torch_npu 2.7.1 is excluded by the os, arch above",
+    ]
+    [(_, _, free)] = _chain(lm, {"arch": "aarch64", "os": "centos7.6", "cann": "9.1.0"})
+    assert free[-1] == _derived("contradiction: no torch_npu is left that fits the os, arch above", "torch_npu-glibc")
+
+
+def test_a_chain_with_the_serving_keys_in_play(lm):
+    assert _chain(lm, {"torch_npu": "2.6.0"}, SERVING_KEYS) == [
+        (
+            "torch_npu 2.6.0: no vllm_ascend works with it",
+            ["torch_npu"],
+            [
+                _pinned("torch_npu", "2.6.0"),
+                _row("torch_npu 2.6.0 fits vllm-ascend none", "vllm_ascend/*.torch_npu"),
+                _derived("contradiction: no vllm_ascend is left that fits the torch_npu above", "vllm_ascend-torch_npu"),
+            ],
+        )
+    ]
