@@ -344,3 +344,28 @@ def test_a_sparse_member_whose_map_runs_past_the_archive(tmp_path):
 def _good_with(files: dict[str, bytes]):
     """FILES and a manifest listing `files` (the sparse one comes after)."""
     return [_reg(f"{ROOT}/{rel}", data) for rel, data in sorted({**FILES, "manifest.json": _manifest(files)}.items())]
+
+
+def test_a_plain_archives_manifest_and_sums_errors_point_at_it(tmp_path, monkeypatch):
+    """A plain .tar (read in place, not streamed): a manifest that is no JSON, and a SHA256SUMS that cannot be read."""
+    bad = _tar(tmp_path / "bad.tar", {**FILES, "manifest.json": b"{not json"})
+    with pytest.raises(CheckFailed) as e:
+        V.verify(bad)
+    assert e.value.message.startswith(f"{bad}: manifest.json is not a valid bundle manifest (")
+    assert e.value.where.file == str(bad)
+    sums = _tar(tmp_path / "sums.tar", _with_sums(FILES))
+    plain = tarfile.TarFile.extractfile
+
+    def failing(self, member):  # noqa: ANN001, ANN202
+        name = member if isinstance(member, str) else member.name
+        if name.endswith("/SHA256SUMS"):
+            raise OSError("disk read error")
+        return plain(self, member)
+
+    monkeypatch.setattr(tarfile.TarFile, "extractfile", failing)
+    with pytest.raises(BadInput) as e:
+        V.verify(sums)
+    assert e.value.message == (
+        f"{sums}: unreadable archive at member '{ROOT}/SHA256SUMS' (disk read error); nothing was extracted"
+    )
+    assert e.value.where.file == str(sums) and e.value.where.key == f"{ROOT}/SHA256SUMS"
