@@ -382,3 +382,28 @@ def test_a_chain_with_the_serving_keys_in_play(lm):
             ],
         )
     ]
+
+
+# --- conflict summaries, one per kind `_summary` tells apart -------------------------------------
+@pytest.mark.parametrize(
+    "pins,extra,summary",
+    [
+        # the relation's own sentence: both keys pinned, or the other one narrowed to a single value
+        ({"cann": "8.0.RC2", "driver": "25.2.0"}, None, "CANN 8.0.RC2 does not work with NPU driver (HDK) 25.2.0"),
+        ({"cann": "9.0.1", "firmware": "26.1.1"}, None, "CANN 9.0.1 does not work with NPU driver (HDK) 26.1.1"),
+        # the other key left free with several values: it is named
+        ({"chip": "310p", "cann": "7.0.0"}, None, "no HDK release works with all of them"),
+        # the emptied key is not pinned: one pin says "it"
+        ({"firmware": "25.6.RC1"}, None, "no CANN release works with it"),
+        ({"python": "3.8"}, ("triton_ascend",), "no triton_ascend works with it"),  # a key without a long name
+        # the glibc rule names the first arch still open
+        (
+            {"os": "centos7.6", "torch_npu": "2.12.0"},
+            None,
+            "torch_npu 2.12.0 wheels need glibc >= 2.28 on aarch64; CentOS 7.6 has glibc 2.17",
+        ),
+    ],
+)
+def test_a_conflict_summary_exactly(lm, pins, extra, summary):
+    shown = " + ".join(f"{k} {v}" for k, v in pins.items())
+    assert [c.summary for c in explain(lm, pins_from_mapping(lm, pins), extra=extra)] == [f"{shown}: {summary}"]

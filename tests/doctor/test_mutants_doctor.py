@@ -1108,3 +1108,69 @@ def test_observe_partial_details_and_every_package():
             details={"layout": "cann", "path": "/usr/local/Ascend/cann"},
         )
     )
+
+
+# --------------------------------------------------------------------------- survivors of the mutation run
+def test_torch_cuda_signals_local_label_and_requirement_spelling():
+    """The local label is everything after the first `+`; an upper-case nvidia-* requirement still counts."""
+    assert hz._torch_cuda_signals({"version": "2.6.0+cu124+git1"}) == ["local label +cu124+git1"]
+    assert hz._torch_cuda_signals({"version": "2.6.0", "requires": ["nvidia-CUBLAS-cu12>=12"]}) == ["requires nvidia-CUBLAS-cu12"]
+
+
+def test_cuda_torch_without_a_local_label_names_its_cpu_wheel():
+    torch = {"version": "2.5.1", "requires": ["nvidia-nccl-cu12"]}
+    assert hz.cuda_torch_with_torch_npu(_facts({"torch": torch, "torch_npu": "2.5.1"})) == _chk(
+        CUDA,
+        "fail",
+        "torch 2.5.1 is a CUDA build (requires nvidia-nccl-cu12) next to torch_npu 2.5.1; "
+        '`import torch` fails with "RuntimeError: Two accelerators cannot be used at the same time in PyTorch: npu and cuda"',
+        "pip install --force-reinstall 'torch==2.5.1+cpu' --index-url https://download.pytorch.org/whl/cpu "
+        "(x86_64; on aarch64 the PyPI wheel torch==2.5.1 is the CPU build); pip uninstall the nvidia-* packages",
+    )
+
+
+def test_numpy_two_with_cann_8_2_spelled_in_three_parts():
+    assert hz.numpy_two(_facts({"numpy": "2.1.0"}, cann=_cann("8.2.0"))) == _np_fail(
+        "2.1.0", "CANN 8.2.0 still needs numpy < 2.0 (vllm-project/vllm-ascend#2210)"
+    )
+
+
+def test_driver_libraries_install_path_ending_in_x():
+    """Only the trailing `/` of the install record's path is dropped, never other trailing characters."""
+    rec = InstallRecord(driver_install_path="/opt/AscendX/", fields={})
+    f = _facts({"torch_npu": "2.6.0"}, driver=_drv(), install_record=rec)
+    assert hz.driver_libraries(f) == _chk(
+        LIBS,
+        "warn",
+        "LD_LIBRARY_PATH lacks /opt/AscendX/driver/lib64/common, /opt/AscendX/driver/lib64/driver "
+        "(libascend_hal.so is not found at import)",
+        f"source {DEFAULT_SET_ENV} (it adds the driver's lib64 folders)",
+    )
+
+
+def test_drift_compares_text_keys_as_text():
+    """chip/os/arch values that read as equal versions still differ as text."""
+    items, _ = drift(_obs(chip="910.0", os="22.4", cann="8.5.0"), {"chip": "910", "os": "22.04", "cann": "8.5"})
+    assert [(d.component, d.status) for d in items] == [("cann", "match"), ("chip", "differs"), ("os", "differs")]
+
+
+def test_observe_names_every_chip_model():
+    chips = [_chip(0), ChipRow(npu=1, chip=0, name="910B4", health="OK")]
+    obs = observe(_facts(None, npu=_npu(chips), chip=ChipIdentity(chip="910b")))
+    assert obs.chip == ObservedValue(
+        value="910b", source="npu-smi info", details={"names": "910B3, 910B4", "chips": "2", "npus": "2"}
+    )
+
+
+def test_validate_a_report_without_hints():
+    """The validator is duck-typed (Validator returns Any): a valid report need not carry `hints`."""
+
+    class Bare:
+        valid = True
+
+        def model_dump(self, mode):
+            return {"valid": True}
+
+    check, dump = validate(_obs(cann="8.5.0"), _validator(Bare()))
+    assert check == _chk(VAL, "ok", "the observed stack fits the matrix (1 components)")
+    assert dump == {"valid": True}
