@@ -76,8 +76,7 @@ class ServeOptions:
         """Exit 2 for options the serving stage would refuse, before any model runs (the CLI calls it first)."""
         from envkit.errors import BadInput
 
-        if self.engine not in ENGINES:
-            raise BadInput(f"unknown server '{self.engine}'", hint="use one of auto, vllm, transformers")
+        _check_engine(self.engine)
         if self.max_tokens < 1:
             raise BadInput(f"--serve-tokens must be at least 1, not {self.max_tokens}")
         if not self.ready_timeout > 0:
@@ -103,12 +102,16 @@ class ServerCommand:
 # --- command lines (pure) --------------------------------------------------------------------------
 
 
-def choose_engine(spec: DeviceSpec, requested: str = "auto", which: Callable[[str], str | None] = shutil.which) -> str:
-    """vllm on npu; on cuda vllm when installed, else transformers; transformers on cpu (vLLM cannot run there)."""
+def _check_engine(requested: str) -> None:
     if requested not in ENGINES:
         from envkit.errors import BadInput
 
-        raise BadInput(f"unknown server '{requested}'", hint="use one of auto, vllm, transformers")
+        raise BadInput(f"unknown server '{requested}'", hint=f"use one of {', '.join(ENGINES)}")
+
+
+def choose_engine(spec: DeviceSpec, requested: str = "auto", which: Callable[[str], str | None] = shutil.which) -> str:
+    """vllm on npu; on cuda vllm when installed, else transformers; transformers on cpu (vLLM cannot run there)."""
+    _check_engine(requested)
     if requested != "auto":
         return requested
     if spec.type == "npu":

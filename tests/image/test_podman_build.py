@@ -162,6 +162,16 @@ def _envkit(*args: str, timeout: int = 900) -> subprocess.CompletedProcess:
     )
 
 
+def _image_build(lock: Path, artifacts: Path, tag: str, *extra: str) -> dict:
+    """`envkit image build --json` of `lock` with `artifacts` on the test base, tagged `tag`; its JSON summary."""
+    r = _envkit(
+        "image", "build", "--lock", str(lock), "--artifacts", str(artifacts), "--base", os.environ["ENVKIT_TEST_BASE"],
+        "--tag", tag, *extra, "--json",
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr[-4000:]
+    return json.loads(r.stdout)
+
+
 def _layers(engine, ref: str) -> list[str]:
     return engine.inspect(ref)["RootFS"]["Layers"]
 
@@ -172,23 +182,8 @@ def test_build_run_and_rebuild(inputs) -> None:
     from envkit.engine import Engine
     from envkit.lockfile import read_lock
 
-    base = os.environ["ENVKIT_TEST_BASE"]
     tag = "localhost/envkit-test:first"
-    r = _envkit(
-        "image",
-        "build",
-        "--lock",
-        str(inputs["lock"]),
-        "--artifacts",
-        str(inputs["artifacts"]),
-        "--base",
-        base,
-        "--tag",
-        tag,
-        "--json",
-    )
-    assert r.returncode == 0, r.stderr[-4000:]
-    first = json.loads(r.stdout)
+    first = _image_build(inputs["lock"], inputs["artifacts"], tag)
     eng = Engine()
     lock = read_lock(inputs["lock"])
     info = eng.inspect(tag)
@@ -258,21 +253,7 @@ def test_build_run_and_rebuild(inputs) -> None:
 
     # rebuild after a Python-only change (accelerate): the CANN and torch layers are reused
     tag2 = "localhost/envkit-test:second"
-    r = _envkit(
-        "image",
-        "build",
-        "--lock",
-        str(inputs["lock2"]),
-        "--artifacts",
-        str(inputs["artifacts2"]),
-        "--base",
-        base,
-        "--tag",
-        tag2,
-        "--json",
-    )
-    assert r.returncode == 0, r.stderr[-4000:]
-    second = json.loads(r.stdout)
+    second = _image_build(inputs["lock2"], inputs["artifacts2"], tag2)
     l1, l2 = _layers(eng, tag), _layers(eng, tag2)
     # base + os layers, the CANN copy (/usr/local/Ascend, /etc/Ascend) and the torch venv: identical;
     # only the rest-of-Python layer and the lock copy after it differ
@@ -454,21 +435,15 @@ def test_the_serving_variant_builds_on_the_base_layers(inputs, tmp_path) -> None
     from envkit.engine import Engine
     from envkit.smoke.serve import NPU_SERVING_ENV
 
-    base = os.environ["ENVKIT_TEST_BASE"]
     eng = Engine()
     first = "localhost/envkit-test:first"
     try:
         eng.inspect(first)
     except Exception:  # noqa: BLE001 - this test alone: the base variant first (the engine's cache makes it quick)
-        args = ["--lock", str(inputs["lock"]), "--artifacts", str(inputs["artifacts"]), "--base", base]
-        r = _envkit("image", "build", *args, "--tag", first, "--json")
-        assert r.returncode == 0, r.stderr[-4000:]
+        _image_build(inputs["lock"], inputs["artifacts"], first)
     lock, arts = _serving_inputs(inputs, tmp_path)
     tag = "localhost/envkit-test:serving"
-    args = ["--lock", str(lock), "--artifacts", str(arts), "--base", base, "--tag", tag, "--variant", "serving"]
-    r = _envkit("image", "build", *args, "--json")
-    assert r.returncode == 0, r.stderr[-4000:]
-    built = json.loads(r.stdout)
+    built = _image_build(lock, arts, tag, "--variant", "serving")
     info = eng.inspect(tag)
     cfg = info["Config"]
     assert cfg["Entrypoint"] == ["vllm", "serve"], cfg["Entrypoint"]
