@@ -188,22 +188,15 @@ def init_rank(
     local = rank if local is None else local
     import warnings
 
-    import torch
+    from envkit.smoke.dist import BACKENDS, set_device
 
-    from envkit.smoke.dist import BACKENDS
-
-    if device_type == "npu":
-        import torch_npu  # noqa: F401
-
-        torch.npu.set_device(local)  # type: ignore[attr-defined]  # torch_npu adds torch.npu when imported
-    elif device_type == "cuda":
-        torch.cuda.set_device(local)
+    torch = set_device(device_type, local)
     import torch.distributed as dist
 
     warnings.filterwarnings("ignore", category=FutureWarning, module="torch.distributed")
     sync = {
         "cuda": lambda: torch.cuda.synchronize(),
-        "npu": lambda: torch.npu.synchronize(),  # type: ignore[attr-defined]  # torch_npu adds torch.npu
+        "npu": lambda: torch.npu.synchronize(),  # torch_npu adds torch.npu
     }.get(device_type, lambda: None)
     dist.init_process_group(
         BACKENDS[device_type],

@@ -29,15 +29,21 @@ def expected(world: int) -> dict[str, Any]:
     return {"all_reduce_factor": world * (world + 1) // 2, "all_gather": list(range(world))}
 
 
-def _worker(rank: int, world: int, device_type: str, port: int, outdir: str, timeout_s: int) -> None:
+def set_device(device_type: str, index: int) -> Any:
+    """Import torch (and torch_npu on npu) and make device `index` this process's current one; returns torch."""
     import torch
 
     if device_type == "npu":
         import torch_npu  # noqa: F401
 
-        torch.npu.set_device(rank)  # type: ignore[attr-defined]  # torch_npu adds torch.npu when imported
+        torch.npu.set_device(index)  # type: ignore[attr-defined]  # torch_npu adds torch.npu when imported
     elif device_type == "cuda":
-        torch.cuda.set_device(rank)
+        torch.cuda.set_device(index)
+    return torch
+
+
+def _worker(rank: int, world: int, device_type: str, port: int, outdir: str, timeout_s: int) -> None:
+    torch = set_device(device_type, rank)
     import torch.distributed as dist
 
     result: dict[str, Any] = {"rank": rank}
