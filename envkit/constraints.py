@@ -63,6 +63,7 @@ class Constraint:
     id: str
     scope: tuple[str, ...]
     explain_both_sides: bool = False  # both keys carry a statement that can exclude the other
+    summary_with_free: bool = False  # summary() can name a key the pins leave free (its first value left)
 
     def check(self, a: Assignment) -> bool:  # pragma: no cover - interface
         raise NotImplementedError

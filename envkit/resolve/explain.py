@@ -114,7 +114,7 @@ def _explain_core(lm: LoadedMatrix, core: dict[str, Pin], extra: tuple[str, ...]
             visit(k)
         if target in core:
             visit(target)
-            both = getattr(c, "explain_both_sides", False)
+            both = c.explain_both_sides
             for k in [target, *[o for o in others if o in core and both]]:
                 stmt = c.says(k, core[k].value)
                 if stmt is not None:
@@ -164,22 +164,18 @@ def _summary(core: dict[str, Pin], c: Constraint, target: str, dom: dict[str, li
             return f"{pins}: {text}"
     if isinstance(c, RuleConstraint):
         return f"{pins}: {c.rule.message.format_map(_Fmt({k: p.value for k, p in core.items()}))}"
-    names = {
+    names = {  # other keys are named as they are spelled
         "cann": "CANN release",
         "driver": "HDK release",
-        "firmware": "firmware",
         "torch_npu": "torch_npu release",
         "python": "Python",
-        "torch": "torch",
         "os": "operating system",
-        "arch": "arch",
-        "chip": "chip",
     }
     them = "it" if len(core) == 1 else "all of them"
     if target not in core:
         return f"{pins}: no {names.get(target, target)} works with {them}"
     free = [k for k in c.scope if k != target and k not in core]
-    if free and getattr(c, "summary_with_free", False):
+    if free and c.summary_with_free:
         a = {k: (core[k].value if k in core else (dom[k][0] if dom[k] else "")) for k in c.scope}
         text = c.summary(a)
         if text:

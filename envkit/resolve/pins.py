@@ -76,12 +76,13 @@ def _distance(target: versions.Version, other: str) -> tuple[int, ...]:
     return tuple(abs(a - b) for a, b in rel[:4])
 
 
-def _unknown(key: str, value: str, known: list[str], where: str, what: str) -> BadInput:
+def _unknown(key: str, value: str, known: list[str], where: str, what: str, known_as: str = "") -> BadInput:
+    """`what`: the kind of value ("CANN release"); `known_as`: the known ones, when not just `what` + "s"."""
     near = _nearest(value, known)
     return BadInput(
         f"unknown {what} {shown(value)} for '{key}'",
         where=_where(where, key),
-        hint=f"Known {what}s nearest to it: {', '.join(near)}. `envkit matrix show {key}` lists them all.",
+        hint=f"Known {known_as or what + 's'} nearest to it: {', '.join(near)}. `envkit matrix show {key}` lists them all.",
         details={"key": key, "value": value, "nearest": near},
     )
 
@@ -99,7 +100,7 @@ def canonical_pin(lm: LoadedMatrix, key: str, given: str, where: str = "", origi
     m = lm.model
     value = str(given).strip()
     if key not in ALL_KEYS:
-        raise BadInput(f"unknown key {key!r}", where=_where(where, key))
+        raise BadInput(f"unknown key {shown(key)}", where=_where(where, key), hint=f"Keys: {', '.join(ALL_KEYS)}.")
     if key == "mindspeed":
         release = lm.mindspeed(value)
         if release is None:
@@ -142,36 +143,37 @@ def canonical_pin(lm: LoadedMatrix, key: str, given: str, where: str = "", origi
             if versions.same(p.version, short):
                 return Pin(key, p.version, given, where, origin)
         raise _unknown(key, value, [p.version for p in m.pythons], where, "Python version")
-    releases: dict[str, tuple[Callable[[str], _Release | None], Callable[[], list[str]], str]] = {
-        "driver": (lm.hdk, lambda: [x.version for x in m.hdk], "HDK (driver) release"),
+    releases: dict[str, tuple[Callable[[str], _Release | None], Callable[[], list[str]], str, str]] = {
+        "driver": (lm.hdk, lambda: [x.version for x in m.hdk], "HDK (driver) release", ""),
         "firmware": (
             lm.firmware,
             lambda: [x.version for x in m.hdk] + [x.firmware_version for x in m.hdk if x.firmware_version],
-            "firmware (HDK release or firmware Version)",
+            "firmware version",
+            "firmware versions (HDK releases or firmware Version= values)",
         ),
-        "cann": (lm.cann, lambda: [x.version for x in m.cann], "CANN release"),
-        "torch_npu": (lm.torch_npu, lambda: [x.version for x in m.torch_npu], "torch_npu release"),
-        "vllm_ascend": (lm.vllm_ascend, lambda: [x.version for x in m.vllm_ascend], "vllm-ascend release"),
-        "triton_ascend": (lm.triton_ascend, lambda: [x.version for x in m.triton_ascend], "triton-ascend release"),
+        "cann": (lm.cann, lambda: [x.version for x in m.cann], "CANN release", ""),
+        "torch_npu": (lm.torch_npu, lambda: [x.version for x in m.torch_npu], "torch_npu release", ""),
+        "vllm_ascend": (lm.vllm_ascend, lambda: [x.version for x in m.vllm_ascend], "vllm-ascend release", ""),
+        "triton_ascend": (lm.triton_ascend, lambda: [x.version for x in m.triton_ascend], "triton-ascend release", ""),
     }
     if key in releases:
-        lookup, known_of, what = releases[key]
+        lookup, known_of, what, known_as = releases[key]
         row = lookup(value)
         if row is None:
-            raise _unknown(key, value, known_of(), where, what)
+            raise _unknown(key, value, known_of(), where, what, known_as)
         return Pin(key, row.version, given, where, origin)
     if key == "torch":
         known = torch_versions(lm, mapped_only=False)
         for k in known:
             if versions.parse(k).key == parsed.key:
                 return Pin(key, k, given, where, origin, local=parsed.local)
-        raise _unknown(key, value, known, where, "torch version (one that a torch_npu release pins)")
+        raise _unknown(key, value, known, where, "torch version", "torch versions (those a torch_npu release pins)")
     if key == "vllm":
         known = vllm_versions(lm)
         for k in known:
             if versions.same(k, value):
                 return Pin(key, k, given, where, origin)
-        raise _unknown(key, value, known, where, "vLLM release (one that a vllm-ascend release pins)")
+        raise _unknown(key, value, known, where, "vLLM release", "vLLM releases (those a vllm-ascend release pins)")
     # numpy / transformers / accelerate: any release is accepted, judged by ranges
     return Pin(key, value, given, where, origin)
 

@@ -7,14 +7,16 @@ import json
 
 import pytest
 
+from envkit.constraints import Constraint
 from envkit.errors import BadInput, Where
 from envkit.matrix import LoadedMatrix
 from envkit.models.matrix import Rule
+from envkit.models.stack import ALL_KEYS
 from envkit.resolve import pins_from_mapping, validate_stack
-from envkit.resolve.explain import _fmt_values, _minimal_core, explain
+from envkit.resolve.explain import _fmt_values, _minimal_core, _summary, explain, pin_checks
 from envkit.resolve.hints import _patch_hints, hints_for
-from envkit.resolve.pins import _nearest, _where, canonical_pin
-from envkit.resolve.search import SERVING_KEYS
+from envkit.resolve.pins import Pin, _nearest, _where, canonical_pin
+from envkit.resolve.search import SEARCH_ORDER, SERVING_KEYS
 
 CANN_NEAR_8_4 = ["8.5.0", "8.5.0.alpha002", "8.5.0.alpha001", "8.3.RC2", "8.3.RC1"]
 
@@ -78,7 +80,7 @@ def test_an_unknown_version_says_where_it_was_pinned(run_cli, tmp_path, args, wh
             "firmware",
             "7.8.0.5.999",
             "",
-            "firmware (HDK release or firmware Version)",
+            "firmware version",
             ["7.8.0.7.220", "7.8.0.6.201", "7.8.0.5.216", "7.8.0.2.212", "7.7.0.6.236"],
         ),
         # not a version: the closest spellings (difflib, cutoff 0.3), else the first known ones
@@ -107,9 +109,108 @@ def test_an_unknown_version_names_the_nearest_known_ones(lm, key, value, where, 
     e = err.value
     assert e.message == f"unknown {what} '{value}' for '{key}'"
     assert e.where == _where(where, key)
-    assert e.hint == f"Known {what}s nearest to it: {', '.join(nearest)}. `envkit matrix show {key}` lists them all."
+    known = KNOWN_AS.get(key, what + "s")
+    assert e.hint == f"Known {known} nearest to it: {', '.join(nearest)}. `envkit matrix show {key}` lists them all."
     assert e.details == {"key": key, "value": value, "nearest": nearest}
     assert e.exit_code == 2
+
+
+KNOWN_AS = {
+    "firmware": "firmware versions (HDK releases or firmware Version= values)",
+    "torch": "torch versions (those a torch_npu release pins)",
+    "vllm": "vLLM releases (those a vllm-ascend release pins)",
+}
+
+
+# --- every spelling canonical_pin accepts, per key, and what it keeps of the input ------------------------------
+@pytest.mark.parametrize(
+    "key,given,value,local",
+    [
+        ("chip", " 910B ", "910b", None),
+        ("chip", "910B3", "910b", None),  # npu-smi's name
+        ("chip", "310P3", "310p", None),
+        ("chip", "Ascend910", "a3", None),
+        ("chip", "atlas-a2", "910b", None),
+        ("chip", "A2", "910b", None),
+        ("chip", "910C", "a3", None),
+        ("chip", "910_93", "a3", None),
+        ("chip", "910A", "910", None),
+        ("chip", "910b1", "910b", None),
+        ("arch", "ARM64", "aarch64", None),
+        ("arch", "AARCH64", "aarch64", None),
+        ("arch", "amd64", "x86_64", None),
+        ("arch", "x86-64", "x86_64", None),
+        ("arch", "X86_64", "x86_64", None),
+        ("os", "Ubuntu 22.04", "ubuntu22.04", None),
+        ("os", "openEuler-22.03", "openeuler22.03", None),
+        ("python", "3.10.12", "3.10", None),
+        ("mindspeed", "2.1.0", "2.1.0", None),
+        ("driver", "24.1.rc2", "24.1.RC2", None),
+        ("firmware", "24.1.rc2", "24.1.RC2", None),
+        ("firmware", "7.1.0.5.220", "23.0.3", None),  # a firmware Version= names its HDK release
+        ("cann", "8.0.rc3", "8.0.RC3", None),
+        ("torch_npu", "2.6.0.POST5", "2.6.0.post5", None),
+        ("vllm_ascend", "0.26.0RC1", "0.26.0rc1", None),
+        ("triton_ascend", "3.2.2", "3.2.2", None),
+        ("torch", "2.13.0+cpu", "2.13.0", "cpu"),
+        ("torch", "2.6.0+cu124", "2.6.0", "cu124"),
+        ("torch", "2.13", "2.13.0", None),
+        ("vllm", "0.26", "0.26.0", None),
+        ("numpy", " 2.2.6 ", "2.2.6", None),  # any release: judged by ranges
+        ("transformers", "4.57.1", "4.57.1", None),
+    ],
+)
+def test_a_pin_keeps_the_input_and_its_canonical_spelling(lm, key, given, value, local):
+    assert canonical_pin(lm, key, given, "stack.yaml:4", "observed") == Pin(key, value, given, "stack.yaml:4", "observed", local)
+    assert canonical_pin(lm, key, given).origin == "declared"
+
+
+@pytest.mark.parametrize(
+    "key,given,message,hint",
+    [
+        (
+            "torch",
+            "1.0",
+            "unknown torch version '1.0' for 'torch'",
+            "Known torch versions (those a torch_npu release pins) nearest to it: 2.5.1, 2.4.0, 2.3.1, 2.2.0, 2.1.0. "
+            "`envkit matrix show torch` lists them all.",
+        ),
+        (
+            "vllm",
+            "0.1.0",
+            "unknown vLLM release '0.1.0' for 'vllm'",
+            "Known vLLM releases (those a vllm-ascend release pins) nearest to it: 0.9.1, 0.9.0, 0.8.5.post1, 0.8.4, "
+            "0.7.3. `envkit matrix show vllm` lists them all.",
+        ),
+        (
+            "python",
+            "3.7",
+            "unknown Python version '3.7' for 'python'",
+            "Known Python versions nearest to it: 3.12, 3.11, 3.10, 3.9, 3.8. `envkit matrix show python` lists them all.",
+        ),
+        (
+            "mindspeed",
+            "9.9",
+            "unknown MindSpeed release '9.9' for 'mindspeed'",
+            "Known MindSpeed releases nearest to it: 2.1.0, 1.0.0, 26.1.0, 2.2.0_core_r0.12.1, 2.0.0_core_r0.8.0. "
+            "`envkit matrix show mindspeed` lists them all.",
+        ),
+        (
+            "chip",
+            "910x",
+            "unknown chip '910x'",
+            "Chips: 910b, 910, a3, 310p, 310b, 950 (910b = Atlas A2, a3 = Atlas A3, 310p = Atlas 300I Duo).",
+        ),
+        ("cann", "abc", "'abc' is not a version (key 'cann')", "Write an exact version, e.g. 8.5.0."),
+        ("bogus", "1", "unknown key 'bogus'", f"Keys: {', '.join(ALL_KEYS)}."),
+    ],
+)
+def test_a_pin_that_is_not_known_is_refused_with_what_is(lm, key, given, message, hint):
+    with pytest.raises(BadInput) as err:
+        canonical_pin(lm, key, given, "stack.yaml:4")
+    assert (err.value.message, err.value.where, err.value.hint) == (message, Where("stack.yaml", 4, key), hint)
+    if key == "chip":
+        assert err.value.details == {"key": "chip", "value": "910x", "known": ["910b", "910", "a3", "310p", "310b", "950"]}
 
 
 def test_nearest_ranks_by_release_distance_then_oldest_and_shows_newest_first():
@@ -407,3 +508,230 @@ def test_a_chain_with_the_serving_keys_in_play(lm):
 def test_a_conflict_summary_exactly(lm, pins, extra, summary):
     shown = " + ".join(f"{k} {v}" for k, v in pins.items())
     assert [c.summary for c in explain(lm, pins_from_mapping(lm, pins), extra=extra)] == [f"{shown}: {summary}"]
+
+
+# --- `_summary` branch by branch, on stand-in constraints (the matrix reaches only some branches) --------------
+class _Says(Constraint):
+    """A constraint whose summary() records what it was given and answers `text` (None: it has no sentence)."""
+
+    def __init__(self, scope: tuple[str, ...], text: str | None, with_free: bool = False) -> None:
+        self.id = "left-right"
+        self.scope = scope
+        self.summary_with_free = with_free
+        self._text = text
+        self.seen: list[dict[str, str]] = []
+
+    def summary(self, a):
+        self.seen.append(dict(a))
+        return self._text
+
+
+def _pin(key: str, value: str) -> Pin:
+    return Pin(key=key, value=value, given=value, where="stack.yaml:1")
+
+
+@pytest.mark.parametrize(
+    "core,scope,dom,target,text,with_free,expected,seen",
+    [
+        # every other key pinned or down to one value: the constraint's own sentence, on that assignment
+        (
+            {"cann": "9.1.0", "driver": "25.2.0"},
+            ("cann", "driver"),
+            {},
+            "driver",
+            "S",
+            False,
+            "S",
+            [{"cann": "9.1.0", "driver": "25.2.0"}],
+        ),
+        (
+            {"driver": "25.2.0"},
+            ("cann", "driver"),
+            {"cann": ["9.1.0"]},
+            "driver",
+            "S",
+            False,
+            "S",
+            [{"cann": "9.1.0", "driver": "25.2.0"}],
+        ),
+        # no sentence and both pinned: the constraint's id, as a relation
+        (
+            {"cann": "9.1.0", "driver": "25.2.0"},
+            ("cann", "driver"),
+            {},
+            "driver",
+            None,
+            False,
+            "no driver fits (left ↔ right)",
+            [{"cann": "9.1.0", "driver": "25.2.0"}],
+        ),
+        # the emptied key not pinned: named by its long name, or as spelled
+        ({"driver": "25.2.0"}, ("cann", "driver"), {"cann": []}, "cann", "S", False, "no CANN release works with it", []),
+        ({"cann": "9.1.0"}, ("cann", "driver"), {"driver": []}, "driver", "S", False, "no HDK release works with it", []),
+        (
+            {"cann": "9.1.0", "os": "centos7.6"},
+            ("cann", "torch_npu"),
+            {"torch_npu": []},
+            "torch_npu",
+            "S",
+            False,
+            "no torch_npu release works with all of them",
+            [],
+        ),
+        ({"cann": "9.1.0"}, ("cann", "python"), {"python": []}, "python", "S", False, "no Python works with it", []),
+        ({"cann": "9.1.0"}, ("cann", "os"), {"os": []}, "os", "S", False, "no operating system works with it", []),
+        ({"cann": "9.1.0"}, ("cann", "firmware"), {"firmware": []}, "firmware", "S", False, "no firmware works with it", []),
+        # the pinned target, another key free with several values: that key is named
+        (
+            {"cann": "9.1.0"},
+            ("cann", "driver"),
+            {"driver": ["25.2.0", "25.3.0"]},
+            "cann",
+            "S",
+            False,
+            "no HDK release works with it",
+            [],
+        ),
+        (
+            {"cann": "9.1.0"},
+            ("cann", "os", "arch"),
+            {"os": ["a", "b"], "arch": ["x", "y"]},
+            "cann",
+            "S",
+            False,
+            "no operating system works with it",
+            [],
+        ),
+        # ... unless the constraint can say it with the free key's first value ("" when none is left)
+        (
+            {"cann": "9.1.0"},
+            ("cann", "driver"),
+            {"driver": ["25.2.0", "25.3.0"]},
+            "cann",
+            "S",
+            True,
+            "S",
+            [{"cann": "9.1.0", "driver": "25.2.0"}],
+        ),
+        ({"cann": "9.1.0"}, ("cann", "driver"), {"driver": []}, "cann", "S", True, "S", [{"cann": "9.1.0", "driver": ""}]),
+        (
+            {"cann": "9.1.0"},
+            ("cann", "driver"),
+            {"driver": ["25.2.0", "25.3.0"]},
+            "cann",
+            None,
+            True,
+            "no HDK release works with it",
+            [{"cann": "9.1.0", "driver": "25.2.0"}],
+        ),
+    ],
+)
+def test_summary_by_branch(core, scope, dom, target, text, with_free, expected, seen):
+    pins = {k: _pin(k, v) for k, v in core.items()}
+    c = _Says(scope, text, with_free)
+    dom = {**{k: [v] for k, v in core.items()}, **dom}
+    shown = " + ".join(f"{k} {p.value}" for k, p in sorted(pins.items(), key=lambda kv: SEARCH_ORDER.index(kv[0])))
+    assert _summary(pins, c, target, dom) == f"{shown}: {expected}"
+    assert c.seen == seen
+
+
+# --- conflicts one pin carries by itself (pin_checks), whole -------------------------------------------------------
+PATCH_ROW = (
+    "the driver patch 24.1.rc2.2 declares compatible_version_fw=[7.0.0,7.2.99]",
+    "hdk/24.1.RC2/patch/24.1.rc2.2",
+    "driver version.info sample compatible_version_fw=[7.0.0,7.2.99] for 24.1.rc2.2, with the reported 'driver and "
+    "firmware packages do not match' against firmware 7.3.0.1.231 (public issue/forum text, compat-facts §2.1, §2.5)",
+    "derived",
+    "stated",
+)
+CUDA_ROW = (
+    "torch_npu with a CUDA build of torch fails at import: 'RuntimeError: Two accelerators cannot be used at the same "
+    "time in PyTorch: npu and cuda.' Use the +cpu build (x86_64) or the plain aarch64 wheel",
+    "torch_npu/cuda-torch",
+    "torch_npu/__init__.py@v2.6.0-7.3.0 (ERR00007)",
+    "derived",
+    "stated",
+)
+
+
+def _you(key: str, shown: str) -> tuple[str, str, str, str, None]:
+    return (f"you pinned {key} = {shown}", "input", "input", "declared", None)
+
+
+@pytest.mark.parametrize(
+    "pins,expected",
+    [
+        (
+            {"driver": "24.1.rc2.2", "firmware": "24.1.RC2"},  # HDK 24.1.RC2's firmware is 7.3.0.1.231
+            [
+                (
+                    "driver 24.1.rc2.2 (a patch of HDK 24.1.RC2) allows firmware [7.0.0,7.2.99], not 7.3.0.1.231: "
+                    "'driver and firmware packages do not match'",
+                    ["driver", "firmware"],
+                    [_you("driver", "24.1.rc2.2 (= 24.1.RC2)"), _you("firmware", "24.1.RC2"), PATCH_ROW],
+                )
+            ],
+        ),
+        (
+            {"driver": "24.1.rc2.2", "firmware": "7.3.0.1.231"},  # the firmware's own Version
+            [
+                (
+                    "driver 24.1.rc2.2 (a patch of HDK 24.1.RC2) allows firmware [7.0.0,7.2.99], not 7.3.0.1.231: "
+                    "'driver and firmware packages do not match'",
+                    ["driver", "firmware"],
+                    [_you("driver", "24.1.rc2.2 (= 24.1.RC2)"), _you("firmware", "7.3.0.1.231 (= 24.1.RC2)"), PATCH_ROW],
+                )
+            ],
+        ),
+        ({"driver": "24.1.rc2.2", "firmware": "24.1.RC1"}, []),  # 7.1.0.6.220: inside the range
+        ({"driver": "24.1.rc2.2", "firmware": "7.1.0.6.220"}, []),
+        ({"driver": "24.1.rc2.2", "firmware": "23.0.RC3"}, []),  # an HDK whose firmware Version is not recorded
+        ({"driver": "24.1.RC2", "firmware": "25.0.RC1"}, []),  # not a patch: the relation judges it
+        ({"driver": "24.1.rc2.2"}, []),
+        ({"firmware": "24.1.RC2"}, []),
+        (
+            {"torch": "2.6.0+cu124"},
+            [
+                (
+                    "torch 2.6.0+cu124 is a CUDA/ROCm build: torch_npu refuses it",
+                    ["torch"],
+                    [_you("torch", "2.6.0+cu124 (= 2.6.0)"), CUDA_ROW],
+                )
+            ],
+        ),
+        (
+            {"torch": "2.6.0+rocm6.1"},
+            [
+                (
+                    "torch 2.6.0+rocm6.1 is a CUDA/ROCm build: torch_npu refuses it",
+                    ["torch"],
+                    [_you("torch", "2.6.0+rocm6.1 (= 2.6.0)"), CUDA_ROW],
+                )
+            ],
+        ),
+        ({"torch": "2.6.0+cpu", "torch_npu": "2.6.0.post5"}, []),
+        (
+            {"torch_npu": "2.14.0"},
+            [
+                (
+                    "torch_npu 2.14.0 has no published CANN pairing, so no stack with it can be validated",
+                    ["torch_npu"],
+                    [
+                        _you("torch_npu", "2.14.0"),
+                        (
+                            "torch_npu 2.14.0 is on PyPI, but no source read maps it to a CANN release",
+                            "torch_npu/2.14.0",
+                            "PyPI torch-npu listing (compat-facts §1.3): on PyPI with no CANN mapping in any source read; "
+                            "PyPI torch-npu wheel tags (compat-facts §1.5, last column)",
+                            "derived",
+                            "derived",
+                        ),
+                    ],
+                )
+            ],
+        ),
+    ],
+)
+def test_pin_checks_whole(lm, pins, expected):
+    got = pin_checks(lm, pins_from_mapping(lm, pins))
+    assert [(c.summary, c.pins, [(f.fact, f.rule, f.source, f.kind, f.confidence) for f in c.chain]) for c in got] == expected
