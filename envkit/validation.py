@@ -18,8 +18,10 @@ def validate_file(path: Path) -> ValidationReport:
     """Read the file once (it may be a pipe), then judge it as a lock or as a stack file."""
     lm = load_matrix()
     text = read_text(path)
-    data, lines = load_text(text, str(path), scalars_as_str=False)
+    # every scalar as written first: a stack file's `cann: 2024-13-45` is a value to judge, not a broken timestamp
+    data, lines = load_text(text, str(path), scalars_as_str=True)
     if isinstance(data, dict) and "schema_version" in data and "stack" in data:
+        data, lines = load_text(text, str(path), scalars_as_str=False)  # a lock has typed fields
         lock = parse_lock(data, lines, str(path))
         report = validate_pins(lm, lock_pins(lm, lock, str(path)))
         if not report.valid:
@@ -42,7 +44,6 @@ def validate_file(path: Path) -> ValidationReport:
             what = ("artifact fields " if section == "artifacts" else f"{section} fields ") + ", ".join(fields)
             extra.append(_edited(lock, path, section, what))
         return ValidationReport(valid=not extra, input=report.input, stack=report.stack, conflicts=extra, hints=hints)
-    data, lines = load_text(text, str(path), scalars_as_str=True)
     values, where = stack_from_data(data, lines, str(path))
     return validate_pins(lm, pins_from_mapping(lm, values, where=where))
 

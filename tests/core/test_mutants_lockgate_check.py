@@ -258,3 +258,22 @@ def test_validate_a_stack_file(tmp_path):
         validate_file(path)
     assert exc.value.message == f"unknown key 'stack' in {path}"
     assert (exc.value.where.file, exc.value.where.line, exc.value.where.key) == (str(path), 2, "stack")
+
+
+@pytest.mark.parametrize("value", ["2024-13-45", "2024-01-02", "yes", "0x10"])
+def test_validate_reads_a_stack_file_as_resolve_does(tmp_path, run_cli, value):
+    """A value YAML would type (a date, even an impossible one, a boolean, a hex number) is judged as written, with
+    the same message as `resolve -f`."""
+    path = tmp_path / "stack.yaml"
+    path.write_text(f"chip: 910b\ncann: {value}\n", encoding="utf-8")
+    with pytest.raises(BadInput) as exc:
+        validate_file(path)
+    assert (exc.value.where.file, exc.value.where.line, exc.value.where.key) == (str(path), 2, "cann")
+    validate = run_cli("validate", str(path), "--json")
+    resolve = run_cli("resolve", "-f", str(path), "--json")
+    assert (validate.code, resolve.code) == (2, 2)
+    assert json.loads(validate.out)["error"] == json.loads(resolve.out)["error"]
+    assert json.loads(validate.out)["error"]["message"] in (
+        f"unknown CANN release '{value}' for 'cann'",
+        f"'{value}' is not a version (key 'cann')",
+    )
