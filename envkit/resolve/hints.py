@@ -20,8 +20,7 @@ def suggest(
     involved = sorted({k for c in conflicts for k in c.pins}, key=lambda k: CHANGE_COST[k])
     out: list[Suggestion] = []
     tried: list[tuple[str, ...]] = [(k,) for k in involved]
-    if len(involved) > 1:
-        tried += [tuple(p) for p in itertools.combinations(involved, 2)]
+    tried += itertools.combinations(involved, 2)  # pairs only when no single pin works (below)
     for drop in tried:
         if len(out) >= limit:
             break

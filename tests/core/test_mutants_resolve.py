@@ -11,10 +11,11 @@ from envkit.constraints import Constraint
 from envkit.errors import BadInput, Where
 from envkit.matrix import LoadedMatrix
 from envkit.models.matrix import Rule
+from envkit.models.report import Conflict
 from envkit.models.stack import ALL_KEYS
-from envkit.resolve import pins_from_mapping, validate_stack
+from envkit.resolve import pins_from_mapping, validate_pins, validate_stack
 from envkit.resolve.explain import _fmt_values, _minimal_core, _summary, explain, pin_checks
-from envkit.resolve.hints import _patch_hints, hints_for
+from envkit.resolve.hints import _patch_hints, hints_for, suggest
 from envkit.resolve.pins import Pin, _nearest, _where, canonical_pin
 from envkit.resolve.search import SEARCH_ORDER, SERVING_KEYS
 
@@ -735,3 +736,77 @@ def _you(key: str, shown: str) -> tuple[str, str, str, str, None]:
 def test_pin_checks_whole(lm, pins, expected):
     got = pin_checks(lm, pins_from_mapping(lm, pins))
     assert [(c.summary, c.pins, [(f.fact, f.rule, f.source, f.kind, f.confidence) for f in c.chain]) for c in got] == expected
+
+
+# --- a whole validation: the workload's keys reach the solver, the explanation and the suggestions ---------------
+def test_a_workload_brings_its_keys_into_every_step(lm):
+    pins = pins_from_mapping(lm, {"torch_npu": "2.6.0"})
+    assert validate_pins(lm, pins).valid  # a plain stack: 2.6.0 resolves
+    report = validate_pins(lm, pins, workload="serving")
+    assert report.valid is False and report.stack is None
+    assert [c.summary for c in report.conflicts] == ["torch_npu 2.6.0: no vllm_ascend works with it"]
+    assert [(s.change, s.stack["vllm_ascend"], s.validated) for s in report.suggestions] == [
+        ({"torch_npu": {"from": "2.6.0", "to": "2.10.0.post4"}}, "0.23.0", True)
+    ]
+
+
+def test_validate_stack_keeps_where_each_pin_came_from_and_how(lm):
+    report = validate_stack(
+        {"cann": "8.0.RC2", "driver": "25.2.0"}, matrix=lm, where={"cann": "s.yaml:2", "driver": "s.yaml:3"}, origin="observed"
+    )
+    assert [(f.fact, f.source, f.kind) for f in report.conflicts[0].chain if f.rule == "input"] == [
+        ("observed driver = 25.2.0", "s.yaml:3", "observed"),
+        ("observed cann = 8.0.RC2", "s.yaml:2", "observed"),
+    ]
+
+
+# --- suggestions: one pin dropped (cheapest to change first), pairs only when no single one works ----------------
+@pytest.mark.parametrize(
+    "pins,expected",
+    [
+        (
+            {"arch": "aarch64", "os": "centos7.6", "numpy": "2.2.6"},
+            [
+                ({"numpy": {"from": "2.2.6", "to": "1.26.4"}}, True),
+                ({"os": {"from": "centos7.6", "to": "ubuntu22.04"}}, True),
+                ({"arch": {"from": "aarch64", "to": "x86_64"}}, False),
+            ],
+        ),
+        # dropping numpy, the cheapest, finds nothing; torch_npu does
+        ({"cann": "9.1.0", "torch_npu": "2.6.0", "numpy": "2.2.6"}, [({"torch_npu": {"from": "2.6.0", "to": "2.12.0"}}, True)]),
+        # a driver patch dropped alone comes back as the same release: both are changed together
+        (
+            {"driver": "24.1.rc2.2", "firmware": "24.1.RC2"},
+            [
+                (
+                    {"firmware": {"from": "24.1.RC2", "to": "26.0.RC1"}, "driver": {"from": "24.1.rc2.2", "to": "26.0.RC1"}},
+                    True,
+                )
+            ],
+        ),
+        # validated only when both the CANN and the HDK pairing are the vendor's (here the HDK one is not)
+        (
+            {"transformers": "4.57.1", "cann": "8.5.0", "numpy": "2.2.6", "chip": "910b", "driver": "25.2.0"},
+            [({"numpy": {"from": "2.2.6", "to": "1.26.4"}}, False), ({"cann": {"from": "8.5.0", "to": "9.1.0"}}, False)],
+        ),
+    ],
+)
+def test_suggestions_exactly(lm, pins, expected):
+    pinned = pins_from_mapping(lm, pins)
+    assert [(s.change, s.validated) for s in suggest(lm, pinned, explain(lm, pinned))] == expected
+
+
+def test_suggestions_stop_at_the_limit(lm):
+    # a valid stack named as one conflict: each pin dropped re-resolves to another release, four suggestions
+    values = {"python": "3.9", "numpy": "1.24.0", "transformers": "4.48.0", "accelerate": "1.0.0"}
+    pins = pins_from_mapping(lm, values)
+    conflict = [Conflict(summary="four pins", pins=list(values), chain=[])]
+    four = [
+        {"accelerate": {"from": "1.0.0", "to": "1.10.0"}},
+        {"transformers": {"from": "4.48.0", "to": "4.57.1"}},
+        {"numpy": {"from": "1.24.0", "to": "1.26.4"}},
+        {"python": {"from": "3.9", "to": "3.10"}},
+    ]
+    assert [s.change for s in suggest(lm, pins, conflict, limit=5)] == four
+    assert [s.change for s in suggest(lm, pins, conflict)] == four[:3]
+    assert [s.change for s in suggest(lm, pins, conflict, limit=1)] == four[:1]
