@@ -112,8 +112,9 @@ def _explain_core(lm: LoadedMatrix, core: dict[str, Pin], extra: tuple[str, ...]
         others = [k for k in c.scope if k != target]
         for k in others:
             visit(k)
+        # a pinned target is told as a pin; a free one with what narrowed it before this rule emptied it
+        visit(target)
         if target in core:
-            visit(target)
             both = c.explain_both_sides
             for k in [target, *[o for o in others if o in core and both]]:
                 stmt = c.says(k, core[k].value)

@@ -4,6 +4,7 @@ versions, where a pin came from, patch hints, value lists in chains, minimal con
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -14,7 +15,7 @@ from envkit.models.matrix import Rule
 from envkit.models.report import Conflict
 from envkit.models.stack import ALL_KEYS
 from envkit.resolve import pins_from_mapping, validate_pins, validate_stack
-from envkit.resolve.explain import _fmt_values, _minimal_core, _summary, explain, pin_checks
+from envkit.resolve.explain import _explain_core, _fmt_values, _minimal_core, _summary, explain, pin_checks
 from envkit.resolve.hints import _patch_hints, hints_for, suggest
 from envkit.resolve.pins import Pin, _nearest, _where, canonical_pin
 from envkit.resolve.search import SEARCH_ORDER, SERVING_KEYS
@@ -409,12 +410,20 @@ def test_a_chain_narrows_free_keys_then_empties_one(lm):
             "…",
         ),
         ("so cann must be one of {9.2.0, 9.1.1, 9.1.0, 9.0.1, 9.0.0}", "rule:numpy/cann-before-9", "derived"),
+        # what narrowed the emptied key before (the os's glibc), then the rule that emptied it
+        ("you pinned os = centos7.6", "input", "input"),
+        ("CentOS 7.6 has glibc 2.17", "os/centos7.6", "…"),
+        (
+            "so torch_npu must be one of {2.5.1.post1, 2.5.1, 2.4.0.post4, 2.4.0.post2, 2.4.0, 2.3.1.post6, … 19 in all}",
+            "torch_npu-glibc",
+            "derived",
+        ),
         ("CANN 9.2.0 works with torch_npu none", "torch_npu/*.cann", "…"),  # the first three values only
         (f"CANN 9.1.1 {works}2.10.0.post6, … (28 in all)", "torch_npu/*.cann", "…"),
         (f"CANN 9.1.0 {works}2.10.0.post6, … (28 in all)", "torch_npu/*.cann", "…"),
         ("contradiction: no torch_npu is left that fits the cann above", "torch_npu-cann", "derived"),
     ]
-    assert [kind for *_, kind in facts] == ["declared"] + ["derived"] * 8
+    assert [kind for *_, kind in facts] == ["declared"] + ["derived"] * 4 + ["declared"] + ["derived"] * 6
 
 
 def _pinned(key: str, value: str) -> tuple[str, str, str, str]:
@@ -603,6 +612,7 @@ def _pin(key: str, value: str) -> Pin:
             "no operating system works with it",
             [],
         ),
+        ({"cann": "9.1.0"}, ("cann", "arch"), {"arch": ["x", "y"]}, "cann", "S", False, "no arch works with it", []),
         # ... unless the constraint can say it with the free key's first value ("" when none is left)
         (
             {"cann": "9.1.0"},
@@ -810,3 +820,64 @@ def test_suggestions_stop_at_the_limit(lm):
     assert [s.change for s in suggest(lm, pins, conflict, limit=5)] == four
     assert [s.change for s in suggest(lm, pins, conflict)] == four[:3]
     assert [s.change for s in suggest(lm, pins, conflict, limit=1)] == four[:1]
+
+
+def test_a_core_that_propagation_cannot_empty_falls_back_to_the_search(lm):
+    """When arc consistency from the pins empties no key (it is incomplete; no conflict of today's matrix needs this,
+    so a consistent core stands in), the chain names the pins in search order and rests on the exhaustive search."""
+    conflict = _explain_core(lm, pins_from_mapping(lm, {"python": "3.10", "cann": "9.1.0"}))
+    assert conflict.summary == "cann 9.1.0 + python 3.10 cannot be completed into a valid stack"
+    assert conflict.pins == ["cann", "python"]
+    assert [(f.fact, f.rule, f.source, f.kind) for f in conflict.chain] == [
+        ("you pinned cann = 9.1.0", "input", "input", "declared"),
+        ("you pinned python = 3.10", "input", "input", "declared"),
+        ("no full stack satisfies these pins together (exhaustive search over the matrix)", "search", "derived", "derived"),
+    ]
+
+
+# --- whole explanations of chosen conflicts, pinned by tests/golden/explain/<case>.json -----------------------------
+# Each case was picked because it tells a mutant of explain.py apart that the tests above do not (the comment says
+# which path it takes). They change with the matrix: `ENVKIT_UPDATE_GOLDEN=1` rewrites them; review the diff.
+GOLDEN_EXPLAIN = Path(__file__).parents[1] / "golden" / "explain"
+EXPLAIN_CASES = {
+    # a matrix row's statement keeps its confidence in the chain
+    "confidence": ({"firmware": "25.1.RC1", "chip": "a3", "cann": "9.0.0-beta.2", "numpy": "1.26.4", "torch_npu": "2.5.1"}, None),
+    # a three-key constraint (glibc: torch_npu, os, arch) narrows a free key from its pinned key, not the first one
+    "glibc_source": ({"os": "centos7.6", "numpy": "1.26.4", "arch": "x86_64", "cann": "8.5.1"}, SERVING_KEYS),
+    # a key reached twice in a chain is told once; the first three values of a narrowed key are quoted
+    "visited_once": ({"vllm_ascend": "0.9.0rc1", "arch": "aarch64", "numpy": "2.2.6", "driver": "25.5.1"}, None),
+    # an emptied key's statements quote its values before it was emptied; repeated facts are told once
+    "emptied_key": ({"python": "3.14", "vllm_ascend": "0.23.0", "cann": "8.0.RC3", "chip": "310p", "firmware": "26.0.RC1"}, None),
+    # the optional keys in play decide which single pins conflict by themselves ...
+    "serving_single": ({"vllm_ascend": "0.15.0rc1", "arch": "aarch64", "torch_npu": "2.3.1.post2"}, SERVING_KEYS),
+    # ... and which pairs do
+    "serving_pair": ({"arch": "x86_64", "driver": "25.5.2", "transformers": "4.57.1", "vllm_ascend": "0.16.0rc1"}, None),
+    # ... and, when no single pin or pair conflicts, the minimal core of three (satisfiable without the serving keys)
+    "serving_core": ({"driver": "25.5.0", "transformers": "5.5.4", "os": "ubuntu20.04"}, SERVING_KEYS),
+    # more conflicting pairs than the six explained
+    "seven_cores": (
+        {
+            "accelerate": "1.0.0",
+            "torch_npu": "2.1.0.post12",
+            "arch": "x86_64",
+            "driver": "23.0.3",
+            "transformers": "4.30.0",
+            "python": "3.12",
+            "vllm_ascend": "0.24.0rc1",
+            "chip": "310p",
+            "os": "kylinv10",
+        },
+        None,
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(EXPLAIN_CASES))
+def test_the_explanation_of_a_conflict_whole(lm, golden, case):
+    values, extra = EXPLAIN_CASES[case]
+    got = {
+        "pins": values,
+        "extra": list(extra) if extra is not None else None,
+        "conflicts": [c.model_dump(mode="json") for c in explain(lm, pins_from_mapping(lm, values), extra=extra)],
+    }
+    golden(GOLDEN_EXPLAIN / f"{case}.json", json.dumps(got, indent=1, ensure_ascii=False) + "\n")
