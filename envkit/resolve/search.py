@@ -50,10 +50,8 @@ def framework_keys(pins: dict[str, Pin], workload: str | None = None) -> tuple[s
     """The optional keys in play: those of the workload, the serving set where vllm or vllm_ascend is pinned, and
     every pinned one. A plain stack has none, so it resolves exactly as without frameworks."""
     if workload is not None and workload not in WORKLOADS:
-        raise BadInput(
-            f"unknown workload {workload!r}", where=None, hint=f"Workloads: {', '.join(WORKLOADS)} (or none: a plain stack)."
-        )
-    keys = set(WORKLOADS.get(workload or "", ()))
+        raise BadInput(f"unknown workload {workload!r}", hint=f"Workloads: {', '.join(WORKLOADS)} (or none: a plain stack).")
+    keys = set(WORKLOADS[workload]) if workload is not None else set()
     if "vllm" in pins or "vllm_ascend" in pins:
         keys.update(SERVING_KEYS)
     keys.update(k for k in pins if k in FRAMEWORK_KEYS)

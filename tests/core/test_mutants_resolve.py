@@ -18,7 +18,7 @@ from envkit.resolve import pins_from_mapping, validate_pins, validate_stack
 from envkit.resolve.explain import _explain_core, _fmt_values, _minimal_core, _summary, explain, pin_checks
 from envkit.resolve.hints import _patch_hints, hints_for, suggest
 from envkit.resolve.pins import Pin, _nearest, _where, canonical_pin
-from envkit.resolve.search import SEARCH_ORDER, SERVING_KEYS
+from envkit.resolve.search import SEARCH_ORDER, SERVING_KEYS, framework_keys, satisfiable, solve
 
 CANN_NEAR_8_4 = ["8.5.0", "8.5.0.alpha002", "8.5.0.alpha001", "8.3.RC2", "8.3.RC1"]
 
@@ -881,3 +881,50 @@ def test_the_explanation_of_a_conflict_whole(lm, golden, case):
         "conflicts": [c.model_dump(mode="json") for c in explain(lm, pins_from_mapping(lm, values), extra=extra)],
     }
     golden(GOLDEN_EXPLAIN / f"{case}.json", json.dumps(got, indent=1, ensure_ascii=False) + "\n")
+
+
+# --- search: which optional keys are in play, and what solve and satisfiable take from them ---------------------
+@pytest.mark.parametrize(
+    "pins,workload,keys",
+    [
+        ({}, None, ()),
+        ({"cann": "9.1.0"}, None, ()),
+        ({}, "serving", ("vllm", "vllm_ascend", "triton_ascend")),
+        ({"cann": "9.1.0"}, "training-mindspeed", ("mindspeed",)),
+        ({"vllm": "0.23.0"}, None, ("vllm", "vllm_ascend", "triton_ascend")),  # either serving pin brings the set
+        ({"vllm_ascend": "0.23.0"}, None, ("vllm", "vllm_ascend", "triton_ascend")),
+        ({"triton_ascend": "3.2.2"}, None, ("triton_ascend",)),  # a pinned optional key, alone
+        ({"mindspeed": "2.1.0", "vllm": "0.23.0"}, "training-mindspeed", ("vllm", "vllm_ascend", "triton_ascend", "mindspeed")),
+    ],
+)
+def test_framework_keys(lm, pins, workload, keys):
+    assert framework_keys(pins_from_mapping(lm, pins), workload) == keys
+
+
+def test_an_unknown_workload_is_refused_naming_the_known_ones():
+    with pytest.raises(BadInput) as err:
+        framework_keys({}, "inference")
+    assert (err.value.message, err.value.where, err.value.hint, err.value.exit_code) == (
+        "unknown workload 'inference'",
+        None,
+        "Workloads: serving, training-mindspeed (or none: a plain stack).",
+        2,
+    )
+
+
+def test_solve_takes_the_optional_keys_it_is_given_and_prefers_the_os_python(lm):
+    pins = pins_from_mapping(lm, {"cann": "9.1.0"})
+    assert "vllm_ascend" not in solve(lm, pins).stack
+    serving = solve(lm, pins, SERVING_KEYS).stack
+    assert {k: serving[k] for k in SERVING_KEYS} == {"vllm": "0.23.0", "vllm_ascend": "0.23.0", "triton_ascend": "3.2.2"}
+    # the python3 the OS ships, where the stack allows it (newer ones exist for both)
+    assert solve(lm, pins_from_mapping(lm, {"os": "ubuntu24.04"})).stack["python"] == "3.12"
+    assert solve(lm, pins_from_mapping(lm, {"os": "openeuler24.03"})).stack["python"] == "3.11"
+
+
+def test_satisfiable_brings_in_the_keys_the_pins_imply(lm):
+    pins = pins_from_mapping(lm, {"vllm": "0.23.0", "torch_npu": "2.6.0"})
+    # vLLM 0.23.0 brings vllm-ascend into play, whose releases for it pin torch_npu 2.10.0.post4
+    assert not satisfiable(lm, pins)
+    assert satisfiable(lm, pins, ())  # with no optional key in play, the vllm pin relates to nothing
+    assert satisfiable(lm, pins_from_mapping(lm, {"vllm": "0.23.0"}))
