@@ -928,3 +928,31 @@ def test_satisfiable_brings_in_the_keys_the_pins_imply(lm):
     assert not satisfiable(lm, pins)
     assert satisfiable(lm, pins, ())  # with no optional key in play, the vllm pin relates to nothing
     assert satisfiable(lm, pins_from_mapping(lm, {"vllm": "0.23.0"}))
+
+
+def test_a_narrowing_names_the_key_it_came_from_not_the_first_of_its_rule(lm):
+    """A three-key rule that narrows CANN from the pinned os while its first other key (accelerate) is free: the
+    chain quotes the rule for the os's value (no shipped rule does this yet, so one is added in memory)."""
+    rule = Rule(
+        id="test/three-keys",
+        when={"cann": "<8.5"},
+        requires={"accelerate": ">=0.1", "glibc": ">=2.28"},
+        message="CANN {cann} needs glibc >=2.28, not the glibc of {os}",
+        source="test",
+        confidence="stated",
+    )
+    lm2 = LoadedMatrix(model=lm.model.model_copy(update={"rules": [*lm.model.rules, rule]}), digest=lm.digest, files=lm.files)
+    [conflict] = explain(lm2, pins_from_mapping(lm2, {"os": "centos7.6", "torch_npu": "2.4.0"}))
+    says = "when cann <8.5, requires accelerate >=0.1; glibc >=2.28 (CANN {cann} needs glibc >=2.28, not the glibc of "
+    assert [(f.fact, f.rule) for f in conflict.chain] == [
+        ("you pinned os = centos7.6", "input"),
+        ("you pinned torch_npu = 2.4.0", "input"),
+        (
+            "torch_npu 2.4.0 is paired with CANN 8.0.RC3 in the vendor's table, and TorchNPU 6.0.rc3 works with CANN 8.0.RC3",
+            "torch_npu/2.4.0, torch_npu_line/6.0.rc3",
+        ),
+        ("so cann must be one of {8.0.RC3}", "torch_npu-cann"),
+        (says + "centos7.6)", "test/three-keys"),  # the os the narrowing came from
+        (says + "{os})", "test/three-keys"),  # the free accelerate's values, which the rule does not name
+        ("contradiction: no cann is left that fits the accelerate, os above", "rule:test/three-keys"),
+    ]
