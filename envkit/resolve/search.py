@@ -112,7 +112,6 @@ def initial_domains(
 
 class _Solver:
     def __init__(self, constraints: list[Constraint], domains: dict[str, list[str]], lm: LoadedMatrix | None = None):
-        self.constraints = constraints
         self.domains = domains
         self.lm = lm
         self.nodes = 0
@@ -145,22 +144,17 @@ class _Solver:
             system = self.lm.oses[a["os"]].system_python
             if system in values:
                 values = [system] + [v for v in values if v != system]
+        # No check of the value itself: it satisfies every constraint whose other keys are assigned, since forward
+        # checking pruned this domain when its key became the last free one of each (one-key rules: `propagate`).
         for value in values:
             a[key] = value
-            if self._consistent(key, a):
-                pruned = self._forward(key, a, dom)
-                if pruned is not None:
-                    found = self._dfs(a, pruned, depth + 1)
-                    if found is not None:
-                        return found
+            pruned = self._forward(key, a, dom)
+            if pruned is not None:
+                found = self._dfs(a, pruned, depth + 1)
+                if found is not None:
+                    return found
             del a[key]
         return None
-
-    def _consistent(self, key: str, a: Assignment) -> bool:
-        for c in self.by_key[key]:
-            if all(k in a for k in c.scope) and not c.check(a):
-                return False
-        return True
 
     def _forward(self, key: str, a: Assignment, dom: dict[str, list[str]]) -> dict[str, list[str]] | None:
         new = dom
@@ -259,15 +253,18 @@ def solve(lm: LoadedMatrix, pins: dict[str, Pin], extra: tuple[str, ...] | None 
     return None
 
 
-_CONSTRAINT_CACHE: dict[tuple[int, bool, bool], list[Constraint]] = {}
+# (id of the matrix, pass) -> (the matrix, its constraints): the matrix is kept so that its id is not reused by
+# another one (a matrix edited in memory) while its entry is here
+_CONSTRAINT_CACHE: dict[tuple[int, bool, bool], tuple[LoadedMatrix, list[Constraint]]] = {}
 
 
 def pass_constraints(lm: LoadedMatrix, strict_cann: bool = False, strict_hdk: bool = False) -> list[Constraint]:
     """The constraints of one pass, built once per matrix (the defaults: everything the matrix calls compatible)."""
     key = (id(lm), strict_cann, strict_hdk)
-    if key not in _CONSTRAINT_CACHE:
-        _CONSTRAINT_CACHE[key] = build_constraints(lm, strict_cann=strict_cann, strict_hdk=strict_hdk)
-    return _CONSTRAINT_CACHE[key]
+    cached = _CONSTRAINT_CACHE.get(key)
+    if cached is None or cached[0] is not lm:
+        cached = _CONSTRAINT_CACHE[key] = (lm, build_constraints(lm, strict_cann=strict_cann, strict_hdk=strict_hdk))
+    return cached[1]
 
 
 def satisfiable(lm: LoadedMatrix, pins: dict[str, Pin], extra: tuple[str, ...] | None = None) -> bool:

@@ -8,17 +8,17 @@ from pathlib import Path
 
 import pytest
 
-from envkit.constraints import Constraint
-from envkit.errors import BadInput, Where
+from envkit.constraints import ABSENT, Constraint, Relation, RuleConstraint
+from envkit.errors import BadInput, CannotRun, Where
 from envkit.matrix import LoadedMatrix
 from envkit.models.matrix import Rule
 from envkit.models.report import Conflict
 from envkit.models.stack import ALL_KEYS
-from envkit.resolve import pins_from_mapping, validate_pins, validate_stack
+from envkit.resolve import pins_from_mapping, search, validate_pins, validate_stack
 from envkit.resolve.explain import _explain_core, _fmt_values, _minimal_core, _summary, explain, pin_checks
 from envkit.resolve.hints import _patch_hints, hints_for, suggest
-from envkit.resolve.pins import Pin, _nearest, _where, canonical_pin
-from envkit.resolve.search import SEARCH_ORDER, SERVING_KEYS, framework_keys, satisfiable, solve
+from envkit.resolve.pins import Pin, _nearest, _where, canonical_pin, torch_versions
+from envkit.resolve.search import SEARCH_ORDER, SERVING_KEYS, framework_keys, initial_domains, satisfiable, solve, with_bounds
 
 CANN_NEAR_8_4 = ["8.5.0", "8.5.0.alpha002", "8.5.0.alpha001", "8.3.RC2", "8.3.RC1"]
 
@@ -956,3 +956,102 @@ def test_a_narrowing_names_the_key_it_came_from_not_the_first_of_its_rule(lm):
         (says + "{os})", "test/three-keys"),  # the free accelerate's values, which the rule does not name
         ("contradiction: no cann is left that fits the accelerate, os above", "rule:test/three-keys"),
     ]
+
+
+# --- search: domains, the budget, the depth-first search with forward checking -----------------------------------
+def _with(lm, **update) -> LoadedMatrix:
+    """The shipped matrix with some fields replaced in memory."""
+    return LoadedMatrix(model=lm.model.model_copy(update=update), digest=lm.digest, files=lm.files)
+
+
+def test_initial_domains(lm):
+    plain = initial_domains(lm, {}, False, ())
+    assert plain["chip"][:1] == ["910b"] and plain["arch"][:1] == ["aarch64"] and plain["os"][:1] == ["ubuntu22.04"]
+    assert plain["torch"] == torch_versions(lm, mapped_only=True)  # no torch that only an unpaired torch_npu pins
+    assert "2.14.0" not in plain["torch"] and "2.14.0" in torch_versions(lm, mapped_only=False)
+    assert plain["transformers"] == lm.package("transformers")
+    assert not any(k in plain for k in ("vllm", "vllm_ascend", "triton_ascend", "mindspeed"))
+    # the embedded default comes first, whatever the matrix's order; without one, the matrix's order
+    moved = initial_domains(_with(lm, defaults={"chip": "a3", "arch": "x86_64", "os": "openeuler22.03"}), {}, False, ())
+    assert (moved["chip"][:2], moved["arch"], moved["os"][:2]) == (
+        ["a3", "910b"],
+        ["x86_64", "aarch64"],
+        ["openeuler22.03", "ubuntu20.04"],
+    )
+    bare = initial_domains(_with(lm, defaults={}), {}, False, ())
+    assert (bare["chip"], bare["arch"]) == ([c.id for c in lm.model.chips], ["aarch64", "x86_64"])
+    serving = initial_domains(lm, {}, False, SERVING_KEYS)
+    assert serving["vllm_ascend"][:3] == ["0.23.0", "0.18.0", "0.13.0"]  # no pre-release unless pinned
+    assert serving["triton_ascend"] == ["3.2.2", "3.2.1", "3.2.0", ABSENT]  # a vllm-ascend release may come without
+    # the Transformers bounds vllm-ascend releases name join the recommended list, after it
+    assert serving["transformers"] == with_bounds(
+        plain["transformers"], [r.transformers.spec for r in lm.model.vllm_ascend if r.transformers]
+    )
+    assert serving["transformers"][len(plain["transformers"]) :][:2] == ["5.14.1", "5.13.0"]
+    assert initial_domains(lm, {}, False, ("mindspeed",))["mindspeed"] == [r.version for r in lm.model.mindspeed]
+
+
+def test_optional_keys_resolve_and_may_be_left_out(lm):
+    assert solve(lm, pins_from_mapping(lm, {"cann": "9.1.0"}), ("mindspeed",)).stack["mindspeed"] == "26.1.0"
+    old = solve(lm, pins_from_mapping(lm, {"vllm_ascend": "0.7.3"})).stack  # no triton-ascend in that release
+    assert old["vllm_ascend"] == "0.7.3" and "triton_ascend" not in old
+
+
+def test_satisfiable_takes_the_loosest_pass(lm):
+    pins = pins_from_mapping(
+        lm, {"transformers": "4.57.1", "cann": "8.5.0", "numpy": "1.26.4", "chip": "910b", "driver": "25.2.0"}
+    )
+    assert satisfiable(lm, pins)
+    assert solve(lm, pins).validated_hdk is False  # only a pairing outside the vendor's HDK table completes it
+
+
+def test_a_one_key_rule_narrows_a_free_key_before_the_search(lm):
+    rule = Rule(
+        id="test/no-transformers-5.1x",
+        when={"transformers": ">=5.10"},
+        forbid=True,
+        message="no",
+        source="test",
+        confidence="stated",
+    )
+    assert solve(lm, {}).stack["transformers"] == "5.10.1"
+    assert solve(_with(lm, rules=[*lm.model.rules, rule]), {}).stack["transformers"] == "5.5.4"
+
+
+def test_the_search_budget_counts_every_node(lm, monkeypatch):
+    pins = pins_from_mapping(lm, {"cann": "9.1.0"})
+    monkeypatch.setattr(search, "NODE_BUDGET", 13)  # twelve keys and the leaf, no backtracking
+    assert solve(lm, pins) is not None
+    monkeypatch.setattr(search, "NODE_BUDGET", 12)
+    with pytest.raises(CannotRun) as err:
+        solve(lm, pins)
+    assert (err.value.message, err.value.hint, err.value.exit_code) == (
+        "the resolver exceeded its search budget",
+        "This is a bug in envkit's matrix or resolver: report the stack that caused it.",
+        2,
+    )
+
+
+def test_the_search_backtracks_with_the_domains_it_had():
+    """chip a narrows arch to x, where no os fits; chip b then needs arch y, which forward checking under a must not
+    have taken from the domains the search returns to. No start keys: no arc consistency before the search."""
+
+    def rel(left: str, right: str, pairs: set[tuple[str, str]]) -> Relation:
+        return Relation(f"{left}-{right}", left, right, lambda a, b: (a, b) in pairs, lambda v: None, lambda v: None)
+
+    constraints = [rel("chip", "arch", {("a", "x"), ("b", "y")}), rel("arch", "os", {("y", "p")})]
+    domains = {"chip": ["a", "b"], "arch": ["x", "y"], "os": ["q", "p"]}
+    assert search._Solver(constraints, domains).solve() == {"chip": "b", "arch": "y", "os": "p"}
+    assert domains == {"chip": ["a", "b"], "arch": ["x", "y"], "os": ["q", "p"]}
+
+
+def test_constraints_are_built_once_per_matrix_and_never_taken_from_another(lm, monkeypatch):
+    assert search.pass_constraints(lm) is search.pass_constraints(lm)
+    assert search.pass_constraints(lm, True, True) is not search.pass_constraints(lm)
+    edited = _with(lm, rules=[])
+    # an entry left under the edited matrix's id by another matrix (ids are reused once an object is freed)
+    monkeypatch.setitem(search._CONSTRAINT_CACHE, (id(edited), False, False), (lm, search.pass_constraints(lm)))
+    mine = search.pass_constraints(edited)
+    assert mine and all(isinstance(c, Constraint) for c in mine)
+    assert not any(isinstance(c, RuleConstraint) for c in mine)
+    assert any(isinstance(c, RuleConstraint) for c in search.pass_constraints(lm))
