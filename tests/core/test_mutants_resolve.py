@@ -23,6 +23,16 @@ from envkit.resolve.search import SEARCH_ORDER, SERVING_KEYS, framework_keys, in
 CANN_NEAR_8_4 = ["8.5.0", "8.5.0.alpha002", "8.5.0.alpha001", "8.3.RC2", "8.3.RC1"]
 
 
+def _with(lm, **update) -> LoadedMatrix:
+    """The shipped matrix with some fields replaced in memory."""
+    return LoadedMatrix(model=lm.model.model_copy(update=update), digest=lm.digest, files=lm.files)
+
+
+def _with_rule(lm, **fields) -> LoadedMatrix:
+    """The shipped matrix with one more rule (from "test", stated), in memory: for branches no shipped rule takes."""
+    return _with(lm, rules=[*lm.model.rules, Rule(source="test", confidence="stated", **fields)])
+
+
 # --- where a pin came from -----------------------------------------------------------------------
 @pytest.mark.parametrize(
     "where,expected",
@@ -283,16 +293,9 @@ def test_the_x86_64_torch_index_hint_only_on_x86_64(lm):
 
 
 def test_a_hint_rule_on_glibc_reads_the_os(lm):
-    rule = Rule(
-        id="test/glibc-hint",
-        when={"glibc": ">=2.0"},
-        forbid=True,
-        severity="hint",
-        message="glibc of {os} noted",
-        source="test",
-        confidence="stated",
+    lm2 = _with_rule(
+        lm, id="test/glibc-hint", when={"glibc": ">=2.0"}, forbid=True, severity="hint", message="glibc of {os} noted"
     )
-    lm2 = LoadedMatrix(model=lm.model.model_copy(update={"rules": [*lm.model.rules, rule]}), digest=lm.digest, files=lm.files)
     stack = validate_stack({"arch": "aarch64", "torch": "2.6.0"}, matrix=lm).stack
     assert hints_for(lm2, stack, {}) == ["glibc of ubuntu22.04 noted [test/glibc-hint]"]
 
@@ -933,15 +936,13 @@ def test_satisfiable_brings_in_the_keys_the_pins_imply(lm):
 def test_a_narrowing_names_the_key_it_came_from_not_the_first_of_its_rule(lm):
     """A three-key rule that narrows CANN from the pinned os while its first other key (accelerate) is free: the
     chain quotes the rule for the os's value (no shipped rule does this yet, so one is added in memory)."""
-    rule = Rule(
+    lm2 = _with_rule(
+        lm,
         id="test/three-keys",
         when={"cann": "<8.5"},
         requires={"accelerate": ">=0.1", "glibc": ">=2.28"},
         message="CANN {cann} needs glibc >=2.28, not the glibc of {os}",
-        source="test",
-        confidence="stated",
     )
-    lm2 = LoadedMatrix(model=lm.model.model_copy(update={"rules": [*lm.model.rules, rule]}), digest=lm.digest, files=lm.files)
     [conflict] = explain(lm2, pins_from_mapping(lm2, {"os": "centos7.6", "torch_npu": "2.4.0"}))
     says = "when cann <8.5, requires accelerate >=0.1; glibc >=2.28 (CANN {cann} needs glibc >=2.28, not the glibc of "
     assert [(f.fact, f.rule) for f in conflict.chain] == [
@@ -959,9 +960,6 @@ def test_a_narrowing_names_the_key_it_came_from_not_the_first_of_its_rule(lm):
 
 
 # --- search: domains, the budget, the depth-first search with forward checking -----------------------------------
-def _with(lm, **update) -> LoadedMatrix:
-    """The shipped matrix with some fields replaced in memory."""
-    return LoadedMatrix(model=lm.model.model_copy(update=update), digest=lm.digest, files=lm.files)
 
 
 def test_initial_domains(lm):
@@ -1006,16 +1004,9 @@ def test_satisfiable_takes_the_loosest_pass(lm):
 
 
 def test_a_one_key_rule_narrows_a_free_key_before_the_search(lm):
-    rule = Rule(
-        id="test/no-transformers-5.1x",
-        when={"transformers": ">=5.10"},
-        forbid=True,
-        message="no",
-        source="test",
-        confidence="stated",
-    )
+    edited = _with_rule(lm, id="test/no-transformers-5.1x", when={"transformers": ">=5.10"}, forbid=True, message="no")
     assert solve(lm, {}).stack["transformers"] == "5.10.1"
-    assert solve(_with(lm, rules=[*lm.model.rules, rule]), {}).stack["transformers"] == "5.5.4"
+    assert solve(edited, {}).stack["transformers"] == "5.5.4"
 
 
 def test_the_search_budget_counts_every_node(lm, monkeypatch):
