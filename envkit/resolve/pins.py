@@ -112,7 +112,7 @@ def canonical_pin(lm: LoadedMatrix, key: str, given: str, where: str = "", origi
         if low in ids:
             return Pin(key, low, given, where, origin)
         aliases = {n.lower(): c.id for c in m.chips for n in c.npu_smi_names}
-        aliases.update({"atlas-a2": "910b", "a2": "910b", "910c": "a3", "910_93": "a3", "910a": "910", "910b1": "910b"})
+        aliases.update({"atlas-a2": "910b", "a2": "910b", "910c": "a3", "910_93": "a3", "910a": "910"})
         if low in aliases:
             return Pin(key, aliases[low], given, where, origin)
         raise BadInput(

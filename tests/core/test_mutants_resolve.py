@@ -174,7 +174,7 @@ KNOWN_AS = {
 )
 def test_a_pin_keeps_the_input_and_its_canonical_spelling(lm, key, given, value, local):
     assert canonical_pin(lm, key, given, "stack.yaml:4", "observed") == Pin(key, value, given, "stack.yaml:4", "observed", local)
-    assert canonical_pin(lm, key, given).origin == "declared"
+    assert canonical_pin(lm, key, given) == Pin(key, value, given, "", "declared", local)
 
 
 @pytest.mark.parametrize(
@@ -212,6 +212,27 @@ def test_a_pin_keeps_the_input_and_its_canonical_spelling(lm, key, given, value,
             "910x",
             "unknown chip '910x'",
             "Chips: 910b, 910, a3, 310p, 310b, 950 (910b = Atlas A2, a3 = Atlas A3, 310p = Atlas 300I Duo).",
+        ),
+        (
+            "driver",
+            "23.9.9",
+            "unknown HDK (driver) release '23.9.9' for 'driver'",
+            "Known HDK (driver) releases nearest to it: 23.0.7, 23.0.6, 23.0.5, 23.0.3, 23.0.2. "
+            "`envkit matrix show driver` lists them all.",
+        ),
+        (
+            "vllm_ascend",
+            "0.99.0",
+            "unknown vllm-ascend release '0.99.0' for 'vllm_ascend'",
+            "Known vllm-ascend releases nearest to it: 0.26.0rc1, 0.25.1rc1, 0.24.0rc1, 0.23.0, 0.23.0rc1. "
+            "`envkit matrix show vllm_ascend` lists them all.",
+        ),
+        (
+            "triton_ascend",
+            "9.9.9",
+            "unknown triton-ascend release '9.9.9' for 'triton_ascend'",
+            "Known triton-ascend releases nearest to it: 3.2.2, 3.2.1, 3.2.0, 3.2.0rc4. "
+            "`envkit matrix show triton_ascend` lists them all.",
         ),
         ("cann", "abc", "'abc' is not a version (key 'cann')", "Write an exact version, e.g. 8.5.0."),
         ("bogus", "1", "unknown key 'bogus'", f"Keys: {', '.join(ALL_KEYS)}."),
@@ -855,8 +876,9 @@ EXPLAIN_CASES = {
     "serving_single": ({"vllm_ascend": "0.15.0rc1", "arch": "aarch64", "torch_npu": "2.3.1.post2"}, SERVING_KEYS),
     # ... and which pairs do
     "serving_pair": ({"arch": "x86_64", "driver": "25.5.2", "transformers": "4.57.1", "vllm_ascend": "0.16.0rc1"}, None),
-    # ... and, when no single pin or pair conflicts, the minimal core of three (satisfiable without the serving keys)
-    "serving_core": ({"driver": "25.5.0", "transformers": "5.5.4", "os": "ubuntu20.04"}, SERVING_KEYS),
+    # ... and, when no single pin or pair conflicts, the minimal core of three, numpy left out (all four are
+    # satisfiable without the serving keys)
+    "serving_core": ({"driver": "25.5.0", "transformers": "5.5.4", "os": "ubuntu20.04", "numpy": "1.26.4"}, SERVING_KEYS),
     # more conflicting pairs than the six explained
     "seven_cores": (
         {
@@ -1037,7 +1059,9 @@ def test_the_search_backtracks_with_the_domains_it_had():
 
 
 def test_constraints_are_built_once_per_matrix_and_never_taken_from_another(lm, monkeypatch):
-    assert search.pass_constraints(lm) is search.pass_constraints(lm)
+    first = search.pass_constraints(lm)
+    assert search.pass_constraints(_with(lm)) is not first  # another matrix object: its own constraints
+    assert search.pass_constraints(lm) is first  # and this one's are still cached
     assert search.pass_constraints(lm, True, True) is not search.pass_constraints(lm)
     edited = _with(lm, rules=[])
     # an entry left under the edited matrix's id by another matrix (ids are reused once an object is freed)
@@ -1046,3 +1070,19 @@ def test_constraints_are_built_once_per_matrix_and_never_taken_from_another(lm, 
     assert mine and all(isinstance(c, Constraint) for c in mine)
     assert not any(isinstance(c, RuleConstraint) for c in mine)
     assert any(isinstance(c, RuleConstraint) for c in search.pass_constraints(lm))
+
+
+def test_an_empty_value_is_no_pin(lm):
+    assert pins_from_mapping(lm, {"cann": "", "python": "  ", "chip": None}) == {}
+    assert list(pins_from_mapping(lm, {"cann": " 8.5.0 ", "python": ""})) == ["cann"]
+
+
+def test_the_os_python_is_tried_first_then_the_others_in_order(lm):
+    def python_numpy(bad: set[str]) -> Relation:
+        return Relation("python-numpy", "python", "numpy", lambda p, n: p not in bad, lambda v: None, lambda v: None)
+
+    domains = {"os": ["ubuntu24.04"], "python": ["3.13", "3.12", "3.11"], "numpy": ["1.0"]}  # Ubuntu 24.04 ships 3.12
+    assert search._Solver([python_numpy(set())], domains, lm).solve()["python"] == "3.12"
+    assert search._Solver([python_numpy({"3.12"})], domains, lm).solve()["python"] == "3.13"
+    assert search._Solver([python_numpy({"3.12", "3.13"})], domains, lm).solve()["python"] == "3.11"
+    assert search._Solver([python_numpy(set())], domains).solve()["python"] == "3.13"  # no matrix: newest first
