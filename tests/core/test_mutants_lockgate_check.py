@@ -277,3 +277,14 @@ def test_validate_reads_a_stack_file_as_resolve_does(tmp_path, run_cli, value):
         f"unknown CANN release '{value}' for 'cann'",
         f"'{value}' is not a version (key 'cann')",
     )
+
+
+def test_a_lock_is_read_with_typed_scalars_and_its_errors_name_the_file(tmp_path):
+    """A lock (schema_version and stack) is parsed again with YAML's types: an impossible date there is an error
+    that names the file, line and key (a stack file keeps such a value as text, above)."""
+    path = tmp_path / "envkit.lock"
+    path.write_text("schema_version: 1\nstack:\n  cann: 2024-13-45\n", encoding="utf-8")
+    with pytest.raises(BadInput) as exc:
+        validate_file(path)
+    assert exc.value.message == f"{path}: not a valid timestamp: month must be in 1..12"
+    assert (exc.value.where.file, exc.value.where.line, exc.value.where.key) == (str(path), 3, "stack.cann")
