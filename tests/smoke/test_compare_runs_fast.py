@@ -501,3 +501,40 @@ def test_the_cli_refuses_mismatched_digests_with_exit_2(tmp_path, limits, run_cl
     assert res.code == 2 and "the model digests differ" in res.err and "Traceback" not in res.err
     res = run_cli("compare", str(ref), str(_run(tmp_path / "c2", logits=CAND)), "--thresholds", str(limits))
     assert res.code == 1 and res.out.splitlines()[-1] == "compare: OUTSIDE thresholds"
+
+
+def test_the_first_divergent_layer_names_the_prompt_that_diverged_most(tmp_path, limits):
+    ref = _run(tmp_path / "ref", hidden={"a": H_REF, "b": H_REF})
+    cand = _run(tmp_path / "cand", hidden={"a": _hidden(0.3, 0.0), "b": _hidden(0.2, 0.0)})
+    first = compare_runs(ref, cand, limits).layers["first_divergent"]
+    assert (first["index"], first["prompt"]) == (1, "a")
+
+
+def test_a_layer_exactly_at_its_threshold_passes(tmp_path, limits):
+    at = np.array([[[3.0, 4.0]]])  # norm 5; a change of 0.5: rel 0.1, the threshold of `limits`
+    ref = _run(tmp_path / "ref", hidden={"a": at, "b": at})
+    cand = _run(tmp_path / "cand", hidden={"a": at + np.array([[[0.0, 0.5]]]), "b": at})
+    cmp = compare_runs(ref, cand, limits)
+    assert cmp.layers["worst_rel"] == [0.1] and cmp.layers["first_divergent"] is None
+
+
+def test_compare_names_the_side_of_a_missing_run(tmp_path, limits):
+    run = _run(tmp_path / "run")
+    with pytest.raises(BadInput) as e:
+        compare_runs(tmp_path / "nothing", run, limits)
+    assert e.value.message == f"REF: no smoke logits file at {tmp_path / 'nothing'}"
+    with pytest.raises(BadInput) as e:
+        compare_runs(run, tmp_path / "nothing", limits)
+    assert e.value.message == f"CAND: no smoke logits file at {tmp_path / 'nothing'}"
+    cmp = compare_runs(run, run, limits)
+    assert (cmp.ref.label, cmp.cand.label) == ("REF", "CAND")
+
+
+def test_the_report_carries_the_layers_and_notes(tmp_path):
+    f = tmp_path / "t.yaml"
+    f.write_text("schema_version: 1\npairs:\n  fp32/fp32: " + json.dumps(LIMITS) + "\n")
+    ref = _run(tmp_path / "ref", hidden={"a": H_REF, "b": H_REF})
+    cmp = compare_runs(ref, ref, f)
+    doc = cmp.to_dict()
+    assert doc["layers"] == cmp.layers and doc["layers"]["names"] == ["embeddings", "layer 0", "layer 1 + norm"]
+    assert doc["notes"] == ["no layer_rel_max for fp32/fp32: layers are reported, not judged"]

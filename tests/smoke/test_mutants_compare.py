@@ -121,3 +121,23 @@ def test_a_bad_dtype_pair_is_named_with_its_key_and_a_hint(tmp_path, key):
         load_thresholds(path)
     assert e.value.where.file == str(path) and e.value.where.key == f"pairs.{key}"
     assert e.value.hint.startswith("write pairs as fp32/fp32")
+
+
+def test_non_finite_logits_give_the_worst_metrics_and_the_finite_reference_peak():
+    ref = np.array([[1.0, -3.0], [np.nan, 2.0]])
+    m = logits_metrics(ref, np.array([[1.0, 0.0], [0.0, np.inf]]))
+    assert math.isnan(m.pop("cosine_min"))
+    assert m == {
+        "max_abs": math.inf,
+        "mean_abs": math.inf,
+        "top1": 0.0,
+        "kl_max": math.inf,
+        "kl_mean": math.inf,
+        "ref_absmax": 3.0,
+    }
+
+
+def test_cosine_of_small_logits_is_not_floored():
+    a = np.array([[0.1, 0.2]])  # norms below 1: only a zero vector is guarded against
+    assert logits_metrics(a, a)["cosine_min"] == pytest.approx(1.0)
+    assert logits_metrics(a, np.array([[0.2, -0.1]]))["cosine_min"] == pytest.approx(0.0, abs=1e-12)
