@@ -21,6 +21,8 @@ from envkit.models.lock import Lock
 from envkit.resolve import pins_from_mapping, solve
 from envkit.resolve.search import framework_keys
 
+from .conftest import edited_matrix
+
 GOLDEN = Path(__file__).parents[1] / "golden" / "locking"
 
 # name -> the declared pins (and the workload); each reaches branches the others do not
@@ -49,11 +51,6 @@ def _lock(lm: LoadedMatrix, declared: dict[str, str]) -> Lock:
     res = solve(lm, pins, framework_keys(pins, workload))
     assert res is not None, declared
     return build_lock(lm, res, "test")
-
-
-def _edited(lm: LoadedMatrix, **update) -> LoadedMatrix:
-    """The matrix with some sections replaced (in memory, not validated)."""
-    return LoadedMatrix(model=lm.model.model_copy(update=update), digest=lm.digest, files=lm.files)
 
 
 @pytest.mark.parametrize("name", sorted(STACKS))
@@ -94,7 +91,7 @@ def test_the_goldens_hold_the_cases_they_are_for():
 
 def test_a_platform_value_no_default_names_is_the_first_that_fits():
     lm = load_matrix()
-    lock = _lock(_edited(lm, defaults={"chip": "910b", "arch": "aarch64"}), {})
+    lock = _lock(edited_matrix(lm, defaults={"chip": "910b", "arch": "aarch64"}), {})
     got = {k: lock.provenance[k].model_dump() for k in ("chip", "os")}
     assert got == {
         "chip": {
@@ -116,7 +113,7 @@ def test_a_platform_value_no_default_names_is_the_first_that_fits():
 
 
 def test_a_torch_without_a_build_row_has_no_build_rule():
-    lm = _edited(load_matrix(), torch_builds=[])
+    lm = edited_matrix(load_matrix(), torch_builds=[])
     lock = _lock(lm, {})
     t = lm.torch_npu_row(lock.stack.torch_npu)
     assert lock.provenance["torch"].rule == f"torch_npu/{t.version} pins torch=={t.torch}"
@@ -126,7 +123,7 @@ def test_a_layout_fills_version_and_home_into_its_env():
     lm = load_matrix()
     rule = next(r for r in lm.model.cann_layouts if r.kind == "cann-versioned")
     edited = rule.model_copy(update={"env": {"B": "{home}/{version}", "A": "v{version}"}, "set_env": ["/x/{version}/set_env.sh"]})
-    layout = build_layout(_edited(lm, cann_layouts=[edited]), "9.1.0")
+    layout = build_layout(edited_matrix(lm, cann_layouts=[edited]), "9.1.0")
     assert (layout.home, layout.set_env) == ("/usr/local/Ascend/cann-9.1.0", ["/x/9.1.0/set_env.sh"])
     assert list(layout.env.items()) == [("A", "v9.1.0"), ("B", "/usr/local/Ascend/cann-9.1.0/9.1.0")]
 
@@ -135,7 +132,7 @@ def test_the_nnal_installer_takes_its_own_zip():
     lm = load_matrix()
     base = next(a for a in lm.model.artifacts if a.component == "cann" and a.kind == "toolkit" and a.arch == "aarch64")
     nnal = base.model_copy(update={"kind": "nnal", "release": "9.1.0", "file": "nnal.zip", "sha256": "a" * 64})
-    lock = _lock(_edited(lm, artifacts=[*lm.model.artifacts, nnal]), {})
+    lock = _lock(edited_matrix(lm, artifacts=[*lm.model.artifacts, nnal]), {})
     zips = {a.component: a.zip for a in lock.artifacts}
     assert zips["cann-nnal"].model_dump() == {"file": "nnal.zip", "sha256": "a" * 64, "url": base.url, "source": base.source}
     assert zips["cann-toolkit"] is None  # no 9.1.0 toolkit zip: the nnal one is not taken for it

@@ -20,17 +20,14 @@ from envkit.resolve.hints import _patch_hints, hints_for, suggest
 from envkit.resolve.pins import Pin, _nearest, _where, canonical_pin, torch_versions
 from envkit.resolve.search import SEARCH_ORDER, SERVING_KEYS, framework_keys, initial_domains, satisfiable, solve, with_bounds
 
+from .conftest import edited_matrix
+
 CANN_NEAR_8_4 = ["8.5.0", "8.5.0.alpha002", "8.5.0.alpha001", "8.3.RC2", "8.3.RC1"]
-
-
-def _with(lm, **update) -> LoadedMatrix:
-    """The shipped matrix with some fields replaced in memory."""
-    return LoadedMatrix(model=lm.model.model_copy(update=update), digest=lm.digest, files=lm.files)
 
 
 def _with_rule(lm, **fields) -> LoadedMatrix:
     """The shipped matrix with one more rule (from "test", stated), in memory: for branches no shipped rule takes."""
-    return _with(lm, rules=[*lm.model.rules, Rule(source="test", confidence="stated", **fields)])
+    return edited_matrix(lm, rules=[*lm.model.rules, Rule(source="test", confidence="stated", **fields)])
 
 
 # --- where a pin came from -----------------------------------------------------------------------
@@ -992,13 +989,13 @@ def test_initial_domains(lm):
     assert plain["transformers"] == lm.package("transformers")
     assert not any(k in plain for k in ("vllm", "vllm_ascend", "triton_ascend", "mindspeed"))
     # the embedded default comes first, whatever the matrix's order; without one, the matrix's order
-    moved = initial_domains(_with(lm, defaults={"chip": "a3", "arch": "x86_64", "os": "openeuler22.03"}), {}, False, ())
+    moved = initial_domains(edited_matrix(lm, defaults={"chip": "a3", "arch": "x86_64", "os": "openeuler22.03"}), {}, False, ())
     assert (moved["chip"][:2], moved["arch"], moved["os"][:2]) == (
         ["a3", "910b"],
         ["x86_64", "aarch64"],
         ["openeuler22.03", "ubuntu20.04"],
     )
-    bare = initial_domains(_with(lm, defaults={}), {}, False, ())
+    bare = initial_domains(edited_matrix(lm, defaults={}), {}, False, ())
     assert (bare["chip"], bare["arch"]) == ([c.id for c in lm.model.chips], ["aarch64", "x86_64"])
     serving = initial_domains(lm, {}, False, SERVING_KEYS)
     assert serving["vllm_ascend"][:3] == ["0.23.0", "0.18.0", "0.13.0"]  # no pre-release unless pinned
@@ -1060,10 +1057,10 @@ def test_the_search_backtracks_with_the_domains_it_had():
 
 def test_constraints_are_built_once_per_matrix_and_never_taken_from_another(lm, monkeypatch):
     first = search.pass_constraints(lm)
-    assert search.pass_constraints(_with(lm)) is not first  # another matrix object: its own constraints
+    assert search.pass_constraints(edited_matrix(lm)) is not first  # another matrix object: its own constraints
     assert search.pass_constraints(lm) is first  # and this one's are still cached
     assert search.pass_constraints(lm, True, True) is not search.pass_constraints(lm)
-    edited = _with(lm, rules=[])
+    edited = edited_matrix(lm, rules=[])
     # an entry left under the edited matrix's id by another matrix (ids are reused once an object is freed)
     monkeypatch.setitem(search._CONSTRAINT_CACHE, (id(edited), False, False), (lm, search.pass_constraints(lm)))
     mine = search.pass_constraints(edited)
