@@ -114,16 +114,12 @@ def cuda_torch_with_torch_npu(f: Facts) -> Check:
     )
 
 
-def _numpy_constraints(f: Facts, numpy: str, lock_stack: dict[str, str] | None) -> list[str]:
-    """Who, among what is installed or locked, refuses this numpy."""
+def _metadata_refusals(f: Facts, npv: PackagingVersion) -> list[str]:
+    """The installed packages whose METADATA requires a numpy that excludes `npv`."""
     reasons: list[str] = []
-    try:
-        npv = PackagingVersion(numpy)
-    except PackagingInvalidVersion:  # METADATA specifiers cannot judge it; the lock, torch and CANN still can
-        npv = None
     for owner in ("torch", "torch_npu", "transformers", "accelerate"):
         pkg = f.package(owner)
-        if pkg is None or npv is None:
+        if pkg is None:
             continue
         for text in pkg.get("requires") or []:
             try:
@@ -134,6 +130,15 @@ def _numpy_constraints(f: Facts, numpy: str, lock_stack: dict[str, str] | None) 
                 continue
             if req.specifier and not req.specifier.contains(npv, prereleases=True):
                 reasons.append(f"{owner} {pkg['version']} requires numpy{req.specifier} (its METADATA)")
+    return reasons
+
+
+def _numpy_constraints(f: Facts, numpy: str, lock_stack: dict[str, str] | None) -> list[str]:
+    """Who, among what is installed or locked, refuses this numpy."""
+    try:
+        reasons = _metadata_refusals(f, PackagingVersion(numpy))
+    except PackagingInvalidVersion:  # METADATA specifiers cannot judge it; the lock, torch and CANN still can
+        reasons = []
     if lock_stack and lock_stack.get("numpy"):
         try:
             if parse(lock_stack["numpy"]).release[:1] < (2,):
