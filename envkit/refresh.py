@@ -15,12 +15,14 @@ content is unchanged keeps its existing text (and date), so refreshing a correct
 nothing. The result is a unified diff; ``write=True`` applies it.
 
 Offline: ``snapshot`` reads the same documents from a folder (``NAME.json``, ``NAME/VERSION.json``),
-as written by ``record`` (the documents stripped to the fields read here).
+as written by ``record`` (the documents stripped to the fields read here). ``record`` also writes
+``_recorded.json`` (``{"date": ...}``, the day they were read; no PyPI name starts with ``_``), and a
+refresh from a snapshot dates its sources by it: a source says when its fact was read from PyPI, not when
+a copy of it was. Online, the date is `envkit.clock.today()` (``SOURCE_DATE_EPOCH`` fixes it).
 """
 
 from __future__ import annotations
 
-import datetime
 import difflib
 import io
 import json
@@ -36,7 +38,7 @@ from typing import Any
 from urllib.parse import urljoin
 
 from envkit import versions
-from envkit.errors import BadInput, CannotRun
+from envkit.errors import BadInput, CannotRun, Where
 
 PYPI = "https://pypi.org"
 # package -> (display name, first release derived: older ones are refused by the NPU-support rules)
@@ -45,6 +47,8 @@ PACKAGES: dict[str, tuple[str, str]] = {
     "accelerate": ("Accelerate", "0.21.0"),
     "numpy": ("numpy", "1.24.0"),
 }
+RECORDED = "_recorded.json"  # in a snapshot: the day its documents were read
+_ISO_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 _KEPT_DIST = re.compile(r"^(torch|numpy|nvidia-[a-z0-9-]+)\b", re.I)
 
 
@@ -84,6 +88,22 @@ class Source:
             from envkit.fsutil import atomic_write_text
 
             atomic_write_text(self.record / rel, json.dumps(doc, indent=1, sort_keys=True) + "\n")
+
+    def read_date(self) -> str:
+        """The day the documents were read from PyPI: a snapshot's recorded date, else today (recorded too)."""
+        from envkit.clock import today
+
+        if self.snapshot is None:
+            day = today()
+            self._save(RECORDED, {"date": day})
+            return day
+        doc = self._load(RECORDED)
+        if doc is None:
+            return today()  # a snapshot recorded before the date was kept
+        recorded = doc.get("date") if isinstance(doc, dict) else None
+        if not (isinstance(recorded, str) and _ISO_DATE.fullmatch(recorded)):
+            raise BadInput(f"the snapshot's {RECORDED} has no date YYYY-MM-DD", where=Where(file=str(self.snapshot / RECORDED)))
+        return recorded
 
     def _get(self, url: str, headers: dict[str, str] | None = None) -> bytes:
         req = urllib.request.Request(url, headers={"User-Agent": "envkit-matrix-refresh", **(headers or {})})
@@ -504,7 +524,7 @@ def refresh(
     """Derive the rules, diff them against matrices/python_packages.yaml, and write them when asked."""
     path = matrix_dir / "python_packages.yaml"
     src = Source(snapshot=snapshot, record=record)
-    day = today or datetime.date.today().isoformat()
+    day = today or src.read_date()
     derived = {name: derive(name, releases(src, name), day) for name in (packages or list(PACKAGES))}
     report: list[str] = []
     if packages is None:

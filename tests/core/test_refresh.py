@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import json
 import shutil
 import subprocess
@@ -70,6 +71,29 @@ def test_a_wrong_row_is_reported_and_written_back(matrices):
     assert refresh.refresh(matrices, snapshot=SNAPSHOT, write=True).changed
     assert path.read_text() == good
     assert not refresh.refresh(matrices, snapshot=SNAPSHOT).changed  # a second run changes nothing
+
+
+def test_a_snapshot_dates_its_sources_by_its_recording_on_any_day(matrices, monkeypatch):
+    """The written-back rule says "read 2026-11-30" (the snapshot's _recorded.json) a year later too."""
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", str(int(datetime.datetime(2027, 12, 1, tzinfo=datetime.timezone.utc).timestamp())))
+    path = matrices / "python_packages.yaml"
+    good = path.read_text()
+    path.write_text(good.replace('requires: {python: ">=3.10,<3.14"}', 'requires: {python: ">=3.10,<3.15"}', 1))
+    assert refresh.refresh(matrices, snapshot=SNAPSHOT, write=True).changed
+    assert path.read_text() == good and "read 2027" not in good
+
+
+def test_a_snapshot_without_its_date_is_dated_today_and_a_bad_date_is_bad_input(tmp_path, matrices, monkeypatch):
+    snap = tmp_path / "snap"
+    shutil.copytree(SNAPSHOT, snap)
+    (snap / refresh.RECORDED).unlink()
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "86400")  # 1970-01-02
+    assert refresh.Source(snapshot=snap).read_date() == "1970-01-02"
+    for bad in ('{"date": "30.11.2026"}', '{"date": 20261130}', "[]", '{"date": "2026-11-30\\n"}'):
+        (snap / refresh.RECORDED).write_text(bad)
+        with pytest.raises(BadInput) as info:
+            refresh.Source(snapshot=snap).read_date()
+        assert info.value.where is not None and info.value.where.file == str(snap / refresh.RECORDED)
 
 
 def test_derive_splits_a_bound_that_changes_inside_a_minor_series():
