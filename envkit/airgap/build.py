@@ -103,7 +103,7 @@ def build(request: BuildRequest, on_progress: Progress | None = None) -> BuildRe
 
     lock_text = read_text(r.lock)  # read once: the bundle carries the very bytes that were validated
     lk = load_lock(lock_text, str(r.lock))
-    from envkit.image import check_variant
+    from envkit.export.image import check_variant
 
     check_variant(lk, r.variant)  # before anything is fetched: a serving context needs a serving lock
     lock_bytes = lock_text.encode()
@@ -239,7 +239,7 @@ def build_image(plan: BundlePlan, cache_base: Path, on_progress: Progress | None
     """Build the bundle's image context through the engine and save it, once per context (cached by its key)."""
     import tempfile
 
-    from envkit.engine import Engine
+    from envkit.executor.docker import Engine
 
     say = on_progress or (lambda _line: None)
     if plan.image is None:

@@ -112,7 +112,7 @@ def _target_dict(c: PythonClosure) -> dict[str, str]:
 
 def install_sh(controller: PythonClosure) -> str:
     """The bundle's offline installer, rendered for the controller's Python (airgap/install.sh.j2)."""
-    from envkit import render
+    from envkit.export import render
 
     return render.render(
         "install.sh.j2",
@@ -123,8 +123,8 @@ def install_sh(controller: PythonClosure) -> str:
 
 
 def image_tag(lock: Lock, variant: str = "base") -> str:
-    """The image's tag (`envkit.image.default_tag`, as `envkit image build` names it)."""
-    from envkit.image import default_tag
+    """The image's tag (`envkit.export.image.default_tag`, as `envkit image build` names it)."""
+    from envkit.export.image import default_tag
 
     return default_tag(lock, variant)
 
@@ -143,8 +143,8 @@ def _image_entries(
 
     `have` is the bundle's entries by path. A lock whose closure cannot make the image (an `--only` part of
     the stack, another Python) gets no context, and the bundle says why in `lacks`."""
-    from envkit import image as im
-    from envkit import render
+    from envkit.export import image as im
+    from envkit.export import render
 
     ek = [] if envkit_row is None else [envkit_row]  # (wheel, version, sha256): envkit in the image, as on the hosts
     try:

@@ -95,7 +95,7 @@ def register(app: typer.Typer) -> None:
         if peers and inventory:
             raise BadInput("give --peers or --inventory, not both")
         if net and (peers or inventory):
-            from envkit.doctor.hccn import inventory_peers, parse_peers
+            from envkit.fleet.hccn import inventory_peers, parse_peers
 
             peer_list = parse_peers(peers) if peers else inventory_peers(inventory)
         log_text = None

@@ -38,7 +38,7 @@ def _plan(
     generated_by: str,  # noqa: ANN202
     variant: str = "base",
 ):
-    from envkit.image import plan_build
+    from envkit.export.image import plan_build
     from envkit.lockfile import read_lock
 
     return plan_build(
@@ -93,7 +93,7 @@ def register(app: typer.Typer) -> None:
         json_out: Annotated[bool, Opt("--json", help="Machine-readable output.")] = False,
     ) -> None:
         """Write a build context (Dockerfile, hashed requirements, the vendor packages) for the lock."""
-        from envkit.render import write_context
+        from envkit.export.render import write_context
 
         plan = _plan(
             lock,
@@ -125,10 +125,10 @@ def register(app: typer.Typer) -> None:
         """Render, then build with the engine at DOCKER_HOST (Docker, or Podman's Docker API socket)."""
         import tempfile
 
-        from envkit.engine import Engine
         from envkit.errors import BadInput
-        from envkit.image import default_tag
-        from envkit.render import write_context
+        from envkit.executor.docker import Engine
+        from envkit.export.image import default_tag
+        from envkit.export.render import write_context
 
         plan = _plan(
             lock,
@@ -174,12 +174,18 @@ def register(app: typer.Typer) -> None:
         import shlex
 
         from envkit.errors import BadInput
-        from envkit.runargs import chip_from_lock, chip_from_matrix, run_args
+        from envkit.export.runargs import chip_from_lock, chip_from_row, run_args
 
         if (chip is None) == (lock is None):
             raise BadInput("give exactly one of --chip and --lock", hint="e.g. envkit image run-args --chip 910b")
         if chip is not None:
-            facts = chip_from_matrix(chip)
+            from envkit.matrix import load_matrix
+
+            lm = load_matrix()
+            row = lm.chips.get(chip)
+            if row is None:
+                raise BadInput(f"unknown chip {chip!r}", hint="Known chips: " + ", ".join(lm.chips))
+            facts = chip_from_row(row)
         elif lock is not None:
             from envkit.lockfile import read_lock
 

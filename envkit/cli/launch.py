@@ -41,7 +41,7 @@ def codes(
 
     Exit 0 when none is found, 1 when some are.
     """
-    from envkit.launch.eicodes import find_codes, format_findings
+    from envkit.fleet.eicodes import find_codes, format_findings
     from envkit.yamlio import read_text
 
     findings = find_codes(read_text(log))
@@ -78,8 +78,8 @@ def profile(
 
     Exit 0 when every result of every rank is correct, 1 when one is not, 2 when it cannot run.
     """
+    from envkit.fleet.collectives import format_table
     from envkit.launch.profile import run_fleet_profile
-    from envkit.smoke.collectives import format_table
 
     res = run_fleet_profile(
         inventory,
@@ -116,8 +116,8 @@ def node(
     ] = None,
 ) -> None:
     """One host's ranks of `envkit launch profile` (run there by playbooks/collectives.yml). Exit 0 when all correct."""
+    from envkit.fleet.collectives import parse_size
     from envkit.launch.profile import node_profile
-    from envkit.smoke.collectives import parse_size
 
     prof = node_profile(
         master=master,

@@ -70,7 +70,8 @@ def register(app: typer.Typer) -> None:
 
             sopts = ServeOptions(engine=server, ready_timeout=serve_timeout, max_tokens=serve_tokens).check()
         if collectives:
-            from envkit.smoke.collectives import format_table, parse_size, run_smoke_with_collectives
+            from envkit.fleet.collectives import format_table, parse_size
+            from envkit.smoke.runner import run_smoke_with_collectives
 
             result = run_smoke_with_collectives(opts, parse_size(max_size), progress=console.progress)
         else:
@@ -116,10 +117,10 @@ def register(app: typer.Typer) -> None:
         file whose recorded device does not match how it was produced). Two collective profiles compare per
         (op, size): the time ratio against envkit/data/collective_thresholds.yaml (or --thresholds); each slower size is named.
         """
-        from envkit.smoke.collectives import is_profile
+        from envkit.fleet.collectives import is_profile
 
         if is_profile(ref) or is_profile(cand):  # collective profiles: per-size time ratios, no logits
-            from envkit.smoke.collectives import compare_profile_files, format_comparison
+            from envkit.fleet.collectives import compare_profile_files, format_comparison
 
             prof = compare_profile_files(ref, cand, thresholds)
             if json_out:

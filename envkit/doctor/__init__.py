@@ -39,7 +39,7 @@ def run_doctor(
     report = diagnose(result, lock_stack=lock_stack, lock_path=lock_path, validator=validator)
     if not net:
         return report
-    from envkit.doctor.hccn import net_section
+    from envkit.doctor.net import net_section
     from envkit.doctor.probe import probe_net
 
     got = probe_net(root, peers=peers, env_file=env_file, timeout=timeout, exec_root_tools=exec_root_tools)

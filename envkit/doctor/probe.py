@@ -24,18 +24,17 @@ import json
 import os
 import platform
 import re
-import selectors
 import shutil
-import signal
 import stat
-import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from envkit.doctor.parsers import ParseError, parse_kv
+from envkit.evidence import Evidence
+from envkit.executor.proc import MAX_READ, CommandResult, run_command
+from envkit.fleet.hccn import NetProbe, hccn_conf_addresses
 
-MAX_READ = 1 << 20  # a file (or a command's output) read past this is refused as too large
 MAX_LIST = 10_000  # entries read from one folder
 RECORDED_NPU_SMI = "/var/log/envkit/npu-smi"  # recorded `npu-smi` output in a root (see docs/doctor.md)
 ASCEND_BASE = "/usr/local/Ascend"
@@ -107,41 +106,6 @@ for name in NAMES:
                              "cuda_files": cuda, "location": location, "platform_plugins": plugins}
 print(json.dumps(out))
 """
-
-
-@dataclass
-class Evidence:
-    """A file read (or not) in the target. ``source`` is the path as the target sees it."""
-
-    source: str
-    data: bytes | None = None
-    error: str | None = None
-
-    @property
-    def found(self) -> bool:
-        return self.data is not None
-
-
-@dataclass
-class CommandResult:
-    """A command's answer: run here, or read from its recording in a root (``recorded`` names the file)."""
-
-    argv: list[str]
-    returncode: int | None = None
-    stdout: bytes = b""
-    stderr: bytes = b""
-    error: str | None = None
-    recorded: str | None = None
-
-    @property
-    def display(self) -> str:
-        if self.recorded:
-            return f"{self.recorded} (recorded output of {' '.join(self.argv)})"
-        return " ".join(self.argv)
-
-    @property
-    def ok(self) -> bool:
-        return self.error is None and self.returncode == 0
 
 
 @dataclass
@@ -342,70 +306,6 @@ def _kind(mode: int) -> str | None:
         if test(mode):
             return why
     return None if stat.S_ISREG(mode) else "not a regular file"
-
-
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except OSError:
-        proc.kill()
-
-
-def run_command(argv: list[str], *, timeout: float, env: dict[str, str] | None = None, cwd: str | None = None) -> CommandResult:
-    """Run a command with a timeout, in its own process group (killed whole at the timeout, so a
-    child that keeps the output open cannot hold us), reading at most MAX_READ bytes of each
-    output; never raises."""
-    import time
-
-    try:
-        proc = subprocess.Popen(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=env,
-            cwd=cwd,
-            start_new_session=True,
-        )
-    except OSError as exc:
-        return CommandResult(argv, error=exc.strerror or str(exc))
-    assert proc.stdout is not None and proc.stderr is not None
-    out_fd, err_fd = proc.stdout.fileno(), proc.stderr.fileno()
-    bufs: dict[int, bytearray] = {out_fd: bytearray(), err_fd: bytearray()}
-    error = None
-    deadline = time.monotonic() + timeout
-    with selectors.DefaultSelector() as sel:
-        for stream in (proc.stdout, proc.stderr):
-            sel.register(stream, selectors.EVENT_READ)
-        while sel.get_map() and error is None:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                error = f"timed out after {timeout:g} s"
-                break
-            for key, _ in sel.select(left):
-                chunk = os.read(key.fd, 1 << 16)
-                if not chunk:
-                    sel.unregister(key.fileobj)
-                    continue
-                buf = bufs[key.fd]
-                buf += chunk
-                if len(buf) > MAX_READ:
-                    error = f"printed more than {MAX_READ} bytes"
-    if error is not None:
-        _kill_group(proc)
-    try:
-        returncode = proc.wait(timeout=max(deadline - time.monotonic(), 0) if error is None else 5)
-    except subprocess.TimeoutExpired:  # closed its output, yet still running
-        _kill_group(proc)
-        returncode = proc.wait()
-        error = f"timed out after {timeout:g} s"
-    finally:
-        proc.stdout.close()
-        proc.stderr.close()
-    out, err = bytes(bufs[out_fd][:MAX_READ]), bytes(bufs[err_fd][:MAX_READ])
-    if error is not None:
-        return CommandResult(argv, stdout=out, stderr=err, error=error)
-    return CommandResult(argv, returncode, out, err)
 
 
 # --------------------------------------------------------------------------- environment
@@ -914,18 +814,6 @@ MAX_DEVICES = 16
 MAX_PEERS = 64
 
 
-@dataclass
-class NetProbe:
-    """hccn_tool's answers per device, run here or read from the root's recording."""
-
-    tool: str | None  # the executable run, or the recording folder
-    skipped: str | None  # why nothing was asked
-    hccn_conf: Evidence
-    outputs: dict[int, dict[str, bytes | None]] = field(default_factory=dict)  # dev -> what -> output (None: none)
-    pings: dict[int, dict[str, bytes | None]] = field(default_factory=dict)  # dev -> peer -> output
-    errors: dict[tuple[int, str], str] = field(default_factory=dict)  # (dev, what or "ping PEER") -> why no output
-
-
 def _hccn_tool(target: Target, env: dict[str, str], exec_root_tools: bool) -> tuple[str | None, str | None]:
     """(executable, skipped reason): on a host the driver's tools folder, then PATH; in a root only with
     ``exec_root_tools`` (the root's own, in its driver folder)."""
@@ -952,22 +840,6 @@ def _hccn_devices(target: Target, conf: dict[int, str], recorded: bool) -> list[
     if not devs and recorded:
         devs = {int(m.group(1)) for n in target.listdir(RECORDED_HCCN) if (m := re.fullmatch(r"(\d{1,3})-link\.txt", n))}
     return sorted(devs)[:MAX_DEVICES]
-
-
-def hccn_conf_addresses(data: bytes | None) -> dict[int, str]:
-    """address_N of an hccn.conf; lines that do not hold a valid address are left out (the IP check names them)."""
-    import ipaddress
-
-    out: dict[int, str] = {}
-    for line in (data or b"").decode("utf-8", "replace").splitlines():
-        m = re.fullmatch(r"\s*address_(\d{1,3})\s*=\s*(\S+)\s*", line)
-        if m:
-            try:
-                ipaddress.ip_address(m.group(2))
-            except ValueError:
-                continue
-            out[int(m.group(1))] = m.group(2)
-    return out
 
 
 def probe_net(

@@ -87,7 +87,7 @@ class NetFinding(_Model):
 
 
 class NetSection(_Model):
-    """`envkit doctor --net`: hccn_tool's state of every device, checked (envkit/doctor/hccn.py)."""
+    """`envkit doctor --net`: hccn_tool's state of every device, checked (envkit/fleet/hccn.py)."""
 
     tool: str | None = Field(description="the hccn_tool run, or the folder of its recorded output")
     devices: list[int] = Field(default_factory=list)

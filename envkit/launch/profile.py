@@ -39,8 +39,8 @@ def node_profile(
     ifname: str | None = None,
 ) -> dict[str, Any]:
     """This host's ranks of a multi-host profile, written to OUT/profile.json (atomically) and returned."""
+    from envkit.fleet.collectives import run_profile
     from envkit.fsutil import atomic_write_text
-    from envkit.smoke.collectives import run_profile
 
     if nnodes < 1 or nproc < 1 or not 0 <= node_rank < nnodes or nnodes * nproc < 2:
         raise BadInput(
@@ -67,7 +67,7 @@ def node_profile(
 
 def merge(profiles: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """One profile from every host's: the same world, sizes, ops and backend; every rank once."""
-    from envkit.smoke.collectives import aggregate
+    from envkit.fleet.collectives import aggregate
 
     if not profiles:
         raise CannotRun("no host returned a profile")
@@ -125,7 +125,7 @@ def fleet_vars(
     limit: list[str] | None = None,
 ) -> dict[str, Any]:
     """The playbook's variables: master = the first host's address, node ranks in inventory order."""
-    from envkit.launch.inventory import read_inventory
+    from envkit.fleet.inventory import read_inventory
 
     inv = read_inventory(inventory)
     hosts = [h for h in inv.hosts if limit is None or h.name in limit]
@@ -165,11 +165,18 @@ def run_fleet_profile(
     """Run playbooks/collectives.yml on every host of the inventory and merge their profiles into OUT/profile.json.
 
     Returns {"profile", "hosts" (the run's per-host rows), "out"}; a host that failed is named in the profile's errors."""
-    from envkit.ansible_runner import PlaybookRun, ansible_playbook_path, playbook_command, playbook_env, run_playbook
+    from envkit.executor.ansible import (
+        PlaybookRun,
+        ansible_playbook_path,
+        dump_vars,
+        playbook_command,
+        playbook_env,
+        run_playbook,
+        summarize,
+    )
+    from envkit.fleet.collectives import parse_size
     from envkit.fsutil import atomic_write_text
-    from envkit.provision import dump_vars, summarize
     from envkit.resources import data_dir
-    from envkit.smoke.collectives import parse_size
 
     parse_size(max_size)  # refuse a bad size before any host runs
     out = out.resolve()

@@ -8,6 +8,8 @@ Inventory variables (per host or in [group:vars]):
   envkit_super_pod_id     A3: the SuperPoD of the host (default 0)
   envkit_super_device_ids A3: the SDID of each used device, comma-separated (default: numbered in order per pod)
   envkit_ub_ports         950: the Die/Port list of the level-0 address (default 0/0)
+  envkit_inter_ports      950 across servers: the Die/Port list of the inter-server layer (net_layer 1, CLOS)
+  envkit_net_instance     950 across servers: the inter-server layer's instance id, the same on every host (default cluster)
   envkit_master_port      the rendezvous port (default 29500)
   envkit_train_script     the training script torchrun starts (default train.py)
   hccl_connect_timeout, hccl_exec_timeout, hccl_buffsize, hccl_op_expansion_mode, hccl_if_ip, hccl_socket_ifname
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,11 +28,11 @@ from typing import Any
 import yaml
 
 from envkit.errors import BadInput, Where
+from envkit.fleet import ranktable as RT
+from envkit.fleet.data import cite, load_hccl
+from envkit.fleet.env import EnvPlan, plan_env
+from envkit.fleet.inventory import Host, Inventory, read_hccn_conf, read_inventory
 from envkit.fsutil import LAUNCH_SET, atomic_dir, atomic_write_bytes, atomic_write_text, claim_output, mark_output, plain_relpath
-from envkit.launch import ranktable as RT
-from envkit.launch.data import cite, load_hccl
-from envkit.launch.env import EnvPlan, plan_env
-from envkit.launch.inventory import Host, Inventory, read_hccn_conf, read_inventory
 
 DEFAULT_PORT = 29500
 DEFAULT_SCRIPT = "train.py"
@@ -109,6 +112,15 @@ def _plan(host: Host, inv: Inventory, version: str) -> RT.ServerPlan:
                 where=where,
                 hint=f"one SDID per device (npu-smi info -t spod-info); source: {RT.A3_SOURCE}",
             )
+    inter_ports = _csv(host.vars.get("envkit_inter_ports"))
+    for die_port in inter_ports or []:
+        if not re.fullmatch(r"[0-9]{1,3}/[0-9]{1,3}", die_port):
+            raise BadInput(f"envkit_inter_ports on {host.name}: {die_port[:40]!r} is not Die/Port (e.g. 0/4)", where=where)
+    if inter_ports is not None and not 1 <= len(inter_ports) <= 16:
+        raise BadInput(f"envkit_inter_ports on {host.name} lists {len(inter_ports)} ports; 1 to 16", where=where)
+    net_instance = host.vars.get("envkit_net_instance", "cluster")
+    if not re.fullmatch(r"[A-Za-z0-9_.:-]{1,128}", net_instance):
+        raise BadInput(f"envkit_net_instance={net_instance[:40]!r} on {host.name}: letters, digits, _.:- only", where=where)
     port = host.vars.get("envkit_device_port")
     if port and port.isdigit() and not 1 <= int(port) <= 65535:
         raise BadInput(f"envkit_device_port={port!r} on {host.name} is not a port (1-65535)", where=where)
@@ -121,6 +133,8 @@ def _plan(host: Host, inv: Inventory, version: str) -> RT.ServerPlan:
         super_device_ids=[int(s) for s in sdids] if sdids is not None else None,
         ub_ports=_csv(host.vars.get("envkit_ub_ports")) or ["0/0"],
         device_port=int(port) if port and port.isdigit() else None,
+        inter_ports=inter_ports,
+        net_instance=net_instance,
     )
 
 
@@ -200,9 +214,24 @@ def render_launch(inventory: Path, lock: Path, out: Path, *, force: bool = False
     names = [h.name for h in inv.hosts]
     env: EnvPlan = plan_env(inv.hosts, chip, data, str(inv.path))
     plans = [_plan(h, inv, row.version) for h in inv.hosts]
+    if row.version == "2.0" and len(plans) > 1:
+        for host, plan in zip(inv.hosts, plans, strict=True):
+            if plan.inter_ports is None:
+                raise BadInput(
+                    f"host {host.name}: a rank table 2.0 across {len(plans)} servers needs each device's inter-server ports",
+                    where=Where(str(inv.path), host.line),
+                    hint="Set envkit_inter_ports=0/4,0/5,... (the PEER2NET ports of the host's topology file in "
+                    f"/usr/local/Ascend/driver/topo/), and envkit_net_instance=ID if not 'cluster'; source: {RT.A5_SOURCE}",
+                )
     table = RT.build(row.version, plans)
     RT.raise_problems(RT.check(table, {p.server_id: p.devices for p in plans}), Where(str(inv.path)))
     warnings = list(env.warnings)
+    derived = [h.name for h, p in zip(inv.hosts, plans, strict=True) if row.version == "1.2" and p.super_device_ids is None]
+    if derived:
+        warnings.append(
+            f"super_device_id of {', '.join(derived)} derived (numbered in order per SuperPoD), not given: HCCL fails "
+            "(EI0014) where they differ from the hardware's; set envkit_super_device_ids from `npu-smi info -t spod-info`"
+        )
     counts = {len(p.devices) for p in plans}
     if len(counts) > 1:
         warnings.append(f"hosts use different device counts {sorted(counts)}: torchrun gets each host's own count")

@@ -293,7 +293,7 @@ def run_smoke(opts: SmokeOptions, progress: Callable[[str], None] = lambda _m: N
 
 
 def check_collectives(device_type: str, nproc: int) -> Check:
-    from envkit.smoke.dist import run_collectives
+    from envkit.fleet.dist import run_collectives
 
     res = run_collectives(device_type, nproc)
     secs = max((r.get("seconds", 0.0) for r in res["ranks"]), default=0.0)
@@ -323,3 +323,21 @@ def format_report(report: SmokeReport) -> list[str]:
     )
     lines.append(f"wrote {report.outputs.report} and {report.outputs.logits}")
     return lines
+
+
+# --- the smoke run with the profile -----------------------------------------------------------------
+
+
+def run_smoke_with_collectives(opts: Any, max_size: int | None = None, progress: Callable[[str], None] = lambda _m: None):
+    """`envkit smoke --collectives`: the usual smoke run, then the profile, added to report.json as `collectives`."""
+    from envkit.fleet.collectives import DEFAULT_MAX_SIZE, human, run_profile, vendor_tools
+    from envkit.fsutil import atomic_write_text
+
+    max_size = DEFAULT_MAX_SIZE if max_size is None else max_size
+    result = run_smoke(opts, progress=progress)
+    progress(f"smoke: collective profile across {opts.nproc} processes, up to {human(max_size)}")
+    profile = run_profile(result.report.device_type, opts.nproc, max_size)
+    profile["vendor_tools"] = vendor_tools(result.report.device_type, opts.nproc)
+    report = result.report.model_copy(update={"collectives": profile, "ok": result.report.ok and profile["ok"]})
+    atomic_write_text(result.out_dir / REPORT_FILE, report.model_dump_json(indent=2) + "\n")
+    return SmokeResult(report, result.out_dir)

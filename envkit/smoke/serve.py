@@ -35,16 +35,15 @@ from pathlib import Path
 from typing import Any
 
 from envkit.errors import CannotRun
+from envkit.export.container import NPU_SERVING_ENV  # the serving image bakes the same block
+from envkit.fleet.dist import free_port  # a free loopback port, chosen by binding port 0
 from envkit.smoke.device import DeviceSpec, parse_device
-from envkit.smoke.dist import free_port  # a free loopback port, chosen by binding port 0
 from envkit.smoke.prompts import EN, FA
 from envkit.smoke.report import Check
 
 HOST = "127.0.0.1"
 SERVED_MODEL_NAME = "envkit-smoke"
 ENGINES = ("auto", "vllm", "transformers")
-# The serving environment of the vllm-ascend tutorials (most exported lines across them).
-NPU_SERVING_ENV = {"PYTORCH_NPU_ALLOC_CONF": "expandable_segments:True", "TASK_QUEUE_ENABLE": "1", "OMP_PROC_BIND": "false"}
 OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_HUB_DISABLE_TELEMETRY": "1", "VLLM_NO_USAGE_STATS": "1"}
 TORCH_DTYPE_NAMES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
 DEFAULT_READY_TIMEOUT = 300.0

@@ -1,4 +1,4 @@
-# envkit: a stdout callback that writes one JSON object per line (read by envkit.ansible_runner).
+# envkit: a stdout callback that writes one JSON object per line (read by envkit.executor.ansible).
 from __future__ import annotations
 
 DOCUMENTATION = """

@@ -74,8 +74,8 @@ def test_lock_bundle_verify_holds_torch_cpu_and_torch_npu_and_no_cuda_wheel(cpu_
     assert closure.index_url == pypi and cpu in closure.extra_index_urls
 
     # the image installs the closure's exact torch file: the +cpu version with its hash
-    from envkit.image import plan_build
-    from envkit.render import dockerfile
+    from envkit.export.image import plan_build
+    from envkit.export.render import dockerfile
     from tests.image.conftest import fixture_installers
 
     plan = plan_build(read_lock(path), generated_by="t", artifacts=fixture_installers(path, tmp_path / "arts"))
@@ -186,8 +186,8 @@ def test_refuse_cuda_names_the_wheels_and_the_package_that_pulled_them():
 
 
 def test_online_without_a_closure_the_torch_layer_installs_from_the_cpu_index(cpu_stack, tmp_path):
-    from envkit.image import plan_build
-    from envkit.render import dockerfile
+    from envkit.export.image import plan_build
+    from envkit.export.render import dockerfile
     from tests.image.conftest import fake_requirements, fixture_installers
 
     path, _, _, _ = cpu_stack

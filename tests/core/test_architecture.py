@@ -1,8 +1,11 @@
-"""The layers: jobs stand on the lock alone, never on the matrix or the resolver.
+"""The layers: jobs stand on the lock alone, never on the matrix or the resolver; each job stands in its own room.
 
 matrix -> constraints -> resolve -> locking (derive a lock) -> envkit.lock -> lockfile (read, write) -> jobs.
-The check is static (every import statement of a job module, lazy ones inside functions too) and dynamic (what
-importing the module really loads), so neither a top-level nor a function-level import slips through.
+The shared layers under the jobs: `fleet` (multi-host knowledge), `export` (every text rendered from a lock),
+`executor` (Ansible, Docker, processes), and the small modules beside them. A job (image, airgap, provision,
+launch, smoke, doctor) imports shared layers, never another job; a shared layer imports no job; no module
+imports itself back through others (no circle). The checks are static (every import statement, lazy ones inside
+functions too) and, for the resolver side, dynamic (what importing the module really loads).
 """
 
 from __future__ import annotations
@@ -30,12 +33,12 @@ RESOLVER_SIDE = (
 # The jobs and what they stand on. A package named here counts with every module in it.
 JOBS = (
     "envkit.lockfile",
-    "envkit.image",
-    "envkit.render",
-    "envkit.engine",
+    "envkit.export.image",
+    "envkit.export.render",
+    "envkit.executor.docker",
     "envkit.airgap",
     "envkit.provision",
-    "envkit.ansible_runner",
+    "envkit.executor.ansible",
     "envkit.closure",
     "envkit.download",
     "envkit.uptodate",
@@ -43,7 +46,11 @@ JOBS = (
     "envkit.fsutil",
     "envkit.launch",
     "envkit.smoke",
+    "envkit.fleet",
 )
+# The job areas: each its own room. `image` is the one job without a module of its own (its CLI calls the export
+# layer and the Docker executor); a new job gets a line here.
+JOB_AREAS = ("envkit.airgap", "envkit.provision", "envkit.launch", "envkit.smoke", "envkit.doctor")
 
 
 def _module_name(path: Path) -> str:
@@ -93,7 +100,7 @@ def _forbidden(name: str) -> bool:
 
 def test_the_job_list_finds_the_jobs():
     names = {_module_name(p) for p in _job_files()}
-    for must in ("envkit.lockfile", "envkit.image", "envkit.provision", "envkit.closure", "envkit.airgap"):
+    for must in ("envkit.lockfile", "envkit.export.image", "envkit.provision", "envkit.closure", "envkit.airgap"):
         assert must in names, f"{must} moved: update JOBS"
 
 
@@ -232,3 +239,114 @@ def test_registering_the_lock_gate_loads_no_lock_module():
     )
     p = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert "LOADED []" in p.stdout, p.stdout + p.stderr
+
+
+# --- one room per job ---------------------------------------------------------------------------------------------
+def _package_modules() -> dict[str, Path]:
+    return {_module_name(p): p for p in sorted(PKG.rglob("*.py"))}
+
+
+def _edges(modules: dict[str, Path]) -> dict[str, set[str]]:
+    """module -> the envkit modules its import statements name (`from a.b import c` is a.b.c where c is a module)."""
+    out: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        named = _imports(path)
+        out[name] = {m for m in named if m in modules and m != name}
+        # `from envkit.smoke import checks` names both envkit.smoke and envkit.smoke.checks: the package is only the
+        # way to the module (Python imports it first anyway), so it is no edge of its own
+        out[name] -= {m for m in out[name] if any(o.startswith(m + ".") for o in out[name])}
+    return out
+
+
+def _area(module: str) -> str | None:
+    return next((a for a in JOB_AREAS if module == a or module.startswith(a + ".")), None)
+
+
+def _crossings(edges: dict[str, set[str]]) -> list[str]:
+    bad = []
+    for src, dsts in sorted(edges.items()):
+        if src.startswith("envkit.cli") or src == "envkit.__main__":
+            continue  # the front end calls every job
+        for dst in sorted(dsts):
+            if _area(dst) is not None and _area(dst) != _area(src):
+                kind = f"the job {_area(src)}" if _area(src) else "a shared layer"
+                bad.append(f"{src} ({kind}) imports {dst} (the job {_area(dst)})")
+    return bad
+
+
+def _circles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan's, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    found: list[list[str]] = []
+    for root in sorted(edges):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(edges[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on.add(root)
+        while work:
+            v, it = work[-1]
+            w = next(it, None)
+            if w is not None:
+                if w not in index:
+                    index[w] = low[w] = len(index)
+                    stack.append(w)
+                    on.add(w)
+                    work.append((w, iter(sorted(edges.get(w, ())))))
+                elif w in on:
+                    low[v] = min(low[v], index[w])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[v])
+            if low[v] == index[v]:
+                comp = []
+                while True:
+                    x = stack.pop()
+                    on.discard(x)
+                    comp.append(x)
+                    if x == v:
+                        break
+                if len(comp) > 1:
+                    found.append(sorted(comp))
+    return found
+
+
+def test_no_job_imports_another_and_no_shared_layer_imports_a_job():
+    bad = _crossings(_edges(_package_modules()))
+    assert not bad, "imports into a job from outside it:\n" + "\n".join(bad)
+
+
+def test_no_import_circle_in_the_package():
+    circles = _circles(_edges(_package_modules()))
+    assert not circles, f"import circles: {circles}"
+
+
+def test_the_checks_see_a_crossing_and_a_circle():
+    """The checkers themselves, on a made-up graph: a job reaching into another, a shared layer into a job (lazy
+    imports count), a circle through three modules; and a package named on the way to its module is no edge."""
+    texts = {
+        "envkit.launch.profile": "def f():\n    from envkit.provision import dump_vars\n",
+        "envkit.fleet.hccn": "from envkit.doctor import probe\n",
+        "envkit.a": "import envkit.b\n",
+        "envkit.b": "from envkit import c\n",
+        "envkit.c": "from envkit.a import x\n",
+        "envkit.smoke.runner": "from envkit.smoke import checks\nfrom envkit.fleet.dist import free_port\n",
+    }
+    modules = {*texts, "envkit.provision", "envkit.doctor", "envkit.doctor.probe", "envkit.smoke", "envkit.smoke.checks",
+               "envkit.fleet", "envkit.fleet.dist"}  # fmt: skip
+    edges = {m: set() for m in modules}
+    for m, text in texts.items():
+        named = _imports_of(text, m, False)
+        edges[m] = {n for n in named if n in modules and n != m}
+        edges[m] -= {n for n in edges[m] if any(o.startswith(n + ".") for o in edges[m])}
+    assert _crossings(edges) == [
+        "envkit.fleet.hccn (a shared layer) imports envkit.doctor.probe (the job envkit.doctor)",
+        "envkit.launch.profile (the job envkit.launch) imports envkit.provision (the job envkit.provision)",
+    ]
+    assert _circles(edges) == [["envkit.a", "envkit.b", "envkit.c"]]
+    assert edges["envkit.smoke.runner"] == {"envkit.smoke.checks", "envkit.fleet.dist"}

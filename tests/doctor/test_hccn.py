@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from envkit.doctor import hccn as H
-from envkit.launch.inventory import read_hccn_conf
+from envkit.fleet import hccn as H
+from envkit.fleet.inventory import read_hccn_conf
 
 F = Path(__file__).resolve().parents[1] / "fixtures" / "hccn"
 

@@ -43,7 +43,7 @@ def _instructions(dockerfile: str) -> list[str]:
 
 @pytest.fixture(scope="module")
 def plan(tmp_path_factory):
-    from envkit.image import plan_build
+    from envkit.export.image import plan_build
     from envkit.lockfile import read_lock
     from tests.image.conftest import GOLDEN_CASES, fake_requirements, fixture_installers, resolve_lock
 
@@ -82,7 +82,7 @@ def _hostile_plan(plan, value: str, run_file: str, sha: str):
 
 @pytest.mark.parametrize("payload", PAYLOADS)
 def test_dockerfile_quotes_or_refuses(plan, tmp_path, payload):
-    from envkit.render import dockerfile
+    from envkit.export.render import dockerfile
 
     marker = tmp_path / "MARKER"
     value = payload.format(m=marker)
@@ -113,7 +113,7 @@ def test_dockerfile_quotes_or_refuses(plan, tmp_path, payload):
     assert (tmp_path / "args").read_text().splitlines() == [value, "--quiet"]
     assert not marker.exists()
     # every quoted word of the other RUN lines reads back as the payload in bash
-    from envkit.render import environment
+    from envkit.export.render import environment
 
     word = environment().filters["shq"](value)
     r = subprocess.run(["bash", "-c", f"printf %s {word}"], cwd=tmp_path, capture_output=True, text=True)
@@ -122,7 +122,7 @@ def test_dockerfile_quotes_or_refuses(plan, tmp_path, payload):
 
 @pytest.mark.parametrize("name", ["a/../../etc/passwd", "$HOME", "a b", "*.run", "x\nRUN id"])
 def test_dockerfile_copy_paths_refused(plan, name):
-    from envkit.render import dockerfile
+    from envkit.export.render import dockerfile
 
     with pytest.raises(BadInput, match="cannot be written into"):
         dockerfile(_hostile_plan(plan, "3.10", name, "0" * 64))
@@ -130,7 +130,7 @@ def test_dockerfile_copy_paths_refused(plan, name):
 
 @pytest.mark.parametrize("payload", PAYLOADS)
 def test_install_sh_quotes_or_refuses(tmp_path, payload):
-    from envkit.render import render
+    from envkit.export.render import render
 
     marker = tmp_path / "MARKER"
     value = payload.format(m=marker)

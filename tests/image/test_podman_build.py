@@ -179,7 +179,7 @@ def _layers(engine, ref: str) -> list[str]:
 def test_build_run_and_rebuild(inputs) -> None:
     """One build (the engine's layer cache is used: torch and CANN layers of earlier sessions are reused),
     the checks inside it, then the rebuild after a Python-only change (the accelerate pin)."""
-    from envkit.engine import Engine
+    from envkit.executor.docker import Engine
     from envkit.lockfile import read_lock
 
     tag = "localhost/envkit-test:first"
@@ -341,7 +341,7 @@ def own_cache(tmp_path, monkeypatch):
 def test_bundle_build_image_builds_saves_and_loads(inputs, tmp_path, own_cache) -> None:
     """`envkit bundle build --image`: the bundle's own rendered context, built through the engine, saved into
     the bundle; the archive loads and the image runs envkit from the bundle's wheel."""
-    from envkit.engine import Engine
+    from envkit.executor.docker import Engine
 
     lock = _closure_from_wheelhouse(
         inputs["lock"], sorted((inputs["artifacts"] / "wheels").glob("*.whl")), tmp_path / "closure.lock"
@@ -432,8 +432,8 @@ def test_the_serving_variant_builds_on_the_base_layers(inputs, tmp_path) -> None
     """`envkit image build --variant serving` through the engine: the base image's layers (OS, CANN, torch) are
     reused as they are, the serving layer follows torch, and the image runs `vllm serve` as its entry point with
     the serving environment; vllm-ascend's install left torch_npu as locked and brought no upstream triton."""
-    from envkit.engine import Engine
-    from envkit.smoke.serve import NPU_SERVING_ENV
+    from envkit.executor.docker import Engine
+    from envkit.export.container import NPU_SERVING_ENV
 
     eng = Engine()
     first = "localhost/envkit-test:first"

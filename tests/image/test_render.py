@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from envkit.errors import BadInput, CheckFailed
-from envkit.image import parse_requirements, plan_build, sha256_file
+from envkit.export.image import parse_requirements, plan_build, sha256_file
+from envkit.export.render import dockerfile, write_context
 from envkit.lockfile import read_lock
-from envkit.render import dockerfile, write_context
 
 from .conftest import (
     GOLDEN,

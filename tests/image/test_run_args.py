@@ -7,7 +7,13 @@ import json
 import pytest
 
 from envkit.errors import BadInput
-from envkit.runargs import chip_from_matrix, parse_devices, run_args
+from envkit.export.runargs import ChipDevices, chip_from_row, parse_devices, run_args
+from envkit.matrix import load_matrix
+
+
+def chip_from_matrix(chip_id: str) -> ChipDevices:
+    """As `envkit image run-args --chip` looks the chip up."""
+    return chip_from_row(load_matrix().chips[chip_id])
 
 
 def test_910b_default_eight() -> None:
@@ -44,8 +50,11 @@ def test_devices_ranges() -> None:
         run_args(chip_from_matrix("910b"), "0-9")
     with pytest.raises(BadInput, match="depends on the cards"):
         run_args(chip_from_matrix("310p"), None)
-    with pytest.raises(BadInput, match="unknown chip"):
-        run_args(chip_from_matrix("h100"), None)
+
+
+def test_an_unknown_chip_is_bad_input(run_cli) -> None:
+    r = run_cli("image", "run-args", "--chip", "h100")
+    assert r.code == 2 and "unknown chip 'h100'" in r.err and "910b" in r.err
 
 
 def test_cli_formats(capsys) -> None:

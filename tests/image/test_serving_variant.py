@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from envkit.errors import BadInput
-from envkit.image import plan_build
+from envkit.export.image import plan_build
+from envkit.export.render import dockerfile, write_context
 from envkit.lockfile import read_lock
-from envkit.render import dockerfile, write_context
 
 from .conftest import render_args
 
@@ -57,7 +57,7 @@ def test_the_serving_layer_comes_after_torch_in_the_vendors_order(golden_inputs,
 
 
 def test_serving_env_entrypoint_and_label(golden_inputs) -> None:
-    from envkit.smoke.serve import NPU_SERVING_ENV
+    from envkit.export.container import NPU_SERVING_ENV
 
     plan = _plan(golden_inputs[CASE], "serving")
     text = dockerfile(plan)

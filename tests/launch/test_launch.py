@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from envkit.errors import BadInput
-from envkit.launch import ranktable as RT
-from envkit.launch.eicodes import find_codes
-from envkit.launch.inventory import parse_inventory, read_hccn_conf
+from envkit.fleet import ranktable as RT
+from envkit.fleet.eicodes import find_codes
+from envkit.fleet.inventory import parse_inventory, read_hccn_conf
 from envkit.launch.render import render_launch
 from tests.launch.conftest import HCCN, write_inventory
 
@@ -88,7 +88,7 @@ def test_a3_renders_v12_with_super_pods(site, locks, tmp_path):
 
 
 def test_950_renders_v20_level_list(site, locks, tmp_path):
-    inv = write_inventory(site, A2_INV.replace("hccl_exec_timeout = 1800", "envkit_ub_ports=0/4,0/5"))
+    inv = write_inventory(site, A2_INV.replace("hccl_exec_timeout = 1800", "envkit_ub_ports=0/4,0/5\nenvkit_inter_ports=0/6"))
     render_launch(inv, locks["950"], tmp_path / "o")
     table = json.loads((tmp_path / "o/rank_table.json").read_text())
     assert table["version"] == "2.0" and table["rank_count"] == 16
@@ -237,7 +237,7 @@ def test_ei_codes_found_with_cause_fix_and_source():
 
 
 def test_every_required_code_is_mapped():
-    from envkit.launch.data import load_hccl
+    from envkit.fleet.data import load_hccl
 
     data = load_hccl()
     for code in ("EI0001", "EI0002", "EI0004", "EI0005", "EI0006", "EI0014", "EI0016", "EI0019"):
@@ -303,3 +303,162 @@ def test_long_host_name_and_bad_device_port_refused(site, locks, tmp_path):
     with pytest.raises(BadInput, match="envkit_device_port='99999999999999999999'.*not a port"):
         render_launch(write_inventory(site, bad_port), locks["910b"], tmp_path / "o")
     assert not (tmp_path / "o").exists()
+
+
+# --- rank table 2.0 across servers: the guide's multi-server layout -------------------------------------------------
+def _950_site(folder: Path, hosts: int, devices: str | None = None) -> Path:
+    """`hosts` 950 servers of 8 devices each, hccn.conf in the recorded format (one /16 per server)."""
+    lines = ["[ascend]"]
+    for n in range(hosts):
+        conf = "".join(
+            f"address_{d}=10.{30 + n}.0.{10 + d}\nnetmask_{d}=255.255.0.0\nnetdetect_{d}=10.{30 + n}.0.254\n" for d in range(8)
+        )
+        (folder / f"n{n}.hccn.conf").write_text(conf)
+        extra = f" envkit_devices={devices}" if devices else ""
+        lines.append(f"n{n} ansible_host=192.0.2.{40 + n} envkit_hccn_conf=n{n}.hccn.conf{extra}")
+    lines += ["[ascend:vars]", "envkit_ub_ports=1/0", "envkit_inter_ports=0/4,0/5,0/6,0/7", "envkit_net_instance=az0"]
+    return write_inventory(folder, "\n".join(lines) + "\n")
+
+
+@pytest.mark.parametrize("hosts", [2, 4])
+def test_950_across_servers_has_the_inter_server_layer(tmp_path, locks, hosts):
+    """As the guide's two-server example: per rank net_layer 0 (TOPO_FILE_DESC, the server's own instance) and
+    net_layer 1 (CLOS, one instance every rank shares); the table holds to its own generated JSON Schema."""
+    import jsonschema
+
+    render_launch(_950_site(tmp_path, hosts), locks["950"], tmp_path / "o")
+    table = json.loads((tmp_path / "o/rank_table.json").read_text())
+    schema = json.loads((tmp_path / "o/rank_table.schema.json").read_text())
+    jsonschema.Draft202012Validator(schema).validate(table)
+    assert table["rank_count"] == 8 * hosts == len(table["rank_list"])
+    for r in table["rank_list"]:
+        server = r["rank_id"] // 8
+        assert [lv["net_layer"] for lv in r["level_list"]] == [0, 1]
+        zero, one = r["level_list"]
+        assert (zero["net_instance_id"], zero["net_type"]) == (f"n{server}", "TOPO_FILE_DESC")
+        assert (one["net_instance_id"], one["net_type"]) == ("az0", "CLOS")
+        addr = f"10.{30 + server}.0.{10 + r['device_id']}"
+        assert zero["rank_addr_list"] == [{"addr_type": "IPV4", "addr": addr, "ports": ["1/0"]}]
+        assert one["rank_addr_list"] == [{"addr_type": "IPV4", "addr": addr, "ports": ["0/4", "0/5", "0/6", "0/7"]}]
+        assert r["local_id"] == r["device_id"] == r["rank_id"] % 8
+
+
+def test_950_one_server_has_no_inter_server_layer(tmp_path, locks):
+    inv = _950_site(tmp_path, 1)
+    render_launch(inv, locks["950"], tmp_path / "o")
+    table = json.loads((tmp_path / "o/rank_table.json").read_text())
+    assert {len(r["level_list"]) for r in table["rank_list"]} == {1}
+
+
+def test_950_devices_4_to_7_are_local_ids_0_to_3(tmp_path, locks):
+    """local_id numbers the NPUs of a server from 0 (the guide), device_id is the physical id."""
+    render_launch(_950_site(tmp_path, 2, devices="4,5,6,7"), locks["950"], tmp_path / "o")
+    ranks = json.loads((tmp_path / "o/rank_table.json").read_text())["rank_list"]
+    assert [(r["rank_id"], r["local_id"], r["device_id"]) for r in ranks] == [(i, i % 4, 4 + i % 4) for i in range(8)]
+
+
+def test_950_across_servers_without_inter_ports_is_bad_input(tmp_path, locks):
+    inv = _950_site(tmp_path, 2)
+    inv.write_text(inv.read_text().replace("envkit_inter_ports=0/4,0/5,0/6,0/7\n", ""))
+    with pytest.raises(BadInput, match="inter-server ports") as exc:
+        render_launch(inv, locks["950"], tmp_path / "o")
+    assert "envkit_inter_ports" in exc.value.hint and exc.value.where.line == 2
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize(
+    ("var", "message"),
+    [
+        ("envkit_inter_ports=0/4,x", "is not Die/Port"),
+        ("envkit_inter_ports=" + ",".join(f"0/{i}" for i in range(17)), "lists 17 ports"),
+        ("envkit_net_instance=a$b", "letters, digits"),
+    ],
+)
+def test_950_inter_server_vars_are_checked(tmp_path, locks, var, message):
+    inv = _950_site(tmp_path, 2)
+    inv.write_text(inv.read_text() + var + "\n")
+    with pytest.raises(BadInput, match=message):
+        render_launch(inv, locks["950"], tmp_path / "o")
+
+
+def test_16_inter_ports_are_the_limit(tmp_path, locks):
+    inv = _950_site(tmp_path, 2)
+    inv.write_text(inv.read_text() + "envkit_inter_ports=" + ",".join(f"0/{i}" for i in range(16)) + "\n")
+    render_launch(inv, locks["950"], tmp_path / "o")
+    ranks = json.loads((tmp_path / "o/rank_table.json").read_text())["rank_list"]
+    assert len(ranks[0]["level_list"][1]["rank_addr_list"][0]["ports"]) == 16
+
+
+def test_950_servers_in_different_top_instances_are_refused(tmp_path, locks):
+    inv = _950_site(tmp_path, 2)
+    inv.write_text(inv.read_text().replace("n1 ansible_host=192.0.2.41", "n1 envkit_net_instance=az1 ansible_host=192.0.2.41"))
+    with pytest.raises(BadInput, match="servers-share-a-layer"):
+        render_launch(inv, locks["950"], tmp_path / "o")
+
+
+def _v20(levels_of, count=None):
+    ranks = [{"rank_id": i, "local_id": i, "device_id": i, "level_list": levels} for i, levels in enumerate(levels_of)]
+    return {"version": "2.0", "rank_count": len(ranks) if count is None else count, "rank_list": ranks}
+
+
+LV0 = {"net_layer": 0, "net_instance_id": "s0", "net_type": "TOPO_FILE_DESC",
+       "rank_addr_list": [{"addr_type": "IPV4", "addr": "10.0.0.1", "ports": ["0/0"]}]}  # fmt: skip
+LV1 = {**LV0, "net_layer": 1, "net_instance_id": "az0", "net_type": "CLOS"}
+
+
+@pytest.mark.parametrize(
+    ("doc", "message"),
+    [
+        (_v20([[LV0, {**LV1, "net_layer": 2}]]), "consecutively from 0"),
+        (_v20([[{**LV0, "net_type": "CLOS"}]]), "TOPO_FILE_DESC"),
+        (_v20([[LV0]], count=2), "rank_count 2 but rank_list has 1"),
+        (_v20([[LV0, *[{**LV1, "net_layer": i} for i in range(1, 9)]]]), "at most 8"),
+        (_v20([[{**LV0, "rank_addr_list": [{"addr_type": "IPV4", "addr": "a", "ports": ["0/0"] * 17}]}]]), "at most 16"),
+        (_v20([[{**LV0, "rank_addr_list": [{"addr_type": "IPV4", "addr": "a", "ports": ["x"]}]}]]), "pattern"),
+    ],
+)
+def test_a_v20_table_breaking_the_guides_limits_is_refused(doc, message):
+    with pytest.raises(BadInput, match=message):
+        RT.parse(doc, "rank_table.json")
+
+
+def test_a_v20_table_at_the_guides_limits_is_read():
+    """8 layers, 16 ports, the vendor's host-NIC port `d2h`: accepted."""
+    levels = [LV0, *[{**LV1, "net_layer": i} for i in range(1, 8)]]
+    levels[7] = {**levels[7], "rank_addr_list": [{"addr_type": "IPV4", "addr": "a", "ports": ["d2h"] + ["0/1"] * 15}]}
+    table = RT.parse(_v20([levels]), "rank_table.json")
+    assert len(table.rank_list[0].level_list) == 8
+
+
+def test_derived_a3_super_device_ids_are_a_warning(site, locks, tmp_path, run_cli):
+    text = "[a3]\nsp0 ansible_host=192.0.2.21 envkit_hccn_conf=a3_node0.hccn.conf envkit_devices=0,1,2,3\n"
+    res = render_launch(write_inventory(site, text), locks["a3"], tmp_path / "o")
+    assert any("super_device_id of sp0 derived" in w for w in res.warnings)
+    given = text.replace("0,1,2,3\n", "0,1,2,3 envkit_super_device_ids=8,9,10,11\n")
+    r = run_cli(
+        "launch",
+        "render",
+        "-i",
+        str(write_inventory(site, given)),
+        "--lock",
+        str(locks["a3"]),
+        "-o",
+        str(tmp_path / "p"),
+        "--json",
+    )
+    assert r.code == 0, r.err
+    assert not [w for w in json.loads(r.out)["warnings"] if "super_device_id" in w]
+    r = run_cli(
+        "launch",
+        "render",
+        "-i",
+        str(write_inventory(site, text)),
+        "--lock",
+        str(locks["a3"]),
+        "-o",
+        str(tmp_path / "q"),
+        "--json",
+    )
+    assert any("derived" in w for w in json.loads(r.out)["warnings"])
+    r = run_cli("launch", "render", "-i", str(write_inventory(site, text)), "--lock", str(locks["a3"]), "-o", str(tmp_path / "t"))
+    assert "warning: super_device_id of sp0 derived" in r.out + r.err

@@ -65,7 +65,7 @@ def test_launch_profile_two_local_hosts_one_rendezvous(tmp_path, run_cli):
     """Two hosts x 2 ranks = world 4: each host's ranks are its own (0,1 / 2,3), every result of the merged profile is
     correct, the profile compares with itself, and a host whose envkit is missing is named."""
     _ansible()
-    from envkit.smoke.dist import free_port
+    from envkit.fleet.dist import free_port
 
     envkit = str(Path(sys.executable).parent / "envkit")
     inv = tmp_path / "inv.ini"
@@ -121,7 +121,7 @@ def test_collectives_playbook_syntax():
         pytest.skip("ansible-playbook not installed beside this interpreter")
     import subprocess
 
-    from envkit.ansible_runner import playbook_env
+    from envkit.executor.ansible import playbook_env
     from envkit.resources import data_dir
 
     playbooks = data_dir("playbooks")

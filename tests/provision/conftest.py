@@ -52,7 +52,7 @@ def run_local_playbook(
 
 def run_probe(ansible_playbook: Path | str, tmp_path: Path, probe_args: dict, timeout: int) -> subprocess.CompletedProcess:
     """The real envkit_probe module with `probe_args` through Ansible on localhost; its result in tmp_path/result.json."""
-    from envkit.ansible_runner import playbook_env
+    from envkit.executor.ansible import playbook_env
 
     play = tmp_path / "probe.yml"
     play.write_text(

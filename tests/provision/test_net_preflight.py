@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from envkit.provision import format_table, parse_lines, summarize
+from envkit.executor.ansible import parse_lines
+from envkit.provision import format_table, summarize_provision
 from tests.provision.conftest import run_probe
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -57,7 +58,7 @@ def _summary_of(host: str, hccn: dict):
         ),
         json.dumps({"event": "stats", "hosts": {host: {"ok": 3, "changed": 0, "failed": 0, "unreachable": 0}}}),
     ]
-    return summarize(parse_lines(lines))
+    return summarize_provision(parse_lines(lines))
 
 
 def test_probe_gathers_hccn_answers_and_the_summary_checks_them(tmp_path):

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from envkit.ansible_runner import PlaybookRun, playbook_command, playbook_env
 from envkit.errors import BadInput
+from envkit.executor.ansible import PlaybookRun, parse_lines, playbook_command, playbook_env
 from envkit.lockfile import read_lock
 from envkit.provision import (
     BundlePaths,
@@ -21,10 +21,9 @@ from envkit.provision import (
     format_table,
     locate_bundle,
     pack_wheels,
-    parse_lines,
     render_vars,
     stage_artifacts,
-    summarize,
+    summarize_provision,
 )
 from tests.provision.conftest import run_local_playbook, run_probe
 from tests.provision.fleet import resolve_lock, sha256, with_fixture_zip_hashes, write_vendor
@@ -165,7 +164,7 @@ def test_summarize_events():
             }
         ),
     ]
-    s = summarize(parse_lines(lines))
+    s = summarize_provision(parse_lines(lines))
     assert s.check and s.complete
     assert s.hosts["a"].plan == ["firmware 25.3.rc1 -> 26.0.rc1", "driver 25.3.rc1 -> 26.0.rc1"]
     assert s.hosts["a"].smoke.startswith("skipped") and s.hosts["a"].doctor == "ok"
@@ -444,7 +443,7 @@ HOSTILE = "{{ lookup('pipe', 'touch MARKER') }}"
 def test_vars_file_marks_every_string_that_could_hold_jinja_unsafe(locks, tmp_path):
     """Every string of the vars file that could hold Jinja (a `{`) is `!unsafe`: Ansible never templates it.
     The others stay plain strings: ansible-core 2.19 loads `!unsafe '3.10'` as the float 3.1."""
-    from envkit.provision import dump_vars
+    from envkit.executor.ansible import dump_vars
 
     write_vendor(locks["old"], tmp_path / "vendor")
     lock = read_lock(locks["old"])
@@ -467,7 +466,7 @@ def test_vars_file_marks_every_string_that_could_hold_jinja_unsafe(locks, tmp_pa
 def test_jinja_in_a_lock_value_is_never_evaluated_by_ansible(tmp_path):
     """The grammar refuses `{{ }}` in every lock string; the vars file holds even without it: a value with a
     pipe lookup reaches a task as text, and the marker the lookup would create never appears."""
-    from envkit.provision import dump_vars
+    from envkit.executor.ansible import dump_vars
 
     ansible = Path(sys.executable).parent / "ansible-playbook"
     marker = tmp_path / "MARKER"

@@ -245,7 +245,7 @@ def test_placement_check_catches_a_buffer_left_behind(run_fp32, tiny_model):
 
 def test_collectives_across_two_cpu_processes():
     pytest.importorskip("torch")
-    from envkit.smoke.dist import expected, run_collectives
+    from envkit.fleet.dist import expected, run_collectives
 
     res = run_collectives("cpu", 2, timeout_s=60)
     assert res["ok"], res

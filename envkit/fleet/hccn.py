@@ -12,8 +12,10 @@ from __future__ import annotations
 import ipaddress
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
+
+from envkit.evidence import Evidence
 
 Status = Literal["ok", "warn", "fail"]
 Text = str | bytes | None
@@ -38,6 +40,32 @@ HEALTH_STATES = (
     "Thread error",
     "Detect ip set",
 )
+
+
+@dataclass
+class NetProbe:
+    """hccn_tool's answers per device, run here or read from the root's recording."""
+
+    tool: str | None  # the executable run, or the recording folder
+    skipped: str | None  # why nothing was asked
+    hccn_conf: Evidence
+    outputs: dict[int, dict[str, bytes | None]] = field(default_factory=dict)  # dev -> what -> output (None: none)
+    pings: dict[int, dict[str, bytes | None]] = field(default_factory=dict)  # dev -> peer -> output
+    errors: dict[tuple[int, str], str] = field(default_factory=dict)  # (dev, what or "ping PEER") -> why no output
+
+
+def hccn_conf_addresses(data: bytes | None) -> dict[int, str]:
+    """address_N of an hccn.conf; lines that do not hold a valid address are left out (the IP check names them)."""
+    out: dict[int, str] = {}
+    for line in (data or b"").decode("utf-8", "replace").splitlines():
+        m = re.fullmatch(r"\s*address_(\d{1,3})\s*=\s*(\S+)\s*", line)
+        if m:
+            try:
+                ipaddress.ip_address(m.group(2))
+            except ValueError:
+                continue
+            out[int(m.group(1))] = m.group(2)
+    return out
 
 
 @dataclass(frozen=True)
@@ -224,7 +252,7 @@ def check_tls_consistent(tls_by_device: dict[tuple[str, int], int]) -> Finding:
 
 def check_ip_plan(chip: str, addresses: dict[int, tuple[str, str]], host: str | None = None) -> list[Finding]:
     """A2 (910b): every port in one subnet; A3: devices 2k and 2k+1 (the dies of NPU k) in different subnets."""
-    from envkit.launch.data import cite, load_hccl
+    from envkit.fleet.data import cite, load_hccl
 
     plan = load_hccl().ip_plan(chip)
     if plan is None:
@@ -287,7 +315,7 @@ def inventory_peers(inventory: object) -> dict[int, list[str]]:
     """Per device N, address_N of every host of an inventory that sets envkit_hccn_conf (as `launch render` reads it)."""
     from pathlib import Path
 
-    from envkit.launch.inventory import read_hccn_conf, read_inventory
+    from envkit.fleet.inventory import read_hccn_conf, read_inventory
 
     inv = read_inventory(Path(str(inventory)))
     peers: dict[int, list[str]] = {}
@@ -309,11 +337,9 @@ def inventory_peers(inventory: object) -> dict[int, list[str]]:
     return peers
 
 
-def check_net(net: object, chip: str | None = None, host: str | None = None) -> list[Finding]:
+def check_net(net: NetProbe, chip: str | None = None, host: str | None = None) -> list[Finding]:
     """Findings of a `probe_net` result: per device link, health, ip vs hccn.conf, pings; one TLS switch on every
     device; the chip's IP plan. A query that gave no output says why (a timeout, a missing recording)."""
-    from envkit.doctor.probe import NetProbe, hccn_conf_addresses
-
     assert isinstance(net, NetProbe)
     if net.tool is None:
         return [Finding("hccn_tool", "warn", f"network not checked: {net.skipped}", host=host)]
@@ -352,31 +378,9 @@ def check_net(net: object, chip: str | None = None, host: str | None = None) -> 
     return findings
 
 
-def net_section(net: object, chip: str | None, peers: list[str] | dict[int, list[str]] | None, log_text: str | None = None):
-    """The report's `net` section: the findings of `check_net`, the peers asked, the EI codes of a log."""
-    from envkit.doctor.probe import NetProbe
-    from envkit.doctor.report import NetFinding, NetSection
-
-    assert isinstance(net, NetProbe)
-    codes = []
-    if log_text is not None:
-        from envkit.launch.eicodes import find_codes
-
-        codes = [c.to_dict() for c in find_codes(log_text)]
-    return NetSection(
-        tool=net.tool,
-        devices=sorted(net.outputs),
-        peers={str(d): sorted(p) for d, p in sorted(net.pings.items()) if p},
-        findings=[NetFinding(**f.to_dict()) for f in check_net(net, chip)],
-        codes=codes,
-    )
-
-
-def net_from_probe_facts(state: object) -> object:
+def net_from_probe_facts(state: object) -> NetProbe:
     """The provisioning probe's `hccn` facts (envkit_probe.py: tool, conf, outputs, pings, errors) as a NetProbe;
     anything of the wrong shape (a hostile host) is dropped, never trusted."""
-    from envkit.doctor.probe import Evidence, NetProbe
-
     st = state if isinstance(state, dict) else {}
 
     def text(v: object) -> bytes | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from envkit.launch.data import load_hccl
+from envkit.fleet.data import load_hccl
 
 _CODE = re.compile(r"(?<![A-Za-z0-9])(EI\d{4})(?![0-9])")
 

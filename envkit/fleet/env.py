@@ -13,9 +13,9 @@ import re
 from dataclasses import dataclass, field
 
 from envkit.errors import Where
-from envkit.launch.data import HcclData, cite
-from envkit.launch.inventory import Host
-from envkit.launch.ranktable import Problem, raise_problems
+from envkit.fleet.data import HcclData, cite
+from envkit.fleet.inventory import Host
+from envkit.fleet.ranktable import Problem, raise_problems
 
 _IFNAME = re.compile(r"^(\^?=)?[A-Za-z0-9_.:@-]+(,[A-Za-z0-9_.:@-]+)*$")
 ORDER = (

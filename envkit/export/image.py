@@ -1,7 +1,7 @@
 """The image build plan: everything `envkit image render` writes, decided from the lock. Pure: no docker, no subprocess.
 
-`plan_build()` turns a lock (plus the files the user hands in) into a `BuildPlan`; `envkit.render` turns
-that plan into a build context; `envkit.engine` builds it. It reads the lock alone (the base image, the OS
+`plan_build()` turns a lock (plus the files the user hands in) into a `BuildPlan`; `envkit.export.render` turns
+that plan into a build context; `envkit.executor.docker` builds it. It reads the lock alone (the base image, the OS
 family and the installers are recorded in it), never the matrix.
 """
 
@@ -15,15 +15,11 @@ from pathlib import Path
 
 from envkit import __version__, versions
 from envkit.errors import BadInput, CheckFailed, Where
+from envkit.export.container import ASCEND, DRIVER, LOCK_IN_IMAGE, NPU_SERVING_ENV, SERVING_ENTRYPOINT, VENV
 from envkit.fsutil import sha256_file
 from envkit.models.lock import Artifact, ClosurePackage, Lock
 from envkit.wheels import Requirement, merge, normalize, parse_requirements, parse_wheel_name, wheel_name
 
-# Where the image puts things. The venv is the one Python the image runs.
-VENV = "/opt/envkit/venv"
-ASCEND = "/usr/local/Ascend"
-DRIVER = f"{ASCEND}/driver"
-LOCK_IN_IMAGE = "/etc/envkit/envkit.lock"
 LABEL_PREFIX = "io.envkit"
 CANN_COMPONENTS = ("cann-toolkit", "cann-ops", "cann-kernels", "cann-nnal")
 # The heavy, rarely-changing Python projects: installed in their own earlier layer, so that a change of
@@ -33,7 +29,6 @@ HEAVY = ("torch", "torch-npu")
 # `pip install vllm==X`, then `pip install vllm-ascend==X`; triton-ascend from the Ascend index).
 SERVING = ("vllm", "vllm-ascend", "triton-ascend")
 VARIANTS = ("base", "serving")
-SERVING_ENTRYPOINT = ("vllm", "serve")
 
 
 @dataclass(frozen=True)
@@ -489,8 +484,6 @@ def check_variant(lock: Lock, variant: str) -> None:
 
 def plan_serving(lock: Lock, labels: list[tuple[str, str]]) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
     """The serving variant's environment block (the one `envkit smoke --serve` runs `vllm serve` with) and its labels."""
-    from envkit.smoke.serve import NPU_SERVING_ENV
-
     s = lock.stack.model_dump()
     extra = {
         f"{LABEL_PREFIX}.variant": "serving",

@@ -7,10 +7,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from envkit.errors import BadInput
-from envkit.image import DRIVER
+from envkit.export.container import DRIVER
 from envkit.models.lock import Lock
+
+if TYPE_CHECKING:
+    from envkit.models.matrix import Chip
 
 
 @dataclass(frozen=True)
@@ -80,14 +84,9 @@ class ChipDevices:
     mount_driver_dir: bool
 
 
-def chip_from_matrix(chip_id: str) -> ChipDevices:
-    """The chip's device facts from the matrix (`envkit image run-args --chip`)."""
-    from envkit.matrix import load_matrix
-
-    lm = load_matrix()
-    chip = lm.chips.get(chip_id)
-    if chip is None:
-        raise BadInput(f"unknown chip {chip_id!r}", hint="Known chips: " + ", ".join(lm.chips))
+def chip_from_row(chip: Chip) -> ChipDevices:
+    """The chip's device facts from its matrix row (`envkit image run-args --chip`: the one command that names a
+    chip without a lock; the CLI looks the row up)."""
     return ChipDevices(chip.id, chip.name, chip.davinci_devices, chip.mount_driver_dir)
 
 

@@ -1,7 +1,7 @@
 """`envkit smoke --collectives`: a measured, checked collective profile, like hccl_test / nccl-tests.
 
 all_reduce, all_gather, reduce_scatter, all_to_all and all_to_allv over sizes from 8 KiB to 64 MiB (x2 steps; a
-larger maximum on request), in `nproc` fresh processes started as `smoke --nproc` starts them (envkit/smoke/dist.py:
+larger maximum on request), in `nproc` fresh processes started as `smoke --nproc` starts them (envkit/fleet/dist.py:
 torch.multiprocessing spawn, TCP rendezvous on 127.0.0.1; hccl on npu, nccl on cuda, gloo on cpu). Every result is
 checked against values computed independently on each rank. Size S is the bytes of the larger buffer of a rank
 (nccl-tests' convention). Time t is the slowest rank's mean over the timed iterations, algbw = S / t and
@@ -188,7 +188,7 @@ def init_rank(
     local = rank if local is None else local
     import warnings
 
-    from envkit.smoke.dist import BACKENDS, set_device
+    from envkit.fleet.dist import BACKENDS, set_device
 
     torch = set_device(device_type, local)
     import torch.distributed as dist
@@ -314,7 +314,7 @@ def run_profile(
     rendezvous at master:port; its profile holds its own ranks (envkit/launch/profile.py merges the hosts')."""
     import torch.multiprocessing as mp
 
-    from envkit.smoke.dist import BACKENDS, free_port
+    from envkit.fleet.dist import BACKENDS, free_port
 
     if world < 2:
         raise BadInput("--collectives needs --nproc 2 or more", hint="collectives run across processes: e.g. --nproc 4")
@@ -378,23 +378,6 @@ def format_table(profile: dict[str, Any]) -> list[str]:
         lines.append(f"{name}: {'skipped: ' if 'skipped' in tool else ''}{state}")
     lines += [f"error: {e}" for e in profile.get("errors", [])]
     return lines
-
-
-# --- the smoke run with the profile -----------------------------------------------------------------
-
-
-def run_smoke_with_collectives(opts: Any, max_size: int = DEFAULT_MAX_SIZE, progress: Callable[[str], None] = lambda _m: None):
-    """`envkit smoke --collectives`: the usual smoke run, then the profile, added to report.json as `collectives`."""
-    from envkit.fsutil import atomic_write_text
-    from envkit.smoke.runner import REPORT_FILE, SmokeResult, run_smoke
-
-    result = run_smoke(opts, progress=progress)
-    progress(f"smoke: collective profile across {opts.nproc} processes, up to {human(max_size)}")
-    profile = run_profile(result.report.device_type, opts.nproc, max_size)
-    profile["vendor_tools"] = vendor_tools(result.report.device_type, opts.nproc)
-    report = result.report.model_copy(update={"collectives": profile, "ok": result.report.ok and profile["ok"]})
-    atomic_write_text(result.out_dir / REPORT_FILE, report.model_dump_json(indent=2) + "\n")
-    return SmokeResult(report, result.out_dir)
 
 
 # --- comparing two profiles ------------------------------------------------------------------------
@@ -559,7 +542,7 @@ def run_vendor_tool(
 ) -> dict[str, Any]:
     """One tool run (own process group, killed whole at the timeout, output capped; the caller's environment),
     parsed: {argv, returncode, rows, error}; a failure or garbled output is the entry's `error`, never raised."""
-    from envkit.doctor.probe import run_command
+    from envkit.executor.proc import run_command
 
     res = run_command(argv, timeout=timeout_s, cwd=cwd)
     out = res.stdout.decode("utf-8", "replace")

@@ -107,7 +107,7 @@ def render(name: str, **context: Any) -> str:
 
 
 def dockerfile(plan: Any) -> str:
-    from envkit.image import LOCK_IN_IMAGE, SERVING_ENTRYPOINT, VENV
+    from envkit.export.container import LOCK_IN_IMAGE, SERVING_ENTRYPOINT, VENV
 
     return render(
         "Dockerfile.j2", plan=plan, venv=VENV, lock_path=LOCK_IN_IMAGE, serving_entrypoint=json.dumps(list(SERVING_ENTRYPOINT))

@@ -10,12 +10,12 @@ from __future__ import annotations
 import ipaddress
 import json
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from envkit.errors import BadInput, Where
-from envkit.launch.inventory import HccnDevice
+from envkit.fleet.inventory import HccnDevice
 from envkit.models.base import StrictModel
 
 _ID = r"^\d+$"
@@ -76,35 +76,60 @@ class RankTableV12(StrictModel):
 # --- v2.0 ---------------------------------------------------------------------------------------
 
 
+# 2.0's limits, as the guide states them (A5_SOURCE: the rank table configuration table)
+DIE_PORT = r"^([0-9]{1,3}/[0-9]{1,3}|d2h)$"  # Die/Port; `d2h` names a host NIC port (the EID example)
+
+
 class RankAddr(StrictModel):
     addr_type: Literal["IPV4", "IPV6", "EID"]
-    addr: str
-    ports: list[str] = Field(min_length=1, description="Die/Port, e.g. 1/0")
+    addr: str = Field(min_length=1, max_length=256)
+    ports: list[Annotated[str, Field(pattern=DIE_PORT, max_length=32)]] = Field(
+        min_length=1, max_length=16, description="Die/Port, e.g. 1/0"
+    )
     plane_id: str | None = None
 
 
 class Level(StrictModel):
     net_layer: int = Field(ge=0, le=7)
-    net_instance_id: str
+    net_instance_id: str = Field(min_length=1, max_length=1024)
     net_type: Literal["TOPO_FILE_DESC", "CLOS", "1DMESH"]
     net_attr: str = ""
-    rank_addr_list: list[RankAddr] = Field(min_length=1)
+    rank_addr_list: list[RankAddr] = Field(min_length=1, max_length=24)
+
+    @model_validator(mode="after")
+    def _layer_zero_is_the_topology_file(self) -> Level:
+        if self.net_layer == 0 and self.net_type != "TOPO_FILE_DESC":
+            raise ValueError("net_layer 0 has net_type TOPO_FILE_DESC (described by the topology file)")
+        return self
 
 
 class RankV20(StrictModel):
-    rank_id: int = Field(ge=0)
+    rank_id: int = Field(ge=0, le=65535)
     local_id: int = Field(ge=0, le=64)
-    device_id: int = Field(ge=0)
+    device_id: int = Field(ge=0, le=64)
     device_port: int | None = Field(None, ge=1, le=65535)
     host_port: int | None = Field(None, ge=1, le=65535)
-    level_list: list[Level] = Field(min_length=1)
+    level_list: list[Level] = Field(min_length=1, max_length=8)
+
+    @model_validator(mode="after")
+    def _layers_from_zero(self) -> RankV20:
+        layers = [lv.net_layer for lv in self.level_list]
+        if layers != list(range(len(layers))):
+            raise ValueError(f"net_layer must be numbered consecutively from 0, found {layers}")
+        return self
 
 
 class RankTableV20(StrictModel):
     status: Literal["completed", "initializing"] = "completed"
     version: Literal["2.0"] = "2.0"
-    rank_count: int = Field(ge=1)
-    rank_list: list[RankV20] = Field(min_length=1)
+    rank_count: int = Field(ge=1, le=65536)
+    rank_list: list[RankV20] = Field(min_length=1, max_length=65536)
+
+    @model_validator(mode="after")
+    def _count(self) -> RankTableV20:
+        if self.rank_count != len(self.rank_list):
+            raise ValueError(f"rank_count {self.rank_count} but rank_list has {len(self.rank_list)} ranks")
+        return self
 
 
 RankTable = RankTableV10 | RankTableV12 | RankTableV20
@@ -125,7 +150,11 @@ def json_schema(version: str) -> dict[str, Any]:
 
 @dataclass
 class ServerPlan:
-    """One inventory host: its devices (from hccn.conf) and the optional SuperPoD / UB facts."""
+    """One inventory host: its devices (from hccn.conf) and the optional SuperPoD / UB facts.
+
+    2.0 across servers: every rank also gets the inter-server layer (net_layer 1, `CLOS`, the one `net_instance`
+    all servers share) with the device's address and its inter-server Die/Port list (`inter_ports`), as the
+    guide's two-server example has it."""
 
     server_id: str
     host_ip: str | None
@@ -135,6 +164,8 @@ class ServerPlan:
     super_device_ids: list[int] | None = None
     ub_ports: list[str] = field(default_factory=lambda: ["0/0"])
     device_port: int | None = None
+    inter_ports: list[str] | None = None
+    net_instance: str = "cluster"
 
 
 def _addr_type(addr: str) -> Literal["IPV4", "IPV6"]:
@@ -148,16 +179,26 @@ def build(version: str, plans: list[ServerPlan]) -> RankTable:
         ranks = []
         for plan in plans:
             for local, (dev, info) in enumerate(sorted(plan.devices.items())):
-                level = Level(
-                    net_layer=0,
-                    net_instance_id=plan.server_id,
-                    net_type="TOPO_FILE_DESC",
-                    rank_addr_list=[
-                        RankAddr(addr_type=_addr_type(info.address or ""), addr=info.address or "", ports=plan.ub_ports)
-                    ],
-                )
+                addr = info.address or ""
+                levels = [
+                    Level(
+                        net_layer=0,
+                        net_instance_id=plan.server_id,
+                        net_type="TOPO_FILE_DESC",
+                        rank_addr_list=[RankAddr(addr_type=_addr_type(addr), addr=addr, ports=plan.ub_ports)],
+                    )
+                ]
+                if len(plans) > 1:  # the inter-server layer: one CLOS instance that every server's ranks share
+                    levels.append(
+                        Level(
+                            net_layer=1,
+                            net_instance_id=plan.net_instance,
+                            net_type="CLOS",
+                            rank_addr_list=[RankAddr(addr_type=_addr_type(addr), addr=addr, ports=plan.inter_ports or [])],
+                        )
+                    )
                 ranks.append(
-                    RankV20(rank_id=rank, local_id=local, device_id=dev, device_port=plan.device_port, level_list=[level])
+                    RankV20(rank_id=rank, local_id=local, device_id=dev, device_port=plan.device_port, level_list=levels)
                 )
                 rank += 1
         return RankTableV20(rank_count=len(ranks), rank_list=ranks)
@@ -275,6 +316,8 @@ def check(table: RankTable, hccn: dict[str, dict[int, HccnDevice]] | None = None
     dup_ips = sorted({ip for ip in ips if ips.count(ip) > 1})
     if dup_ips:
         problems.append(Problem("unique-device-ip", f"device_ip {', '.join(dup_ips)} used by more than one rank", source))
+    if isinstance(table, RankTableV20):
+        problems += _check_levels(table)
     if isinstance(table, RankTableV12):
         listed = {s.server_id for s in table.server_list}
         pod_of: dict[str, str] = {}
@@ -299,6 +342,40 @@ def check(table: RankTable, hccn: dict[str, dict[int, HccnDevice]] | None = None
                     )
                 )
             seen[key] = server
+    return problems
+
+
+def _check_levels(table: RankTableV20) -> list[Problem]:
+    """2.0: every rank has the same layers; local_id numbers a server's NPUs from 0; ranks of more than one server
+    meet in one instance of a layer above 0 (the guide's two-server example: net_layer 1, CLOS, one shared id)."""
+    problems: list[Problem] = []
+    depths = sorted({len(r.level_list) for r in table.rank_list})
+    if len(depths) > 1:
+        problems.append(Problem("same-layers", f"ranks have different numbers of layers {depths}", A5_SOURCE))
+    by_server: dict[str, list[RankV20]] = {}
+    for r in table.rank_list:
+        by_server.setdefault(r.level_list[0].net_instance_id, []).append(r)
+    for server, ranks in by_server.items():
+        locals_ = sorted(r.local_id for r in ranks)
+        if locals_ != list(range(len(locals_))):
+            problems.append(
+                Problem(
+                    "local-id-from-zero",
+                    f"server {server} numbers its NPUs local_id {locals_}, not 0..{len(locals_) - 1}",
+                    A5_SOURCE,
+                )
+            )
+    if len(by_server) > 1:
+        top = {r.level_list[-1].net_instance_id for r in table.rank_list if len(r.level_list) > 1}
+        if any(len(r.level_list) < 2 for r in table.rank_list) or len(top) != 1:
+            problems.append(
+                Problem(
+                    "servers-share-a-layer",
+                    f"{len(by_server)} servers but no layer above 0 that all their ranks share "
+                    f"(top-layer instances: {sorted(top) or 'none'})",
+                    A5_SOURCE,
+                )
+            )
     return problems
 
 
