@@ -438,6 +438,9 @@ def check_matrix(lm: LoadedMatrix) -> list[Problem]:
             seen[k] = v
 
     dupes("chips", [c.id for c in m.chips], as_version=False)
+    # a name a user or a host writes must mean one chip: ids, aliases and npu-smi names are one namespace
+    dupes("chips", [n.lower() for c in m.chips for n in (c.id, *c.aliases, *c.npu_smi_names)], as_version=False)
+    dupes("chips", [soc for c in m.chips for soc in c.soc_names], as_version=False)
     dupes("operating_systems", [o.id for o in m.operating_systems], as_version=False)
     dupes("pythons", [p.version for p in m.pythons], as_version=True)
     dupes(

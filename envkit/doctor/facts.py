@@ -22,6 +22,7 @@ from envkit.doctor.parsers import (
     ParseError,
     chip_from_npu_smi,
     chip_from_package_name,
+    chip_from_soc,
     npu_smi_error,
     parse_ascend_install_info,
     parse_component_version_info,
@@ -434,18 +435,9 @@ def _chip_fallback(f: Facts) -> None:
             f.chip = ChipIdentity(chip=chip, note=f"from the operator package {name}")
             f.chip_source = source
             return
-    socs = f.cann.install.kernel_socs
-    table = {
-        "ascend910b": "910b",
-        "ascend910_93": "a3",
-        "ascend910": "910",
-        "ascend310p": "310p",
-        "ascend310b": "310b",
-        "ascend950": "950",
-    }
-    chips = {table[s] for s in socs if s in table}
-    if len(chips) == 1:
-        f.chip = ChipIdentity(chip=chips.pop(), note="from the operator kernels folder")
+    chip = chip_from_soc(f.cann.install.kernel_socs)
+    if chip:
+        f.chip = ChipIdentity(chip=chip, note="from the operator kernels folder")
         f.chip_source = f"{f.cann.install.resolved}/opp/built-in/op_impl/ai_core/tbe/kernel"
 
 

@@ -13,11 +13,15 @@ Formats (see docs/doctor.md and tests/fixtures/samples/SOURCES.md for the sample
 from __future__ import annotations
 
 import re
-from typing import Literal
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict
 
 from envkit.versions import InvalidVersion, parse, parse_ranges
+
+if TYPE_CHECKING:
+    from envkit.models.matrix import Chip
 
 MAX_TEXT = 1 << 20  # a version file is a few hundred bytes; anything past 1 MiB is not one
 
@@ -246,22 +250,28 @@ def parse_component_version_info(data: str | bytes) -> ComponentVersion:
     )
 
 
-_CHIP_TOKENS = [
-    (re.compile(r"atlas-a3-cann-kernels|cann-a3-ops|[-_]a3[-_]", re.I), "a3"),
-    (re.compile(r"kernels-910b|cann-910b-ops|[-_]910b[-_]", re.I), "910b"),
-    (re.compile(r"kernels-910(?!b)|cann-910-ops|[-_]910[-_]", re.I), "910"),
-    (re.compile(r"kernels-310p|cann-310p-ops|[-_]310p[-_]", re.I), "310p"),
-    (re.compile(r"kernels-310b|cann-310b-ops|[-_]310b[-_]", re.I), "310b"),
-    (re.compile(r"cann-950-ops|[-_]950[-_]", re.I), "950"),
-]
+def _shipped_chips() -> Sequence[Chip]:
+    from envkit.matrix import load_matrix
+
+    return load_matrix().model.chips
 
 
-def chip_from_package_name(name: str) -> str | None:
-    """The chip id in an operator package name (``Ascend-cann-kernels-910b``, ``Ascend-cann-A3-ops``)."""
-    for pattern, chip in _CHIP_TOKENS:
-        if pattern.search(name + "_"):
-            return chip
-    return None
+def chip_from_package_name(name: str, chips: Sequence[Chip] | None = None) -> str | None:
+    """The chip id in an operator package name (``Ascend-cann-kernels-910b``, ``Ascend-cann-A3-ops``): the one chip
+    whose `package_patterns` (matrices/platform.yaml) match it; None where none or several do."""
+    found = {
+        c.id
+        for c in (_shipped_chips() if chips is None else chips)
+        if any(re.search(p, name + "_", re.I) for p in c.package_patterns)
+    }
+    return found.pop() if len(found) == 1 else None
+
+
+def chip_from_soc(socs: Iterable[str], chips: Sequence[Chip] | None = None) -> str | None:
+    """The chip of the operator kernels' SOC folders (``ascend910b``, ``ascend910_93``), when they name one chip."""
+    table = {soc: c.id for c in (_shipped_chips() if chips is None else chips) for soc in c.soc_names}
+    found = {table[s] for s in socs if s in table}
+    return found.pop() if len(found) == 1 else None
 
 
 # --------------------------------------------------------------------------- OS
@@ -459,36 +469,30 @@ class ChipIdentity(_Model):
     note: str | None = None
 
 
-def chip_from_npu_smi(info: NpuSmiInfo) -> ChipIdentity:
-    """The stack's chip id from the names `npu-smi info` prints.
+def chip_from_npu_smi(info: NpuSmiInfo, chips: Sequence[Chip] | None = None) -> ChipIdentity:
+    """The stack's chip id from the names `npu-smi info` prints, by each chip row's `npu_smi_patterns`
+    (matrices/platform.yaml; full match on the name in lower case without an ``ascend`` prefix).
 
-    ``910B1``…``910B4`` (and ``910B4-1``, ``910B2C``) -> ``910b``; ``Ascend910`` with two chips
-    per NPU (and a ``Phy-ID`` column) -> ``a3``; ``910A``/``910ProA``/``910ProB`` -> ``910``;
-    ``310P3`` -> ``310p``; ``310B*`` -> ``310b``; ``950*`` -> ``950``.
+    ``910B1``…``910B4`` (and ``910B4-1``, ``910B2C``) -> ``910b``; ``Ascend910`` with two chips per NPU (and a
+    ``Phy-ID`` column: a row's `npu_smi_multi_die`) -> ``a3``; ``910A``/``910ProA``/``910ProB`` -> ``910``;
+    ``310P3`` -> ``310p``; ``310B*`` -> ``310b``; ``950*`` -> ``950``. A row's `npu_smi_caveats` become notes.
     """
+    rows = _shipped_chips() if chips is None else chips
+    multi_die = info.second_column == "phy-id" or info.chips_per_npu >= 2
     found: set[str] = set()
     notes: list[str] = []
     for name in info.names:
         n = name.lower().removeprefix("ascend")
-        if re.fullmatch(r"910b\d.*", n):
-            found.add("910b")
-        elif n == "910b":
-            found.add("910b")
-            notes.append("name '910B' without a variant number has also been seen on 910A hosts; check the board")
-        elif n == "910" and (info.second_column == "phy-id" or info.chips_per_npu >= 2):
-            found.add("a3")
-        elif n in {"910", "910a", "910proa", "910prob", "910premiuma"}:
-            found.add("910")
-        elif re.fullmatch(r"910_?93.*|910c.*", n):
-            found.add("a3")
-        elif re.fullmatch(r"310p\d*.*", n):
-            found.add("310p")
-        elif re.fullmatch(r"310b\d*.*", n):
-            found.add("310b")
-        elif re.fullmatch(r"950.*", n):
-            found.add("950")
-        else:
+        hits = {c.id for c in rows if multi_die and n in c.npu_smi_multi_die}
+        if not hits:
+            hits = {c.id for c in rows if any(re.fullmatch(p, n) for p in c.npu_smi_patterns)}
+        if not hits:
             notes.append(f"unknown chip name {name!r}")
+        elif len(hits) > 1:
+            notes.append(f"chip name {name!r} fits {', '.join(sorted(hits))}")
+        else:
+            found |= hits
+            notes += [c.npu_smi_caveats[n] for c in rows if c.id in hits and n in c.npu_smi_caveats]
     if len(found) == 1:
         return ChipIdentity(chip=found.pop(), note="; ".join(notes) or None)
     if len(found) > 1:

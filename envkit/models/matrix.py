@@ -1,5 +1,6 @@
 """The compatibility matrix schema (matrices/*.yaml). Data only: no I/O, no logic beyond lookups."""
 
+import re
 from collections.abc import Callable
 from typing import Literal, TypeVar
 
@@ -39,6 +40,29 @@ class Chip(Sourced):
     image_tag: str | None = Field(None, description="chip token of the official CANN container image tags")
     davinci_devices: int | None = Field(description="/dev/davinciN nodes on one host")
     mount_driver_dir: bool = Field(False, description="the container needs the whole driver directory mounted")
+    # How hosts and users name the chip: data, so that a new chip row needs no code (resolve's aliases, doctor's
+    # npu-smi, kernel-folder and operator-package parsing all read these).
+    aliases: list[str] = Field([], description="other names a user writes for the chip; resolve accepts them")
+    npu_smi_patterns: list[str] = Field(
+        [], description="regexes, full match on the npu-smi Name in lower case without an 'ascend' prefix"
+    )
+    npu_smi_multi_die: list[str] = Field(
+        [], description="npu-smi names that mean this chip only with two chips per NPU or a Phy-ID column"
+    )
+    npu_smi_caveats: dict[str, str] = Field({}, description="npu-smi name -> what that name alone cannot tell")
+    soc_names: list[str] = Field([], description="SOC folder names of its operator kernels (opp/.../tbe/kernel/<soc>)")
+    package_patterns: list[str] = Field([], description="regexes, searched case-insensitively in its operator package names")
+    hint: str | None = Field(None, description="said with every stack on this chip")
+
+    @field_validator("npu_smi_patterns", "npu_smi_multi_die", "package_patterns")
+    @classmethod
+    def _regexes_compile(cls, value: list[str]) -> list[str]:
+        for pattern in value:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"{pattern!r} is not a regular expression: {exc}") from None
+        return value
 
 
 class Arch(Sourced):

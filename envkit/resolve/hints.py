@@ -85,11 +85,8 @@ def hints_for(lm: LoadedMatrix, stack: Assignment, pins: dict[str, Pin]) -> list
     if not c.nnal:
         out.append(f"no NNAL release is recorded for CANN {c.version}: the lock lists none")
     chip = lm.chips[stack["chip"]]
-    if stack["chip"] in ("310p", "310b"):
-        out.append(
-            f"chip {chip.id} ({chip.name}): official torch_npu support is contradictory (COMPATIBILITY.en.md lists it, "
-            "the TorchNPU 26.1 install guide does not)"
-        )
+    if chip.hint:
+        out.append(f"chip {chip.id} ({chip.name}): {chip.hint}")
     fw = lm.hdk_row(stack["firmware"])
     if not fw.firmware_version:
         out.append(

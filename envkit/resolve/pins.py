@@ -111,14 +111,14 @@ def canonical_pin(lm: LoadedMatrix, key: str, given: str, where: str = "", origi
         low = value.lower()
         if low in ids:
             return Pin(key, low, given, where, origin)
-        aliases = {n.lower(): c.id for c in m.chips for n in c.npu_smi_names}
-        aliases.update({"atlas-a2": "910b", "a2": "910b", "910c": "a3", "910_93": "a3", "910a": "910"})
+        aliases = {n.lower(): c.id for c in m.chips for n in (*c.npu_smi_names, *c.aliases)}
         if low in aliases:
             return Pin(key, aliases[low], given, where, origin)
+        also = "; ".join(f"{', '.join(c.aliases)} = {c.id}" for c in m.chips if c.aliases)
         raise BadInput(
             f"unknown chip {shown(value)}",
             where=_where(where, key),
-            hint=f"Chips: {', '.join(ids)} (910b = Atlas A2, a3 = Atlas A3, 310p = Atlas 300I Duo).",
+            hint=f"Chips: {', '.join(ids)}" + (f" (also: {also})." if also else "."),
             details={"key": key, "value": value, "known": ids},
         )
     if key == "arch":

@@ -208,7 +208,7 @@ def test_a_pin_keeps_the_input_and_its_canonical_spelling(lm, key, given, value,
             "chip",
             "910x",
             "unknown chip '910x'",
-            "Chips: 910b, 910, a3, 310p, 310b, 950 (910b = Atlas A2, a3 = Atlas A3, 310p = Atlas 300I Duo).",
+            "Chips: 910b, 910, a3, 310p, 310b, 950 (also: atlas-a2, a2 = 910b; 910a = 910; 910c, 910_93 = a3).",
         ),
         (
             "driver",
