@@ -31,12 +31,15 @@ from envkit.fsutil import atomic_write_text
 from envkit.lockgate import (  # re-exported: the gate registry is part of this module's interface
     Edited,
     LockGate,
+    LockUpgrade,
     accept_edited,
     accepting_edited,
     add_gate,
     check_gates,
     gated,
+    registered_upgrade,
     remove_gate,
+    set_upgrade,
 )
 from envkit.models.lock import LOCK_SCHEMA_VERSION, Lock
 from envkit.yamlio import load_text
@@ -84,9 +87,35 @@ def write_lock(lock: Lock, path: Path) -> None:
     atomic_write_text(path, dump_lock(lock))
 
 
-def parse_lock(data: Any, lines: dict[str, int], filename: str) -> Lock:
+# The schemas an upgrade may lift to the current one: their new fields are derived from the lock's own stack.
+UPGRADABLE = (2,)
+
+
+def upgrade_lock(data: dict[str, Any], filename: str, upgrade: LockUpgrade | None) -> dict[str, Any]:
+    """The migration seam: a lock of an UPGRADABLE schema read as the current one, with a notice naming what was
+    derived, where an upgrade is registered (the command line registers `envkit.locking.upgrade`); else unchanged."""
+    found = data.get("schema_version")
+    if upgrade is None or found not in UPGRADABLE or isinstance(found, bool):
+        return data
+    lifted = upgrade(data, filename)
+    if lifted is None:
+        return data
+    new, derived = lifted
+    from envkit import console
+
+    console.err.print(
+        f"notice: {filename} is a lock of schema {found}; read as schema {LOCK_SCHEMA_VERSION} with "
+        f"{', '.join(derived)} derived from its stack (re-lock to write it: `{data.get('generated_by', 'envkit resolve')}`)",
+        markup=False,
+    )
+    return new
+
+
+def parse_lock(data: Any, lines: dict[str, int], filename: str, *, upgrade: LockUpgrade | None = None) -> Lock:
+    """The lock in `data`, held to the schema; an older lock is lifted by `upgrade` (default: the registered one)."""
     if not isinstance(data, dict):
         raise BadInput(f"{filename} is not a lock (a YAML mapping)", where=Where(filename, 1))
+    data = upgrade_lock(data, filename, upgrade or registered_upgrade())
     found = data.get("schema_version")
     if found != LOCK_SCHEMA_VERSION:
         older = isinstance(found, int) and not isinstance(found, bool) and 0 < found < LOCK_SCHEMA_VERSION
@@ -101,7 +130,8 @@ def parse_lock(data: Any, lines: dict[str, int], filename: str) -> Lock:
             ),
             where=Where(filename, lines.get("schema_version"), "schema_version"),
             hint=f"This envkit reads lock schema {LOCK_SCHEMA_VERSION}; re-lock with {redo} "
-            "(schema 2 records the HDK and platform facts the jobs need).",
+            "(schema 2 records the HDK and platform facts the jobs need; schema 3 the chip's device-plugin resource "
+            "and HCCL facts).",
         )
     try:
         return Lock.model_validate(data)
@@ -153,6 +183,7 @@ def load_lock(text: str, filename: str) -> Lock:
 __all__ = [
     "Edited",
     "LockGate",
+    "LockUpgrade",
     "accept_edited",
     "accepting_edited",
     "add_gate",
@@ -162,6 +193,9 @@ __all__ = [
     "load_lock",
     "parse_lock",
     "read_lock",
+    "registered_upgrade",
     "remove_gate",
+    "set_upgrade",
+    "upgrade_lock",
     "write_lock",
 ]

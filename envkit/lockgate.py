@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from envkit.errors import BadInput, Where
 
@@ -28,8 +28,21 @@ class Edited:
 
 
 LockGate = Callable[["Lock", str], "Edited | None"]
+# An upgrade: the data of a lock of an older schema -> that of the current one (what it derived, for the notice), or
+# None where the new fields cannot be derived. The side that can derive (envkit.locking) registers it, as the gate.
+LockUpgrade = Callable[[dict[str, Any], str], "tuple[dict[str, Any], list[str]] | None"]
 _gates: list[LockGate] = []
+_upgrades: list[LockUpgrade] = []
 _accept = {"edited": False}
+
+
+def set_upgrade(upgrade: LockUpgrade | None) -> None:
+    """The one upgrade `read_lock` applies to a lock of an older schema (None: refuse older locks)."""
+    _upgrades[:] = [] if upgrade is None else [upgrade]
+
+
+def registered_upgrade() -> LockUpgrade | None:
+    return _upgrades[0] if _upgrades else None
 
 
 def add_gate(gate: LockGate) -> None:
@@ -54,15 +67,19 @@ def accept_edited(value: bool) -> None:
 
 
 @contextmanager
-def gated(gate: LockGate, *, accept: bool = False) -> Iterator[None]:
-    """`gate` registered (and edits accepted or not) for the block; what was registered before is kept."""
-    had, was = gate in _gates, _accept["edited"]
+def gated(gate: LockGate, *, accept: bool = False, upgrade: LockUpgrade | None = None) -> Iterator[None]:
+    """`gate` registered (and edits accepted or not, and `upgrade` in force where given) for the block; what was
+    registered before is kept."""
+    had, was, before = gate in _gates, _accept["edited"], list(_upgrades)
     add_gate(gate)
     accept_edited(accept)
+    if upgrade is not None:
+        set_upgrade(upgrade)
     try:
         yield
     finally:
         accept_edited(was)
+        _upgrades[:] = before
         if not had:
             remove_gate(gate)
 

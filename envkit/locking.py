@@ -18,12 +18,17 @@ from envkit import __version__, versions
 from envkit.errors import BadInput
 from envkit.lockfile import Edited
 from envkit.matrix import LoadedMatrix, known, load_matrix
-from envkit.models.base import Confidence
+from envkit.models.base import Confidence, Sourced
 from envkit.models.lock import (
     Artifact,
     BaseImage,
     CannLayout,
     ComponentName,
+    HcclEnvRule,
+    HcclFacts,
+    HcclIpPlan,
+    HcclOpExpansion,
+    HcclRankTable,
     Lock,
     Platform,
     Provenance,
@@ -170,7 +175,59 @@ def build_platform(lm: LoadedMatrix, stack: dict[str, str]) -> Platform:
         davinci_devices=chip.davinci_devices,
         mount_driver_dir=chip.mount_driver_dir,
         base_image=base,
+        device_plugin_resource=chip.device_plugin_resource,
+        hccl=build_hccl(lm, chip.id),
     )
+
+
+def build_hccl(lm: LoadedMatrix, chip: str) -> HcclFacts:
+    """The chip's HCCL facts (matrices/hccl.yaml): its rank table, op expansion modes, IP plan, and the env rules."""
+    h = lm.model.hccl
+
+    def src(row: Sourced) -> dict[str, Any]:
+        return {"source": row.sources, "confidence": row.confidence}
+
+    rt, op, ip = h.rank_table(chip), h.op_modes(chip), h.ip_plan(chip)
+    return HcclFacts.model_construct(
+        rank_table=None if rt is None else HcclRankTable.model_construct(version=rt.version, **src(rt)),
+        op_expansion=None
+        if op is None
+        else HcclOpExpansion.model_construct(
+            values=list(op.values), default=op.default, on_unsupported=op.on_unsupported, **src(op)
+        ),
+        ip_plan=None if ip is None else HcclIpPlan.model_construct(rule=ip.rule, ports=ip.ports, **src(ip)),
+        env=[
+            HcclEnvRule.model_construct(
+                name=r.name,
+                kind=r.kind,
+                min=r.min,
+                max=r.max,
+                aiv_max=r.aiv_max,
+                default=r.default,
+                same_on_all_nodes=r.same_on_all_nodes,
+                **src(r),
+            )
+            for r in h.env
+        ],
+    )
+
+
+def upgrade(data: dict[str, Any], filename: str) -> tuple[dict[str, Any], list[str]] | None:
+    """Schema 2 -> 3 (the lock module's migration seam calls it): `platform.device_plugin_resource` and
+    `platform.hccl` derived from the lock's chip; None where the chip is unknown (the schema check then refuses)."""
+    from envkit.lockfile import _plain
+    from envkit.matrix import load_matrix
+
+    stack, platform = data.get("stack"), data.get("platform")
+    if data.get("schema_version") != 2 or not isinstance(stack, dict) or not isinstance(platform, dict):
+        return None
+    lm = load_matrix()
+    chip_id = stack.get("chip")
+    chip = lm.chips.get(chip_id) if isinstance(chip_id, str) else None
+    if chip is None:
+        return None
+    lifted = {**platform, "device_plugin_resource": chip.device_plugin_resource, "hccl": _plain(build_hccl(lm, chip.id))}
+    return {**data, "schema_version": 3, "platform": lifted}, ["platform.device_plugin_resource", "platform.hccl"]
 
 
 def build_layout(lm: LoadedMatrix, cann_version: str) -> CannLayout:

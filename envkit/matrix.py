@@ -461,6 +461,18 @@ def check_matrix(lm: LoadedMatrix) -> list[Problem]:
             first = next(i for i, (a, b) in enumerate(zip(rows, want, strict=True)) if a != b)
             add(section, rows[first], f"not sorted ({'newest' if reverse else 'oldest'} first): expected {want[first]} here")
 
+    hccl = m.hccl
+    for section, rows in (("hccl.rank_tables", hccl.rank_tables), ("hccl.op_expansion_modes", hccl.op_expansion_modes),
+                          ("hccl.ip_plans", hccl.ip_plans)):  # fmt: skip
+        dupes(section, [row.chip for row in rows], as_version=False)
+        for row in rows:
+            if row.chip not in chip_ids:
+                add(section, row.chip, f"unknown chip {row.chip}")
+    for op in hccl.op_expansion_modes:
+        if op.default not in op.values:
+            add("hccl.op_expansion_modes", op.chip, f"default {op.default} is not one of its values {op.values}")
+    dupes("hccl.env", [e.name for e in hccl.env], as_version=False)
+    dupes("hccl.error_codes", [e.code for e in hccl.error_codes], as_version=False)
     for o in m.operating_systems:
         for a in o.arches:
             if a not in arch_ids:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from envkit.lockfile import parse_lock
-from envkit.locking import check_lock, lock_pins
+from envkit.locking import check_lock, lock_pins, upgrade
 from envkit.matrix import load_matrix
 from envkit.models.report import Conflict, Fact, ValidationReport
 from envkit.resolve import pins_from_mapping, validate_pins
@@ -22,7 +22,7 @@ def validate_file(path: Path) -> ValidationReport:
     data, lines = load_text(text, str(path), scalars_as_str=True)
     if isinstance(data, dict) and "schema_version" in data and "stack" in data:
         data, lines = load_text(text, str(path), scalars_as_str=False)  # a lock has typed fields
-        lock = parse_lock(data, lines, str(path))
+        lock = parse_lock(data, lines, str(path), upgrade=upgrade)
         report = validate_pins(lm, lock_pins(lm, lock, str(path)))
         if not report.valid:
             return report

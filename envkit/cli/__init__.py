@@ -160,7 +160,14 @@ def _gated(args: list[str]):  # noqa: ANN202
     """The block in which the command runs: the lock gate registered, edits accepted with --accept-edited-lock."""
     from envkit import lockgate  # the registry alone: the lock model loads only when a command reads a lock
 
-    return lockgate.gated(_matrix_gate, accept=ACCEPT_EDITED in _root_args(args))
+    return lockgate.gated(_matrix_gate, accept=ACCEPT_EDITED in _root_args(args), upgrade=_matrix_upgrade)
+
+
+def _matrix_upgrade(data, where):  # noqa: ANN001, ANN202
+    """`envkit.locking.upgrade` (a lock of an older schema lifted on read), imported only when one is read."""
+    from envkit.locking import upgrade
+
+    return upgrade(data, where)
 
 
 def _matrix_gate(lock, where):  # noqa: ANN001, ANN202

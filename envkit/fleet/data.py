@@ -1,76 +1,24 @@
-"""The HCCL facts (matrices/hccl/hccl.yaml): strict models and a cached loader. Data only, no logic."""
+"""The HCCL facts (matrices/hccl.yaml, section `hccl`): a cached loader of the matrix's HCCL section that needs no
+resolver (the jobs' fleet layer reads it: `launch codes`, doctor's IP plan). Data only, no logic."""
 
 from __future__ import annotations
 
 import functools
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
 from envkit.errors import MatrixError, Where
-from envkit.models.base import Sourced, StrictModel
+from envkit.models.base import Sourced
+from envkit.models.hccl import EnvRule, ErrorCode, HcclData, IpPlanRow, OpExpansionRow, RankTableRow
 
-HCCL_FILE = Path("hccl") / "hccl.yaml"
+if TYPE_CHECKING:
+    from envkit.models.lock import HcclFacts, LockSourced
 
+__all__ = ["EnvRule", "ErrorCode", "HcclData", "IpPlanRow", "OpExpansionRow", "RankTableRow", "cite", "from_lock", "load_hccl"]
 
-class RankTableRow(Sourced):
-    chip: str
-    version: Literal["1.0", "1.2", "2.0"]
-
-
-class EnvRule(Sourced):
-    name: str
-    kind: Literal["int", "choice", "ip", "ifname"]
-    min: int | None = None
-    max: int | None = None
-    aiv_max: int | None = None
-    default: str | None = None
-    same_on_all_nodes: bool
-
-
-class OpExpansionRow(Sourced):
-    chip: str
-    values: list[str]
-    default: str
-    on_unsupported: Literal["error", "default"]
-
-
-class IpPlanRow(Sourced):
-    chip: str
-    rule: Literal["same_subnet", "die_pairs_differ"]
-    ports: int
-
-
-class ErrorCode(Sourced):
-    code: str
-    title: str
-    cause: str
-    fix: str
-
-
-class HcclData(StrictModel):
-    schema_version: Literal[1]
-    rank_tables: list[RankTableRow]
-    env: list[EnvRule]
-    op_expansion_modes: list[OpExpansionRow]
-    ip_plans: list[IpPlanRow]
-    error_codes: list[ErrorCode]
-
-    def rank_table(self, chip: str) -> RankTableRow | None:
-        return next((r for r in self.rank_tables if r.chip == chip), None)
-
-    def env_rule(self, name: str) -> EnvRule:
-        return next(r for r in self.env if r.name == name)
-
-    def op_modes(self, chip: str) -> OpExpansionRow | None:
-        return next((r for r in self.op_expansion_modes if r.chip == chip), None)
-
-    def ip_plan(self, chip: str) -> IpPlanRow | None:
-        return next((r for r in self.ip_plans if r.chip == chip), None)
-
-    def error_code(self, code: str) -> ErrorCode | None:
-        return next((r for r in self.error_codes if r.code == code), None)
+HCCL_FILE = Path("hccl.yaml")  # in matrices/: part of the matrix (its digest, `matrix check`), section `hccl`
 
 
 def hccl_path() -> Path:
@@ -87,10 +35,10 @@ def load_hccl(path: str | None = None) -> HcclData:
     file = Path(path) if path else hccl_path()
     data, lines = load_file(file)
     try:
-        return HcclData.model_validate(data)
+        return HcclData.model_validate(data.get("hccl") if isinstance(data, dict) else None)
     except ValidationError as exc:
         first = exc.errors()[0]
-        key = ".".join(str(p) for p in first["loc"])
+        key = ".".join(["hccl", *(str(p) for p in first["loc"])])
         raise MatrixError(
             f"HCCL data row invalid: {first['msg']} ({len(exc.errors())} error(s))",
             where=Where(str(file), lines.get(key) or lines.get(key.rsplit(".", 1)[0]), key),
@@ -101,3 +49,34 @@ def load_hccl(path: str | None = None) -> HcclData:
 def cite(row: Sourced) -> str:
     """'source (confidence)' for messages."""
     return f"{row.source_text} ({row.confidence})"
+
+
+def from_lock(chip: str, facts: HcclFacts) -> HcclData:
+    """The HCCL facts a lock carries for its chip (`platform.hccl`), as the HcclData the fleet's rules take: `launch`
+    reads the lock alone, never matrices/hccl.yaml."""
+
+    def src(row: LockSourced) -> dict[str, Any]:
+        return {"source": list(row.source), "confidence": row.confidence}
+
+    rt, op, ip = facts.rank_table, facts.op_expansion, facts.ip_plan
+    return HcclData(
+        rank_tables=[] if rt is None else [RankTableRow(chip=chip, version=rt.version, **src(rt))],
+        env=[
+            EnvRule(
+                name=r.name,
+                kind=r.kind,
+                min=r.min,
+                max=r.max,
+                aiv_max=r.aiv_max,
+                default=r.default,
+                same_on_all_nodes=r.same_on_all_nodes,
+                **src(r),
+            )
+            for r in facts.env
+        ],
+        op_expansion_modes=[]
+        if op is None
+        else [OpExpansionRow(chip=chip, values=list(op.values), default=op.default, on_unsupported=op.on_unsupported, **src(op))],
+        ip_plans=[] if ip is None else [IpPlanRow(chip=chip, rule=ip.rule, ports=ip.ports, **src(ip))],
+        error_codes=[],
+    )

@@ -1,4 +1,4 @@
-"""HCCL error codes (EIxxxx) found in a log: each with its cause, fix and source (matrices/hccl/hccl.yaml)."""
+"""HCCL error codes (EIxxxx) found in a log: each with its cause, fix and source (matrices/hccl.yaml)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The HCCL environment block per node, validated against matrices/hccl/hccl.yaml before any launch.
+"""The HCCL environment block per node, validated against matrices/hccl.yaml before any launch.
 
 Values come from inventory variables named like the variable in lower case (`hccl_connect_timeout=600`, in
 `[group:vars]` or per host). Rules: each integer in its range; HCCL_OP_EXPANSION_MODE legal for the chip (950:

@@ -4,7 +4,7 @@ Parsers take the raw output (str or bytes, possibly garbled or hostile) and neve
 read becomes a finding that quotes a sanitised excerpt. Output forms: the vendor documentation
 (tests/fixtures/hccn/SOURCES.md). Rules: link UP, net health Success, one TLS switch on every device of every
 node, `-ip -g` equal to /etc/hccn.conf address_N, peers reachable, and the IP plan of the chip
-(A2: the 8 ports in one subnet; A3: the two dies of an NPU in different subnets; matrices/hccl/hccl.yaml).
+(A2: the 8 ports in one subnet; A3: the two dies of an NPU in different subnets; matrices/hccl.yaml).
 """
 
 from __future__ import annotations

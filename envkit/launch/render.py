@@ -29,7 +29,7 @@ import yaml
 
 from envkit.errors import BadInput, Where
 from envkit.fleet import ranktable as RT
-from envkit.fleet.data import cite, load_hccl
+from envkit.fleet.data import cite, from_lock
 from envkit.fleet.env import EnvPlan, plan_env
 from envkit.fleet.inventory import Host, Inventory, read_hccn_conf, read_inventory
 from envkit.fsutil import LAUNCH_SET, atomic_dir, atomic_write_bytes, atomic_write_text, claim_output, mark_output, plain_relpath
@@ -201,14 +201,16 @@ def render_launch(inventory: Path, lock: Path, out: Path, *, force: bool = False
 
     claim_output(Path(out), LAUNCH_SET, force=force)
 
-    chip = read_lock(Path(lock)).stack.chip
-    data = load_hccl()
+    locked = read_lock(Path(lock))
+    chip = locked.stack.chip
+    data = from_lock(chip, locked.platform.hccl)  # the lock alone: its chip's HCCL facts (schema 3)
     row = data.rank_table(chip)
     if row is None:
         raise BadInput(
             f"chip {chip} of {lock} has no HCCL rank table format in envkit's data",
             where=Where(str(lock), None, "stack.chip"),
-            hint="rank tables are rendered for 910b (1.0), a3 (1.2), 950 (2.0) and 910 (1.0)",
+            hint="rank tables are rendered for the chips matrices/hccl.yaml lists under rank_tables "
+            "(a chip without one has no HCCL rank table format); re-lock after adding one",
         )
     inv = read_inventory(Path(inventory))
     names = [h.name for h in inv.hosts]

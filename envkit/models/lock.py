@@ -217,8 +217,53 @@ class BaseImage(StrictModel):
     note: Text | None = None
 
 
+Confidence = Literal["stated", "derived", "inferred"]
+
+
+class LockSourced(StrictModel):
+    """A matrix row's source as the lock carries it."""
+
+    source: list[Text] = Field(min_length=1, max_length=8)
+    confidence: Confidence
+
+
+class HcclRankTable(LockSourced):
+    version: Literal["1.0", "1.2", "2.0"]
+
+
+class HcclEnvRule(LockSourced):
+    name: EnvKey
+    kind: Literal["int", "choice", "ip", "ifname"]
+    min: int | None = None
+    max: int | None = None
+    aiv_max: int | None = None
+    default: Text | None = None
+    same_on_all_nodes: bool
+
+
+class HcclOpExpansion(LockSourced):
+    values: list[Annotated[str, Field(pattern=r"^[A-Za-z0-9_]{1,32}$")]] = Field(max_length=16)
+    default: Annotated[str, Field(pattern=r"^[A-Za-z0-9_]{1,32}$")]
+    on_unsupported: Literal["error", "default"]
+
+
+class HcclIpPlan(LockSourced):
+    rule: Literal["same_subnet", "die_pairs_differ"]
+    ports: int = Field(ge=1, le=64)
+
+
+class HcclFacts(StrictModel):
+    """The HCCL facts of the lock's chip (matrices/hccl.yaml): what `launch` needs, so that it reads the lock alone."""
+
+    rank_table: HcclRankTable | None = Field(description="null: no rank table format is recorded for the chip")
+    op_expansion: HcclOpExpansion | None
+    ip_plan: HcclIpPlan | None
+    env: list[HcclEnvRule] = Field(max_length=32, description="the HCCL environment variables' rules")
+
+
 class Platform(StrictModel):
-    """Facts of the lock's chip and OS that the jobs need (image, provision), copied from the matrix."""
+    """Facts of the lock's chip and OS that the jobs need (image, provision, launch, Kubernetes), copied from the
+    matrix."""
 
     os_family: Literal["debian", "rhel"]
     glibc: str = Field(pattern=r"^2\.[0-9]+$", description="the OS's glibc")
@@ -228,13 +273,18 @@ class Platform(StrictModel):
     davinci_devices: int | None = Field(ge=1, le=64, description="/dev/davinciN nodes on one host (null: per card)")
     mount_driver_dir: bool = Field(description="a container needs the whole driver directory mounted")
     base_image: BaseImage | None = Field(None, description="null: the matrix has no base image for the OS")
+    device_plugin_resource: str | None = Field(
+        pattern=r"^[a-z0-9.-]{1,63}/[A-Za-z0-9._-]{1,63}$",
+        description="the Kubernetes extended resource of Huawei's device plugin for the chip; null: not sourced",
+    )
+    hccl: HcclFacts
 
 
-LOCK_SCHEMA_VERSION = 2
+LOCK_SCHEMA_VERSION = 3
 
 
 class Lock(StrictModel):
-    schema_version: Literal[2] = 2
+    schema_version: Literal[3] = 3
     envkit_version: Version
     matrix_digest: str = Field(pattern=r"^sha256:[0-9a-f]{64}$")
     generated_by: Text

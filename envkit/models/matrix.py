@@ -7,6 +7,7 @@ from typing import Literal, TypeVar
 from pydantic import Field, field_validator
 
 from envkit.models.base import Sourced, StrictModel
+from envkit.models.hccl import HcclData
 from envkit.versions import InvalidVersion, parse, parse_ranges
 from envkit.versions import satisfies as versions_satisfies
 
@@ -53,6 +54,11 @@ class Chip(Sourced):
     soc_names: list[str] = Field([], description="SOC folder names of its operator kernels (opp/.../tbe/kernel/<soc>)")
     package_patterns: list[str] = Field([], description="regexes, searched case-insensitively in its operator package names")
     hint: str | None = Field(None, description="said with every stack on this chip")
+    device_plugin_resource: str | None = Field(
+        None,
+        pattern=r"^[a-z0-9.-]{1,63}/[A-Za-z0-9._-]{1,63}$",
+        description="the extended resource Huawei's device plugin offers for it (Kubernetes); null: not sourced",
+    )
 
     @field_validator("npu_smi_patterns", "npu_smi_multi_die", "package_patterns")
     @classmethod
@@ -315,3 +321,4 @@ class Matrix(StrictModel):
         [], description="triton-ascend releases bound to CANN (matrices/serving.yaml)"
     )
     mindspeed: list[MindSpeedRelease] = Field([], description="MindSpeed releases (matrices/serving.yaml)")
+    hccl: HcclData = Field(description="the HCCL facts per chip (matrices/hccl.yaml)")

@@ -179,7 +179,7 @@ def test_resolve_to_stdout(run_cli):
     r = run_cli("resolve", "-o", "-")
     assert r.code == 0
     doc = yaml.safe_load(r.out)
-    assert doc["schema_version"] == 2 and doc["stack"]["chip"] == "910b"
+    assert doc["schema_version"] == 3 and doc["stack"]["chip"] == "910b"
 
 
 def test_matrix_commands(run_cli, tmp_path):

@@ -13,7 +13,9 @@ from envkit.lockfile import dump_lock, gated, load_lock, parse_lock, read_lock, 
 from envkit.models.lock import Lock
 
 FN = "dir/envkit.lock"
-HINT_TAIL = "(schema 2 records the HDK and platform facts the jobs need)."
+HINT_TAIL = (
+    "(schema 2 records the HDK and platform facts the jobs need; schema 3 the chip's device-plugin resource and HCCL facts)."
+)
 DEFAULT_REDO = "`envkit resolve` (and `envkit lock` for a closure)"
 OLDER = f"{FN} is a lock of schema 1, made by an older envkit: re-lock it"
 
@@ -177,7 +179,8 @@ def test_not_a_mapping():
         (1, "envkit resolve --chip 910b", OLDER, "`envkit resolve --chip 910b`"),
         (1, "make lock", OLDER, DEFAULT_REDO),
         (1, None, OLDER, DEFAULT_REDO),
-        (3, "envkit resolve", f"{FN}: unsupported lock schema_version 3", DEFAULT_REDO),
+        (2, "envkit resolve", OLDER.replace("schema 1", "schema 2"), "`envkit resolve`"),  # no upgrade registered
+        (4, "envkit resolve", f"{FN}: unsupported lock schema_version 4", DEFAULT_REDO),
         (0, "envkit resolve", f"{FN}: unsupported lock schema_version 0", DEFAULT_REDO),
         (True, "envkit resolve", f"{FN}: unsupported lock schema_version True", DEFAULT_REDO),
         ("1", "envkit resolve", f"{FN}: unsupported lock schema_version '1'", DEFAULT_REDO),
@@ -188,7 +191,7 @@ def test_a_lock_of_another_schema(found, made_by, message, redo):
         parse_lock({"schema_version": found, "generated_by": made_by}, {"schema_version": 4}, FN)
     assert e.value.message == message
     assert e.value.where == Where(FN, 4, "schema_version")
-    assert e.value.hint == f"This envkit reads lock schema 2; re-lock with {redo} {HINT_TAIL}"
+    assert e.value.hint == f"This envkit reads lock schema 3; re-lock with {redo} {HINT_TAIL}"
 
 
 @pytest.mark.parametrize(

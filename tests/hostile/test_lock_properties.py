@@ -244,7 +244,7 @@ def test_generated_locks_never_crash_write_outside_or_run_a_payload(command, loc
         res = _check(run_cli, _argv(command, lock, out, site), base, marker, out)
         event(f"{'+'.join(sorted(set(kinds)))}: exit {res.code}" + (" (gate)" if "from what the matrix" in res.err else ""))
         if res.code == 0 and command != "validate":  # what went through is what the gate and the schema allow
-            assert doc.get("schema_version") == 2
+            assert doc.get("schema_version") == 3
         shutil.rmtree(base)
 
     run()

@@ -268,12 +268,42 @@ def test_cli_render_and_codes(site, locks, tmp_path, capsys):
     shutil.rmtree(tmp_path / "o")
 
 
-def test_matrix_loader_ignores_the_hccl_subfolder():
-    from envkit.matrix import load_matrix_from
+def test_hccl_facts_are_part_of_the_matrix_its_digest_and_its_check(tmp_path):
+    """matrices/hccl.yaml is a matrix file: an edit changes the digest, a broken row fails `matrix check`."""
+    from envkit.matrix import check_matrix, load_matrix_from
     from envkit.resources import matrices_dir
 
-    assert (matrices_dir() / "hccl" / "hccl.yaml").is_file()
-    assert load_matrix_from(Path(matrices_dir())).model is not None
+    folder = tmp_path / "m"
+    shutil.copytree(matrices_dir(), folder)
+    before = load_matrix_from(folder)
+    assert before.model.hccl.rank_table("950").version == "2.0" and not check_matrix(before)
+    path = folder / "hccl.yaml"
+    path.write_text(path.read_text().replace('    - chip: a3\n      version: "1.2"', '    - chip: a9\n      version: "1.2"', 1))
+    after = load_matrix_from(folder)
+    assert after.digest != before.digest
+    assert any(p.section == "hccl.rank_tables" and "unknown chip a9" in p.message for p in check_matrix(after))
+
+
+def test_launch_reads_the_chips_hccl_facts_from_the_lock(site, locks, tmp_path):
+    """A lock whose HCCL facts say the 910b takes rank table 1.2 (accepted as edited) renders a 1.2 table: the lock,
+    not matrices/hccl.yaml, is what launch reads."""
+    import yaml
+
+    from envkit.lockfile import gated
+    from envkit.locking import gate
+
+    doc = yaml.safe_load(locks["910b"].read_text())
+    assert doc["schema_version"] == 3 and doc["platform"]["hccl"]["rank_table"]["version"] == "1.0"
+    assert doc["platform"]["device_plugin_resource"] == "huawei.com/Ascend910"
+    doc["platform"]["hccl"]["rank_table"]["version"] = "1.2"
+    edited = tmp_path / "edited.lock"
+    edited.write_text(yaml.safe_dump(doc, sort_keys=False))
+    with gated(gate):
+        with pytest.raises(BadInput, match="platform.hccl.rank_table.version"):
+            render_launch(write_inventory(site, A2_INV), edited, tmp_path / "o")
+    with gated(gate, accept=True):
+        res = render_launch(write_inventory(site, A2_INV), edited, tmp_path / "o")
+    assert res.version == "1.2"
 
 
 @pytest.mark.parametrize(
