@@ -7,7 +7,7 @@ import json
 import pytest
 
 from envkit.errors import BadInput
-from envkit.export.runargs import ChipDevices, chip_from_row, parse_devices, run_args
+from envkit.export.runargs import ChipDevices, chip_from_lock, chip_from_row, parse_devices, run_args
 from envkit.matrix import load_matrix
 
 
@@ -71,3 +71,30 @@ def test_cli_formats(capsys) -> None:
             assert "/dev/davinci1:/dev/davinci1" in out
         else:
             assert "--device /dev/davinci0" in out and "ASCEND_VISIBLE_DEVICES=0-1" in out
+
+
+@pytest.mark.parametrize(
+    ("chip", "resource", "count", "driver_dir"),
+    [("910b", "huawei.com/Ascend910", 8, False), ("a3", "huawei.com/Ascend910", 16, False), ("950", "huawei.com/npu", 8, True)],
+)
+def test_container_facts_come_from_the_lock_alone(tmp_path, run_cli, chip, resource, count, driver_dir) -> None:
+    """One model for every runtime: the same devices and mounts as run-args, the image's environment and tag, and
+    the device-plugin resource the lock records (schema 3)."""
+    from envkit.export.container import DRIVER
+    from envkit.export.facts import container_facts
+    from envkit.export.image import default_tag
+    from envkit.lockfile import read_lock
+
+    path = tmp_path / f"{chip}.lock"
+    assert run_cli("resolve", "--chip", chip, "-o", str(path)).code == 0
+    lock = read_lock(path)
+    facts = container_facts(lock)
+    assert facts.device_plugin_resource == resource == lock.platform.device_plugin_resource
+    assert facts.device_count == count and facts.visible_devices == f"0-{count - 1}"
+    assert list(facts.devices) == run_args(chip_from_lock(lock), None).devices
+    assert ((DRIVER, DRIVER, "ro") in facts.mounts) is driver_dir
+    env = dict(facts.environment)
+    assert env["ASCEND_TOOLKIT_HOME"] == lock.layout.home and env["ENVKIT_LOCK"] == "/etc/envkit/envkit.lock"
+    assert facts.image_tag == default_tag(lock)
+    two = container_facts(lock, "2-3")
+    assert two.device_count == 2 and two.visible_devices == "2-3" and "/dev/davinci2" in two.devices
