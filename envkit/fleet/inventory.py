@@ -13,17 +13,22 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from envkit import bounded
+from envkit.bounded import MAX_HOSTS, host_range
 from envkit.errors import BadInput, Where
 from envkit.yamlio import read_text
 
-_RANGE = re.compile(r"\[(\d+):(\d+)\]")
 # a host name is used as a folder name (hosts/<name>) and an address reaches rendered shell scripts: plain names only
+MAX_GROUPS = 1024  # groups in one inventory: bounds the group graph's walk
 _HOST_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:-]{0,252}$")
 _DNS_NAME = re.compile(r"^(?=.{1,253}$)[A-Za-z0-9_]([A-Za-z0-9_-]{0,62})(\.[A-Za-z0-9_]([A-Za-z0-9_-]{0,62}))*\.?$")
 
 
 def is_address(value: str) -> bool:
-    """An IP address or a DNS host name (what may be a rendezvous address in a rendered script)."""
+    """An IP address or a DNS host name (what may be a rendezvous address in a rendered script); an IPv6 scope id
+    (`fe80::1%eth0`, which `ipaddress` takes with any junk after the %) is neither."""
+    if "%" in value or len(value) > bounded.MAX_NAME:
+        return False
     try:
         ipaddress.ip_address(value)
         return True
@@ -51,19 +56,6 @@ class Inventory:
         return next(h for h in self.hosts if h.name == name)
 
 
-def _expand(name: str, where: Where) -> list[str]:
-    m = _RANGE.search(name)
-    if not m:
-        return [name]
-    lo, hi = m.group(1), m.group(2)
-    if int(hi) < int(lo):
-        raise BadInput(f"host range {name} runs backwards", where=where)
-    width = len(lo) if lo.startswith("0") else 0
-    return [
-        n for i in range(int(lo), int(hi) + 1) for n in _expand(name[: m.start()] + str(i).zfill(width) + name[m.end() :], where)
-    ]
-
-
 def _pairs(tokens: list[str], where: Where) -> dict[str, str]:
     out: dict[str, str] = {}
     for tok in tokens:
@@ -82,6 +74,7 @@ def parse_inventory(text: str, path: Path) -> Inventory:
     host_vars: dict[str, dict[str, str]] = {}
     host_line: dict[str, int] = {}
     order: list[str] = []
+    entries = edges = 0
     section, kind = "ungrouped", "hosts"
     for number, raw in enumerate(text.splitlines(), start=1):
         line = raw.strip()
@@ -112,33 +105,38 @@ def parse_inventory(text: str, path: Path) -> Inventory:
             value = " ".join(shlex.split(value, comments=True)) if value else ""
             group_vars.setdefault(section, {})[key] = value
         elif kind == "children":
-            children.setdefault(section, []).append(tokens[0])
+            edges += 1
+            if edges > 16 * MAX_GROUPS:
+                raise BadInput(f"{path} has more than {16 * MAX_GROUPS} [group:children] entries", where=where)
+            children.setdefault(section, []).append(bounded.text(tokens[0], "a child group", limit=bounded.MAX_NAME, where=where))
         else:
-            for name in _expand(tokens[0], where):
+            names = host_range(tokens[0], where)
+            entries += len(names)
+            if entries > 4 * MAX_HOSTS:  # group memberships, repeats included: bounded work per file
+                raise BadInput(f"{path} lists more than {4 * MAX_HOSTS} host entries", where=where)
+            for name in names:
                 if name not in host_line:
+                    if len(order) >= MAX_HOSTS:
+                        raise BadInput(f"{path} lists more than {MAX_HOSTS} hosts", where=where)
                     host_line[name] = number
                     order.append(name)
                 group_hosts.setdefault(section, []).append(name)
                 host_vars.setdefault(name, {}).update(_pairs(tokens[1:], where))
 
-    def depth(group: str, seen: tuple[str, ...] = ()) -> int:
-        parents = [p for p, kids in children.items() if group in kids and p not in seen]
-        return 1 + max((depth(p, (*seen, group)) for p in parents), default=0)
-
-    def members(group: str, seen: tuple[str, ...] = ()) -> set[str]:
-        out = set(group_hosts.get(group, []))
-        for kid in children.get(group, []):
-            if kid not in seen:
-                out |= members(kid, (*seen, group))
-        return out
-
-    groups = sorted(set(group_hosts) | set(group_vars) | set(children), key=lambda g: (depth(g), g))
+    groups = set(group_hosts) | set(group_vars) | set(children)
+    if len(groups) > MAX_GROUPS:
+        raise BadInput(f"{path} has more than {MAX_GROUPS} groups", where=Where(str(path)))
+    rank, above = _group_graph(children, path)
+    direct: dict[str, list[str]] = {}
+    for group, names in group_hosts.items():
+        for name in names:
+            direct.setdefault(name, []).append(group)
     hosts = []
     for name in order:
-        merged: dict[str, str] = {}
-        for group in ["all", *[g for g in groups if g != "all"]]:
-            if group == "all" or name in members(group):
-                merged.update(group_vars.get(group, {}))
+        mine = {g for d in direct.get(name, ()) for g in (d, *above.get(d, ()))} - {"all"}
+        merged: dict[str, str] = dict(group_vars.get("all", {}))
+        for group in sorted(mine, key=lambda g: (rank.get(g, 1), g)):
+            merged.update(group_vars.get(group, {}))
         merged.update(host_vars.get(name, {}))
         where = Where(str(path), host_line[name])
         if not _HOST_NAME.match(name):
@@ -160,13 +158,53 @@ def parse_inventory(text: str, path: Path) -> Inventory:
     return Inventory(Path(path), hosts)
 
 
+def _walk_order(children: dict[str, list[str]], path: Path) -> list[str]:
+    """Every group once, parents before children (Kahn's algorithm: linear in the edges); a cycle is BadInput."""
+    nodes = set(children) | {k for kids in children.values() for k in kids}
+    parents_left = {n: 0 for n in nodes}
+    for kids in children.values():
+        for kid in set(kids):
+            parents_left[kid] += 1
+    ready = sorted(n for n, c in parents_left.items() if c == 0)
+    order: list[str] = []
+    while ready:
+        group = ready.pop()
+        order.append(group)
+        for kid in sorted(set(children.get(group, ()))):
+            parents_left[kid] -= 1
+            if parents_left[kid] == 0:
+                ready.append(kid)
+    if len(order) != len(nodes):
+        stuck = sorted(n for n, c in parents_left.items() if c > 0)
+        raise BadInput(
+            f"{path}: the groups {', '.join(stuck[:8])} are children of each other (a cycle)",
+            where=Where(str(path)),
+            hint="A group cannot be its own descendant in [group:children].",
+        )
+    return order
+
+
+def _group_graph(children: dict[str, list[str]], path: Path) -> tuple[dict[str, int], dict[str, set[str]]]:
+    """One walk of the group graph (parents before children): each group's depth (the longest chain of parents
+    above it: a child's variables win over its parent's, as in Ansible) and its ancestors, each set made once."""
+    depth: dict[str, int] = {}
+    above: dict[str, set[str]] = {}
+    for group in _walk_order(children, path):
+        depth.setdefault(group, 1)
+        mine = above.setdefault(group, set())
+        for kid in children.get(group, ()):
+            depth[kid] = max(depth.get(kid, 1), depth[group] + 1)
+            above.setdefault(kid, set()).update(mine | {group})
+    return depth, above
+
+
 def read_inventory(path: Path) -> Inventory:
     return parse_inventory(read_text(Path(path)), Path(path))
 
 
 # --- /etc/hccn.conf ---------------------------------------------------------------------------
 
-_HCCN_KEY = re.compile(r"^(address|netmask|netdetect|gateway|send_arp_status|arp_status|ip_rule|route)_(\d+)$")
+_HCCN_KEY = re.compile(r"^(address|netmask|netdetect|gateway|send_arp_status|arp_status|ip_rule|route)_([0-9]+)$")
 
 
 @dataclass(frozen=True)
@@ -193,15 +231,16 @@ def parse_hccn_conf(text: str, filename: str) -> dict[int, HccnDevice]:
         m = _HCCN_KEY.match(key)
         if not m:
             continue
-        kind, dev = m.group(1), int(m.group(2))
+        where = Where(filename, number, key)
+        kind = m.group(1)
+        dev = bounded.integer(m.group(2), f"the device id of {key[:60]}", lo=0, hi=bounded.MAX_DEVICE_ID, where=where,
+                              hint=f"device ids are 0 to {bounded.MAX_DEVICE_ID} (/dev/davinciN)")  # fmt: skip
         if kind in ("address", "netmask"):
             try:
-                ipaddress.ip_address(value)
-            except ValueError:
+                bounded.address(value, key, where=where)
+            except BadInput as exc:
                 raise BadInput(
-                    f"{key}={value!r} is not an IP address",
-                    where=Where(filename, number, key),
-                    hint="hccn.conf holds address_N=IP and netmask_N=MASK per device N.",
+                    exc.message, where=where, hint="hccn.conf holds address_N=IP and netmask_N=MASK per device N."
                 ) from None
             found.setdefault(dev, {})[kind] = value
     devices = {d: HccnDevice(d, v.get("address"), v.get("netmask")) for d, v in sorted(found.items())}

@@ -27,6 +27,7 @@ from typing import Any
 
 import yaml
 
+from envkit import bounded
 from envkit.errors import BadInput, Where
 from envkit.fleet import ranktable as RT
 from envkit.fleet.data import cite, from_lock
@@ -83,12 +84,9 @@ def _plan(host: Host, inv: Inventory, version: str) -> RT.ServerPlan:
     devices = read_hccn_conf(path)
     wanted = _csv(host.vars.get("envkit_devices"))
     if wanted is not None:
-        try:
-            ids = [int(x) for x in wanted]
-        except ValueError:
-            raise BadInput(
-                f"envkit_devices={host.vars['envkit_devices']!r} on {host.name} is not a list of device ids", where=where
-            ) from None
+        if len(wanted) > bounded.MAX_DEVICE_ID + 1:
+            raise BadInput(f"envkit_devices on {host.name} lists {len(wanted)} devices; a host has at most 65", where=where)
+        ids = [bounded.integer(x, f"envkit_devices on {host.name}", lo=0, hi=bounded.MAX_DEVICE_ID, where=where) for x in wanted]
         missing = [d for d in ids if d not in devices or not devices[d].address]
         if missing:
             raise BadInput(
@@ -106,7 +104,7 @@ def _plan(host: Host, inv: Inventory, version: str) -> RT.ServerPlan:
         )
     sdids = _csv(host.vars.get("envkit_super_device_ids"))
     if sdids is not None:
-        if len(sdids) != len(devices) or not all(s.isdigit() for s in sdids):
+        if len(sdids) != len(devices) or not all(s.isascii() and s.isdigit() and len(s) <= 9 for s in sdids):
             raise BadInput(
                 f"envkit_super_device_ids on {host.name} needs {len(devices)} integers, got {sdids}",
                 where=where,
@@ -121,9 +119,8 @@ def _plan(host: Host, inv: Inventory, version: str) -> RT.ServerPlan:
     net_instance = host.vars.get("envkit_net_instance", "cluster")
     if not re.fullmatch(r"[A-Za-z0-9_.:-]{1,128}", net_instance):
         raise BadInput(f"envkit_net_instance={net_instance[:40]!r} on {host.name}: letters, digits, _.:- only", where=where)
-    port = host.vars.get("envkit_device_port")
-    if port and port.isdigit() and not 1 <= int(port) <= 65535:
-        raise BadInput(f"envkit_device_port={port!r} on {host.name} is not a port (1-65535)", where=where)
+    port_text = host.vars.get("envkit_device_port")
+    port = bounded.port(port_text, f"envkit_device_port on {host.name}", where) if port_text else None
     return RT.ServerPlan(
         server_id=host.name,
         host_ip=host.address if version == "1.2" else None,
@@ -132,7 +129,7 @@ def _plan(host: Host, inv: Inventory, version: str) -> RT.ServerPlan:
         super_pod_id=host.vars.get("envkit_super_pod_id", "0"),
         super_device_ids=[int(s) for s in sdids] if sdids is not None else None,
         ub_ports=_csv(host.vars.get("envkit_ub_ports")) or ["0/0"],
-        device_port=int(port) if port and port.isdigit() else None,
+        device_port=port,
         inter_ports=inter_ports,
         net_instance=net_instance,
     )
@@ -165,6 +162,22 @@ def _env_sh(env: dict[str, str], sources: list[str]) -> str:
     lines += [f"# {s}" for s in sources]
     lines += [f"export {k}={shlex.quote(v)}" for k, v in env.items()]
     return "\n".join(lines) + "\n"
+
+
+_SCRIPT = re.compile(r"[A-Za-z0-9_.][A-Za-z0-9_./+-]{0,1023}")
+
+
+def train_script(value: str, where: Where) -> str:
+    """The training script torchrun starts: a plain relative or absolute path that cannot be read as an option of
+    torchrun (no leading '-'), nor climb with `..`; it reaches the rendered script quoted as well."""
+    path = value[1:] if value.startswith("/") else value
+    if not _SCRIPT.fullmatch(path) or ".." in path.split("/"):
+        raise BadInput(
+            f"envkit_train_script={value[:80]!r} is not a plain script path",
+            where=where,
+            hint="A path of letters, digits and _ . / + - that does not start with '-' (e.g. train.py or /opt/job/run_clm.py).",
+        )
+    return value
 
 
 def torchrun_argv(nnodes: int, nproc: int, node_rank: int, master: str, port: int, script: str) -> list[str]:
@@ -239,11 +252,10 @@ def render_launch(inventory: Path, lock: Path, out: Path, *, force: bool = False
         warnings.append(f"hosts use different device counts {sorted(counts)}: torchrun gets each host's own count")
 
     first = inv.hosts[0]
-    port_text = first.vars.get("envkit_master_port", str(DEFAULT_PORT))
-    if not port_text.isdigit() or not 1 <= int(port_text) <= 65535:
-        raise BadInput(f"envkit_master_port={port_text!r} is not a port", where=Where(str(inv.path), first.line))
-    port = int(port_text)
-    script = first.vars.get("envkit_train_script", DEFAULT_SCRIPT)
+    port = bounded.port(
+        first.vars.get("envkit_master_port", str(DEFAULT_PORT)), "envkit_master_port", Where(str(inv.path), first.line)
+    )
+    script = train_script(first.vars.get("envkit_train_script", DEFAULT_SCRIPT), Where(str(inv.path), first.line))
     master = first.address
     total = sum(len(p.devices) for p in plans)
     rt_sources = [f"rank table {row.version}: {cite(row)}"] + [f"{r.name}: {cite(r)}" for r in data.env]

@@ -330,8 +330,9 @@ def test_long_host_name_and_bad_device_port_refused(site, locks, tmp_path):
     with pytest.raises(BadInput, match="at most 64"):
         render_launch(write_inventory(site, long_name), locks["910b"], tmp_path / "o")
     bad_port = A2_INV.replace("hccl_exec_timeout = 1800", "envkit_device_port=99999999999999999999")
-    with pytest.raises(BadInput, match="envkit_device_port='99999999999999999999'.*not a port"):
+    with pytest.raises(BadInput, match="envkit_device_port on node-a='99999999999999999999' is not a whole number") as exc:
         render_launch(write_inventory(site, bad_port), locks["910b"], tmp_path / "o")
+    assert exc.value.hint == "a TCP port: 1 to 65535"
     assert not (tmp_path / "o").exists()
 
 
