@@ -21,12 +21,13 @@ import math
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from envkit.errors import BadInput, Where
+from envkit.jsonread import parse_json
 from envkit.models.base import ReportModel, StrictModel
 
 LOGITS_FILE = "logits.safetensors"
@@ -160,11 +161,15 @@ def load_run(arg: str | Path, label: str) -> Run:
             where=Where(file=str(p)),
             hint="the file was not produced on the device it claims; rerun the smoke on that device",
         )
-    if report_path is not None:
+    for key in ("prompts", "token_ids"):  # envkit's own JSON in the file's metadata, read strictly
         try:
-            report = json.loads(report_path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise BadInput(f"{label}: cannot read {report_path}: {exc}", where=Where(file=str(report_path))) from exc
+            value = parse_json(meta[key], f"{p} (metadata '{key}')", what="smoke logits file")
+        except BadInput as exc:
+            raise BadInput(f"{label}: {exc.message}", where=Where(file=str(p), key=key)) from None
+        if key == "prompts" and not (isinstance(value, list) and all(isinstance(x, str) for x in value)):
+            raise BadInput(f"{label}: {p}: its metadata 'prompts' is not a list of names", where=Where(file=str(p), key=key))
+    if report_path is not None:
+        report = _read_report(report_path, label)
         run.report = report
         sha = hashlib.sha256(p.read_bytes()).hexdigest()
         expect = {
@@ -187,6 +192,71 @@ def load_run(arg: str | Path, label: str) -> Run:
             if f"{kind}.{name}" not in tensors:
                 raise BadInput(f"{label}: {p} lacks the tensor {kind}.{name}", where=Where(file=str(p)))
     return run
+
+
+class _Digest(BaseModel):
+    """report.json's `model` (envkit.smoke.report.ModelInfo): its keys only, of their types."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    digest: str | None = None
+    path: str | None = None
+    builtin: bool | None = None
+    architecture: str | None = None
+    parameters: int | None = None
+    layers: int | None = None
+    vocab_size: int | None = None
+    max_positions: int | None = None
+
+
+class _Outputs(BaseModel):
+    """report.json's `outputs` (envkit.smoke.report.Outputs): its keys only, of their types."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    logits_sha256: str | None = None
+    report: str | None = None
+    logits: str | None = None
+    layers: bool | None = None
+
+
+class _ReportFields(BaseModel):
+    """The fields of report.json that `load_run` compares with the logits file: strings (null: none recorded); and
+    its verdict, process count and timings (seconds, not negative) of their exact types."""
+
+    model_config = ConfigDict(extra="ignore", strict=True)
+
+    ok: bool | None = None
+    nproc: int | None = Field(default=None, ge=1)
+    timings: dict[str, Annotated[float, Field(ge=0)]] | None = None
+    device: str | None = None
+    param_device: str | None = None
+    dtype: str | None = None
+    model: _Digest | None = None
+    prompt_digest: str | None = None
+    outputs: _Outputs | None = None
+
+
+def _read_report(path: Path, label: str) -> dict[str, Any]:
+    """A run's report.json read strictly (`envkit.jsonread`): an object with a smoke report's keys only, the ones
+    compared of their exact types. BadInput naming the side, the file and the key otherwise."""
+    from envkit.jsonread import checked, read_json
+    from envkit.smoke.report import SmokeReport
+
+    try:
+        report = read_json(path, what="smoke report")
+        if not isinstance(report, dict):
+            raise BadInput(f"{path}: not a smoke report (a JSON object)", where=Where(file=str(path)))
+        unknown = sorted(set(report) - set(SmokeReport.model_fields))
+        if unknown:
+            raise BadInput(f"{path}: {unknown[0]}: not a key of a smoke report", where=Where(str(path), None, unknown[0]))
+        checked(report, _ReportFields, path, what="smoke report")
+    except BadInput as exc:
+        reason = exc.message.removeprefix(f"{path}: ")
+        raise BadInput(
+            f"{label}: cannot read {path}: {reason}", where=exc.where or Where(file=str(path)), hint=exc.hint
+        ) from None
+    return report
 
 
 def check_comparable(ref: Run, cand: Run) -> None:
