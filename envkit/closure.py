@@ -90,15 +90,26 @@ class ClosurePlan:
 
 
 def mirror_prefix(source: str) -> str | None:
-    """The URL prefix an http:/file: source (or a find-links folder) stands for; None for https."""
+    """The URL prefix an http:/file: source (or a find-links folder) stands for; None for https. An http:/file: URL
+    whose path, decoded, could climb (`..%2f`, `%2e%2e`, a backslash: `envkit.urlpath`) is bad input; a file: URL
+    stands for the folder its decoded path names."""
     from urllib.parse import urlsplit
+
+    from envkit.urlpath import decoded_path
 
     if source.startswith("https://"):
         return None
+    path = source
+    if source.startswith(("http://", "file://")):
+        try:
+            path = decoded_path(source)
+        except ValueError as exc:
+            raise BadInput(f"the source {source[:120]!r} is refused: {exc}", hint="Give the mirror's URL without it.") from None
+        if source.startswith("file://") and urlsplit(source).netloc:
+            raise BadInput(f"the source {source[:120]!r} names a host: a file: URL is file:///PATH")
     if source.startswith("http://"):
         parts = urlsplit(source)
         return f"http://{parts.netloc}/"
-    path = source[len("file://") :] if source.startswith("file://") else source
     folder = Path(path).resolve()
     if source.startswith("file://") and folder.name == "simple":  # a PEP 503 file index: its files lie beside it
         folder = folder.parent

@@ -276,11 +276,16 @@ class Downloader:
 
 
 def _open_local(it: Fetch):  # noqa: ANN202 - a binary file object
-    """The file a `file:` URL names, opened without blocking on a FIFO (refused, with sockets: no size to cap)."""
+    """The file a `file:` URL names (its path decoded and checked as the lock's URL policy checks it: `envkit.urlpath`),
+    opened without blocking on a FIFO (refused, with sockets: no size to cap)."""
     import stat
-    from urllib.parse import unquote, urlparse
 
-    src = Path(unquote(urlparse(it.url).path))
+    from envkit.urlpath import decoded_path
+
+    try:
+        src = Path(decoded_path(it.url))
+    except ValueError as exc:
+        raise CheckFailed(f"{it.name}: the URL {it.url[:120]!r} is refused: {exc}", hint="The lock's URL is wrong.") from None
     try:
         fd = os.open(src, os.O_RDONLY | os.O_NONBLOCK)
     except OSError as exc:

@@ -1,6 +1,7 @@
 """The error hierarchy. Every error owns its exit code; the CLI turns them into messages in one place.
 
-Exit codes, everywhere: 0 ok, 1 a check failed or the stack is invalid, 2 bad input or cannot run.
+Exit codes, everywhere: 0 ok, 1 a check failed or the stack is invalid, 2 bad input or cannot run, 3 an internal
+error (a bug in envkit: the CLI writes the traceback to a file and names it), 130 interrupted (Ctrl-C).
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from typing import Any
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_BAD_INPUT = 2
+EXIT_INTERNAL = 3
+EXIT_INTERRUPTED = 130
 
 
 @dataclass(frozen=True)
@@ -79,6 +82,13 @@ class CheckFailed(EnvkitError):
     """A check ran and failed (exit 1)."""
 
     exit_code: int = EXIT_FAILED
+
+
+@dataclass
+class InternalError(EnvkitError):
+    """A bug in envkit (exit 3): never raised; the CLI reports an unexpected exception as one (`--json` included)."""
+
+    exit_code: int = EXIT_INTERNAL
 
 
 @dataclass

@@ -37,6 +37,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urljoin
 
+from pydantic import BaseModel, ConfigDict
+
 from envkit import versions
 from envkit.errors import BadInput, CannotRun, Where
 
@@ -60,6 +62,45 @@ class Release:
     wheels: list[str]
 
 
+class _Snapshot(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, defer_build=True)
+
+
+class _SnapshotDate(_Snapshot):
+    """_recorded.json"""
+
+    date: str
+
+
+class _SnapshotFile(_Snapshot):
+    filename: str
+    packagetype: str | None
+    requires_python: str | None
+
+
+class _SnapshotInfo(_Snapshot):
+    version: str
+
+
+class _SnapshotProject(_Snapshot):
+    """NAME.json"""
+
+    info: _SnapshotInfo
+    releases: dict[str, list[_SnapshotFile]]
+
+
+class _SnapshotReleaseInfo(_Snapshot):
+    version: str
+    requires_python: str | None
+    requires_dist: list[str]
+
+
+class _SnapshotRelease(_Snapshot):
+    """NAME/VERSION.json"""
+
+    info: _SnapshotReleaseInfo
+
+
 @dataclass
 class RefreshResult:
     diff: str
@@ -77,11 +118,25 @@ class Source:
         self.snapshot, self.record, self.timeout = snapshot, record, timeout
 
     def _load(self, rel: str) -> dict[str, Any] | None:
+        """A snapshot document, read strictly (`envkit.jsonread`) and of the exact shape `record` writes
+        (`_SnapshotDate`, `_SnapshotProject`, `_SnapshotRelease`): BadInput naming the file and the key otherwise."""
+        from envkit.jsonread import checked, read_json
+
         assert self.snapshot is not None
         path = self.snapshot / rel
         if not path.is_file():
             return None
-        return json.loads(path.read_text())
+        doc = read_json(path, what="PyPI snapshot document")
+        model = _SnapshotDate if rel == RECORDED else _SnapshotRelease if "/" in rel else _SnapshotProject
+        checked(doc, model, path, what=f"PyPI snapshot document ({model.__doc__})")
+        if model is _SnapshotProject:
+            for version in doc["releases"]:
+                if not versions.is_valid(version) and doc["releases"][version]:
+                    raise BadInput(
+                        f"{path}: releases.{version[:40]}: not a version",
+                        where=Where(str(path), None, f"releases.{version[:40]}"),
+                    )
+        return doc
 
     def _save(self, rel: str, doc: dict[str, Any]) -> None:
         if self.record is not None:

@@ -112,3 +112,16 @@ def _no_test_image_left_behind():
         import warnings
 
         warnings.warn(f"{len(left)} test images could not be removed: podman rmi -f {' '.join(sorted(left))}", stacklevel=1)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _internal_error_files_stay_in_the_session(tmp_path_factory):
+    """An internal error (exit 3) writes its traceback under $XDG_STATE_HOME/envkit: in a test session, a folder of
+    the session's (subprocesses inherit it), never the home folder of whoever runs the tests."""
+    old = os.environ.get("XDG_STATE_HOME")
+    os.environ["XDG_STATE_HOME"] = str(tmp_path_factory.mktemp("xdg-state"))
+    yield
+    if old is None:
+        os.environ.pop("XDG_STATE_HOME", None)
+    else:
+        os.environ["XDG_STATE_HOME"] = old

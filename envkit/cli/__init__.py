@@ -14,7 +14,7 @@ import sys
 from typing import TYPE_CHECKING, Optional
 
 from envkit import __version__, console
-from envkit.errors import EnvkitError
+from envkit.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EnvkitError
 
 if TYPE_CHECKING:
     import typer
@@ -192,20 +192,114 @@ def main(argv: list[str] | None = None) -> None:
             with _gated(args):
                 # standalone mode: click prints usage errors itself and exits 2; our errors pass through.
                 command.main(args=args, prog_name="envkit", standalone_mode=True)
+    except KeyboardInterrupt:  # Ctrl-C: the shell's 130, as typer gives it, no traceback
+        if debug:
+            raise
+        sys.exit(EXIT_INTERRUPTED)
     except (EnvkitError, OSError, ModuleNotFoundError) as exc:
         if debug:
             raise
-        sys.exit(_report_error(_as_envkit_error(exc), args))
+        error = _as_envkit_error(exc)
+        sys.exit(_report_error(error, args) if error is not None else _report_internal(exc, args))
+    except Exception as exc:  # noqa: BLE001 - anything else is a bug: exit 3, never 1 ("a check failed")
+        if debug:
+            import traceback
+
+            traceback.print_exc()
+            sys.exit(EXIT_INTERNAL)
+        sys.exit(_report_internal(exc, args))
     if code is not None:
         sys.exit(code)
+
+
+def _report_internal(exc: BaseException, argv: list[str]) -> int:
+    """An unexpected exception (a bug): one line on stderr naming the file that holds its traceback; exit 3."""
+    from envkit.errors import InternalError
+
+    try:
+        message = _one_line(str(exc))
+    except Exception:  # noqa: BLE001 - an exception whose message itself fails
+        message = "(no message)"
+    what = f"{type(exc).__name__}: {message}" if message else type(exc).__name__
+    path: str | None = None
+    try:
+        path = _write_traceback(exc)
+        told = f"the traceback is in {path}"
+    except OSError as failed:
+        told = f"the traceback could not be written ({failed.strerror or failed}); run again with --debug to see it"
+    if _wants_json(argv):
+        error = InternalError(
+            f"internal error ({what}), please report it",
+            hint="Report it with the traceback file; `envkit --debug ...` prints the traceback instead.",
+            details={"exception": type(exc).__name__, "traceback_file": path},
+        )
+        console.emit_json({"error": error.to_dict()})
+    sys.stderr.write(f"envkit: internal error ({what}), please report it; {told}\n")
+    sys.stderr.flush()
+    return EXIT_INTERNAL
+
+
+def _one_line(text: str, limit: int = 200) -> str:
+    """An exception's message as one printable line of at most `limit` characters (it may quote untrusted input)."""
+    line = "".join(c if c.isprintable() else "?" for c in text.strip().splitlines()[0]) if text.strip() else ""
+    return line if len(line) <= limit else line[:limit] + "..."
+
+
+def _traceback_dirs() -> list[str]:
+    """Where an internal error's traceback is written, in order: $XDG_STATE_HOME/envkit (an absolute path),
+    else ~/.local/state/envkit; then the temporary folder."""
+    import os
+    import tempfile
+
+    state = os.environ.get("XDG_STATE_HOME", "")
+    if not os.path.isabs(state):
+        state = os.path.join(os.path.expanduser("~"), ".local", "state")
+    return [os.path.join(state, "envkit"), tempfile.gettempdir()]
+
+
+def _write_traceback(exc: BaseException) -> str:
+    """The traceback of `exc` in a new file (mode 0600, a name unique to this process, created with O_EXCL and
+    O_NOFOLLOW: never through a planted link, never over a file). The state folder is used only when it is a real
+    folder of this user that nobody else may write to; else the temporary folder. OSError when neither works."""
+    import os
+    import platform
+    import secrets
+    import stat
+    import traceback
+
+    text = f"envkit {__version__}, Python {platform.python_version()} on {platform.system()} {platform.machine()}\n" + "".join(
+        traceback.format_exception(type(exc), exc, exc.__traceback__)
+    )
+    state, tmp = _traceback_dirs()
+    folders = [tmp]
+    try:
+        os.makedirs(state, mode=0o700, exist_ok=True)
+        st = os.lstat(state)
+        if stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid() and not st.st_mode & 0o022:
+            folders.insert(0, state)
+    except OSError:
+        pass
+    last: OSError = OSError("no folder to write to")
+    for folder in folders:
+        path = os.path.join(folder, f"envkit-traceback-{os.getpid()}-{secrets.token_hex(4)}.txt")
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o600)
+        except OSError as exc_open:
+            last = exc_open
+            continue
+        with os.fdopen(fd, "w", encoding="utf-8", errors="backslashreplace") as fh:
+            fh.write(text)
+        return path
+    raise last
 
 
 # The optional extras and the projects they bring: a command that needs one says which extra to install.
 _EXTRAS = {name: "smoke" for name in ("torch", "transformers", "accelerate", "safetensors", "tokenizers", "numpy")}
 
 
-def _as_envkit_error(exc: BaseException) -> EnvkitError:
-    """OS errors and a missing optional extra become exit-2 errors with what, where and what to do next."""
+def _as_envkit_error(exc: BaseException) -> EnvkitError | None:
+    """OS errors and a missing optional extra become exit-2 errors with what, where and what to do next; None for
+    another missing module (a broken install: an internal error)."""
     from envkit.errors import CannotRun, Where
 
     if isinstance(exc, EnvkitError):
@@ -214,7 +308,7 @@ def _as_envkit_error(exc: BaseException) -> EnvkitError:
         top = (exc.name or "").split(".")[0]
         extra = _EXTRAS.get(top)
         if extra is None:  # not an optional extra: a broken install, and a bug to report
-            raise exc
+            return None
         return CannotRun(
             f"this command needs {top}, which is not installed", hint=f"Install the {extra} extra: pip install 'envkit[{extra}]'"
         )

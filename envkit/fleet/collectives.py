@@ -435,20 +435,39 @@ def compare_profiles(ref: dict[str, Any], cand: dict[str, Any], thresholds: dict
 
 
 def load_profile(path: Path) -> dict[str, Any]:
-    """A profile from a smoke report.json (its `collectives` section) or a bare profile JSON."""
-    from envkit.yamlio import read_text
+    """A profile from a smoke report.json (its `collectives` section) or a bare profile JSON, read strictly
+    (`envkit.jsonread`) and of the exact shape `envkit.fleet.profiledoc.Profile` gives: BadInput (exit 2) naming the
+    file and the key otherwise."""
+    from envkit.fleet.profiledoc import FORMAT, Profile
+    from envkit.jsonread import checked, read_json
+    from envkit.smokerun import REPORT_FILE, read_report
 
     p = Path(path)
     if p.is_dir():
-        p = p / "report.json"
-    try:
-        data = json.loads(read_text(p))
-    except ValueError as exc:
-        raise BadInput(f"{p} is not JSON: {exc}", where=Where(str(p))) from None
-    prof = data.get("collectives") if isinstance(data, dict) and "collectives" in data else data
-    if not isinstance(prof, dict) or prof.get("format") != "envkit-collectives/1":
+        p = p / REPORT_FILE
+    data = read_json(p, what="collective profile")
+    key = ""
+    if isinstance(data, dict) and "collectives" in data:  # a smoke report: only its own keys
+        try:
+            data = read_report(p)
+        except BadInput as exc:
+            raise BadInput(exc.message, where=exc.where, hint=_ROWS_HINT) from None
+        data, key = data["collectives"], "collectives"
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise CannotRun(f"{p} holds no collective profile", where=Where(str(p)), hint="run envkit smoke --collectives first")
-    return prof
+    rows = data.get("results")
+    for i, row in enumerate(rows if isinstance(rows, list) else []):
+        if not isinstance(row, dict) or not isinstance(row.get("op"), str) or type(row.get("size")) is not int:
+            raise BadInput(
+                f"{p}: results[{i}] is not a profile row (op: string, size: integer, time_us: number)",
+                where=Where(str(p), None, ".".join(filter(None, (key, "results", str(i))))),
+                hint=_ROWS_HINT,
+            )
+    checked(data, Profile, p, what="collective profile", key=key)
+    return data
+
+
+_ROWS_HINT = "compare the report.json of `envkit smoke --collectives` runs"
 
 
 # --- vendor tools: hccl_test and ascend-dmi --bw ---------------------------------------------------
@@ -602,29 +621,20 @@ def vendor_tools(
 
 
 def is_profile(path: str | Path) -> bool:
-    """True when `path` (a run folder or a JSON file) holds a collective profile; never raises."""
+    """True when `envkit compare` reads `path` as a collective profile: a file that is not a `.safetensors` (a profile
+    JSON or a report.json), or a run folder whose report.json has a collectives section. Never raises: whether the
+    file is a good profile, `load_profile` then says, naming it."""
+    from envkit.jsonread import read_json
+    from envkit.smokerun import LOGITS_FILE, REPORT_FILE
+
+    p = Path(path)
+    if not p.is_dir():
+        return p.is_file() and p.name != LOGITS_FILE and p.suffix != ".safetensors"
     try:
-        load_profile(Path(path))
-    except Exception:  # noqa: BLE001 - anything unreadable is simply not a profile here
-        return False
-    return True
-
-
-def _check_rows(prof: dict[str, Any], path: Path) -> None:
-    """Each result row compared and printed: op a string, size an int, time_us a number (BadInput, exit 2)."""
-    rows = prof.get("results", [])
-    for i, r in enumerate(rows if isinstance(rows, list) else [rows]):
-        if not (
-            isinstance(r, dict)
-            and isinstance(r.get("op"), str)
-            and type(r.get("size")) is int
-            and type(r.get("time_us")) in (int, float)
-        ):
-            raise BadInput(
-                f"{path}: results[{i}] is not a profile row (op: string, size: integer, time_us: number)",
-                where=Where(str(path), None, f"results.{i}"),
-                hint="compare the report.json of `envkit smoke --collectives` runs",
-            )
+        data = read_json(p / REPORT_FILE, what="smoke report")
+    except BadInput:
+        return False  # a smoke run without a readable report.json: compared as a smoke run, which names it
+    return isinstance(data, dict) and data.get("collectives") is not None
 
 
 def compare_profile_files(ref: str | Path, cand: str | Path, thresholds: Path | None = None) -> dict[str, Any]:
@@ -633,8 +643,6 @@ def compare_profile_files(ref: str | Path, cand: str | Path, thresholds: Path | 
     A profile whose rows lack the fields compared is bad input (exit 2), never a traceback."""
     th = load_thresholds(thresholds)
     a, b = load_profile(Path(ref)), load_profile(Path(cand))
-    for path, prof in ((ref, a), (cand, b)):
-        _check_rows(prof, Path(path))
     try:
         cmp = compare_profiles(a, b, th)
     except (KeyError, TypeError, ValueError, ZeroDivisionError, AttributeError) as exc:

@@ -67,17 +67,23 @@ def node_profile(
 
 def merge(profiles: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """One profile from every host's: the same world, sizes, ops and backend; every rank once."""
+    from pydantic import ValidationError
+
     from envkit.fleet.collectives import aggregate
+    from envkit.fleet.profiledoc import HostProfile
 
     if not profiles:
         raise CannotRun("no host returned a profile")
-    for host, p in profiles.items():  # each came back from a host: its shape is checked before it is read
-        if not isinstance(p, dict) or not all(isinstance(p.get(k, []), list) for k in ("ranks", "errors", "sizes", "ops")):
+    for host, p in profiles.items():  # each came back from a host: its exact shape is checked before it is read
+        try:
+            HostProfile.model_validate(p, strict=True)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            key = ".".join(map(str, err["loc"])) or "the document"
             raise CannotRun(
-                f"{host} returned something that is not a collective profile (a JSON object with lists of "
-                "ranks, errors, sizes and ops)",
+                f"{host} returned something that is not a collective profile ({key}: {err['msg']})",
                 hint="Look at that host's envkit launch node output.",
-            )
+            ) from None
     first = next(iter(profiles.values()))
     world = first.get("world")
     for host, p in profiles.items():
@@ -175,7 +181,9 @@ def run_fleet_profile(
         summarize,
     )
     from envkit.fleet.collectives import parse_size
+    from envkit.fleet.profiledoc import HostProfile
     from envkit.fsutil import atomic_write_text
+    from envkit.jsonread import checked, read_json
     from envkit.resources import data_dir
 
     parse_size(max_size)  # refuse a bad size before any host runs
@@ -215,12 +223,18 @@ def run_fleet_profile(
     missing = []
     for host in variables["envkit_collectives_ranks"]:
         path = hosts_dir / host / PROFILE_FILE
-        try:
-            profiles[host] = json.loads(path.read_text())
-        except (OSError, ValueError):
+        if not path.is_file():
             raw_run = runs.get(host)
             run = raw_run if isinstance(raw_run, dict) else {}
             missing.append(f"{host}: no profile (rc {run.get('rc', '?')}: {str(run.get('stderr', ''))[-400:].strip()})")
+            continue
+        try:  # what a host sent back is read strictly: its file and the wrong key are named
+            doc = read_json(path, what="collective profile")
+            checked(doc, HostProfile, path, what="collective profile")
+        except BadInput as exc:
+            missing.append(f"{host}: {exc.message}")
+            continue
+        profiles[host] = doc
     if missing:
         raise CannotRun("; ".join(missing), hint=f"see {out / 'ansible.log'} and {out / 'events.jsonl'}")
     merged = merge(profiles)

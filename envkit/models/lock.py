@@ -54,12 +54,24 @@ def _https(value: str) -> str:
 
 
 def is_mirrored(url: str, mirrors: list[str]) -> bool:
-    """Whether `url` may be fetched: https, or http/file under a mirror prefix the user asked for (no `..` or
-    `%2e` that could climb out of it)."""
+    """Whether `url` may be fetched: https, or http/file under a mirror prefix the user asked for, its path decoded
+    as a server or the file system decodes it (no `..`, `..%2f`, `%2e%2e`, `%252e%252e%252f`, backslash or NUL that
+    could climb out of it: `envkit.urlpath`)."""
+    return mirror_refusal(url, mirrors) is None
+
+
+def mirror_refusal(url: str, mirrors: list[str]) -> str | None:
+    """Why `url` may not be fetched (None: it may): see `is_mirrored`."""
+    from envkit.urlpath import under
+
     if url.startswith("https://"):
-        return True
-    climbs = any(seg in (".", "..") for seg in url.split("?")[0].split("/")[3:]) or "%2e" in url.lower()
-    return not climbs and any(url.startswith(m) or url + "/" == m for m in mirrors)
+        return None
+    try:
+        if any(under(url, m) for m in mirrors):
+            return None
+    except ValueError as exc:
+        return f"is refused: {exc}"
+    return "is neither https nor under a mirror the closure records"
 
 
 class ZipEdition(StrictModel):
@@ -150,8 +162,12 @@ def _mirror_prefix(value: str) -> str:
     `http://127.0.0.1:80/` does not cover `http://127.0.0.1:8000/`)."""
     if not value.startswith(("http://", "file:///")) or not value.endswith("/") or value.count("/") < 3:
         raise ValueError(f"mirror {value[:80]!r} is not an http:// origin or a file:/// folder ending in /")
-    if ".." in value.split("/"):
-        raise ValueError(f"mirror {value[:80]!r} has a `..` segment")
+    from envkit.urlpath import decoded_path
+
+    try:
+        decoded_path(value)
+    except ValueError as exc:
+        raise ValueError(f"mirror {value[:80]!r} is refused: {exc}") from None
     return value
 
 
@@ -181,9 +197,10 @@ class PythonClosure(StrictModel):
         urls += [("find_links", u) for u in self.find_links if "://" in u]
         urls += [(f"packages.{p.name}.url", p.url) for p in self.packages]
         for where, url in urls:
-            if not is_mirrored(url, self.mirrors):
+            refusal = mirror_refusal(url, self.mirrors)
+            if refusal is not None:
                 raise ValueError(
-                    f"{where}: {url[:120]!r} is neither https nor under a mirror the closure records "
+                    f"{where}: {url[:120]!r} {refusal} "
                     f"(mirrors: {', '.join(self.mirrors) or 'none'}); http: and file: sources must be "
                     "given to `envkit lock` explicitly (--index-url, --extra-index-url, --find-links, "
                     "--torch-index-url)"

@@ -18,9 +18,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from envkit.models.smoke import Check
 from envkit.smoke.device import Device
 from envkit.smoke.prompts import Prompt
-from envkit.smoke.report import Check
 
 TORCH_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
 # Same-device consistency (prefill vs no-cache, cached decode vs recomputation, padded vs alone),

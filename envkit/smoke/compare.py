@@ -21,17 +21,16 @@ import math
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from envkit.errors import BadInput, Where
+from envkit.jsonread import parse_json
 from envkit.models.base import ReportModel, StrictModel
+from envkit.smokerun import LOGITS_FILE, REPORT_FILE, read_logits, read_report
 
-LOGITS_FILE = "logits.safetensors"
-REPORT_FILE = "report.json"
-METADATA_FORMAT = "envkit-smoke-logits/1"
 METRICS = ("max_abs", "mean_abs", "cosine_min", "top1", "kl_max")
 DTYPE_ORDER = {"fp32": 0, "fp16": 1, "bf16": 2}
 
@@ -113,22 +112,7 @@ class Run:
         return f"{self.meta.get('device')} {self.dtype} (torch {self.meta.get('torch')}, transformers {self.meta.get('transformers')})"
 
 
-_REQUIRED_META = (
-    "envkit_format",
-    "device",
-    "device_type",
-    "param_device",
-    "dtype",
-    "model_digest",
-    "prompt_digest",
-    "prompts",
-    "token_ids",
-)
-
-
 def load_run(arg: str | Path, label: str) -> Run:
-    from safetensors import safe_open
-
     p = Path(arg)
     report_path = None
     if p.is_dir():
@@ -139,18 +123,7 @@ def load_run(arg: str | Path, label: str) -> Run:
             f"{label}: no smoke logits file at {p}",
             hint="pass a run directory written by `envkit smoke --out DIR` or its logits.safetensors",
         )
-    try:
-        with safe_open(str(p), framework="numpy") as fh:
-            meta = dict(fh.metadata() or {})
-            tensors = {k: fh.get_tensor(k) for k in fh.keys()}
-    except Exception as exc:  # noqa: BLE001 - any unreadable file is bad input
-        raise BadInput(f"{label}: cannot read {p}: {exc}", where=Where(file=str(p))) from exc
-    missing = [k for k in _REQUIRED_META if k not in meta]
-    if missing or meta.get("envkit_format") != METADATA_FORMAT:
-        raise BadInput(
-            f"{label}: {p} is not an envkit smoke logits file (metadata {', '.join(missing) or 'envkit_format'} missing or wrong)",
-            where=Where(file=str(p)),
-        )
+    meta, tensors = read_logits(p, label)
     run = Run(p, meta, tensors, label=label)
     # the recorded device must be the device the parameters were really on
     recorded, actual = meta["device_type"], meta["param_device"].split(":")[0]
@@ -160,11 +133,15 @@ def load_run(arg: str | Path, label: str) -> Run:
             where=Where(file=str(p)),
             hint="the file was not produced on the device it claims; rerun the smoke on that device",
         )
-    if report_path is not None:
+    for key in ("prompts", "token_ids"):  # envkit's own JSON in the file's metadata, read strictly
         try:
-            report = json.loads(report_path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise BadInput(f"{label}: cannot read {report_path}: {exc}", where=Where(file=str(report_path))) from exc
+            value = parse_json(meta[key], f"{p} (metadata '{key}')", what="smoke logits file")
+        except BadInput as exc:
+            raise BadInput(f"{label}: {exc.message}", where=Where(file=str(p), key=key)) from None
+        if key == "prompts" and not (isinstance(value, list) and all(isinstance(x, str) for x in value)):
+            raise BadInput(f"{label}: {p}: its metadata 'prompts' is not a list of names", where=Where(file=str(p), key=key))
+    if report_path is not None:
+        report = _read_report(report_path, label)
         run.report = report
         sha = hashlib.sha256(p.read_bytes()).hexdigest()
         expect = {
@@ -187,6 +164,65 @@ def load_run(arg: str | Path, label: str) -> Run:
             if f"{kind}.{name}" not in tensors:
                 raise BadInput(f"{label}: {p} lacks the tensor {kind}.{name}", where=Where(file=str(p)))
     return run
+
+
+class _Digest(BaseModel):
+    """report.json's `model` (envkit.models.smoke.ModelInfo): its keys only, of their types."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    digest: str | None = None
+    path: str | None = None
+    builtin: bool | None = None
+    architecture: str | None = None
+    parameters: int | None = None
+    layers: int | None = None
+    vocab_size: int | None = None
+    max_positions: int | None = None
+
+
+class _Outputs(BaseModel):
+    """report.json's `outputs` (envkit.models.smoke.Outputs): its keys only, of their types."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    logits_sha256: str | None = None
+    report: str | None = None
+    logits: str | None = None
+    layers: bool | None = None
+
+
+class _ReportFields(BaseModel):
+    """The fields of report.json that `load_run` compares with the logits file: strings (null: none recorded); and
+    its verdict, process count and timings (seconds, not negative) of their exact types."""
+
+    model_config = ConfigDict(extra="ignore", strict=True)
+
+    ok: bool | None = None
+    nproc: int | None = Field(default=None, ge=1)
+    timings: dict[str, Annotated[float, Field(ge=0)]] | None = None
+    device: str | None = None
+    param_device: str | None = None
+    dtype: str | None = None
+    model: _Digest | None = None
+    prompt_digest: str | None = None
+    outputs: _Outputs | None = None
+
+
+def _read_report(path: Path, label: str) -> dict[str, Any]:
+    """A run's report.json read strictly (`envkit.jsonread`): an object with a smoke report's keys only, the ones
+    compared of their exact types. BadInput naming the side, the file and the key otherwise."""
+    from envkit.jsonread import checked
+
+    try:
+        report = read_report(path)
+        checked(report, _ReportFields, path, what="smoke report")
+    except BadInput as exc:
+        reason = exc.message.removeprefix(f"{path}: ")
+        raise BadInput(
+            f"{label}: cannot read {path}: {reason}", where=exc.where or Where(file=str(path)), hint=exc.hint
+        ) from None
+    return report
 
 
 def check_comparable(ref: Run, cand: Run) -> None:

@@ -27,6 +27,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from envkit.smokerun import write_safetensors  # the model's files and the run's logits: one writer
+
 RECIPE_VERSION = 1
 SEED = 1234
 WEIGHT_STD = 0.08  # large enough that greedy decoding does not repeat one token (a weak cache test)
@@ -197,47 +199,6 @@ def tensor_values(name: str, shape: tuple[int, ...]):  # -> numpy.ndarray (float
     seed = zlib.crc32(f"{SEED}:{name}".encode()) & 0xFFFFFFFF
     values = np.random.RandomState(seed).standard_normal(size=shape) * WEIGHT_STD
     return values.astype(np.float32)
-
-
-_ST_DTYPES = {
-    "float32": "F32",
-    "float64": "F64",
-    "float16": "F16",
-    "int64": "I64",
-    "int32": "I32",
-    "int8": "I8",
-    "uint8": "U8",
-    "bool": "BOOL",
-}
-
-
-def write_safetensors(path: Path, tensors: dict[str, Any], metadata: dict[str, str] | None = None) -> None:
-    """Write numpy arrays as a safetensors file, byte for byte deterministic.
-
-    Tensors in name order, header keys sorted (the safetensors library orders its metadata as a hash
-    map does: differently from one call to the next). Little-endian, as the format requires.
-    """
-    header: dict[str, Any] = {}
-    if metadata:
-        header["__metadata__"] = {str(k): str(v) for k, v in metadata.items()}
-    offset = 0
-    blobs = []
-    for name in sorted(tensors):
-        arr = tensors[name]
-        kind = _ST_DTYPES.get(arr.dtype.name)
-        if kind is None:
-            raise TypeError(f"cannot write dtype {arr.dtype} of {name} to safetensors")
-        data = arr.astype(arr.dtype.newbyteorder("<"), copy=False).tobytes(order="C")
-        header[name] = {"dtype": kind, "shape": list(arr.shape), "data_offsets": [offset, offset + len(data)]}
-        offset += len(data)
-        blobs.append(data)
-    raw = json.dumps(header, separators=(",", ":"), sort_keys=True, ensure_ascii=False).encode()
-    raw += b" " * (-len(raw) % 8)
-    with open(path, "wb") as fh:
-        fh.write(struct.pack("<Q", len(raw)))
-        fh.write(raw)
-        for blob in blobs:
-            fh.write(blob)
 
 
 # --- the whole build ---------------------------------------------------------------------------

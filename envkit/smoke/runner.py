@@ -25,6 +25,7 @@ from typing import Any
 
 from envkit import __version__
 from envkit.errors import BadInput, CannotRun
+from envkit.models.smoke import Check, Environment, ModelInfo, Outputs, PromptInfo, SmokeReport, Timings
 from envkit.smoke import checks as C
 from envkit.smoke.device import (
     DeviceSpec,
@@ -35,14 +36,11 @@ from envkit.smoke.device import (
     parse_device,
     require_device,
 )
-from envkit.smoke.model import corpus_text, ensure_tiny_model, model_digest, write_safetensors
+from envkit.smoke.model import corpus_text, ensure_tiny_model, model_digest
 from envkit.smoke.prompts import prompt_digest, prompt_set
-from envkit.smoke.report import Check, Environment, ModelInfo, Outputs, PromptInfo, SmokeReport, Timings
+from envkit.smokerun import LOGITS_FILE, METADATA_FORMAT, REPORT_FILE, write_logits, write_report
 
 DTYPES = ("bf16", "fp16", "fp32")
-LOGITS_FILE = "logits.safetensors"
-REPORT_FILE = "report.json"
-METADATA_FORMAT = "envkit-smoke-logits/1"
 
 
 @dataclass
@@ -242,7 +240,7 @@ def run_smoke(opts: SmokeOptions, progress: Callable[[str], None] = lambda _m: N
         "num_layers": str(getattr(config, "num_hidden_layers", "")),
     }
     logits_path = out_dir / LOGITS_FILE
-    write_safetensors(logits_path, {k: v.detach().contiguous().numpy() for k, v in ctx.tensors.items()}, meta)
+    write_logits(logits_path, {k: v.detach().contiguous().numpy() for k, v in ctx.tensors.items()}, meta)
     logits_sha = hashlib.sha256(logits_path.read_bytes()).hexdigest()
 
     timings = Timings(
@@ -288,7 +286,7 @@ def run_smoke(opts: SmokeOptions, progress: Callable[[str], None] = lambda _m: N
         outputs=Outputs(report=str(out_dir / REPORT_FILE), logits=str(logits_path), logits_sha256=logits_sha, layers=opts.layers),
         nproc=opts.nproc,
     )
-    (out_dir / REPORT_FILE).write_text(report.model_dump_json(indent=2) + "\n", encoding="utf-8")
+    write_report(out_dir, report)
     return SmokeResult(report, out_dir)
 
 
@@ -331,7 +329,6 @@ def format_report(report: SmokeReport) -> list[str]:
 def run_smoke_with_collectives(opts: Any, max_size: int | None = None, progress: Callable[[str], None] = lambda _m: None):
     """`envkit smoke --collectives`: the usual smoke run, then the profile, added to report.json as `collectives`."""
     from envkit.fleet.collectives import DEFAULT_MAX_SIZE, human, run_profile, vendor_tools
-    from envkit.fsutil import atomic_write_text
 
     max_size = DEFAULT_MAX_SIZE if max_size is None else max_size
     result = run_smoke(opts, progress=progress)
@@ -339,5 +336,5 @@ def run_smoke_with_collectives(opts: Any, max_size: int | None = None, progress:
     profile = run_profile(result.report.device_type, opts.nproc, max_size)
     profile["vendor_tools"] = vendor_tools(result.report.device_type, opts.nproc)
     report = result.report.model_copy(update={"collectives": profile, "ok": result.report.ok and profile["ok"]})
-    atomic_write_text(result.out_dir / REPORT_FILE, report.model_dump_json(indent=2) + "\n")
+    write_report(result.out_dir, report)
     return SmokeResult(report, result.out_dir)

@@ -37,9 +37,9 @@ from typing import Any
 from envkit.errors import CannotRun
 from envkit.export.container import NPU_SERVING_ENV  # the serving image bakes the same block
 from envkit.fleet.dist import free_port  # a free loopback port, chosen by binding port 0
+from envkit.models.smoke import Check
 from envkit.smoke.device import DeviceSpec, parse_device
 from envkit.smoke.prompts import EN, FA
-from envkit.smoke.report import Check
 
 HOST = "127.0.0.1"
 SERVED_MODEL_NAME = "envkit-smoke"
@@ -1096,8 +1096,8 @@ def serve_stage(
 
 def add_serve(result: Any, sopts: ServeOptions, progress: Callable[[str], None] = lambda _m: None) -> Any:
     """`envkit smoke --serve`: the serving checks appended to a finished smoke run, `serve` in report.json."""
-    from envkit.fsutil import atomic_write_text
-    from envkit.smoke.runner import REPORT_FILE, SmokeResult
+    from envkit.smoke.runner import SmokeResult
+    from envkit.smokerun import write_report
 
     report = result.report
     spec = parse_device(report.device)
@@ -1105,10 +1105,10 @@ def add_serve(result: Any, sopts: ServeOptions, progress: Callable[[str], None] 
         checks, section = serve_stage(Path(report.model.path), spec, report.dtype, result.out_dir, sopts, progress)
     except CannotRun as exc:
         failed = report.model_copy(update={"serve": exc.details.get("serve") or {"ok": False, "error": exc.message}, "ok": False})
-        atomic_write_text(result.out_dir / REPORT_FILE, failed.model_dump_json(indent=2) + "\n")
+        write_report(result.out_dir, failed)
         raise
     updated = report.model_copy(
         update={"checks": list(report.checks) + checks, "serve": section, "ok": report.ok and section["ok"]}
     )
-    atomic_write_text(result.out_dir / REPORT_FILE, updated.model_dump_json(indent=2) + "\n")
+    write_report(result.out_dir, updated)
     return SmokeResult(updated, result.out_dir)

@@ -73,8 +73,7 @@ CASES = {"max_abs": _max_abs, "mean_abs": _mean_abs, "cosine_min": _cosine, "top
 
 
 def _write_run(path, logits):
-    from envkit.smoke.compare import METADATA_FORMAT
-    from envkit.smoke.model import write_safetensors
+    from envkit.smokerun import METADATA_FORMAT, write_safetensors
 
     meta = {
         "envkit_format": METADATA_FORMAT,

@@ -15,13 +15,12 @@ np = pytest.importorskip("numpy")
 pytest.importorskip("safetensors")
 
 from envkit.smoke.compare import (  # noqa: E402 - after the importorskip of numpy and safetensors
-    METADATA_FORMAT,
     check_comparable,
     compare_runs,
     format_table,
     load_run,
 )
-from envkit.smoke.model import write_safetensors  # noqa: E402
+from envkit.smokerun import METADATA_FORMAT, write_safetensors  # noqa: E402
 
 MODEL = "sha256:" + "a" * 64
 PROMPTS = "sha256:" + "b" * 64

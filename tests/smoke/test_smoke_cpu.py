@@ -76,7 +76,7 @@ def test_same_device_checks_are_exact_on_cpu(run_bf16, run_fp32):
 
 
 def test_report_json_matches_the_schema(run_fp32):
-    from envkit.smoke.report import SmokeReport
+    from envkit.models.smoke import SmokeReport
 
     raw = (run_fp32.out_dir / "report.json").read_text()
     again = SmokeReport.model_validate_json(raw)
