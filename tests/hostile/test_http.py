@@ -1,0 +1,207 @@
+"""Hostile servers (`servers.py`, on 127.0.0.1) against envkit's HTTP client and every path that uses it: `matrix
+refresh` (PyPI's JSON API and range requests), bundle downloads, the `smoke --serve` client and its readiness wait,
+and `envkit lock`'s uv. A drip is cut at its deadline (the elapsed time bounded loosely), a body stops at its cap
+(each cap tested at the cap and one byte over), JSON too deep or with NaN is refused, redirects are bounded and
+never drop TLS; every failure is an envkit error (exit 2) naming the URL, never a traceback or a hang."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from envkit import httpclient as H
+from envkit.errors import BadInput, CannotRun
+
+from .servers import DRIP_INTERVAL, OK_JSON, HostileServer, cert_file
+
+DEADLINE = 2.0  # the deadline given to each request that meets a drip
+SLACK = 3.0  # how much later than its deadline a cut request may end (a loaded test machine)
+SMALL = H.JSON_DOCUMENT.but(deadline=DEADLINE)
+
+
+def timed(fn, *args, **kwargs):
+    """(the exception `fn` raised, seconds it took); fails when it raised none."""
+    t0 = time.monotonic()
+    with pytest.raises(Exception) as info:  # noqa: B017 - each test checks the type
+        fn(*args, **kwargs)
+    return info.value, time.monotonic() - t0
+
+
+@pytest.fixture
+def server():
+    """`server(case=None, tls=False)`: a running HostileServer, closed (its loops stopped) after the test."""
+    made = []
+
+    def make(case: str | None = None, tls: bool = False) -> HostileServer:
+        srv = HostileServer(case, tls=tls).__enter__()
+        made.append(srv)
+        return srv
+
+    yield make
+    for srv in made:
+        srv.__exit__(None, None, None)
+
+
+@pytest.fixture
+def trust_tls(monkeypatch):
+    """The client trusts the stand-in server's self-signed certificate (and nothing else)."""
+    monkeypatch.delenv("REQUESTS_CA_BUNDLE", raising=False)
+    monkeypatch.setenv("SSL_CERT_FILE", cert_file()[0])
+
+
+@pytest.fixture(autouse=True)
+def no_proxy(monkeypatch):
+    for name in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+
+
+# --- the client: deadlines ------------------------------------------------------------------------------
+@pytest.mark.parametrize("case", ["drip-head", "drip-body", "drip-chunked"])
+def test_a_drip_is_cut_at_the_deadline_for_the_whole_request(server, case):
+    srv = server()
+    exc, took = timed(H.get, f"{srv.url}/{case}", SMALL)
+    assert isinstance(exc, H.HTTPFailure) and exc.transient, exc
+    assert f"{srv.url}/{case}: no complete answer within 2 s (the deadline for the whole request)" == exc.message
+    assert exc.hint
+    assert DEADLINE - 0.1 <= took <= DEADLINE + SLACK
+    assert srv.sent <= DEADLINE / DRIP_INTERVAL + 2  # it was not read on after the deadline
+
+
+def test_a_drip_over_tls_is_cut_at_the_deadline(server, trust_tls):
+    srv = server(tls=True)
+    assert H.get_json(f"{srv.url}/ok.json", SMALL)["ok"] is True  # the TLS stand-in works
+    exc, took = timed(H.get, f"{srv.url}/drip-body", SMALL)
+    assert isinstance(exc, H.HTTPFailure) and "within 2 s" in exc.message
+    assert DEADLINE - 0.1 <= took <= DEADLINE + SLACK
+
+
+def test_a_download_must_keep_a_minimum_rate_after_its_grace(server):
+    srv = server()
+    limits = H.DOWNLOAD.but(deadline=1.0, min_rate=10_000.0, idle=None)
+    exc, took = timed(H.get, f"{srv.url}/drip-body", limits)
+    assert isinstance(exc, H.HTTPFailure) and exc.transient
+    assert "slower than 9.76562 KiB/s on average after 1 s (cut)" in exc.message
+    assert 0.9 <= took <= 1.0 + SLACK
+    # the same limits take a body of 2 MB (200 s at the minimum rate) that comes fast: the deadline moved on
+    assert len(H.get(f"{srv.url}/sized/{2_000_000}", limits)) == 2_000_000
+
+
+def test_no_byte_for_the_idle_time_cuts_a_download(server):
+    srv = server()
+    limits = H.DOWNLOAD.but(deadline=30.0, idle=0.5)
+    exc, took = timed(H.get, f"{srv.url}/drip-body", limits)
+    assert isinstance(exc, H.HTTPFailure) and exc.message.endswith("no data for 0.5 s")
+    assert took <= 0.5 + SLACK
+
+
+# --- the client: sizes ----------------------------------------------------------------------------------
+def test_a_content_length_over_the_cap_is_refused_before_the_body(server):
+    srv = server()
+    exc, took = timed(H.get, f"{srv.url}/huge-length", SMALL)
+    assert isinstance(exc, H.TooLarge) and exc.announced == 10**12 and not exc.transient
+    assert "announces 1000000000000 bytes, more than the 67108864 allowed for a JSON document; nothing was read" in exc.message
+    assert took < DEADLINE
+
+
+@pytest.mark.parametrize("case", ["endless-chunked", "endless-close"])
+def test_an_endless_body_stops_at_the_cap(server, case):
+    srv = server()
+    exc, took = timed(H.get, f"{srv.url}/{case}", SMALL.but(max_bytes=1 << 20))
+    assert isinstance(exc, H.TooLarge) and exc.announced is None
+    assert f"sends more than {1 << 20} bytes, the cap for a JSON document; stopped there" in exc.message
+    assert took < DEADLINE
+
+
+@pytest.mark.parametrize("case", ["sized", "sized-chunked", "sized-close"])
+def test_each_cap_takes_its_size_and_refuses_one_byte_more(server, case):
+    srv = server()
+    cap = SMALL.but(max_bytes=5000)
+    assert len(H.get(f"{srv.url}/{case}/5000", cap)) == 5000
+    with pytest.raises(H.TooLarge):
+        H.get(f"{srv.url}/{case}/5001", cap)
+
+
+def test_an_encoded_body_or_a_double_length_is_refused(server):
+    srv = server()
+    with pytest.raises(H.HTTPFailure, match="sends a gzip-encoded body, which was not asked for"):
+        H.get(f"{srv.url}/gzip", SMALL)
+    with pytest.raises(H.HTTPFailure, match="malformed Content-Length"):
+        H.get(f"{srv.url}/bad-length", SMALL)
+
+
+# --- the client: JSON -----------------------------------------------------------------------------------
+def test_json_depth_is_capped_at_64_levels_without_recursion(server):
+    srv = server()
+    doc, depth = H.get_json(f"{srv.url}/deep-json/64"), 0  # at the cap: parsed
+    while isinstance(doc, list):
+        doc, depth = doc[0] if doc else None, depth + 1
+    assert depth == 64
+    for depth in (65, 100_000):
+        exc, took = timed(H.get_json, f"{srv.url}/deep-json/{depth}")
+        assert isinstance(exc, BadInput) and f"is JSON nested deeper than 64 levels ({depth})" in exc.message
+        assert not isinstance(exc.__context__, RecursionError)
+    assert H.get_json(f"{srv.url}/deep-json/200", max_depth=200) is not None
+
+
+def test_nan_is_not_a_json_number(server):
+    srv = server()
+    with pytest.raises(BadInput, match="NaN is not a JSON number"):
+        H.get_json(f"{srv.url}/nan-json")
+
+
+# --- the client: redirects ------------------------------------------------------------------------------
+def test_redirects_are_bounded(server):
+    srv = server()
+    assert H.get_json(f"{srv.url}/chain/{H.MAX_REDIRECTS}")["ok"] is True
+    with pytest.raises(H.HTTPFailure, match=f"more than {H.MAX_REDIRECTS} redirects"):
+        H.get(f"{srv.url}/chain/{H.MAX_REDIRECTS + 1}", SMALL)
+    exc, took = timed(H.get, f"{srv.url}/redirect-loop", SMALL)
+    assert isinstance(exc, H.HTTPFailure) and "more than 5 redirects (the last to /redirect-loop)" in exc.message
+    assert len(srv.requests) == 3 * (H.MAX_REDIRECTS + 1)  # each: the first request and its redirects, no more
+
+
+def test_a_redirect_never_goes_from_https_to_http_or_off_http(server, trust_tls):
+    srv = server(tls=True)
+    assert H.get_json(f"{srv.url}/chain/2")["ok"] is True  # https to https
+    with pytest.raises(H.HTTPFailure, match="from https to plain http, refused") as err:
+        H.get(f"{srv.url}/to-http", SMALL)
+    assert err.value.url == f"{srv.url}/to-http" and "TLS" in err.value.hint
+    assert [p for _, p in srv.requests][-1] == "/to-http"  # nothing was asked over http
+    plain = server()
+    assert H.get_json(f"{plain.url}/to-http")["ok"] is True  # http to http is fine
+    with pytest.raises(H.HTTPFailure, match="redirects to file:///etc/passwd, not an http"):
+        H.get(f"{plain.url}/to-file", SMALL)
+
+
+def test_an_untrusted_certificate_is_refused_with_what_to_do(server, monkeypatch):
+    monkeypatch.delenv("SSL_CERT_FILE", raising=False)
+    monkeypatch.delenv("REQUESTS_CA_BUNDLE", raising=False)
+    srv = server(tls=True)
+    with pytest.raises(H.HTTPFailure, match="the TLS certificate is not trusted") as err:
+        H.get(f"{srv.url}/ok.json", SMALL)
+    assert "SSL_CERT_FILE" in err.value.hint and not err.value.transient
+
+
+def test_a_ca_bundle_that_cannot_be_read_is_cannot_run(server, monkeypatch, tmp_path):
+    monkeypatch.setenv("REQUESTS_CA_BUNDLE", str(tmp_path / "missing.pem"))
+    srv = server(tls=True)
+    with pytest.raises(CannotRun, match="the CA bundle .*missing.pem cannot be read") as err:
+        H.get(f"{srv.url}/ok.json", SMALL)
+    assert "REQUESTS_CA_BUNDLE" in err.value.hint
+
+
+def test_not_an_http_url_is_bad_input():
+    for url in ("file:///etc/passwd", "ftp://example.org/x", "http://", "http://host:99999/"):
+        with pytest.raises(BadInput):
+            H.get(url, SMALL)
+
+
+def test_the_proxy_of_the_environment_is_used_and_loopback_bypasses_it(server, monkeypatch):
+    proxy = server("ok.json")
+    monkeypatch.setenv("http_proxy", proxy.url)
+    assert H.get_json("http://pypi.invalid/pypi/x/json")["ok"] is True
+    assert proxy.requests == [("GET", "http://pypi.invalid/pypi/x/json")]
+    direct = server()
+    assert H.get(f"{direct.url}/ok.json", SMALL) == OK_JSON  # 127.0.0.1: not through the proxy
+    assert len(proxy.requests) == 1
