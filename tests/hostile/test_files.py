@@ -7,6 +7,7 @@ one byte over. Then through the commands that read such files: `matrix refresh -
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import threading
 from pathlib import Path
@@ -138,3 +139,43 @@ def test_json_depth_skips_strings(text, depth):
 def test_json_constants_are_refused(constant):
     with pytest.raises(BadInput, match=f"{constant} is not a JSON number"):
         U.parse_json(f'{{"a": {constant}}}', "doc.json")
+
+
+# --- through the commands -------------------------------------------------------------------------------
+@pytest.fixture
+def snapshot(tmp_path) -> Path:
+    copy = tmp_path / "snapshot"
+    shutil.copytree(SNAPSHOT, copy)
+    return copy
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda p, out: os.mkfifo(p), "is a FIFO, not a regular file"),
+        (lambda p, out: os.symlink("/dev/zero", p), "leads out of"),
+        (lambda p, out: os.symlink(out, p), "leads out of"),
+        (lambda p, out: p.mkdir(), "is a directory"),
+        (lambda p, out: p.write_text("[" * 100_000), "nested deeper than 64 levels"),
+        (lambda p, out: p.write_bytes(b" " * (U.DOCUMENT.max_bytes + 1)), "is too large for a PyPI snapshot document"),
+    ],
+)
+def test_matrix_refresh_refuses_a_hostile_snapshot_document(snapshot, tmp_path, run_cli, make, message):
+    outside = tmp_path / "outside.json"
+    outside.write_text("{}")
+    target = snapshot / "numpy.json"
+    target.unlink()
+    make(target, outside)
+    r = run_cli("matrix", "refresh", "--snapshot", str(snapshot))
+    assert r.code == 2, r.out + r.err
+    assert message in r.err and "numpy.json" in r.err and "Traceback" not in r.err + r.out
+
+
+def test_matrix_refresh_reads_a_snapshot_document_at_the_cap(snapshot):
+    from envkit import refresh
+
+    doc = (snapshot / "numpy.json").read_bytes()
+    padded = doc + b" " * (U.DOCUMENT.max_bytes - len(doc))
+    (snapshot / "numpy.json").write_bytes(padded)
+    assert refresh.Source(snapshot=snapshot).project("numpy", "1.24.0")["info"]

@@ -205,3 +205,63 @@ def test_the_proxy_of_the_environment_is_used_and_loopback_bypasses_it(server, m
     direct = server()
     assert H.get(f"{direct.url}/ok.json", SMALL) == OK_JSON  # 127.0.0.1: not through the proxy
     assert len(proxy.requests) == 1
+
+
+# --- matrix refresh (PyPI's JSON API, range requests) ---------------------------------------------------
+@pytest.fixture
+def pypi(server, monkeypatch):
+    """`pypi(case)`: refresh's PyPI is a hostile server playing `case` on every path."""
+    from envkit import refresh
+
+    def make(case: str) -> HostileServer:
+        srv = server(case)
+        monkeypatch.setattr(refresh, "PYPI", srv.url)
+        return srv
+
+    return make
+
+
+@pytest.mark.parametrize("case", ["drip-head", "drip-body"])
+def test_refresh_is_cut_at_its_deadline(pypi, case):
+    from envkit import refresh
+
+    pypi(case)
+    exc, took = timed(refresh.Source(timeout=DEADLINE).project, "numpy", "1.24.0")
+    assert isinstance(exc, CannotRun) and "within 2 s" in exc.message and "/pypi/numpy/json" in exc.message
+    assert "--snapshot" in exc.hint
+    assert took <= DEADLINE + SLACK
+
+
+@pytest.mark.parametrize(
+    "case, error, message",
+    [
+        ("deep-json/100000", BadInput, "nested deeper than 64 levels"),
+        ("nan-json", BadInput, "NaN is not a JSON number"),
+        ("huge-length", CannotRun, "announces 1000000000000 bytes"),
+        ("ok.json", BadInput, "is not a PyPI JSON document"),
+        ("redirect-loop", CannotRun, "more than 5 redirects"),
+    ],
+)
+def test_refresh_refuses_a_hostile_document(pypi, case, error, message):
+    from envkit import refresh
+
+    pypi(case)
+    with pytest.raises(error, match=message):
+        refresh.Source().project("numpy", "1.24.0")
+
+
+def test_refresh_through_the_command_is_exit_2_without_a_traceback(pypi, run_cli, tmp_path):
+    pypi("deep-json/100000")
+    r = run_cli("matrix", "refresh")
+    assert r.code == 2 and "nested deeper than 64 levels" in r.err and "Traceback" not in r.err + r.out
+
+
+def test_a_range_request_answered_with_the_whole_file_is_refused(pypi):
+    from envkit import refresh
+
+    srv = pypi(f"sized/{refresh.ZIP_TAIL + 1}")  # a server that ignores Range
+    with pytest.raises(CannotRun, match=f"announces {refresh.ZIP_TAIL + 1} bytes, more than the {refresh.ZIP_TAIL}"):
+        refresh._read_zip_member(refresh.Source(), f"{srv.url}/x.whl", ".dist-info/METADATA")
+    server_at_cap = pypi(f"sized/{refresh.ZIP_TAIL}")  # at the cap: read, and found no zip in it
+    with pytest.raises(CannotRun, match="not a zip"):
+        refresh._read_zip_member(refresh.Source(), f"{server_at_cap.url}/x.whl", ".dist-info/METADATA")
