@@ -6,12 +6,13 @@ never drop TLS; every failure is an envkit error (exit 2) naming the URL, never 
 
 from __future__ import annotations
 
+import hashlib
 import time
 
 import pytest
 
 from envkit import httpclient as H
-from envkit.errors import BadInput, CannotRun
+from envkit.errors import BadInput, CannotRun, CheckFailed
 
 from .servers import DRIP_INTERVAL, OK_JSON, HostileServer, cert_file
 
@@ -265,3 +266,49 @@ def test_a_range_request_answered_with_the_whole_file_is_refused(pypi):
     server_at_cap = pypi(f"sized/{refresh.ZIP_TAIL}")  # at the cap: read, and found no zip in it
     with pytest.raises(CannotRun, match="not a zip"):
         refresh._read_zip_member(refresh.Source(), f"{server_at_cap.url}/x.whl", ".dist-info/METADATA")
+
+
+# --- bundle downloads ------------------------------------------------------------------------------------
+def _download(url: str, tmp_path, size: int | None = 1000, **kw):
+    from envkit.download import Downloader, Fetch, WheelCache
+
+    cache = WheelCache(tmp_path / "cache")
+    return Downloader(cache, retries=1, backoff=0, **kw).fetch_all([Fetch(url, "1" * 64, size, "x.whl")]), cache
+
+
+def test_a_dripping_download_is_cut_by_the_minimum_rate(server, tmp_path):
+    srv = server()
+    exc, took = timed(_download, f"{srv.url}/drip-body", tmp_path, grace=1.0)
+    assert isinstance(exc, CannotRun)
+    assert "could not download x.whl after 1 attempts" in exc.message and "slower than 16 KiB/s" in exc.message
+    assert took <= 1.0 + SLACK
+
+
+def test_a_download_stops_at_the_recorded_size(server, tmp_path):
+    srv = server()
+    for case in ("endless-chunked", "endless-close"):
+        with pytest.raises(CheckFailed, match="holds more than the 10 bytes the lock records"):
+            _download(f"{srv.url}/{case}", tmp_path, size=10)
+    with pytest.raises(CheckFailed, match="sends 1000000000000 bytes, more than the 10 the lock records"):
+        _download(f"{srv.url}/huge-length", tmp_path, size=10)
+    with pytest.raises(CheckFailed, match="sends 11 bytes, more than the 10"):  # one byte over the size
+        _download(f"{srv.url}/sized/11", tmp_path, size=10)
+    data = b"x" * 10  # at the size: fetched
+    from envkit.download import Downloader, Fetch, WheelCache
+
+    sha = hashlib.sha256(data).hexdigest()
+    got = Downloader(WheelCache(tmp_path / "c2"), retries=1).fetch_all([Fetch(f"{srv.url}/sized/10", sha, 10, "x.whl")])
+    assert got == {sha: "fetched"}
+
+
+def test_a_download_of_unknown_size_stops_at_the_large_cap(server, tmp_path, monkeypatch):
+    monkeypatch.setattr(H, "DOWNLOAD", H.DOWNLOAD.but(max_bytes=1 << 20))
+    srv = server()
+    with pytest.raises(H.TooLarge, match=f"sends more than {1 << 20} bytes"):
+        _download(f"{srv.url}/endless-chunked", tmp_path, size=None)
+
+
+def test_a_download_is_not_redirected_from_https_to_http(server, trust_tls, tmp_path):
+    srv = server(tls=True)
+    with pytest.raises(CannotRun, match="from https to plain http, refused"):
+        _download(f"{srv.url}/to-http", tmp_path)
