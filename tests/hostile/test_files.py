@@ -2,7 +2,7 @@
 socket, a link out of the folder it must stay in, a file one byte over its cap, bytes that are not UTF-8, JSON too
 deep. Each is refused promptly (a FIFO never blocks) with exit 2 naming the file; each cap is tested at the cap and
 one byte over. Then through the commands that read such files: `matrix refresh --snapshot` and the model folder
-`smoke --serve` reads."""
+`smoke --serve` reads (whose links may leave it: a Hugging Face cache snapshot)."""
 
 from __future__ import annotations
 
@@ -179,3 +179,38 @@ def test_matrix_refresh_reads_a_snapshot_document_at_the_cap(snapshot):
     padded = doc + b" " * (U.DOCUMENT.max_bytes - len(doc))
     (snapshot / "numpy.json").write_bytes(padded)
     assert refresh.Source(snapshot=snapshot).project("numpy", "1.24.0")["info"]
+
+
+@pytest.mark.parametrize("name", ["config.json", "tokenizer_config.json"])
+@pytest.mark.parametrize("kind", ["fifo", "zero", "folder", "too-large"])
+def test_the_serving_smoke_reads_a_model_folder_without_blocking(tmp_path, name, kind):
+    from envkit.smoke import serve as S
+
+    model = tmp_path / "model"
+    model.mkdir()
+    path = model / name
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "zero":
+        os.symlink("/dev/zero", path)
+    elif kind == "folder":
+        path.mkdir()
+    else:
+        path.write_bytes(b" " * (U.MODEL_CONFIG.max_bytes + 1))
+    # unreadable: the defaults (the cap on the model length; no template of its own)
+    assert prompt(S.max_model_len, model, 2048)["value"] == 2048
+    assert prompt(S.has_chat_template, model)["value"] is False
+
+
+@pytest.mark.parametrize("name", ["config.json", "tokenizer_config.json"])
+def test_the_serving_smoke_follows_a_link_out_of_the_model_folder(tmp_path, name):
+    """A Hugging Face cache snapshot links each file to its blob, outside the snapshot folder."""
+    from envkit.smoke import serve as S
+
+    model, blobs = tmp_path / "snapshots" / "rev", tmp_path / "blobs"
+    model.mkdir(parents=True)
+    blobs.mkdir()
+    (blobs / "sha").write_text('{"max_position_embeddings": 7, "chat_template": "{{ x }}"}')
+    os.symlink("../../blobs/sha", model / name)
+    assert S.max_model_len(model, 2048) == (7 if name == "config.json" else 2048)
+    assert S.has_chat_template(model) is (name == "tokenizer_config.json")

@@ -312,3 +312,70 @@ def test_a_download_is_not_redirected_from_https_to_http(server, trust_tls, tmp_
     srv = server(tls=True)
     with pytest.raises(CannotRun, match="from https to plain http, refused"):
         _download(f"{srv.url}/to-http", tmp_path)
+
+
+# --- the smoke --serve client -----------------------------------------------------------------------------
+def _answer(fn):
+    from envkit.smoke import serve as S
+
+    req = S.REQUESTS[0]
+    t0 = time.monotonic()
+    answer = S._guarded_answer(fn, req, True)
+    return answer, time.monotonic() - t0
+
+
+@pytest.mark.parametrize("case", ["drip-head", "drip-body"])
+def test_a_dripping_answer_is_cut_at_the_request_timeout(server, case):
+    from envkit.smoke import serve as S
+
+    srv = server(case)
+    answer, took = _answer(lambda: S.complete(srv.port, S.REQUESTS[0], "m", 4, DEADLINE))
+    assert not answer.ok and "within 2 s" in answer.error
+    assert took <= DEADLINE + SLACK
+
+
+@pytest.mark.parametrize("case", ["drip-sse", "drip-chunked"])
+def test_a_dripping_stream_is_cut_at_the_request_timeout(server, case):
+    from envkit.smoke import serve as S
+
+    srv = server(case)
+    answer, took = _answer(lambda: S.stream(srv.port, S.REQUESTS[0], "m", 4, DEADLINE, expects_done=True))
+    assert not answer.ok and "within 2 s" in answer.error, answer.error
+    assert took <= DEADLINE + SLACK
+
+
+def test_an_answer_at_the_cap_is_read_and_one_byte_more_is_refused(server, monkeypatch):
+    from envkit.smoke import serve as S
+
+    monkeypatch.setattr(S, "MAX_BODY", 5000)
+    for case, expected in [("sized/5000", "not JSON envkit accepts"), ("sized/5001", "announces 5001 bytes")]:
+        srv = server(case)
+        answer, _ = _answer(lambda srv=srv: S.complete(srv.port, S.REQUESTS[0], "m", 4, 10.0))
+        assert not answer.ok and expected in answer.error, answer.error
+    srv = server("endless-sse")
+    answer, _ = _answer(lambda: S.stream(srv.port, S.REQUESTS[0], "m", 4, 10.0, expects_done=True))
+    assert not answer.ok and "sends more than 5000 bytes" in answer.error, answer.error
+
+
+def test_readiness_is_bounded_by_serve_timeout_as_a_whole(server, tmp_path):
+    from envkit.smoke import serve as S
+
+    srv = server("drip-head")
+    process = S.ServerProcess(S.ServerCommand("transformers", ["true"], {}, False), tmp_path / "server.log")
+    process.exited = lambda: None  # a server that runs on and answers one byte a second
+    exc, took = timed(S.wait_ready, process, srv.port, DEADLINE, None, poll=0.05)
+    assert isinstance(exc, CannotRun) and "not ready within 2 s" in exc.message and "--serve-timeout" in exc.hint
+    assert took <= DEADLINE + SLACK
+
+
+def test_readiness_refuses_deep_or_oversized_model_lists(server, tmp_path):
+    from envkit.smoke import serve as S
+
+    process = S.ServerProcess(S.ServerCommand("transformers", ["true"], {}, False), tmp_path / "server.log")
+    process.exited = lambda: None
+    for case in ("deep-json/100000", "endless-chunked"):
+        srv = server(case)
+        with pytest.raises(CannotRun, match="not ready within 1 s"):
+            S.wait_ready(process, srv.port, 1.0, None, poll=0.05)
+    srv = server("ok.json")  # the control: {"data": [{"id": "m"}]} on every path
+    assert S.wait_ready(process, srv.port, 5.0, None, poll=0.05)[0] == "m"
