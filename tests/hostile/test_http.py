@@ -379,3 +379,22 @@ def test_readiness_refuses_deep_or_oversized_model_lists(server, tmp_path):
             S.wait_ready(process, srv.port, 1.0, None, poll=0.05)
     srv = server("ok.json")  # the control: {"data": [{"id": "m"}]} on every path
     assert S.wait_ready(process, srv.port, 5.0, None, poll=0.05)[0] == "m"
+
+
+# --- envkit lock: uv reads the index pages ------------------------------------------------------------------
+@pytest.mark.timeout(120)
+def test_a_dripping_index_stops_uv_at_its_deadline(server, tmp_path, monkeypatch):
+    from envkit import closure
+
+    try:
+        closure.find_uv()
+    except CannotRun:
+        pytest.skip("uv is not installed")
+    monkeypatch.setattr(closure, "UV_DEADLINE", 4.0)
+    monkeypatch.setenv("UV_CACHE_DIR", str(tmp_path / "uv-cache"))  # uv_env drops UV_*: its own cache is used
+    srv = server("drip-html")
+    plan = closure.ClosurePlan(roots=("numpy",), target=closure.make_target("3.10", "x86_64"), index_url=f"{srv.url}/simple")
+    exc, took = timed(closure.run_uv, plan, tmp_path / "work")
+    assert isinstance(exc, CannotRun) and "within 4 s (stopped)" in exc.message and srv.url in exc.message
+    assert took <= 4.0 + 10.0
+    assert srv.requests  # uv was reading the dripping index when it was stopped
