@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -33,6 +34,7 @@ from envkit.wheels import normalize, tag_order, wheel_rank
 
 DEFAULT_GLIBC = "2.28"
 PYPI = "https://pypi.org/simple"
+UV_DEADLINE = 1800.0  # seconds for one `uv pip compile` (it reads the index pages itself): then it is stopped
 
 
 def req_name(req: str) -> str:
@@ -400,12 +402,24 @@ def _uv_compile(plan: ClosurePlan, workdir: Path, out: Path, fmt: list[str]) -> 
     return cmd
 
 
-def run_uv(plan: ClosurePlan, workdir: Path) -> PythonClosure:
-    import subprocess
+def _run_uv(cmd: list[str], plan: ClosurePlan) -> subprocess.CompletedProcess[str]:
+    """uv, killed after UV_DEADLINE seconds: uv reads the index pages, and its own HTTP timeout is per read, so
+    an index that answers one byte at a time would hold it (and `envkit lock`) for ever."""
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, env=uv_env(), check=False, timeout=UV_DEADLINE)
+    except subprocess.TimeoutExpired:
+        sources = ", ".join(dict.fromkeys([plan.index_url, *plan.extra_index_urls, *(u for _, u in plan.pinned)]))
+        raise CannotRun(
+            f"uv did not resolve the closure for Python {plan.target.python} on {plan.target.platform} within "
+            f"{UV_DEADLINE:g} s (stopped); the indexes: {sources}",
+            hint="An index is too slow or hangs: check it (or its mirror) answers, then run `envkit lock` again.",
+        ) from None
 
+
+def run_uv(plan: ClosurePlan, workdir: Path) -> PythonClosure:
     out = workdir / "pylock.toml"
     cmd = _uv_compile(plan, workdir, out, ["--format", "pylock.toml"])
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=uv_env(), check=False)
+    proc = _run_uv(cmd, plan)
     if proc.returncode != 0:
         err = (proc.stderr.strip() or proc.stdout.strip())[-2000:]
         pinned_failure(plan, err)
@@ -417,11 +431,9 @@ def run_uv(plan: ClosurePlan, workdir: Path) -> PythonClosure:
 
 def uv_via(plan: ClosurePlan, workdir: Path) -> dict[str, list[str]]:
     """Who requires each package of the plan's resolution (uv's `# via` annotations), e.g. {"triton": ["torch"]}."""
-    import subprocess
-
     out = workdir / "requirements.txt"
     cmd = _uv_compile(plan, workdir, out, ["--format", "requirements.txt", "--annotation-style", "line"])
-    if subprocess.run(cmd, capture_output=True, text=True, env=uv_env(), check=False).returncode != 0:
+    if _run_uv(cmd, plan).returncode != 0:
         return {}
     return parse_via(out.read_text())
 

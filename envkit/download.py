@@ -8,6 +8,13 @@ nothing, a resumable `.part`, or a complete verified entry; never a corrupt entr
 `<hash>.ok` records the size, mtime and inode the entry had when it was last hashed (like git's
 index): a warm rebuild trusts an unchanged entry without re-reading it; any change to the file
 (a write, a replacement) makes it hashed again, and a mismatch deletes it and fetches it again.
+
+Time: a download is streamed to disk and hashed as it comes (`envkit.httpclient`, `httpclient.DOWNLOAD`): it
+has a grace of `grace` seconds (60) and must then have averaged at least `min_rate` bytes a second (16 KiB/s)
+since it started, and is cut after `timeout` seconds (60) without a byte. A file of known size therefore ends
+within 60 s + size / 16 KiB/s; a server that drips is cut after about a minute, and the next attempt resumes
+from the `.part`. Size: never more than the lock records (a `Content-Length` over it is refused before the
+body; a body without one stops one byte past it), a file of unknown size at most `httpclient.DOWNLOAD.max_bytes`.
 """
 
 from __future__ import annotations
@@ -21,10 +28,12 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
+from envkit import httpclient
 from envkit.errors import CannotRun, CheckFailed
 from envkit.fsutil import sha256_file as _sha256_file
 
 CHUNK = 1 << 20
+_HINT = "Check the network or the index; rerun to resume where it stopped."
 
 
 @dataclass(frozen=True)
@@ -123,40 +132,32 @@ class WheelCache:
                 pass
 
 
-def _session():
-    import requests
-    from requests.adapters import HTTPAdapter
-
-    s = requests.Session()
-    # TLS is always verified: an explicit CA bundle from the environment, else certifi's.
-    s.verify = os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("SSL_CERT_FILE") or True
-    s.headers["User-Agent"] = "envkit-bundle"
-    adapter = HTTPAdapter(pool_connections=4, pool_maxsize=4)
-    s.mount("https://", adapter)
-    s.mount("http://", adapter)
-    return s
-
-
 class _Retry(Exception):
     pass
 
 
 class Downloader:
-    """Fetch files into the cache. `jobs` threads; `retries` attempts each with exponential back-off."""
+    """Fetch files into the cache. `jobs` threads; `retries` attempts each with exponential back-off. Each
+    attempt: no byte for `timeout` seconds cuts it, and so does an average under `min_rate` bytes/s once its
+    `grace` seconds are over (module docstring)."""
 
-    def __init__(self, cache: WheelCache, jobs: int = 8, retries: int = 5, backoff: float = 0.5, timeout: float = 60.0) -> None:
+    def __init__(
+        self,
+        cache: WheelCache,
+        jobs: int = 8,
+        retries: int = 5,
+        backoff: float = 0.5,
+        timeout: float = 60.0,
+        *,
+        grace: float = httpclient.DOWNLOAD.deadline,
+        min_rate: float | None = httpclient.DOWNLOAD.min_rate,
+    ) -> None:
         self.cache = cache
         self.jobs = jobs
         self.retries = retries
         self.backoff = backoff
         self.timeout = timeout
-        self._local = threading.local()
-
-    def _s(self):
-        s = getattr(self._local, "session", None)
-        if s is None:
-            s = self._local.session = _session()
-        return s
+        self.limits = httpclient.DOWNLOAD.but(deadline=grace, idle=timeout, min_rate=min_rate)
 
     def fetch_all(self, items: Iterable[Fetch], on_bytes: Callable[[int], None] | None = None) -> dict[str, str]:
         """Every item into the cache; returns {sha256: 'cached'|'fetched'}. Raises on the first hard failure."""
@@ -211,12 +212,10 @@ class Downloader:
                     time.sleep(self.backoff * (2**attempt))
             raise CannotRun(
                 f"could not download {it.name} after {self.retries} attempts: {last}",
-                hint="Check the network or the index; rerun to resume where it stopped.",
+                hint=_HINT,
             )
 
     def _attempt(self, it: Fetch, part: Path, on_bytes: Callable[[int], None] | None) -> None:
-        import requests
-
         h = hashlib.sha256()
         have = part.stat().st_size if part.exists() else 0
         if it.size is not None and have > it.size:
@@ -235,44 +234,49 @@ class Downloader:
                 fout.seek(have)
                 _copy_capped(it, fin.read, fout, h, have, on_bytes, part)
         elif it.size is None or have < it.size:
-            headers = {"Range": f"bytes={have}-"} if have else {}
+            headers = {"User-Agent": "envkit-bundle", **({"Range": f"bytes={have}-"} if have else {})}
+            # the cap: one byte past the whole file (a 200 to a resumed request sends all of it), so that
+            # _copy_capped, which reads one byte past what is left, says what is wrong; a 206 is checked below
+            limits = self.limits.but(max_bytes=it.size + 1) if it.size is not None else self.limits
             try:
-                with self._s().get(it.url, headers=headers, stream=True, timeout=(15, self.timeout)) as r:
-                    if r.status_code == 416:
+                with httpclient.open_url(it.url, limits, headers=headers, hint=_HINT) as r:
+                    if r.status == 416:
                         part.unlink(missing_ok=True)
                         raise _Retry("range not satisfiable")
-                    if r.status_code in (429, 500, 502, 503, 504):
-                        raise _Retry(f"HTTP {r.status_code}")
-                    if r.status_code == 404:
+                    if r.status in (429, 500, 502, 503, 504):
+                        raise _Retry(f"HTTP {r.status}")
+                    if r.status == 404:
                         raise CannotRun(f"{it.name}: HTTP 404 at {it.url}", hint="The lock names a file the index no longer has.")
-                    r.raise_for_status()
-                    if have and r.status_code == 200:  # the server ignored Range: start again
+                    httpclient.raise_for_status(r, _HINT)
+                    if have and r.status == 200:  # the server ignored Range: start again
                         have = 0
                         h = hashlib.sha256()
-                    announced = r.headers.get("Content-Length", "")
-                    if (
-                        it.size is not None
-                        and announced.isdigit()
-                        and not r.headers.get("Content-Encoding")
-                        and have + int(announced) > it.size
-                    ):
-                        raise CheckFailed(
-                            f"{it.name}: {it.url} sends {have + int(announced)} bytes, more than the "
-                            f"{it.size} the lock records; nothing was kept",
-                            hint="The index serves another file than the lock names.",
-                        )
+                    if it.size is not None and r.length is not None and have + r.length > it.size:
+                        raise _too_big(it, have + r.length)
                     with open(part, "ab" if have else "wb") as fout:
-                        chunks = r.iter_content(CHUNK)
-                        _copy_capped(it, lambda _n: next(chunks, b""), fout, h, have, on_bytes, part)
+                        _copy_capped(it, r.read, fout, h, have, on_bytes, part)
                         fout.flush()
                         os.fsync(fout.fileno())
-            except (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError) as exc:
-                raise _Retry(str(exc)) from exc
+            except httpclient.TooLarge as exc:
+                if exc.announced is None or it.size is None:
+                    raise
+                raise _too_big(it, exc.announced) from None
+            except httpclient.HTTPFailure as exc:
+                if not exc.transient:
+                    raise
+                raise _Retry(exc.message) from exc
         digest = h.hexdigest()
         if digest != it.sha256:
             part.unlink(missing_ok=True)
             mismatch = CheckFailed(f"{it.name}: sha256 {digest} does not match the lock's {it.sha256}")
             raise _Retry(str(mismatch)) from mismatch
+
+
+def _too_big(it: Fetch, sends: int) -> CheckFailed:
+    return CheckFailed(
+        f"{it.name}: {it.url} sends {sends} bytes, more than the {it.size} the lock records; nothing was kept",
+        hint="The index serves another file than the lock names.",
+    )
 
 
 def _open_local(it: Fetch):  # noqa: ANN202 - a binary file object

@@ -1,4 +1,5 @@
-"""envkit's own JSON documents read back strictly: collective profiles, smoke reports, refresh snapshots.
+"""The one JSON reader: envkit's own documents read back (collective profiles, smoke reports, refresh snapshots) and
+what servers and users hand it (PyPI's API, a serving smoke's answers, a model's config.json).
 
 Such a file comes back from another host, another run or another person, so it is read as untrusted input: at most
 `MAX_BYTES`, UTF-8, nested at most `MAX_DEPTH` levels (counted before parsing, without recursion, so that 10,000
@@ -47,38 +48,34 @@ def _line_of(text: str, token: str) -> int | None:
     return bare.count("\n", 0, at) + 1 if at >= 0 else None
 
 
-def read_json(path: Path, *, what: str = "JSON document", max_bytes: int = MAX_BYTES) -> Any:
-    """The parsed document at `path` (see the module's doc); BadInput naming `path` otherwise."""
-    path = Path(path)
-    try:
-        with open(path, "rb") as fh:
-            raw = fh.read(max_bytes + 1)
-    except FileNotFoundError:
-        raise BadInput(f"{path}: no such file", where=Where(str(path)), hint="Check the path.") from None
-    except IsADirectoryError:
-        raise BadInput(f"{path}: a folder, not a {what}", where=Where(str(path))) from None
-    except OSError as exc:
-        raise BadInput(f"{path}: cannot be read ({exc.strerror or exc})", where=Where(str(path))) from None
-    if len(raw) > max_bytes:
-        raise BadInput(
-            f"{path}: too large for a {what} (over {max_bytes} bytes)", where=Where(str(path)), hint=f"Is it a {what}?"
-        )
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise BadInput(f"{path}: not UTF-8 text (byte {exc.start})", where=Where(str(path))) from None
-    return parse_json(text, str(path), what=what)
+def read_json(
+    path: Path | str, *, what: str = "JSON document", max_bytes: int = MAX_BYTES, root: Path | str | None = None
+) -> Any:
+    """The parsed document at `path` (see the module's doc), read through `envkit.untrusted` (a regular file only,
+    never blocking on a FIFO, inside `root` where given, at most `max_bytes`); BadInput naming `path` otherwise."""
+    from envkit import untrusted
+
+    raw = untrusted.read_bytes(path, untrusted.Kind(f"a {what}", max_bytes), root=root)
+    return parse_json(raw, str(Path(root) / path if root is not None and not Path(path).is_absolute() else path), what=what)
 
 
-def parse_json(text: str, file: str, *, what: str = "JSON document") -> Any:
-    """`text` parsed as `read_json` parses a file's; `file` names it in the error."""
-    if _too_deep(text):
-        raise BadInput(f"{file}: nested deeper than {MAX_DEPTH} levels", where=Where(file), hint=f"Is it a {what} envkit wrote?")
+def parse_json(raw: bytes | str, file: str, *, what: str = "JSON document", max_depth: int = MAX_DEPTH) -> Any:
+    """`raw` parsed as `read_json` parses a file's (a server's answer too: `envkit.httpclient`); `file` names it (a
+    path or a URL) in the error."""
+    if isinstance(raw, bytes):
+        try:
+            text = raw.decode("utf-8-sig")
+        except UnicodeDecodeError as exc:
+            raise BadInput(f"{file}: not UTF-8 text (byte {exc.start})", where=Where(file)) from None
+    else:
+        text = raw
+    if _too_deep(text, max_depth):
+        raise BadInput(f"{file}: nested deeper than {max_depth} levels", where=Where(file), hint=f"Is it a {what}?")
     try:
         return json.loads(text, parse_constant=_constant, parse_float=_float, object_pairs_hook=_object)
     except _Refused as exc:
         line = _line_of(text, exc.token)
-        raise BadInput(f"{file}: {exc}", where=Where(file, line), hint=f"Is it a {what} envkit wrote?") from None
+        raise BadInput(f"{file}: {exc}", where=Where(file, line), hint=f"Is it a {what}?") from None
     except json.JSONDecodeError as exc:
         raise BadInput(f"{file}: not JSON: {exc.msg} (line {exc.lineno})", where=Where(file, exc.lineno)) from None
     except (ValueError, RecursionError) as exc:  # an integer of more than 4,300 digits; a depth the count missed
@@ -108,15 +105,15 @@ def checked(data: Any, model: type[M], path: Path | str, *, what: str, key: str 
 _TYPES = {"model_type": "should be a JSON object", "dict_type": "should be a JSON object", "list_type": "should be a JSON array"}
 
 
-def _too_deep(text: str) -> bool:
-    """Whether `text` nests deeper than MAX_DEPTH (strings skipped): a running sum over its brackets, in C."""
+def _too_deep(text: str, max_depth: int = MAX_DEPTH) -> bool:
+    """Whether `text` nests deeper than `max_depth` (strings skipped): a running sum over its brackets, in C."""
     raw = _STRING.sub("", text).encode("utf-8", "surrogatepass")  # no byte of a multi-byte character is a bracket
     steps = memoryview(raw.translate(_STEP, _NOT_BRACKET)).cast("b")
-    return bool(steps) and max(accumulate(steps)) > MAX_DEPTH
+    return bool(steps) and max(accumulate(steps)) > max_depth
 
 
 def _constant(name: str) -> Any:
-    raise _Refused(f"{name} is not a number envkit writes", name)
+    raise _Refused(f"{name} is not a JSON number", name)
 
 
 def _float(text: str) -> float:

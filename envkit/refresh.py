@@ -26,10 +26,9 @@ from __future__ import annotations
 import difflib
 import io
 import json
+import os
 import re
 import struct
-import urllib.error
-import urllib.request
 import zlib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -39,7 +38,7 @@ from urllib.parse import urljoin
 
 from pydantic import BaseModel, ConfigDict
 
-from envkit import versions
+from envkit import httpclient, jsonread, versions
 from envkit.errors import BadInput, CannotRun, Where
 
 PYPI = "https://pypi.org"
@@ -52,6 +51,9 @@ PACKAGES: dict[str, tuple[str, str]] = {
 RECORDED = "_recorded.json"  # in a snapshot: the day its documents were read
 _ISO_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 _KEPT_DIST = re.compile(r"^(torch|numpy|nvidia-[a-z0-9-]+)\b", re.I)
+_HINT = "Run it where pypi.org answers, or pass --snapshot DIR (a recorded snapshot)."
+ZIP_TAIL = 1 << 16  # the last bytes of a wheel, where its zip directory's end record is
+MAX_ZIP_PART = 16 << 20  # a wheel's central directory, or its METADATA (compressed), read with a range request
 
 
 @dataclass
@@ -114,19 +116,20 @@ class RefreshResult:
 class Source:
     """PyPI (online) or a recorded snapshot folder; optionally records what it reads."""
 
-    def __init__(self, snapshot: Path | None = None, record: Path | None = None, timeout: float = 60.0) -> None:
+    def __init__(self, snapshot: Path | None = None, record: Path | None = None, timeout: float = 120.0) -> None:
         self.snapshot, self.record, self.timeout = snapshot, record, timeout
 
     def _load(self, rel: str) -> dict[str, Any] | None:
-        """A snapshot document, read strictly (`envkit.jsonread`) and of the exact shape `record` writes
-        (`_SnapshotDate`, `_SnapshotProject`, `_SnapshotRelease`): BadInput naming the file and the key otherwise."""
-        from envkit.jsonread import checked, read_json
+        """A snapshot document (a regular file inside the snapshot folder, capped), read strictly and of the exact
+        shape `record` writes (`_SnapshotDate`, `_SnapshotProject`, `_SnapshotRelease`): BadInput naming the file and
+        the key otherwise; None when there is none."""
+        from envkit.jsonread import checked
 
         assert self.snapshot is not None
-        path = self.snapshot / rel
-        if not path.is_file():
+        if not os.path.lexists(self.snapshot / rel):
             return None
-        doc = read_json(path, what="PyPI snapshot document")
+        path = self.snapshot / rel
+        doc = jsonread.read_json(rel, what="PyPI snapshot document", root=self.snapshot)
         model = _SnapshotDate if rel == RECORDED else _SnapshotRelease if "/" in rel else _SnapshotProject
         checked(doc, model, path, what=f"PyPI snapshot document ({model.__doc__})")
         if model is _SnapshotProject:
@@ -160,18 +163,24 @@ class Source:
             raise BadInput(f"the snapshot's {RECORDED} has no date YYYY-MM-DD", where=Where(file=str(self.snapshot / RECORDED)))
         return recorded
 
-    def _get(self, url: str, headers: dict[str, str] | None = None) -> bytes:
-        req = urllib.request.Request(url, headers={"User-Agent": "envkit-matrix-refresh", **(headers or {})})
-        try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as resp:  # noqa: S310 - https URLs we build
-                return resp.read()
-        except urllib.error.HTTPError:
-            raise
-        except OSError as exc:
-            raise CannotRun(
-                f"PyPI cannot be reached ({url}): {exc}",
-                hint="Run it where pypi.org answers, or pass --snapshot DIR (a recorded snapshot).",
-            ) from None
+    def _get(self, url: str, headers: dict[str, str] | None = None, limit: int | None = None) -> bytes:
+        """A body from PyPI within `self.timeout` seconds for the whole request: a JSON document (capped at
+        httpclient.JSON_DOCUMENT's size), or a byte range (`limit`: its length). HTTPStatus for a status that
+        is not success, HTTPFailure (CannotRun) when PyPI cannot be read."""
+        limits = httpclient.JSON_DOCUMENT if limit is None else httpclient.PART.but(max_bytes=limit)
+        return httpclient.get(
+            url,
+            limits.but(deadline=self.timeout),
+            headers={"User-Agent": "envkit-matrix-refresh", **(headers or {})},
+            hint=_HINT,
+            ok=(200,) if limit is None else (200, 206),
+        )
+
+    def _get_json(self, url: str) -> dict[str, Any]:
+        doc = jsonread.parse_json(self._get(url, {"Accept": "application/json"}), url, what="PyPI JSON document")
+        if not isinstance(doc, dict) or not isinstance(doc.get("info"), dict):
+            raise BadInput(f"{url} is not a PyPI JSON document (no 'info' object)", hint=_HINT)
+        return doc
 
     def project(self, name: str, since: str, *, prereleases: bool = False) -> dict[str, Any]:
         """``/pypi/NAME/json`` stripped: info.version, releases keys, and the files of releases >= since."""
@@ -184,8 +193,15 @@ class Source:
                 )
             return doc
         url = f"{PYPI}/pypi/{name}/json"
-        raw = json.loads(self._get(url))
+        raw = self._get_json(url)
         keep = ("filename", "packagetype", "requires_python")
+        releases = raw.get("releases")
+        shaped = isinstance(releases, dict) and all(
+            isinstance(files, list) and all(isinstance(f, dict) and isinstance(f.get("url"), str) for f in files)
+            for files in releases.values()
+        )
+        if not shaped or not isinstance(releases, dict) or not isinstance(raw["info"].get("version"), str):
+            raise BadInput(f"{url} is not a PyPI project document (releases: lists of files with a url)", hint=_HINT)
         doc = {
             "info": {"version": raw["info"]["version"]},
             "releases": {
@@ -194,7 +210,7 @@ class Source:
                     if _wanted(v, since, prereleases)
                     else []
                 )
-                for v, files in raw["releases"].items()
+                for v, files in releases.items()
             },
         }
         # the snapshot keeps what is read, not where it was downloaded from
@@ -216,10 +232,12 @@ class Source:
                 raise BadInput(f"the snapshot {self.snapshot} has no {rel}")
             return doc
         try:
-            info = json.loads(self._get(f"{PYPI}/pypi/{name}/{version}/json"))["info"]
+            info = self._get_json(f"{PYPI}/pypi/{name}/{version}/json")["info"]
             dist, rp = info.get("requires_dist") or [], info.get("requires_python")
-        except urllib.error.HTTPError:
+        except httpclient.HTTPStatus:
             dist, rp = self._wheel_metadata(files)
+        if not (isinstance(dist, list) and all(isinstance(d, str) for d in dist) and isinstance(rp, (str, type(None)))):
+            raise BadInput(f"PyPI's metadata of {name} {version} is malformed (requires_dist, requires_python)", hint=_HINT)
         doc = {
             "info": {
                 "version": version,
@@ -256,12 +274,14 @@ def _headers(text: str) -> list[tuple[str, str]]:
 
 def _read_zip_member(src: Source, url: str, suffix: str) -> str:
     """One member of a remote zip (a wheel), from its central directory, with three range requests."""
-    tail = src._get(url, {"Range": "bytes=-65536"})
+    tail = src._get(url, {"Range": f"bytes=-{ZIP_TAIL}"}, ZIP_TAIL)
     eocd = tail.rfind(b"PK\x05\x06")
-    if eocd < 0:
+    if eocd < 0 or len(tail) < eocd + 20:
         raise CannotRun(f"not a zip: {url}")
     cd_size, cd_offset = struct.unpack("<II", tail[eocd + 12 : eocd + 20])
-    cd = src._get(url, {"Range": f"bytes={cd_offset}-{cd_offset + cd_size - 1}"})
+    if not 0 < cd_size <= MAX_ZIP_PART:
+        raise CannotRun(f"{url}: a zip directory of {cd_size} bytes (at most {MAX_ZIP_PART} are read)", hint=_HINT)
+    cd = src._get(url, {"Range": f"bytes={cd_offset}-{cd_offset + cd_size - 1}"}, cd_size)
     pos = 0
     while pos + 46 <= len(cd) and cd[pos : pos + 4] == b"PK\x01\x02":
         (method,) = struct.unpack("<H", cd[pos + 10 : pos + 12])
@@ -269,12 +289,28 @@ def _read_zip_member(src: Source, url: str, suffix: str) -> str:
         (offset,) = struct.unpack("<I", cd[pos + 42 : pos + 46])
         name = cd[pos + 46 : pos + 46 + nlen].decode()
         if name.endswith(suffix) and name.count("/") == 1:
-            blob = src._get(url, {"Range": f"bytes={offset}-{offset + 30 + 1024 + csize}"})
+            if csize > MAX_ZIP_PART:
+                raise CannotRun(f"{url}: {name} is {csize} bytes compressed (at most {MAX_ZIP_PART} are read)", hint=_HINT)
+            span = 30 + 1024 + csize + 1
+            blob = src._get(url, {"Range": f"bytes={offset}-{offset + span - 1}"}, span)
             n2, e2 = struct.unpack("<HH", blob[26:30])
             data = blob[30 + n2 + e2 : 30 + n2 + e2 + csize]
-            return (zlib.decompress(data, -15) if method == 8 else data).decode("utf-8", "replace")
+            try:
+                raw = _inflate(data, MAX_ZIP_PART) if method == 8 else data
+            except zlib.error as exc:
+                raise CannotRun(f"{url}: {name} cannot be inflated: {exc}", hint=_HINT) from None
+            return raw.decode("utf-8", "replace")
         pos += 46 + nlen + elen + clen
     raise CannotRun(f"no {suffix} in {url}")
+
+
+def _inflate(data: bytes, limit: int) -> bytes:
+    """Raw deflate data inflated to at most `limit` bytes (a zip bomb stops there: CannotRun)."""
+    inflater = zlib.decompressobj(-15)
+    out = inflater.decompress(data, limit + 1)
+    if len(out) > limit:
+        raise CannotRun(f"a zip member inflates to more than {limit} bytes")
+    return out
 
 
 def _wanted(v: str, since: str, prereleases: bool) -> bool:

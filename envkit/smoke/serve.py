@@ -10,7 +10,9 @@ The stage runs after the in-process smoke checks:
 5. run the same greedy generations in-process and compare: exactly on cpu (text and token count), the
    token agreement fraction on a device.
 
-The client is the standard library only (http.client), with a timeout on every call; the SSE reader is
+The client is `envkit.httpclient` (the standard library's http.client underneath): every request has a
+deadline for the whole of it (`--serve-timeout` bounds the readiness wait as a whole, each poll included;
+`REQUEST_TIMEOUT` each request, its stream included), and every answer a size cap (`MAX_BODY`). The SSE reader is
 strict (a garbled line, a missing end of stream, an oversized line or an error event fails the check).
 """
 
@@ -18,7 +20,6 @@ from __future__ import annotations
 
 import atexit
 import copy
-import http.client
 import json
 import os
 import shutil
@@ -28,13 +29,14 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import asdict, dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any
 
-from envkit.errors import CannotRun
+from envkit import httpclient, jsonread, untrusted
+from envkit.errors import CannotRun, EnvkitError
 from envkit.export.container import NPU_SERVING_ENV  # the serving image bakes the same block
 from envkit.fleet.dist import free_port  # a free loopback port, chosen by binding port 0
 from envkit.models.smoke import Check
@@ -196,11 +198,17 @@ def transformers_command(
     return ServerCommand("transformers", argv, env, expects_done=False)
 
 
-def max_model_len(model_dir: Path, cap: int = DEFAULT_MAX_MODEL_LEN) -> int:
+def _model_json(model_dir: Path, name: str) -> Any:
+    """A JSON file of the model folder (a regular file, capped, never blocking); None when it cannot be read. Its
+    links may leave the folder: a Hugging Face cache snapshot links each file to its blob."""
     try:
-        config = json.loads((Path(model_dir) / "config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return cap
+        return jsonread.read_json(model_dir / name, what="model's JSON configuration", max_bytes=untrusted.MODEL_CONFIG.max_bytes)
+    except EnvkitError:
+        return None
+
+
+def max_model_len(model_dir: Path, cap: int = DEFAULT_MAX_MODEL_LEN) -> int:
+    config = _model_json(Path(model_dir), "config.json")
     value = config.get("max_position_embeddings") if isinstance(config, dict) else None
     return min(int(value), cap) if isinstance(value, int) and value > 0 else cap
 
@@ -209,10 +217,7 @@ def has_chat_template(model_dir: Path) -> bool:
     model_dir = Path(model_dir)
     if (model_dir / "chat_template.jinja").is_file() or (model_dir / "chat_template.json").is_file():
         return True
-    try:
-        config = json.loads((model_dir / "tokenizer_config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False
+    config = _model_json(model_dir, "tokenizer_config.json")
     return isinstance(config, dict) and bool(config.get("chat_template"))
 
 
@@ -300,37 +305,41 @@ class Answer:
     error: str | None = None
 
 
-def _connection(port: int, timeout: float) -> http.client.HTTPConnection:
-    return http.client.HTTPConnection(HOST, port, timeout=timeout)
+def _url(port: int, path: str) -> str:
+    return f"http://{HOST}:{port}{path}"
+
+
+def _limits(timeout: float) -> httpclient.Limits:
+    return httpclient.SERVER_ANSWER.but(deadline=timeout, max_bytes=MAX_BODY)
 
 
 def http_get_json(port: int, path: str, timeout: float) -> tuple[int, Any]:
-    conn = _connection(port, timeout)
-    try:
-        conn.request("GET", path, headers={"Accept": "application/json"})
-        resp = conn.getresponse()
-        raw = resp.read(MAX_BODY + 1)
+    """(status, the JSON document or None when the body is not JSON envkit accepts), within `timeout` seconds
+    for the whole request; HTTPFailure when there is no complete answer in time."""
+    with httpclient.open_url(_url(port, path), _limits(timeout), headers={"Accept": "application/json"}) as resp:
+        raw = resp.body()
         try:
-            data = json.loads(raw) if raw else None
-        except (ValueError, RecursionError):  # RecursionError: JSON nested too deep
+            data = jsonread.parse_json(raw, _url(port, path), what="server answer") if raw else None
+        except EnvkitError:  # not JSON, nested too deep, NaN
             data = None
         return resp.status, data
-    finally:
-        conn.close()
 
 
-def _post(conn: http.client.HTTPConnection, path: str, body: dict[str, Any]) -> http.client.HTTPResponse:
+def _post(port: int, path: str, body: dict[str, Any], timeout: float) -> AbstractContextManager[httpclient.Response]:
     payload = json.dumps(body, ensure_ascii=False).encode("utf-8")
-    conn.request(
-        "POST", path, body=payload, headers={"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+    return httpclient.open_url(
+        _url(port, path),
+        _limits(timeout),
+        method="POST",
+        body=payload,
+        headers={"Content-Type": "application/json", "Accept": "application/json, text/event-stream"},
     )
-    return conn.getresponse()
 
 
-def _error_body(resp: http.client.HTTPResponse) -> str:
+def _error_body(resp: httpclient.Response) -> str:
     try:
         return resp.read(4096).decode("utf-8", "replace").strip()[:300]
-    except (OSError, http.client.HTTPException):
+    except EnvkitError:
         return ""
 
 
@@ -353,25 +362,21 @@ def _first_choice(doc: Any) -> dict[str, Any]:
 
 
 def complete(port: int, req: Request, model: str, max_tokens: int, timeout: float) -> Answer:
-    """One non-streaming request; a malformed or failed answer raises ServeError."""
-    conn = _connection(port, timeout)
+    """One non-streaming request within `timeout` seconds for the whole of it; a malformed or failed answer
+    raises ServeError."""
     t0 = time.perf_counter()
     try:
-        resp = _post(conn, req.path, req.body(model, max_tokens, stream=False))
-        if resp.status != 200:
-            raise ServeError(f"HTTP {resp.status} from {req.path}: {_error_body(resp)}")
-        raw = resp.read(MAX_BODY + 1)
+        with _post(port, req.path, req.body(model, max_tokens, stream=False), timeout) as resp:
+            if resp.status != 200:
+                raise ServeError(f"HTTP {resp.status} from {req.path}: {_error_body(resp)}")
+            raw = resp.body()
         seconds = time.perf_counter() - t0
-    except (OSError, http.client.HTTPException) as exc:
-        raise ServeError(f"{req.path}: {type(exc).__name__}: {exc}") from exc
-    finally:
-        conn.close()
-    if len(raw) > MAX_BODY:
-        raise ServeError(f"the answer of {req.path} is larger than {MAX_BODY} bytes")
+    except EnvkitError as exc:  # HTTPFailure: unreachable, the deadline, over MAX_BODY
+        raise ServeError(f"{req.path}: {exc.message}") from exc
     try:
-        doc = json.loads(raw)
-    except (ValueError, RecursionError) as exc:
-        raise ServeError(f"the answer of {req.path} is not JSON: {raw[:120]!r}") from exc
+        doc = jsonread.parse_json(raw, req.path, what="server answer")
+    except EnvkitError as exc:
+        raise ServeError(f"the answer of {req.path} is not JSON envkit accepts: {exc.message}: {raw[:120]!r}") from exc
     choice = _first_choice(doc)
     if req.kind == "completion":
         text = choice.get("text")
@@ -488,7 +493,9 @@ def read_sse(
             raw = readline(MAX_SSE_LINE + 1)
         except TimeoutError:
             raise ServeError("no data from the server within the request timeout") from None
-        except (OSError, http.client.HTTPException) as exc:
+        except EnvkitError as exc:  # HTTPFailure: the request's deadline, a broken connection, over MAX_BODY
+            raise ServeError(f"the stream broke: {exc.message}") from None
+        except OSError as exc:
             raise ServeError(f"the stream broke: {type(exc).__name__}: {exc}") from None
         if not raw:
             break
@@ -524,21 +531,18 @@ def read_sse(
 
 
 def stream(port: int, req: Request, model: str, max_tokens: int, timeout: float, expects_done: bool) -> Answer:
-    """One streamed request: the text, time to first token, tokens/s."""
-    conn = _connection(port, min(timeout, 60.0))
+    """One streamed request within `timeout` seconds for the whole of it: the text, time to first token, tokens/s."""
     t0 = time.perf_counter()
     try:
-        resp = _post(conn, req.path, req.body(model, max_tokens, stream=True))
-        if resp.status != 200:
-            raise ServeError(f"HTTP {resp.status} from {req.path} (stream): {_error_body(resp)}")
-        ctype = resp.getheader("Content-Type", "")
-        if "text/event-stream" not in ctype:
-            raise ServeError(f"the stream of {req.path} is {ctype or 'untyped'}, not text/event-stream")
-        res = read_sse(resp.readline, req.kind, expects_done=expects_done, t0=t0, deadline=t0 + timeout)
-    except (OSError, http.client.HTTPException) as exc:
-        raise ServeError(f"{req.path} (stream): {type(exc).__name__}: {exc}") from exc
-    finally:
-        conn.close()
+        with _post(port, req.path, req.body(model, max_tokens, stream=True), timeout) as resp:
+            if resp.status != 200:
+                raise ServeError(f"HTTP {resp.status} from {req.path} (stream): {_error_body(resp)}")
+            ctype = resp.headers.get("Content-Type", "")
+            if "text/event-stream" not in ctype:
+                raise ServeError(f"the stream of {req.path} is {ctype or 'untyped'}, not text/event-stream")
+            res = read_sse(resp.readline, req.kind, expects_done=expects_done, t0=t0, deadline=t0 + timeout)
+    except EnvkitError as exc:  # HTTPFailure: unreachable, the deadline
+        raise ServeError(f"{req.path} (stream): {exc.message}") from exc
     tokens = res.completion_tokens if res.completion_tokens is not None else res.chunks
     decode = None
     if (
@@ -769,7 +773,8 @@ def wait_ready(
     clock: Callable[[], float] = time.monotonic,
 ) -> tuple[str, float]:
     """Poll /health, then /v1/models, until ready; returns (model id to request, seconds). CannotRun when the
-    server exits first or the timeout passes."""
+    server exits first or the timeout passes: `timeout` bounds the wait as a whole, each poll included (a poll
+    has POLL_TIMEOUT seconds for the whole of it, and never more than the wait has left)."""
     t0 = clock()
     deadline = t0 + timeout
     while True:
@@ -781,15 +786,15 @@ def wait_ready(
                 details={"command": server.command.argv, "log": str(server.log_path)},
             )
         try:
-            status, _ = http_get_json(port, "/health", POLL_TIMEOUT)
+            status, _ = http_get_json(port, "/health", min(POLL_TIMEOUT, max(0.01, deadline - clock())))
             if status == 200:
-                status, doc = http_get_json(port, "/v1/models", POLL_TIMEOUT)
+                status, doc = http_get_json(port, "/v1/models", min(POLL_TIMEOUT, max(0.01, deadline - clock())))
                 data = doc.get("data") if isinstance(doc, dict) else None  # any JSON: a malformed list is "not ready"
                 listed = [m.get("id") for m in data if isinstance(m, dict)] if isinstance(data, list) else []
                 ids = [i for i in listed if isinstance(i, str)]
                 if status == 200 and ids:
                     return (expected if expected in ids else ids[0]), clock() - t0
-        except (OSError, http.client.HTTPException):
+        except httpclient.HTTPFailure:  # not listening yet, too slow, too large: not ready
             pass
         if clock() >= deadline:
             raise CannotRun(

@@ -44,6 +44,8 @@ JOBS = (
     "envkit.uptodate",
     "envkit.wheels",
     "envkit.fsutil",
+    "envkit.httpclient",
+    "envkit.untrusted",
     "envkit.launch",
     "envkit.smoke",
     "envkit.fleet",
