@@ -385,7 +385,7 @@ def format_table(profile: dict[str, Any]) -> list[str]:
 
 def run_smoke_with_collectives(opts: Any, max_size: int = DEFAULT_MAX_SIZE, progress: Callable[[str], None] = lambda _m: None):
     """`envkit smoke --collectives`: the usual smoke run, then the profile, added to report.json as `collectives`."""
-    from envkit.fsutil import atomic_write_text
+    from envkit.fsutil import SMOKE, update_output
     from envkit.smoke.runner import REPORT_FILE, SmokeResult, run_smoke
 
     result = run_smoke(opts, progress=progress)
@@ -393,7 +393,7 @@ def run_smoke_with_collectives(opts: Any, max_size: int = DEFAULT_MAX_SIZE, prog
     profile = run_profile(result.report.device_type, opts.nproc, max_size)
     profile["vendor_tools"] = vendor_tools(result.report.device_type, opts.nproc)
     report = result.report.model_copy(update={"collectives": profile, "ok": result.report.ok and profile["ok"]})
-    atomic_write_text(result.out_dir / REPORT_FILE, report.model_dump_json(indent=2) + "\n")
+    update_output(result.out_dir, SMOKE, {REPORT_FILE: report.model_dump_json(indent=2) + "\n"})
     return SmokeResult(report, result.out_dir)
 
 

@@ -115,7 +115,11 @@ def _load_kwargs(transformers, torch_dtype) -> dict[str, Any]:
 
 
 def run_smoke(opts: SmokeOptions, progress: Callable[[str], None] = lambda _m: None) -> SmokeResult:
+    from envkit.fsutil import SMOKE, claim_output
+
     spec = validate(opts)
+    out_dir = Path(opts.out) if opts.out else default_out_dir(spec, opts.dtype)
+    claim = claim_output(out_dir, SMOKE, inputs=[opts.model])  # before anything runs: an earlier run's, or new
     env = os.environ
     progress(f"smoke: importing torch for {spec}")
     device = require_device(spec, env)
@@ -218,8 +222,6 @@ def run_smoke(opts: SmokeOptions, progress: Callable[[str], None] = lambda _m: N
         results.append(C.guarded("collectives", lambda: check_collectives(spec.type, opts.nproc)))
 
     param_device = str(next(model.parameters()).device)
-    out_dir = Path(opts.out) if opts.out else default_out_dir(spec, opts.dtype)
-    out_dir.mkdir(parents=True, exist_ok=True)
     n_params = sum(p.numel() for p in model.parameters())
     token_ids = {name: enc.token_ids() for name, enc in encoded.items()}
     meta = {
@@ -242,8 +244,9 @@ def run_smoke(opts: SmokeOptions, progress: Callable[[str], None] = lambda _m: N
         "num_layers": str(getattr(config, "num_hidden_layers", "")),
     }
     logits_path = out_dir / LOGITS_FILE
-    write_safetensors(logits_path, {k: v.detach().contiguous().numpy() for k, v in ctx.tensors.items()}, meta)
-    logits_sha = hashlib.sha256(logits_path.read_bytes()).hexdigest()
+    staged = claim.stage() / LOGITS_FILE  # moved into out_dir with report.json
+    write_safetensors(staged, {k: v.detach().contiguous().numpy() for k, v in ctx.tensors.items()}, meta)
+    logits_sha = hashlib.sha256(staged.read_bytes()).hexdigest()
 
     timings = Timings(
         import_s=import_s,
@@ -288,7 +291,11 @@ def run_smoke(opts: SmokeOptions, progress: Callable[[str], None] = lambda _m: N
         outputs=Outputs(report=str(out_dir / REPORT_FILE), logits=str(logits_path), logits_sha256=logits_sha, layers=opts.layers),
         nproc=opts.nproc,
     )
-    (out_dir / REPORT_FILE).write_text(report.model_dump_json(indent=2) + "\n", encoding="utf-8")
+    writer = claim.writer()  # this run's files replace an earlier run's (its server.log, serve-model/ too)
+    writer.staged(LOGITS_FILE, staged)
+    writer.text(REPORT_FILE, report.model_dump_json(indent=2) + "\n")
+    writer.commit()
+    claim.unstage()
     return SmokeResult(report, out_dir)
 
 
