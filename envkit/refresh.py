@@ -528,7 +528,7 @@ def refresh(
     from envkit.fsutil import PYPI_SNAPSHOT, claim_output, replace_file
 
     path = matrix_dir / "python_packages.yaml"
-    claim = None if record is None else claim_output(record, PYPI_SNAPSHOT, inputs=[snapshot])
+    claim = None if record is None else claim_output(record, PYPI_SNAPSHOT, inputs=[snapshot, matrix_dir])
     src = Source(snapshot=snapshot, record=record)
     day = today or src.read_date()
     derived = {name: derive(name, releases(src, name), day) for name in (packages or list(PACKAGES))}
