@@ -850,8 +850,7 @@ class OutputWriter:
                         atomic_write_bytes(dest, p.data, p.mode or 0o644)
                     elif p.move:
                         assert p.source is not None
-                        os.chmod(p.source, p.mode or 0o644)
-                        os.replace(p.source, dest)
+                        _move(p.source, dest, p.mode or 0o644)
                     elif p.source is not None:
                         link_or_copy(p.source, dest)
                     elif p.entry is not None:
@@ -865,6 +864,21 @@ class OutputWriter:
         claim.ours = dict(files)
         claim.theirs = {r: w for r, w in claim.theirs.items() if r not in files}
         return written
+
+
+def _move(src: Path, dest: Path, mode: int) -> None:
+    """Rename `src` over `dest`; across file systems (the output is a mount point), copied atomically."""
+    import errno
+    import shutil
+
+    os.chmod(src, mode)
+    try:
+        os.replace(src, dest)
+    except OSError as exc:
+        if exc.errno != errno.EXDEV:
+            raise
+        with open(src, "rb") as fh, atomic_stream(dest, mode) as out:
+            shutil.copyfileobj(fh, out, 1 << 20)
 
 
 def _prune(out: Path, rel: PurePosixPath) -> None:

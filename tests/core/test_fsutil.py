@@ -373,3 +373,29 @@ def test_replace_file_writes_only_the_regular_file_it_read(tmp_path):
     with pytest.raises(BadInput, match="a link"):
         replace_file(link, b"x", was=b"new")
     assert real.read_text() == "new" and link.is_symlink()
+
+
+def test_a_staged_file_moves_into_an_output_on_another_file_system(tmp_path, monkeypatch):
+    """The output is a mount point: the staging folder beside it is on another file system (EXDEV)."""
+    import errno
+
+    from envkit import fsutil
+
+    real = os.replace
+
+    def across(src, dst):
+        if str(src).endswith("big.log"):
+            raise OSError(errno.EXDEV, "Invalid cross-device link")
+        return real(src, dst)
+
+    claim = claim_output(tmp_path / "out", KIND)
+    with claim.staging() as stage:
+        (stage / "big.log").write_bytes(b"log" * 1000)
+        w = claim.writer()
+        w.staged("logs/big.log", stage / "big.log")
+        monkeypatch.setattr(fsutil.os, "replace", across)
+        w.commit()
+        monkeypatch.setattr(fsutil.os, "replace", real)
+    assert (tmp_path / "out" / "logs" / "big.log").read_bytes() == b"log" * 1000
+    assert _listed(tmp_path / "out") == {"logs/big.log": _entry("logs/big.log", b"log" * 1000)}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
