@@ -525,7 +525,7 @@ def claim_output(
     path: Path,
     kind: str,
     *,
-    force: bool = False,
+    force: bool | None = None,
     folder: bool = True,
     is_ours: Callable[[Path], bool] | None = None,
     listing: Callable[[Path], dict[str, dict] | None] | None = None,
@@ -537,7 +537,7 @@ def claim_output(
     A folder output: yes when nothing is there, an empty folder, or a folder whose manifest (of this kind) lists
     every file in it with its content unchanged, but for the `inputs` of the command (never touched). A file
     the user added or changed is refused (BadInput, exit 2, each named); `force` lets envkit write beside such
-    files, never replacing or deleting one (`OutputWriter.commit` refuses a write onto one). A folder of another
+    files (None: the command has no --force), never replacing or deleting one (`OutputWriter.commit` refuses a write onto one). A folder of another
     kind, a file, a link, a device or a pipe where the folder goes is refused, `force` or not. `listing` reads a
     folder's own record instead of the manifest (a bundle's manifest.json); a bundle is replaced whole, so it may
     hold nothing else, inputs included. A file output (`folder=False`, an archive) is replaced only when `is_ours`
@@ -547,7 +547,8 @@ def claim_output(
     path = Path(path).absolute()
     label = KINDS.get(kind, kind)
     ins = _Inputs(inputs)
-    claim = Claim(path=path, kind=kind, force=force, inputs=ins)
+    claim = Claim(path=path, kind=kind, force=bool(force), inputs=ins)
+    never = "" if force is None else " (--force never replaces what envkit did not write.)"
     clean_debris(path)
     try:
         st = os.lstat(path)
@@ -580,14 +581,14 @@ def claim_output(
         raise BadInput(
             f"{path} exists and is {what} (not an earlier envkit {label}): refusing to replace it",
             where=Where(str(path)),
-            hint=hint + " (--force never replaces what envkit did not write.)",
+            hint=hint + never,
         )
     if not stat.S_ISDIR(mode):
         what = "a symbolic link" if stat.S_ISLNK(mode) else "a file" if stat.S_ISREG(mode) else "a device, pipe or socket"
         raise BadInput(
             f"{path} exists and is {what}, where the {label} folder goes: refusing to replace it",
             where=Where(str(path)),
-            hint=hint + " (--force never replaces what envkit did not write.)",
+            hint=hint + never,
         )
     own: dict[str, dict] | None
     if listing is not None:
@@ -600,7 +601,7 @@ def claim_output(
             raise BadInput(
                 f"{path} is an envkit {other}, not a {label}: refusing to replace it",
                 where=Where(str(path)),
-                hint="Choose another output path for the " + label + " (--force never replaces another kind of output).",
+                hint=f"Choose another output path for the {label}." + never,
             )
         recorded = manifest or Manifest(kind=kind)
         own = None if manifest is None else {**manifest.files, **manifest.pending}
@@ -679,7 +680,7 @@ def claim_output(
         )
     if claim.theirs and (whole or not force):
         if recorded.legacy:
-            what = f"holds the marker of an earlier envkit (no file list) and files it would not have written there ({why})"
+            what = "holds the marker of an earlier envkit (no file list) and files it would not have written there"
         elif own is None:
             what = f"is a folder envkit did not write ({why})"
         else:
@@ -688,13 +689,13 @@ def claim_output(
         raise BadInput(
             f"{path} {what}: {listed_files}; refusing to replace it",
             where=Where(str(path)),
-            hint=(
-                f"Move them out of {path}, or choose another output path; "
-                + (
-                    f"--force cannot help: the {label} is replaced whole."
-                    if whole
-                    else "--force writes beside them, never replacing or deleting one."
-                )
+            hint=f"Move them out of {path}, or choose another output path."
+            + (
+                ""
+                if force is None
+                else f" --force cannot help: the {label} is replaced whole."
+                if whole
+                else " --force writes beside them, never replacing or deleting one."
             ),
         )
     for p in debris:
