@@ -168,8 +168,9 @@ def run_fleet_profile(
 
     OUT is claimed first (`envkit.fsutil.claim_output`: an earlier profile's files are replaced, a file envkit did
     not write is refused, the inventory is never touched); the run writes into a staging folder beside it, moved
-    in when the profile is merged. A run that fails leaves OUT's files as they were: its vars.yml, events.jsonl
-    and ansible.log go to OUT/failed/ (replaced by the next run's)."""
+    in when the profile is merged (vars.yml names that folder as envkit_collectives_local_dir: what ran). A run
+    that fails leaves OUT's files as they were: its vars.yml, events.jsonl and ansible.log go to OUT/failed/
+    (replaced by the next run's)."""
     from envkit.ansible_runner import PlaybookRun, ansible_playbook_path, playbook_command, playbook_env, run_playbook
     from envkit.fsutil import LAUNCH_PROFILE, claim_output
     from envkit.provision import dump_vars, summarize
