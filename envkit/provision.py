@@ -20,6 +20,7 @@ from __future__ import annotations
 import fnmatch
 import hashlib
 import json
+import os
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -465,7 +466,7 @@ def run(req: ProvisionRequest, on_event: Callable[[dict[str, Any]], None] | None
         playbook_env,
         run_playbook,
     )
-    from envkit.fsutil import atomic_write_text
+    from envkit.fsutil import PROVISION, claim_output
     from envkit.lockfile import read_lock
     from envkit.resources import data_dir
 
@@ -477,12 +478,28 @@ def run(req: ProvisionRequest, on_event: Callable[[dict[str, Any]], None] | None
     lock = read_lock(req.lock)
     paths = locate_bundle(req.bundle, req.artifacts, req.wheels)
     out = req.out.resolve()
+    inputs = [req.lock, inv_path if inv_path.exists() else None, req.bundle, paths.vendor, paths.wheels, paths.requirements]
+    claim = claim_output(out, PROVISION, inputs=inputs)  # an earlier run's folder, or a new one: nothing else
     reports = out / "reports"
-    reports.mkdir(parents=True, exist_ok=True)
-    archive = pack_wheels(paths.wheels, out, paths.requirements) if paths.wheels else None
+    stage = claim.stage()  # the run's logs, until the run ends
+    before = claim.writer()
+    archive = None
+    if paths.wheels:
+        for rel in claim.ours:  # an earlier archive is reused when the wheels are unchanged
+            if re.fullmatch(r"wheels-[0-9a-f]{16}\.tar", rel):
+                try:
+                    os.link(out / rel, stage / rel)
+                except OSError:
+                    pass  # packed again
+                before.remove(rel)
+        staged = pack_wheels(paths.wheels, stage, paths.requirements)
+        archive = out / staged.name
+        before.staged(staged.name, staged)
     variables = render_vars(lock, lock_path=req.lock.resolve(), bundle=paths, report_dir=reports, wheels_archive=archive)
     vars_file = out / "vars.yml"
-    atomic_write_text(vars_file, dump_vars(variables, f"envkit provision --lock {req.lock}"))
+    before.text("vars.yml", dump_vars(variables, f"envkit provision --lock {req.lock}"))
+    before.commit(keep=True)
+    reports.mkdir(exist_ok=True)
     playbooks = data_dir("playbooks")
     playbook_run = PlaybookRun(
         playbook=playbooks / "site.yml",
@@ -496,11 +513,24 @@ def run(req: ProvisionRequest, on_event: Callable[[dict[str, Any]], None] | None
     )
     argv = playbook_command(playbook_run, ansible_playbook_path())
     logs = (out / "events.jsonl", out / "ansible.log")
-    result = run_playbook(
-        argv, playbook_env(playbooks), on_event=on_event or (lambda ev: None), events_log=logs[0], stderr_log=logs[1]
-    )
-    summary = summarize_provision(result.events)
-    write_reports(summary, reports)
+    try:
+        result = run_playbook(
+            argv,
+            playbook_env(playbooks),
+            on_event=on_event or (lambda ev: None),
+            events_log=stage / logs[0].name,
+            stderr_log=stage / logs[1].name,
+        )
+        summary = summarize_provision(result.events)
+        write_reports(summary, reports)
+    finally:  # what the run wrote, also when it stopped: its logs, the reports fetched and written
+        after = claim.writer()
+        for log in logs:
+            if (stage / log.name).is_file():
+                after.staged(log.name, stage / log.name)
+        after.adopt_tree("reports")
+        after.commit(keep=True)
+        claim.unstage()
     if not summary.complete and not summary.hosts:
         tail = "\n".join(result.stderr.strip().splitlines()[-15:])
         raise CannotRun(f"ansible-playbook exited {result.returncode} before running any host", hint=(tail or f"see {logs[1]}"))

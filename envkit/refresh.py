@@ -118,6 +118,7 @@ class Source:
 
     def __init__(self, snapshot: Path | None = None, record: Path | None = None, timeout: float = 120.0) -> None:
         self.snapshot, self.record, self.timeout = snapshot, record, timeout
+        self.recorded: dict[str, str] = {}  # relative path -> document: written into `record` when the run ends
 
     def _load(self, rel: str) -> dict[str, Any] | None:
         """A snapshot document (a regular file inside the snapshot folder, capped), read strictly and of the exact
@@ -143,9 +144,7 @@ class Source:
 
     def _save(self, rel: str, doc: dict[str, Any]) -> None:
         if self.record is not None:
-            from envkit.fsutil import atomic_write_text
-
-            atomic_write_text(self.record / rel, json.dumps(doc, indent=1, sort_keys=True) + "\n")
+            self.recorded[rel] = json.dumps(doc, indent=1, sort_keys=True) + "\n"
 
     def read_date(self) -> str:
         """The day the documents were read from PyPI: a snapshot's recorded date, else today (recorded too)."""
@@ -612,8 +611,15 @@ def refresh(
     today: str | None = None,
     packages: list[str] | None = None,
 ) -> RefreshResult:
-    """Derive the rules, diff them against matrices/python_packages.yaml, and write them when asked."""
+    """Derive the rules, diff them against matrices/python_packages.yaml, and write them when asked.
+
+    `record`: a folder claimed before anything is read (`envkit.fsutil.claim_output`: an earlier snapshot's, or
+    new), given the documents read when the run succeeds. `write`: only python_packages.yaml is replaced, when it
+    is still the regular file that was read (never written through a link)."""
+    from envkit.fsutil import PYPI_SNAPSHOT, claim_output, replace_file
+
     path = matrix_dir / "python_packages.yaml"
+    claim = None if record is None else claim_output(record, PYPI_SNAPSHOT, inputs=[snapshot, matrix_dir])
     src = Source(snapshot=snapshot, record=record)
     day = today or src.read_date()
     derived = {name: derive(name, releases(src, name), day) for name in (packages or list(PACKAGES))}
@@ -622,15 +628,19 @@ def refresh(
         from envkit.matrix import load_matrix_from
 
         report = torch_report(src, load_matrix_from(matrix_dir))
-    old = path.read_text()
+    was = path.read_bytes()
+    old = was.decode("utf-8")
     new = render(old, derived)
     diff = "".join(
         difflib.unified_diff(
             io.StringIO(old).readlines(), io.StringIO(new).readlines(), fromfile=f"a/{path.name}", tofile=f"b/{path.name}"
         )
     )
+    if claim is not None and src.recorded:  # read from PyPI (a snapshot read records nothing)
+        writer = claim.writer()
+        for rel, text in sorted(src.recorded.items()):
+            writer.text(rel, text)
+        writer.commit()
     if write and new != old:
-        from envkit.fsutil import atomic_write_text
-
-        atomic_write_text(path, new)
+        replace_file(path, new.encode("utf-8"), was=was)
     return RefreshResult(diff=diff, changed=new != old, rules=derived, path=path, report=report)

@@ -34,12 +34,17 @@ REQUIRED_META = (
 )
 
 
+def report_text(report: SmokeReport) -> str:
+    """report.json's text (what `write_report` writes, and a claimed output's writer takes)."""
+    return report.model_dump_json(indent=2) + "\n"
+
+
 def write_report(out_dir: Path, report: SmokeReport) -> Path:
     """`out_dir/report.json`, atomically."""
     from envkit.fsutil import atomic_write_text
 
     path = Path(out_dir) / REPORT_FILE
-    atomic_write_text(path, report.model_dump_json(indent=2) + "\n")
+    atomic_write_text(path, report_text(report))
     return path
 
 

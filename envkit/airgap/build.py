@@ -10,6 +10,9 @@ This module imports nothing heavy at the top: the up-to-date check costs little 
 
 from __future__ import annotations
 
+import hashlib
+import os
+import stat
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
@@ -93,8 +96,16 @@ def build(request: BuildRequest, on_progress: Progress | None = None) -> BuildRe
     from envkit.airgap.verify import is_bundle
     from envkit.fsutil import BUNDLE, claim_output
 
-    # before anything is fetched: what is at -o must be an earlier bundle (its manifest says so), or --force
-    claim_output(r.output, BUNDLE, force=r.force, folder=not is_archive(r.output), is_ours=is_bundle)
+    # before anything is fetched: what is at -o must be an earlier bundle, every file as its manifest lists it
+    claim_output(
+        r.output,
+        BUNDLE,
+        force=r.force,
+        folder=not is_archive(r.output),
+        is_ours=is_bundle,
+        listing=bundle_listing,
+        inputs=[r.lock, r.artifacts, r.image_archive],
+    )
     from envkit.airgap.archive import write_dir, write_tar
     from envkit.airgap.plan import MANIFEST, plan_bundle
     from envkit.download import HashStamps, fetch_with_progress
@@ -156,6 +167,26 @@ def build(request: BuildRequest, on_progress: Progress | None = None) -> BuildRe
     if archive_sha256 is not None and fast_key is not None:
         uptodate.remember_result(state, r.output, fast_key, result.to_dict())
     return result
+
+
+def bundle_listing(folder: Path) -> dict[str, dict] | None:
+    """The files a bundle folder's manifest.json lists (and the manifest itself, as it is), as the ownership
+    record of `claim_output`; None when there is no valid bundle manifest."""
+    from envkit.airgap.plan import MANIFEST
+    from envkit.airgap.verify import MAX_MANIFEST, _parse_manifest
+    from envkit.errors import CheckFailed
+
+    path = Path(folder) / MANIFEST
+    try:
+        st = os.lstat(path)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_MANIFEST:
+            return None
+        data = path.read_bytes()
+        manifest = _parse_manifest(data, str(folder))
+    except (OSError, CheckFailed):
+        return None
+    files = {f.path: {"path": f.path, "sha256": f.sha256, "size": f.size} for f in manifest.files}
+    return files | {MANIFEST: {"path": MANIFEST, "sha256": hashlib.sha256(data).hexdigest(), "size": len(data)}}
 
 
 def _inputs_key(r: BuildRequest) -> str | None:

@@ -123,7 +123,10 @@ def build_cmd(
         Optional[str], Opt("--controller-glibc", help="Controller glibc when it is resolved here (default 2.28).")
     ] = None,
     jobs: Annotated[int, Opt("--jobs", "-j", help="Parallel downloads.")] = 8,
-    force: Annotated[bool, Opt("--force", help="Replace what is at -o even if it is not an earlier envkit bundle.")] = False,
+    force: Annotated[
+        bool,
+        Opt("--force", help="Kept for scripts: a bundle is replaced whole, so only an earlier envkit bundle is ever replaced."),
+    ] = False,
     json_out: Annotated[bool, Opt("--json", help="Machine-readable output.")] = False,
 ) -> None:
     """Download every wheel into the cache, check the vendor packages, and write the bundle."""

@@ -66,7 +66,9 @@ VariantOpt = Annotated[
         "triton-ascend), the serving environment and `vllm serve` as entry point; same CANN layers.",
     ),
 ]
-ForceOpt = Annotated[bool, Opt("--force", help="Write into an existing folder that is not an earlier envkit build context.")]
+ForceOpt = Annotated[
+    bool, Opt("--force", help="Write into a folder holding files envkit did not write (kept: never replaced nor deleted).")
+]
 ReqOpt = Annotated[
     Optional[Path],
     Opt(
@@ -103,7 +105,7 @@ def register(app: typer.Typer) -> None:
             _command(lock, base, artifacts, requirements, ["render", "-o", str(output)], variant),
             variant,
         )
-        files = write_context(plan, output, force=force)
+        files = write_context(plan, output, force=force, inputs=(lock, artifacts, requirements))
         _report(plan, output, files, json_out)
 
     @image_app.command("build")
@@ -150,7 +152,7 @@ def register(app: typer.Typer) -> None:
         console.progress(f"engine {info['version']} (API {info['api']}) at {info['url']}")
         with tempfile.TemporaryDirectory(prefix="envkit-image-") as tmp:
             ctx = context or Path(tmp)
-            write_context(plan, ctx, force=force)
+            write_context(plan, ctx, force=force, inputs=(lock, artifacts, requirements))
             console.progress(f"building {tag} from {ctx}")
             t0 = time.monotonic()
             result = engine.build(ctx, tag, on_line=lambda line: console.progress("  " + line) if line.strip() else None)

@@ -15,7 +15,10 @@ def render(
     lock: Annotated[Path, typer.Option("--lock", help="The lock whose stack.chip picks the rank-table version.")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Folder to write the launch set into (nothing is written elsewhere).")],
     force: Annotated[
-        bool, typer.Option("--force", help="Replace an existing folder that is not an earlier envkit launch set.")
+        bool,
+        typer.Option(
+            "--force", help="Write into a folder holding files envkit did not write (kept: never replaced nor deleted)."
+        ),
     ] = False,
     json_out: Annotated[bool, typer.Option("--json", help="Print the result as one JSON document.")] = False,
 ) -> None:

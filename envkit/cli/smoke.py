@@ -135,10 +135,10 @@ def register(app: typer.Typer) -> None:
 
         cmp = compare_runs(ref, cand, thresholds)
         if html is not None:
+            from envkit.fsutil import atomic_write_text
             from envkit.smoke.compare_html import render_html
 
-            html.parent.mkdir(parents=True, exist_ok=True)
-            html.write_text(render_html(cmp), encoding="utf-8")
+            atomic_write_text(html, render_html(cmp))
             console.progress(f"wrote {html}")
         if json_out:
             console.emit_json(cmp.to_dict())

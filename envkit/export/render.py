@@ -5,12 +5,10 @@ from __future__ import annotations
 import functools
 import json
 import re
-import shutil
 from pathlib import Path
 from typing import Any
 
 from envkit.errors import BadInput
-from envkit.fsutil import atomic_write_text, link_or_copy
 from envkit.resources import data_dir
 
 
@@ -151,53 +149,21 @@ def context_inputs(plan: Any) -> list[tuple[str, Any, str | None]]:
     return out
 
 
-def write_context(plan: Any, out: Path, *, force: bool = False) -> list[Path]:
+def write_context(plan: Any, out: Path, *, force: bool = False, inputs: tuple[Any, ...] = ()) -> list[Path]:
     """Write the build context: Dockerfile, the lock, hashed requirements, and the inputs handed in.
 
-    Written in place, into a folder that is new, empty, an earlier context (its marker) or handed over with
-    `force`; every path stays under `out` (links on the way resolved). An input may lie inside `out` (say
-    `--artifacts OUT/artifacts`): it is linked beside its place and never removed, and a stale folder render
-    would clear is left alone, refused, when an input lies in it."""
-    from envkit.fsutil import IMAGE_CONTEXT, claim_output, inside, mark_output
+    Written in place (`envkit.fsutil.claim_output`): the files of an earlier context are replaced or, when no
+    longer part of it, removed; a file envkit did not write is refused (with `force`: kept, never replaced);
+    every path stays under `out` (links on the way refused). An input may lie inside `out` (say `--artifacts
+    OUT/artifacts`): it is never removed nor replaced (`inputs`: the files and folders named on the command line)."""
+    from envkit.fsutil import IMAGE_CONTEXT, claim_output
 
-    out = Path(out)
-    claim_output(out, IMAGE_CONTEXT, force=force)
-    if out.is_symlink() or (out.exists() and not out.is_dir()):
-        out.unlink()  # only with --force (claim_output refused it otherwise): the folder takes its place
-    texts = [(inside(out, rel), text) for rel, text in context_files(plan).items()]
-    inputs = [(inside(out, rel), Path(source)) for rel, source, _sha in context_inputs(plan) if source is not None]
-    py = out / "python"
-    stale = [
-        p
-        for p in (
-            py / "requirements.txt",
-            py / "wheels",
-            py / "torch" / "wheels",
-            py / "rest" / "wheels",
-            py / "serving" / "wheels",
-            py / "serving" / "requirements.txt",
-        )
-        if p.exists() or p.is_symlink()
-    ]
-    for p in stale:
-        held = [src for _, src in inputs if src.resolve().is_relative_to(p.resolve())]
-        if held and not p.is_symlink():
-            raise BadInput(
-                f"{p} is cleared on each render, and it holds the input {held[0]}: nothing was written",
-                hint=f"Move the inputs out of {out} (e.g. --artifacts DIR outside it), or render elsewhere.",
-            )
-    out.mkdir(parents=True, exist_ok=True)
-    mark_output(out, IMAGE_CONTEXT)  # first: a render killed half-way leaves a folder that is still ours
-    for p in stale:
-        if p.is_dir() and not p.is_symlink():
-            shutil.rmtree(p)
-        else:
-            p.unlink()
-    written = []
-    for dest, text in texts:
-        atomic_write_text(dest, text)
-        written.append(dest)
-    for dest, source in inputs:
-        link_or_copy(source, dest)
-        written.append(dest)
-    return written
+    sources = [Path(source) for _rel, source, _sha in context_inputs(plan) if source is not None]
+    claim = claim_output(Path(out), IMAGE_CONTEXT, force=force, inputs=[*inputs, *sources])
+    writer = claim.writer()
+    for rel, text in context_files(plan).items():
+        writer.text(rel, text)
+    for rel, source, _sha in context_inputs(plan):
+        if source is not None:
+            writer.copy(rel, Path(source))
+    return writer.commit()

@@ -170,7 +170,13 @@ def run_fleet_profile(
 ) -> dict[str, Any]:
     """Run playbooks/collectives.yml on every host of the inventory and merge their profiles into OUT/profile.json.
 
-    Returns {"profile", "hosts" (the run's per-host rows), "out"}; a host that failed is named in the profile's errors."""
+    Returns {"profile", "hosts" (the run's per-host rows), "out"}; a host that failed is named in the profile's errors.
+
+    OUT is claimed first (`envkit.fsutil.claim_output`: an earlier profile's files are replaced, a file envkit did
+    not write is refused, the inventory is never touched); the run writes into a staging folder beside it, moved
+    in when the profile is merged (vars.yml names that folder as envkit_collectives_local_dir: what ran). A run
+    that fails leaves OUT's files as they were: its vars.yml, events.jsonl and ansible.log go to OUT/failed/
+    (replaced by the next run's)."""
     from envkit.executor.ansible import (
         PlaybookRun,
         ansible_playbook_path,
@@ -182,61 +188,78 @@ def run_fleet_profile(
     )
     from envkit.fleet.collectives import parse_size
     from envkit.fleet.profiledoc import HostProfile
-    from envkit.fsutil import atomic_write_text
+    from envkit.fsutil import LAUNCH_PROFILE, claim_output
     from envkit.jsonread import checked, read_json
     from envkit.resources import data_dir
 
     parse_size(max_size)  # refuse a bad size before any host runs
     out = out.resolve()
-    hosts_dir = out / "hosts"
-    hosts_dir.mkdir(parents=True, exist_ok=True)
-    variables = fleet_vars(
-        inventory,
-        nproc=nproc,
-        device=device,
-        max_size=max_size,
-        port=port,
-        local_dir=hosts_dir,
-        timeout_s=timeout_s,
-        envkit=envkit,
-    )
-    vars_file = out / "vars.yml"
-    atomic_write_text(vars_file, dump_vars(variables, f"envkit launch profile -i {inventory}"))
-    playbooks = data_dir("playbooks")
-    argv = playbook_command(
-        PlaybookRun(
-            playbook=playbooks / "collectives.yml",
-            inventory=str(Path(inventory).resolve()),
-            vars_file=vars_file,
-            extra_vars=extra_vars,
-        ),
-        ansible_playbook_path(),
-    )
-    result = run_playbook(argv, playbook_env(playbooks), events_log=out / "events.jsonl", stderr_log=out / "ansible.log")
-    summary = summarize(result.events, variables["envkit_collectives_ranks"])
-    runs = {
-        ev.get("host"): ev.get("msg")
-        for ev in result.events
-        if ev.get("event") == "result" and str(ev.get("task", "")).endswith("Collectives | Report run")
-    }
-    profiles: dict[str, dict[str, Any]] = {}
-    missing = []
-    for host in variables["envkit_collectives_ranks"]:
-        path = hosts_dir / host / PROFILE_FILE
-        if not path.is_file():
-            raw_run = runs.get(host)
-            run = raw_run if isinstance(raw_run, dict) else {}
-            missing.append(f"{host}: no profile (rc {run.get('rc', '?')}: {str(run.get('stderr', ''))[-400:].strip()})")
-            continue
-        try:  # what a host sent back is read strictly: its file and the wrong key are named
-            doc = read_json(path, what="collective profile")
-            checked(doc, HostProfile, path, what="collective profile")
-        except BadInput as exc:
-            missing.append(f"{host}: {exc.message}")
-            continue
-        profiles[host] = doc
-    if missing:
-        raise CannotRun("; ".join(missing), hint=f"see {out / 'ansible.log'} and {out / 'events.jsonl'}")
-    merged = merge(profiles)
-    atomic_write_text(out / PROFILE_FILE, json.dumps(merged, indent=1, sort_keys=True) + "\n")
+    claim = claim_output(out, LAUNCH_PROFILE, inputs=[inventory])
+    with claim.staging() as stage:
+        hosts_dir = stage / "hosts"
+        hosts_dir.mkdir()
+        variables = fleet_vars(
+            inventory,
+            nproc=nproc,
+            device=device,
+            max_size=max_size,
+            port=port,
+            local_dir=hosts_dir,
+            timeout_s=timeout_s,
+            envkit=envkit,
+        )
+        vars_file = stage / "vars.yml"
+        vars_file.write_text(dump_vars(variables, f"envkit launch profile -i {inventory}"))
+        playbooks = data_dir("playbooks")
+        argv = playbook_command(
+            PlaybookRun(
+                playbook=playbooks / "collectives.yml",
+                inventory=str(Path(inventory).resolve()),
+                vars_file=vars_file,
+                extra_vars=extra_vars,
+            ),
+            ansible_playbook_path(),
+        )
+        logs = ("vars.yml", "events.jsonl", "ansible.log")
+        result = run_playbook(argv, playbook_env(playbooks), events_log=stage / logs[1], stderr_log=stage / logs[2])
+        summary = summarize(result.events, variables["envkit_collectives_ranks"])
+        runs = {
+            ev.get("host"): ev.get("msg")
+            for ev in result.events
+            if ev.get("event") == "result" and str(ev.get("task", "")).endswith("Collectives | Report run")
+        }
+        profiles: dict[str, dict[str, Any]] = {}
+        missing = []
+        for host in variables["envkit_collectives_ranks"]:
+            path = hosts_dir / host / PROFILE_FILE
+            if not path.is_file():
+                raw_run = runs.get(host)
+                run = raw_run if isinstance(raw_run, dict) else {}
+                missing.append(f"{host}: no profile (rc {run.get('rc', '?')}: {str(run.get('stderr', ''))[-400:].strip()})")
+                continue
+            try:  # what a host sent back is read strictly: its file and the wrong key are named
+                doc = read_json(path, what="collective profile")
+                checked(doc, HostProfile, path, what="collective profile")
+            except BadInput as exc:
+                missing.append(f"{host}: {exc.message}")
+                continue
+            profiles[host] = doc
+        try:
+            if missing:
+                raise CannotRun("; ".join(missing), hint=f"see {out / 'failed' / logs[2]} and {out / 'failed' / logs[1]}")
+            merged = merge(profiles)
+        except CannotRun:
+            failed = claim.writer()  # the logs of the failed run, beside what an earlier run wrote
+            for name in logs:
+                if (stage / name).is_file():
+                    failed.staged(f"failed/{name}", stage / name)
+            failed.commit(keep=True)
+            raise
+        writer = claim.writer()
+        for name in logs:
+            writer.staged(name, stage / name)
+        for host in sorted(profiles):
+            writer.staged(f"hosts/{host}/{PROFILE_FILE}", hosts_dir / host / PROFILE_FILE)
+        writer.text(PROFILE_FILE, json.dumps(merged, indent=1, sort_keys=True) + "\n")
+        writer.commit()
     return {"profile": merged, "hosts": [summary.hosts[h].to_dict() for h in sorted(summary.hosts)], "out": str(out)}

@@ -33,7 +33,7 @@ from envkit.fleet import ranktable as RT
 from envkit.fleet.data import cite, from_lock
 from envkit.fleet.env import EnvPlan, plan_env
 from envkit.fleet.inventory import Host, Inventory, read_hccn_conf, read_inventory
-from envkit.fsutil import LAUNCH_SET, atomic_dir, atomic_write_bytes, atomic_write_text, claim_output, mark_output, plain_relpath
+from envkit.fsutil import LAUNCH_SET, claim_output
 
 DEFAULT_PORT = 29500
 DEFAULT_SCRIPT = "train.py"
@@ -208,11 +208,10 @@ def _torchrun_sh(argv: list[str], rank_table: str) -> str:
 def render_launch(inventory: Path, lock: Path, out: Path, *, force: bool = False) -> LaunchResult:
     """Validate and write the launch set; BadInput (exit 2) names the broken rule and its source.
 
-    The set is written whole into a new folder swapped in at `out`: what was there (an earlier launch set, its
-    marker says so, or anything with `force`) is replaced, nothing is written outside it."""
+    The set is written into `out` (`envkit.fsutil.claim_output`): the files of an earlier launch set are replaced
+    (a host gone leaves no file behind), a file envkit did not write is refused (with `force`: kept beside it), the
+    inputs (the inventory, its hccn.conf files, the lock) are never touched, nothing is written outside `out`."""
     from envkit.lockfile import read_lock
-
-    claim_output(Path(out), LAUNCH_SET, force=force)
 
     locked = read_lock(Path(lock))
     chip = locked.stack.chip
@@ -226,6 +225,8 @@ def render_launch(inventory: Path, lock: Path, out: Path, *, force: bool = False
             "(a chip without one has no HCCL rank table format); re-lock after adding one",
         )
     inv = read_inventory(Path(inventory))
+    confs = [inv.path.parent / h.vars["envkit_hccn_conf"] for h in inv.hosts if h.vars.get("envkit_hccn_conf")]
+    claim = claim_output(Path(out), LAUNCH_SET, force=force, inputs=[Path(inventory), Path(lock), *confs])
     names = [h.name for h in inv.hosts]
     env: EnvPlan = plan_env(inv.hosts, chip, data, str(inv.path))
     plans = [_plan(h, inv, row.version) for h in inv.hosts]
@@ -272,15 +273,12 @@ def render_launch(inventory: Path, lock: Path, out: Path, *, force: bool = False
             torchrun_argv(len(plans), len(plan.devices), node_rank, master, port, script), "rank_table.json"
         )
     result = LaunchResult(chip=chip, version=row.version, out_dir=Path(out), hosts=names, ranks=total, warnings=warnings)
-    with atomic_dir(Path(out)) as tmp:
-        for rel, text in sorted(files.items()):
-            atomic_write_bytes(
-                tmp / plain_relpath(rel, str(out)), text.encode(), 0o755 if rel.endswith(".sh") else 0o644, fsync=False
-            )
-            result.files[rel] = hashlib.sha256(text.encode()).hexdigest()
-        manifest = json.dumps(result.to_dict() | {"out_dir": "."}, indent=2, sort_keys=True) + "\n"
-        atomic_write_text(tmp / "launch.json", manifest)
-        mark_output(tmp, LAUNCH_SET)
+    writer = claim.writer()
+    for rel, text in sorted(files.items()):
+        writer.text(rel, text, 0o755 if rel.endswith(".sh") else 0o644)
+        result.files[rel] = hashlib.sha256(text.encode()).hexdigest()
+    writer.text("launch.json", json.dumps(result.to_dict() | {"out_dir": "."}, indent=2, sort_keys=True) + "\n")
+    writer.commit()
     return result
 
 

@@ -38,7 +38,7 @@ from envkit.smoke.device import (
 )
 from envkit.smoke.model import corpus_text, ensure_tiny_model, model_digest
 from envkit.smoke.prompts import prompt_digest, prompt_set
-from envkit.smokerun import LOGITS_FILE, METADATA_FORMAT, REPORT_FILE, write_logits, write_report
+from envkit.smokerun import LOGITS_FILE, METADATA_FORMAT, REPORT_FILE, report_text, write_logits
 
 DTYPES = ("bf16", "fp16", "fp32")
 
@@ -113,7 +113,11 @@ def _load_kwargs(transformers, torch_dtype) -> dict[str, Any]:
 
 
 def run_smoke(opts: SmokeOptions, progress: Callable[[str], None] = lambda _m: None) -> SmokeResult:
+    from envkit.fsutil import SMOKE, claim_output
+
     spec = validate(opts)
+    out_dir = Path(opts.out) if opts.out else default_out_dir(spec, opts.dtype)
+    claim = claim_output(out_dir, SMOKE, inputs=[opts.model])  # before anything runs: an earlier run's, or new
     env = os.environ
     progress(f"smoke: importing torch for {spec}")
     device = require_device(spec, env)
@@ -216,8 +220,6 @@ def run_smoke(opts: SmokeOptions, progress: Callable[[str], None] = lambda _m: N
         results.append(C.guarded("collectives", lambda: check_collectives(spec.type, opts.nproc)))
 
     param_device = str(next(model.parameters()).device)
-    out_dir = Path(opts.out) if opts.out else default_out_dir(spec, opts.dtype)
-    out_dir.mkdir(parents=True, exist_ok=True)
     n_params = sum(p.numel() for p in model.parameters())
     token_ids = {name: enc.token_ids() for name, enc in encoded.items()}
     meta = {
@@ -240,8 +242,9 @@ def run_smoke(opts: SmokeOptions, progress: Callable[[str], None] = lambda _m: N
         "num_layers": str(getattr(config, "num_hidden_layers", "")),
     }
     logits_path = out_dir / LOGITS_FILE
-    write_logits(logits_path, {k: v.detach().contiguous().numpy() for k, v in ctx.tensors.items()}, meta)
-    logits_sha = hashlib.sha256(logits_path.read_bytes()).hexdigest()
+    staged = claim.stage() / LOGITS_FILE  # moved into out_dir with report.json
+    write_logits(staged, {k: v.detach().contiguous().numpy() for k, v in ctx.tensors.items()}, meta)
+    logits_sha = hashlib.sha256(staged.read_bytes()).hexdigest()
 
     timings = Timings(
         import_s=import_s,
@@ -286,7 +289,11 @@ def run_smoke(opts: SmokeOptions, progress: Callable[[str], None] = lambda _m: N
         outputs=Outputs(report=str(out_dir / REPORT_FILE), logits=str(logits_path), logits_sha256=logits_sha, layers=opts.layers),
         nproc=opts.nproc,
     )
-    write_report(out_dir, report)
+    writer = claim.writer()  # this run's files replace an earlier run's (its server.log, serve-model/ too)
+    writer.staged(LOGITS_FILE, staged)
+    writer.text(REPORT_FILE, report_text(report))
+    writer.commit()
+    claim.unstage()
     return SmokeResult(report, out_dir)
 
 
@@ -329,6 +336,7 @@ def format_report(report: SmokeReport) -> list[str]:
 def run_smoke_with_collectives(opts: Any, max_size: int | None = None, progress: Callable[[str], None] = lambda _m: None):
     """`envkit smoke --collectives`: the usual smoke run, then the profile, added to report.json as `collectives`."""
     from envkit.fleet.collectives import DEFAULT_MAX_SIZE, human, run_profile, vendor_tools
+    from envkit.fsutil import SMOKE, update_output
 
     max_size = DEFAULT_MAX_SIZE if max_size is None else max_size
     result = run_smoke(opts, progress=progress)
@@ -336,5 +344,5 @@ def run_smoke_with_collectives(opts: Any, max_size: int | None = None, progress:
     profile = run_profile(result.report.device_type, opts.nproc, max_size)
     profile["vendor_tools"] = vendor_tools(result.report.device_type, opts.nproc)
     report = result.report.model_copy(update={"collectives": profile, "ok": result.report.ok and profile["ok"]})
-    write_report(result.out_dir, report)
+    update_output(result.out_dir, SMOKE, {REPORT_FILE: report_text(report)})
     return SmokeResult(report, result.out_dir)

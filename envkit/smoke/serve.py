@@ -1101,19 +1101,22 @@ def serve_stage(
 
 def add_serve(result: Any, sopts: ServeOptions, progress: Callable[[str], None] = lambda _m: None) -> Any:
     """`envkit smoke --serve`: the serving checks appended to a finished smoke run, `serve` in report.json."""
+    from envkit.fsutil import SMOKE, claim_output, update_output
     from envkit.smoke.runner import SmokeResult
-    from envkit.smokerun import write_report
+    from envkit.smokerun import REPORT_FILE, report_text
 
     report = result.report
     spec = parse_device(report.device)
+    claim_output(result.out_dir, SMOKE)  # still the smoke run's folder, before the server writes into it
+    written = (LOG_FILE, VIEW_DIR)  # server.log and the serving view, recorded as this run's
     try:
         checks, section = serve_stage(Path(report.model.path), spec, report.dtype, result.out_dir, sopts, progress)
     except CannotRun as exc:
         failed = report.model_copy(update={"serve": exc.details.get("serve") or {"ok": False, "error": exc.message}, "ok": False})
-        write_report(result.out_dir, failed)
+        update_output(result.out_dir, SMOKE, {REPORT_FILE: report_text(failed)}, adopt=written)
         raise
     updated = report.model_copy(
         update={"checks": list(report.checks) + checks, "serve": section, "ok": report.ok and section["ok"]}
     )
-    write_report(result.out_dir, updated)
+    update_output(result.out_dir, SMOKE, {REPORT_FILE: report_text(updated)}, adopt=written)
     return SmokeResult(updated, result.out_dir)

@@ -3,8 +3,9 @@ unlinked, every write stays under `-o`, debris of a killed run is cleaned by the
 reads or writes past the size the lock records.
 
 For each of `bundle build`, `image render` and `launch render`: an existing folder with a user's file at `-o` is
-refused (exit 2, the file untouched); `--force` hands it over; an earlier output of the same command is
-replaced without it."""
+refused (exit 2, the file untouched and named); `--force` writes beside it (never replacing or deleting it; a
+bundle, replaced whole, stays refused); an earlier output of the same command is replaced without it. The
+corpus of attacks on the output manifest, through every writing command: `test_output_manifest.py`."""
 
 from __future__ import annotations
 
@@ -31,23 +32,25 @@ def _user_folder(path: Path) -> Path:
     return path
 
 
-def _refused(r, path: Path) -> None:
+def _refused(r, path: Path, *named: str) -> None:
     assert r.code == 2, (r.out, r.err)
-    assert "refusing to replace it" in r.err and "--force" in r.err and str(path) in r.err, r.err
+    assert "refusing to replace it" in r.err and str(path) in r.err, r.err
+    assert all(n in r.err for n in named), r.err
     assert "Traceback" not in r.err
 
 
 # --- bundle build ---------------------------------------------------------------------------------------
-def test_bundle_build_refuses_a_folder_it_did_not_make_unless_forced(offline_lock, tmp_path, run_cli):  # noqa: F811
+def test_bundle_build_refuses_a_folder_it_did_not_make_even_forced(offline_lock, tmp_path, run_cli):  # noqa: F811
+    """A bundle folder is swapped in whole: a user's file in the way is refused, --force or not."""
     lock, _ = offline_lock
     out = _user_folder(tmp_path / "out")
-    r = run_cli("bundle", "build", "--lock", str(lock), "-o", str(out))
-    _refused(r, out)
-    assert sorted(p.name for p in out.iterdir()) == [USER_FILE]
+    for extra in ((), ("--force",)):
+        r = run_cli("bundle", "build", "--lock", str(lock), "-o", str(out), *extra)
+        _refused(r, out, USER_FILE)
+        assert sorted(p.name for p in out.iterdir()) == [USER_FILE]
     assert not (tmp_path / "cache" / "wheels").exists()  # refused before anything was fetched
-    r = run_cli("bundle", "build", "--lock", str(lock), "-o", str(out), "--force")
-    assert r.code == 0, r.err
-    assert not (out / USER_FILE).exists() and (out / "manifest.json").is_file()
+    (out / USER_FILE).unlink()  # the user moves it away: an empty folder is envkit's to fill
+    assert run_cli("bundle", "build", "--lock", str(lock), "-o", str(out)).code == 0
     assert run_cli("bundle", "verify", str(out)).code == 0
     # now it is an envkit bundle: the next build replaces it without --force
     (out / "install.sh").unlink()
@@ -66,7 +69,10 @@ def test_bundle_build_replaces_an_archive_only_when_it_is_a_bundle(offline_lock,
     other.write_text("not even an archive\n")
     _refused(run_cli("bundle", "build", "--lock", str(lock), "-o", str(other)), other)
     assert other.read_text() == "not even an archive\n"
-    r = run_cli("bundle", "build", "--lock", str(lock), "-o", str(theirs), "--force", "--json")
+    _refused(run_cli("bundle", "build", "--lock", str(lock), "-o", str(theirs), "--force"), theirs)  # never theirs
+    assert theirs.read_bytes() == data
+    theirs.unlink()
+    r = run_cli("bundle", "build", "--lock", str(lock), "-o", str(theirs), "--json")
     assert r.code == 0, r.err
     first = theirs.read_bytes()
     assert first != data and run_cli("bundle", "verify", str(theirs)).code == 0
@@ -137,14 +143,18 @@ def _digests(folder: Path) -> dict[str, str]:
 
 def test_image_render_refuses_a_folder_it_did_not_make_unless_forced(image_inputs, tmp_path, run_cli):
     out = _user_folder(tmp_path / "ctx")
-    _refused(_render(run_cli, image_inputs, out), out)
+    _refused(_render(run_cli, image_inputs, out), out, USER_FILE)
     assert sorted(p.name for p in out.iterdir()) == [USER_FILE]
     r = _render(run_cli, image_inputs, out, "--force")
     assert r.code == 0, r.err
-    assert (out / "Dockerfile").is_file() and (out / ".envkit-output").read_text() == "image-context\n"
+    manifest = json.loads((out / ".envkit-output").read_text())
+    assert manifest["kind"] == "image-context" and "Dockerfile" in {f["path"] for f in manifest["files"]}
+    assert USER_FILE not in {f["path"] for f in manifest["files"]}
     assert (out / USER_FILE).read_text() == "the user's own work\n"  # written in place: nothing of theirs deleted
-    # an earlier build context: rendered again without --force
-    assert _render(run_cli, image_inputs, out).code == 0
+    # the user's file is still theirs: refused without --force, kept with it
+    _refused(_render(run_cli, image_inputs, out), out, USER_FILE)
+    (out / USER_FILE).unlink()
+    assert _render(run_cli, image_inputs, out).code == 0  # an earlier build context: rendered again
 
 
 @pytest.mark.parametrize("inside", ["artifacts", "vendor"])
@@ -172,6 +182,8 @@ def test_image_render_writes_nothing_through_a_link_out_of_the_output(image_inpu
     shutil.rmtree(out / "artifacts")
     (out / "artifacts").symlink_to(elsewhere)
     r = _render(run_cli, image_inputs, out)
+    assert r.code == 2 and "artifacts" in r.err and "refusing" in r.err, r.err
+    r = _render(run_cli, image_inputs, out, "--force")  # the link is kept, and nothing is written through it
     assert r.code == 2 and "leads outside" in r.err, r.err
     assert list(elsewhere.iterdir()) == []
 
@@ -193,11 +205,12 @@ def _launch(run_cli, tmp_path: Path, lock: Path, out: Path, *extra: str, hosts: 
 
 def test_launch_render_refuses_a_folder_it_did_not_make_unless_forced(locks, tmp_path, run_cli):  # noqa: F811
     out = _user_folder(tmp_path / "launch")
-    _refused(_launch(run_cli, tmp_path, locks["910b"], out), out)
+    _refused(_launch(run_cli, tmp_path, locks["910b"], out), out, USER_FILE)
     assert sorted(p.name for p in out.iterdir()) == [USER_FILE]
     r = _launch(run_cli, tmp_path, locks["910b"], out, "--force")
     assert r.code == 0, r.err
-    assert not (out / USER_FILE).exists() and (out / "rank_table.json").is_file()
+    assert (out / USER_FILE).read_text() == "the user's own work\n" and (out / "rank_table.json").is_file()
+    (out / USER_FILE).unlink()
     # an earlier launch set is replaced whole: a host gone from the inventory leaves no folder behind
     assert (out / "hosts" / "node-b").is_dir()
     one = "\n".join(line for line in INVENTORY.splitlines() if not line.startswith("node-b"))

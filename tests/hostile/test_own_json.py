@@ -230,15 +230,20 @@ def _write_run(folder: Path, report: dict | None) -> Path:
     return folder
 
 
-def _fake_ansible(monkeypatch, out: Path, write: Callable[[Path], None]) -> None:
-    """`envkit launch profile` without Ansible: the playbook run leaves h0's good profile.json and h1's by `write`."""
+def _fake_ansible(monkeypatch, written: list[Path], write: Callable[[Path], None]) -> None:
+    """`envkit launch profile` without Ansible: the playbook run leaves h0's good profile.json and h1's by `write`
+    in the folder the run fetches into (the staging folder beside the output); h1's path goes to `written`."""
     from envkit.executor import ansible as ansible_runner
 
-    def run_playbook(argv, env, **_kw):
+    def run_playbook(argv, env, *, events_log=None, stderr_log=None, **_kw):
+        Path(events_log).write_text("")  # as the real run does: its logs exist
+        Path(stderr_log).write_text("")
+        hosts = Path(stderr_log).parent / "hosts"
         for host in ("h0", "h1"):
-            (out / "hosts" / host).mkdir(parents=True, exist_ok=True)
-        (out / "hosts" / "h0" / "profile.json").write_text(json.dumps(_host(0)))
-        write(out / "hosts" / "h1" / "profile.json")
+            (hosts / host).mkdir(parents=True, exist_ok=True)
+        (hosts / "h0" / "profile.json").write_text(json.dumps(_host(0)))
+        written.append(hosts / "h1" / "profile.json")
+        write(written[-1])
         return ansible_runner.RunResult(0, [], "")
 
     monkeypatch.setattr(ansible_runner, "run_playbook", run_playbook)
@@ -289,10 +294,10 @@ def run(kind: str, write: Callable[[Path], None], tmp_path: Path, run_cli, monke
     if kind == "host-profile":
         inv = tmp_path / "inv.ini"
         inv.write_text("[fleet]\nh0 ansible_host=127.0.0.1\nh1 ansible_host=127.0.0.1\n")
-        out = tmp_path / "out"
-        _fake_ansible(monkeypatch, out, write)
+        out, written = tmp_path / "out", []
+        _fake_ansible(monkeypatch, written, write)
         r = run_cli("launch", "profile", "-i", str(inv), "--nproc", "1", "--device", "cpu", "-o", str(out))
-        return r, out / "hosts" / "h1" / "profile.json"
+        return r, written[0]
     snap = tmp_path / "snap"
     shutil.copytree(SNAPSHOT, snap)
     bad = snap / SNAPSHOT_FILES[kind]
