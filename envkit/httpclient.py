@@ -33,10 +33,10 @@ import os
 import socket
 import ssl
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import unquote, urljoin, urlsplit
 
 from envkit import __version__
@@ -143,92 +143,56 @@ class _Budget:
         return _Idle() if self.idle_bound else _Expired()
 
 
-class _Socket(socket.socket):
-    """A TCP socket whose every read and write is bounded by its request's budget."""
+_R = TypeVar("_R")
+
+
+class _Bounded:
+    """What both socket classes share: every read and write first takes the time its request's budget has left,
+    and a read counts its bytes (a minimum rate moves the deadline on)."""
 
     budget: _Budget | None = None
 
-    def _arm(self) -> None:
+    def _bounded(self, call: Callable[..., _R], *args: Any, received: Callable[[_R], int] | None = None) -> _R:
+        """`call(*args)` within the budget; `received` counts the bytes a read returned."""
         if self.budget is not None:
-            self.settimeout(self.budget.timeout())
+            self.settimeout(self.budget.timeout())  # type: ignore[attr-defined]  # the socket class's own
+        try:
+            out = call(*args)
+        except TimeoutError:
+            raise (self.budget.timed_out() if self.budget is not None else _Expired()) from None
+        if self.budget is not None and received is not None:
+            self.budget.received += received(out)
+        return out
 
-    def _timed_out(self) -> TimeoutError:
-        return self.budget.timed_out() if self.budget is not None else _Expired()
+
+class _Socket(_Bounded, socket.socket):
+    """A TCP socket whose every read and write is bounded by its request's budget."""
 
     def recv_into(self, buffer: WriteableBuffer, nbytes: int = 0, flags: int = 0) -> int:
-        self._arm()
-        try:
-            n = super().recv_into(buffer, nbytes, flags)
-        except TimeoutError:
-            raise self._timed_out() from None
-        if self.budget is not None:
-            self.budget.received += n
-        return n
+        return self._bounded(super().recv_into, buffer, nbytes, flags, received=int)
 
     def recv(self, bufsize: int, flags: int = 0) -> bytes:
-        self._arm()
-        try:
-            data = super().recv(bufsize, flags)
-        except TimeoutError:
-            raise self._timed_out() from None
-        if self.budget is not None:
-            self.budget.received += len(data)
-        return data
+        return self._bounded(super().recv, bufsize, flags, received=len)
 
     def sendall(self, data: ReadableBuffer, flags: int = 0) -> None:
-        self._arm()
-        try:
-            super().sendall(data, flags)
-        except TimeoutError:
-            raise self._timed_out() from None
+        self._bounded(super().sendall, data, flags)
 
 
-class _TLSSocket(ssl.SSLSocket):
+class _TLSSocket(_Bounded, ssl.SSLSocket):
     """The TLS socket of a request: every read and write bounded by its budget (set after the handshake,
     which the plain socket's timeout bounds as a whole)."""
 
-    budget: _Budget | None = None
-
-    def _arm(self) -> None:
-        if self.budget is not None:
-            self.settimeout(self.budget.timeout())
-
-    def _timed_out(self) -> TimeoutError:
-        return self.budget.timed_out() if self.budget is not None else _Expired()
-
     def recv_into(self, buffer: WriteableBuffer, nbytes: int | None = None, flags: int = 0) -> int:
-        self._arm()
-        try:
-            n = super().recv_into(buffer, nbytes, flags)
-        except TimeoutError:
-            raise self._timed_out() from None
-        if self.budget is not None:
-            self.budget.received += n
-        return n
+        return self._bounded(super().recv_into, buffer, nbytes, flags, received=int)
 
     def recv(self, buflen: int = 1024, flags: int = 0) -> bytes:
-        self._arm()
-        try:
-            data = super().recv(buflen, flags)
-        except TimeoutError:
-            raise self._timed_out() from None
-        if self.budget is not None:
-            self.budget.received += len(data)
-        return data
+        return self._bounded(super().recv, buflen, flags, received=len)
 
     def send(self, data: ReadableBuffer, flags: int = 0) -> int:
-        self._arm()
-        try:
-            return super().send(data, flags)
-        except TimeoutError:
-            raise self._timed_out() from None
+        return self._bounded(super().send, data, flags)
 
     def sendall(self, data: ReadableBuffer, flags: int = 0) -> None:
-        self._arm()
-        try:
-            super().sendall(data, flags)
-        except TimeoutError:
-            raise self._timed_out() from None
+        self._bounded(super().sendall, data, flags)
 
 
 def tls_context() -> ssl.SSLContext:

@@ -18,7 +18,6 @@ import re
 import tempfile
 import time
 from collections.abc import Callable
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -188,23 +187,15 @@ def init_rank(
     local = rank if local is None else local
     import warnings
 
-    from envkit.fleet.dist import BACKENDS, set_device
+    from envkit.fleet.dist import join_group, set_device
 
     torch = set_device(device_type, local)
-    import torch.distributed as dist
-
     warnings.filterwarnings("ignore", category=FutureWarning, module="torch.distributed")
     sync = {
         "cuda": lambda: torch.cuda.synchronize(),
         "npu": lambda: torch.npu.synchronize(),  # torch_npu adds torch.npu
     }.get(device_type, lambda: None)
-    dist.init_process_group(
-        BACKENDS[device_type],
-        init_method=f"tcp://{master}:{port}",
-        rank=rank,
-        world_size=world,
-        timeout=timedelta(seconds=timeout_s),
-    )
+    dist = join_group(device_type, master, port, rank, world, timeout_s)
     return torch, dist, torch.device("cpu" if device_type == "cpu" else f"{device_type}:{local}"), sync
 
 

@@ -42,19 +42,28 @@ def set_device(device_type: str, index: int) -> Any:
     return torch
 
 
+def join_group(device_type: str, master: str, port: int, rank: int, world: int, timeout_s: int) -> Any:
+    """Join the process group of `world` ranks at the TCP rendezvous master:port with the device type's backend
+    (hccl on npu, nccl on cuda, gloo on cpu); returns torch.distributed."""
+    import torch.distributed as dist
+
+    dist.init_process_group(
+        BACKENDS[device_type],
+        init_method=f"tcp://{master}:{port}",
+        rank=rank,
+        world_size=world,
+        timeout=timedelta(seconds=timeout_s),
+    )
+    return dist
+
+
 def _worker(rank: int, world: int, device_type: str, port: int, outdir: str, timeout_s: int) -> None:
     torch = set_device(device_type, rank)
     import torch.distributed as dist
 
     result: dict[str, Any] = {"rank": rank}
     try:
-        dist.init_process_group(
-            BACKENDS[device_type],
-            init_method=f"tcp://127.0.0.1:{port}",
-            rank=rank,
-            world_size=world,
-            timeout=timedelta(seconds=timeout_s),
-        )
+        join_group(device_type, "127.0.0.1", port, rank, world, timeout_s)
         dev = torch.device("cpu" if device_type == "cpu" else f"{device_type}:{rank}")
         base = torch.arange(ELEMENTS, dtype=torch.float32, device=dev)
         t = base * (rank + 1)
