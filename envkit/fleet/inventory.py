@@ -13,10 +13,9 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from envkit import bounded
+from envkit import bounded, untrusted
 from envkit.bounded import MAX_HOSTS, host_range
 from envkit.errors import BadInput, Where
-from envkit.yamlio import read_text
 
 # a host name is used as a folder name (hosts/<name>) and an address reaches rendered shell scripts: plain names only
 MAX_GROUPS = 1024  # groups in one inventory: bounds the group graph's walk
@@ -198,8 +197,12 @@ def _group_graph(children: dict[str, list[str]], path: Path) -> tuple[dict[str, 
     return depth, above
 
 
+INVENTORY = untrusted.Kind("an inventory", 8 << 20)  # 10,000 hosts with their variables fit
+
+
 def read_inventory(path: Path) -> Inventory:
-    return parse_inventory(read_text(Path(path)), Path(path))
+    """The inventory at `path`: a regular file (a FIFO or device is refused unopened, never blocks), capped."""
+    return parse_inventory(untrusted.read_text(Path(path), INVENTORY), Path(path))
 
 
 # --- /etc/hccn.conf ---------------------------------------------------------------------------
@@ -248,4 +251,5 @@ def parse_hccn_conf(text: str, filename: str) -> dict[int, HccnDevice]:
 
 
 def read_hccn_conf(path: Path) -> dict[int, HccnDevice]:
-    return parse_hccn_conf(read_text(Path(path)), str(path))
+    """A copy of a host's /etc/hccn.conf (`envkit_hccn_conf`): a regular file of at most 1 MiB, never blocking."""
+    return parse_hccn_conf(untrusted.read_text(Path(path), untrusted.CONFIG), str(path))

@@ -192,3 +192,29 @@ def test_launch_render_refuses_each_hostile_variable_with_exit_2(tmp_path, run_c
     assert r.code == 2, (var, r.err)
     assert "hosts.ini" in r.err and "Traceback" not in r.err and "internal error" not in r.err
     assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("target", ["inventory", "hccn.conf"])
+@pytest.mark.parametrize("kind", ["fifo", "/dev/zero", "folder"])
+def test_an_inventory_or_hccn_conf_that_is_no_regular_file_is_refused_unopened(tmp_path, run_cli, target, kind):
+    """A FIFO would block `open` forever, /dev/zero never ends: refused from their stat, exit 2, within a second."""
+    import os
+
+    from tests.launch.conftest import resolve_lock
+
+    inv, conf = tmp_path / "hosts.ini", tmp_path / "c.conf"
+    bad = inv if target == "inventory" else conf
+    good_inv = "[a]\nn0 ansible_host=192.0.2.1 envkit_hccn_conf=c.conf\n"
+    if target != "inventory":
+        inv.write_text(good_inv)
+    if kind == "fifo":
+        os.mkfifo(bad)
+    elif kind == "folder":
+        bad.mkdir()
+    else:
+        bad.symlink_to("/dev/zero")
+    lock = resolve_lock("910b", tmp_path / "910b.lock")
+    start = time.monotonic()
+    r = run_cli("launch", "render", "-i", str(inv), "--lock", str(lock), "-o", str(tmp_path / "o"))
+    assert time.monotonic() - start < 5
+    assert r.code == 2 and "not a regular file" in r.err and str(bad) in r.err, r.err
