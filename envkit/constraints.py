@@ -17,7 +17,7 @@ from typing import TypeVar
 
 from envkit import versions
 from envkit.matrix import LoadedMatrix, known
-from envkit.models.base import Confidence, Sourced
+from envkit.models.base import Sourced
 from envkit.models.matrix import (
     MindSpeedRelease,
     Rule,
@@ -25,26 +25,17 @@ from envkit.models.matrix import (
     TritonAscendRelease,
     VllmAscendRelease,
 )
+from envkit.verdict import Verdict
 
 Assignment = dict[str, str]
 
 
-@dataclass(frozen=True)
-class Statement:
-    """What the matrix says about one value: text, rule id, source, confidence."""
-
-    text: str
-    rule: str
-    source: str
-    confidence: Confidence | None = None
-
-
-def _row(rule: str, row: Sourced | None, text: str) -> Statement:
+def _row(rule: str, row: Sourced | None, text: str) -> Verdict:
     if row is None:
-        return Statement(text, rule, "envkit matrix", None)
+        return Verdict(message=text, rule=rule, source="envkit matrix", confidence=None)
     if row.disagreement:
         text += f" (sources disagree: {row.disagreement})"
-    return Statement(text, rule, row.source_text, row.confidence)
+    return Verdict(message=text, rule=rule, source=row.source_text, confidence=row.confidence)
 
 
 # the framework releases of matrices/serving.yaml (a versioned row each)
@@ -68,7 +59,7 @@ class Constraint:
     def check(self, a: Assignment) -> bool:  # pragma: no cover - interface
         raise NotImplementedError
 
-    def says(self, key: str, value: str) -> Statement | None:  # pragma: no cover - interface
+    def says(self, key: str, value: str) -> Verdict | None:  # pragma: no cover - interface
         raise NotImplementedError
 
     def summary(self, a: Assignment) -> str | None:
@@ -85,14 +76,14 @@ class Relation(Constraint):
         left: str,
         right: str,
         ok: Callable[[str, str], bool],
-        say_left: Callable[[str], Statement],
-        say_right: Callable[[str], Statement | None],
+        say_left: Callable[[str], Verdict],
+        say_right: Callable[[str], Verdict | None],
         summary: Callable[[Assignment], str] | None = None,
     ) -> None:
         self.id = cid
         self.scope = (left, right)
         self._ok = ok
-        self._say: dict[str, Callable[[str], Statement | None]] = {left: say_left, right: say_right}
+        self._say: dict[str, Callable[[str], Verdict | None]] = {left: say_left, right: say_right}
         self._summary = summary
 
     def summary(self, a: Assignment) -> str | None:
@@ -101,7 +92,7 @@ class Relation(Constraint):
     def check(self, a: Assignment) -> bool:
         return self._ok(a[self.scope[0]], a[self.scope[1]])
 
-    def says(self, key: str, value: str) -> Statement | None:
+    def says(self, key: str, value: str) -> Verdict | None:
         return self._say[key](value)
 
 
@@ -150,7 +141,7 @@ class RuleConstraint(Constraint):
         except (KeyError, IndexError):
             return self.rule.message
 
-    def says(self, key: str, value: str) -> Statement:
+    def says(self, key: str, value: str) -> Verdict:
         cond = "; ".join(f"{k} {v}" for k, v in self.rule.when.items())
         if self.rule.forbid:
             text = f"when {cond}: refused ({self.rule.message.format_map(_Blank({key: value}))})"
@@ -178,7 +169,7 @@ class _GlibcConstraint(Constraint):
         have = self._lm.oses[a["os"]].glibc
         return need is not None and versions.parse(have) >= versions.parse(need)
 
-    def says(self, key: str, value: str) -> Statement | None:
+    def says(self, key: str, value: str) -> Verdict | None:
         lm = self._lm
         if key == "torch_npu":
             t = lm.torch_npu_row(value)
@@ -219,10 +210,10 @@ def chip_cann(lm: LoadedMatrix, strict: Strictness) -> Constraint:
         "chip",
         "cann",
         lambda chip, cann: chip in lm.cann_row(cann).chips,
-        lambda chip: Statement(
-            f"chip {chip} is supported by CANN {_fmt([c.version for c in m.cann if chip in c.chips])}",
-            "cann/*.chips",
-            "matrices/cann.yaml (per-release chip lists)",
+        lambda chip: Verdict(
+            message=f"chip {chip} is supported by CANN {_fmt([c.version for c in m.cann if chip in c.chips])}",
+            rule="cann/*.chips",
+            source="matrices/cann.yaml (per-release chip lists)",
         ),
         lambda cann: _row(f"cann/{cann}", lm.cann_row(cann), f"CANN {cann} supports chips {_fmt(lm.cann_row(cann).chips)}"),
         lambda a: f"chip {a['chip']} is not supported by CANN {a['cann']}",
@@ -236,10 +227,10 @@ def _chip_hdk(lm: LoadedMatrix, key: str, what: str) -> Constraint:
         "chip",
         key,
         lambda chip, v: chip in lm.hdk_row(v).chips,
-        lambda chip: Statement(
-            f"chip {chip}: the matrix knows {what} packages in HDK {_fmt([h.version for h in m.hdk if chip in h.chips])}",
-            "hdk/*.chips",
-            "matrices/hdk.yaml (per-release chip lists)",
+        lambda chip: Verdict(
+            message=f"chip {chip}: the matrix knows {what} packages in HDK {_fmt([h.version for h in m.hdk if chip in h.chips])}",
+            rule="hdk/*.chips",
+            source="matrices/hdk.yaml (per-release chip lists)",
         ),
         lambda v: _row(
             f"hdk/{lm.hdk_row(v).version}", lm.hdk_row(v), f"HDK {v} ships {what} packages for chips {_fmt(lm.hdk_row(v).chips)}"
@@ -281,7 +272,7 @@ def chip_torch_npu(lm: LoadedMatrix, strict: Strictness) -> Constraint:
         ln = npu_line(tn)
         return ln is not None and chip in ln.chips
 
-    def say_tn_chips(tn: str) -> Statement:
+    def say_tn_chips(tn: str) -> Verdict:
         rule = f"torch_npu_line/{lm.torch_npu_row(tn).line}"
         ln = npu_line(tn)
         text = (
@@ -296,11 +287,11 @@ def chip_torch_npu(lm: LoadedMatrix, strict: Strictness) -> Constraint:
         "chip",
         "torch_npu",
         chip_tn_ok,
-        lambda chip: Statement(
-            f"chip {chip} is supported by TorchNPU lines {_fmt([ln.line for ln in m.torch_npu_lines if chip in ln.chips])}"
+        lambda chip: Verdict(
+            message=f"chip {chip} is supported by TorchNPU lines {_fmt([ln.line for ln in m.torch_npu_lines if chip in ln.chips])}"
             + _disputed_lines(m.torch_npu_lines, chip),
-            "torch_npu_lines/*.chips",
-            "matrices/torch_npu.yaml (TorchNPU lines)",
+            rule="torch_npu_lines/*.chips",
+            source="matrices/torch_npu.yaml (TorchNPU lines)",
         ),
         say_tn_chips,
         lambda a: f"chip {a['chip']} is not supported by torch_npu {a['torch_npu']}",
@@ -327,7 +318,7 @@ def driver_firmware(lm: LoadedMatrix, strict: Strictness) -> Constraint:
             return versions.in_any_range(d.package_version or d.version, versions.parse_ranges(f.compatible_driver))
         return True
 
-    def say_driver_fw(driver: str) -> Statement:
+    def say_driver_fw(driver: str) -> Verdict:
         d = lm.hdk_row(driver)
         text = f"driver {driver} pairs with the firmware of HDK {d.version}"
         if d.compatible_firmware:
@@ -336,7 +327,7 @@ def driver_firmware(lm: LoadedMatrix, strict: Strictness) -> Constraint:
             text += " (its compatible_version_fw range is not captured, so no other firmware is accepted)"
         return _row(f"hdk/{d.version}", d, text)
 
-    def say_fw_driver(firmware: str) -> Statement:
+    def say_fw_driver(firmware: str) -> Verdict:
         f = lm.hdk_row(firmware)
         fwv = f" (firmware Version {f.firmware_version})" if f.firmware_version else " (firmware Version not captured)"
         text = f"the firmware of HDK {f.version}{fwv} pairs with driver {f.version}"
@@ -370,16 +361,18 @@ def cann_driver(lm: LoadedMatrix, strict: Strictness) -> Constraint:
         names = [h.version, *h.aliases]
         return any(versions.in_series(n, s) for n in names for s in refs)
 
-    def say_cann_hdk(cann: str) -> Statement:
+    def say_cann_hdk(cann: str) -> Verdict:
         c = lm.cann_row(cann)
         text = f"CANN {cann} pairs with HDK {_fmt(c.hdk_paired)}"
         if c.hdk_compatible:
             text += f" and also works with HDK {_fmt(c.hdk_compatible)}"
         return _row(f"cann/{cann}", c, text)
 
-    def say_hdk_cann(driver: str) -> Statement:
+    def say_hdk_cann(driver: str) -> Verdict:
         ok = [c for c in cann_versions if cann_hdk_ok(c, driver)]
-        return Statement(f"HDK {driver} works with CANN {_fmt(ok)}", "cann/*.hdk", "matrices/cann.yaml (HDK mappings)")
+        return Verdict(
+            message=f"HDK {driver} works with CANN {_fmt(ok)}", rule="cann/*.hdk", source="matrices/cann.yaml (HDK mappings)"
+        )
 
     return Relation(
         "cann-driver",
@@ -406,7 +399,7 @@ def torch_npu_cann(lm: LoadedMatrix, strict: Strictness) -> Constraint:
             return False
         return lm.series_members(lm.lines[t.line].cann_compatible, [cann]) != []
 
-    def say_tn_cann(tn: str) -> Statement:
+    def say_tn_cann(tn: str) -> Verdict:
         t = lm.torch_npu_row(tn)
         if t.line is None:
             return _row(f"torch_npu/{tn}", t, f"torch_npu {tn} has no published CANN pairing")
@@ -416,13 +409,25 @@ def torch_npu_cann(lm: LoadedMatrix, strict: Strictness) -> Constraint:
                 f"torch_npu {tn} has no CANN pairing of its own; as a release of TorchNPU {t.line} (inferred) it "
                 f"works with that line's CANN {_fmt(ln.cann_compatible)}"
             )
-            return Statement(text, f"torch_npu/{tn}, torch_npu_line/{t.line}", f"{t.source_text}; {ln.source_text}", "inferred")
+            return Verdict(
+                message=text,
+                rule=f"torch_npu/{tn}, torch_npu_line/{t.line}",
+                source=f"{t.source_text}; {ln.source_text}",
+                confidence="inferred",
+            )
         text = f"torch_npu {tn} is paired with CANN {t.cann} in the vendor's table, and TorchNPU {t.line} works with CANN {_fmt(ln.cann_compatible)}"
-        return Statement(text, f"torch_npu/{tn}, torch_npu_line/{t.line}", f"{t.source_text}; {ln.source_text}", ln.confidence)
+        return Verdict(
+            message=text,
+            rule=f"torch_npu/{tn}, torch_npu_line/{t.line}",
+            source=f"{t.source_text}; {ln.source_text}",
+            confidence=ln.confidence,
+        )
 
-    def say_cann_tn(cann: str) -> Statement:
+    def say_cann_tn(cann: str) -> Verdict:
         ok = [t.version for t in m.torch_npu if tn_cann_ok(t.version, cann)]
-        return Statement(f"CANN {cann} works with torch_npu {_fmt(ok)}", "torch_npu/*.cann", "matrices/torch_npu.yaml")
+        return Verdict(
+            message=f"CANN {cann} works with torch_npu {_fmt(ok)}", rule="torch_npu/*.cann", source="matrices/torch_npu.yaml"
+        )
 
     return Relation(
         "torch_npu-cann",
@@ -445,8 +450,8 @@ def torch_npu_torch(lm: LoadedMatrix, strict: Strictness) -> Constraint:
         "torch",
         lambda tn, torch: versions.same(lm.torch_npu_row(tn).torch, torch),
         lambda tn: _row(f"torch_npu/{tn}", lm.torch_npu_row(tn), f"torch_npu {tn} pins torch=={lm.torch_npu_row(tn).torch}"),
-        lambda torch: Statement(
-            f"torch {torch} is pinned by torch_npu "
+        lambda torch: Verdict(
+            message=f"torch {torch} is pinned by torch_npu "
             + _fmt(
                 [
                     t.version + ("" if t.cann else " (no published CANN pairing)")
@@ -454,8 +459,8 @@ def torch_npu_torch(lm: LoadedMatrix, strict: Strictness) -> Constraint:
                     if versions.same(t.torch, torch)
                 ]
             ),
-            "torch_npu/*.torch",
-            "wheel METADATA Requires-Dist torch (compat-facts §1.7)",
+            rule="torch_npu/*.torch",
+            source="wheel METADATA Requires-Dist torch (compat-facts §1.7)",
         ),
         lambda a: f"torch_npu {a['torch_npu']} needs torch {lm.torch_npu_row(a['torch_npu']).torch}, not {a['torch']}",
     )
@@ -475,7 +480,7 @@ def torch_npu_python(lm: LoadedMatrix, strict: Strictness) -> Constraint:
         wheels = f" (wheels: {', '.join(versions.python_tag(p) for p in tags)})" if tags else ""
         return f"no torch_npu {a['torch_npu']} wheel for {versions.python_tag(a['python'])}" + wheels
 
-    def say_tn_py(tn: str) -> Statement:
+    def say_tn_py(tn: str) -> Verdict:
         t = lm.torch_npu_row(tn)
         if t.python is None:
             return _row(f"torch_npu/{tn}", t, f"torch_npu {tn}: wheel tags not captured")
@@ -488,10 +493,10 @@ def torch_npu_python(lm: LoadedMatrix, strict: Strictness) -> Constraint:
         "python",
         tn_py_ok,
         say_tn_py,
-        lambda py: Statement(
-            f"{versions.python_tag(py)} wheels exist for torch_npu {_fmt([t.version for t in m.torch_npu if tn_py_ok(t.version, py)])}",
-            "torch_npu/*.python",
-            "PyPI torch-npu wheel tags (compat-facts §1.5)",
+        lambda py: Verdict(
+            message=f"{versions.python_tag(py)} wheels exist for torch_npu {_fmt([t.version for t in m.torch_npu if tn_py_ok(t.version, py)])}",
+            rule="torch_npu/*.python",
+            source="PyPI torch-npu wheel tags (compat-facts §1.5)",
         ),
         tn_py_summary,
     )
@@ -518,10 +523,10 @@ def cann_python(lm: LoadedMatrix, strict: Strictness) -> Constraint:
             if lm.cann_row(cann).python
             else f"CANN {cann}: Python range not stated",
         ),
-        lambda py: Statement(
-            f"Python {py} is supported by CANN {_fmt([c.version for c in m.cann if c.python is None or versions.satisfies(py, c.python)])}",
-            "cann/*.python",
-            "matrices/cann.yaml",
+        lambda py: Verdict(
+            message=f"Python {py} is supported by CANN {_fmt([c.version for c in m.cann if c.python is None or versions.satisfies(py, c.python)])}",
+            rule="cann/*.python",
+            source="matrices/cann.yaml",
         ),
         lambda a: f"CANN {a['cann']} does not support Python {a['python']} ({lm.cann_row(a['cann']).python})",
     )
@@ -586,10 +591,10 @@ def _spec_relation(
         other,
         lambda v, o: v == ABSENT or ok_other(row(v), o),
         lambda v: _row(*cited(v), f"{what} {v} {said(row(v))}"),
-        lambda o: Statement(
-            f"{other} {o} fits {what} {_fmt([r.version for r in rows if ok_other(r, o)])}",
-            f"{key}/*.{field}",
-            "matrices/serving.yaml",
+        lambda o: Verdict(
+            message=f"{other} {o} fits {what} {_fmt([r.version for r in rows if ok_other(r, o)])}",
+            rule=f"{key}/*.{field}",
+            source="matrices/serving.yaml",
         ),
         lambda a: f"{what} {a[key]} {said(row(a[key]))}, not {other} {a[other]}",
     )

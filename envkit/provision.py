@@ -356,10 +356,10 @@ def on_provision_result(row: HostRow, task: str, ev: dict[str, Any]) -> None:
     if task.endswith("| Report plan"):
         row.plan.extend(msg_list(ev.get("msg")))
     if task.endswith("Preflight | Report network") and isinstance(ev.get("msg"), dict):
-        from envkit.fleet.hccn import check_net, net_from_probe_facts, net_verdict
+        from envkit.fleet.hccn import check_net, finding_dict, net_from_probe_facts, net_verdict
 
         found = check_net(net_from_probe_facts(ev["msg"]), host=row.host)
-        row.net, row.net_findings = net_verdict(found), [f.to_dict() for f in found]
+        row.net, row.net_findings = net_verdict(found), [finding_dict(f) for f in found]
     if task.endswith("Smoke | Report verdict"):
         msg = ev.get("msg")
         if isinstance(msg, dict):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from envkit.fleet.hccn import NetProbe, check_net
+from envkit.fleet.hccn import NetProbe, check_net, finding_dict
 
 if TYPE_CHECKING:
     from envkit.doctor.report import NetSection
@@ -25,6 +25,6 @@ def net_section(
         tool=net.tool,
         devices=sorted(net.outputs),
         peers={str(d): sorted(p) for d, p in sorted(net.pings.items()) if p},
-        findings=[NetFinding(**f.to_dict()) for f in check_net(net, chip)],
+        findings=[NetFinding(**finding_dict(f)) for f in check_net(net, chip)],
         codes=codes,
     )

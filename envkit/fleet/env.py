@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from envkit.errors import Where
 from envkit.fleet.data import HcclData, cite
 from envkit.fleet.inventory import Host
-from envkit.fleet.ranktable import Problem, raise_problems
+from envkit.fleet.ranktable import raise_problems
+from envkit.verdict import Verdict
 
 _IFNAME = re.compile(r"^(\^?=)?[A-Za-z0-9_.:@-]+(,[A-Za-z0-9_.:@-]+)*$")
 ORDER = (
@@ -44,7 +45,7 @@ def _int(value: str) -> int | None:
 
 def plan_env(hosts: list[Host], chip: str, data: HcclData, inventory_file: str) -> EnvPlan:
     """The environment of every host, or BadInput naming the broken rule and its source."""
-    problems: list[Problem] = []
+    problems: list[Verdict] = []
     warnings: list[str] = []
     values: dict[str, dict[str, str]] = {name: {} for name in ORDER}
     for host in hosts:
@@ -58,7 +59,11 @@ def plan_env(hosts: list[Host], chip: str, data: HcclData, inventory_file: str) 
         if rule.same_on_all_nodes and given and (len(set(given.values())) > 1 or len(given) != len(hosts)):
             shown = ", ".join(f"{h.name}={given.get(h.name, '(unset)')}" for h in hosts)
             problems.append(
-                Problem(f"{rule.name}-same-on-all-nodes", f"{rule.name} must be identical on every node: {shown}", cite(rule))
+                Verdict(
+                    rule=f"{rule.name}-same-on-all-nodes",
+                    message=f"{rule.name} must be identical on every node: {shown}",
+                    source=cite(rule),
+                )
             )
             continue
         if rule.kind == "int":
@@ -68,11 +73,11 @@ def plan_env(hosts: list[Host], chip: str, data: HcclData, inventory_file: str) 
                 if n is None or (lo is not None and n < lo) or (hi is not None and n > hi):
                     rng = f"[{lo if lo is not None else '-inf'}, {hi if hi is not None else 'inf'}]"
                     problems.append(
-                        Problem(
-                            f"{rule.name}-range",
-                            f"{rule.name}={raw!r} on {host_name} is not an integer in {rng}",
-                            cite(rule),
-                            next(h for h in hosts if h.name == host_name).line,
+                        Verdict(
+                            rule=f"{rule.name}-range",
+                            message=f"{rule.name}={raw!r} on {host_name} is not an integer in {rng}",
+                            source=cite(rule),
+                            line=next(h for h in hosts if h.name == host_name).line,
                         )
                     )
                     break
@@ -85,7 +90,11 @@ def plan_env(hosts: list[Host], chip: str, data: HcclData, inventory_file: str) 
         elif mode not in modes.values:
             text = f"HCCL_OP_EXPANSION_MODE={mode} is not supported on chip {chip} (legal: {', '.join(modes.values)})"
             if modes.on_unsupported == "error":
-                problems.append(Problem("HCCL_OP_EXPANSION_MODE-legal-for-chip", text + "; HCCL reports an error", cite(modes)))
+                problems.append(
+                    Verdict(
+                        rule="HCCL_OP_EXPANSION_MODE-legal-for-chip", message=text + "; HCCL reports an error", source=cite(modes)
+                    )
+                )
             else:
                 warnings.append(f"{text}; HCCL ignores it and uses {modes.default} ({cite(modes)})")
         if mode == "AIV":
@@ -99,20 +108,20 @@ def plan_env(hosts: list[Host], chip: str, data: HcclData, inventory_file: str) 
     nic = "HCCL_SOCKET_IFNAME" if ifname else "HCCL_IF_IP"
     if if_ip and ifname:
         problems.append(
-            Problem(
-                "one-NIC-variable",
-                "set HCCL_IF_IP or HCCL_SOCKET_IFNAME, not both (HCCL_IF_IP wins and hides the other)",
-                cite(ip_rule),
+            Verdict(
+                rule="one-NIC-variable",
+                message="set HCCL_IF_IP or HCCL_SOCKET_IFNAME, not both (HCCL_IF_IP wins and hides the other)",
+                source=cite(ip_rule),
             )
         )
     elif ifname:
         bad = [f"{h}={v!r}" for h, v in ifname.items() if not _IFNAME.match(v)]
         if bad:
             problems.append(
-                Problem(
-                    "HCCL_SOCKET_IFNAME-format",
-                    f"HCCL_SOCKET_IFNAME {', '.join(bad)} is not an interface list (eth0, ^=eth0, =eth0)",
-                    cite(ifname_rule),
+                Verdict(
+                    rule="HCCL_SOCKET_IFNAME-format",
+                    message=f"HCCL_SOCKET_IFNAME {', '.join(bad)} is not an interface list (eth0, ^=eth0, =eth0)",
+                    source=cite(ifname_rule),
                 )
             )
     else:
@@ -126,11 +135,11 @@ def plan_env(hosts: list[Host], chip: str, data: HcclData, inventory_file: str) 
         missing = [h.name for h in hosts if h.name not in if_ip]
         if missing:
             problems.append(
-                Problem(
-                    "NIC-variable-on-every-node",
-                    f"HCCL_IF_IP is unknown for {', '.join(missing)}: set hccl_if_ip per host (or ansible_host to an IP), or hccl_socket_ifname for all",
-                    cite(ip_rule),
-                    next(h for h in hosts if h.name == missing[0]).line,
+                Verdict(
+                    rule="NIC-variable-on-every-node",
+                    message=f"HCCL_IF_IP is unknown for {', '.join(missing)}: set hccl_if_ip per host (or ansible_host to an IP), or hccl_socket_ifname for all",
+                    source=cite(ip_rule),
+                    line=next(h for h in hosts if h.name == missing[0]).line,
                 )
             )
         for host_name, ip in if_ip.items():
@@ -138,13 +147,21 @@ def plan_env(hosts: list[Host], chip: str, data: HcclData, inventory_file: str) 
                 ipaddress.ip_address(ip)
             except ValueError:
                 problems.append(
-                    Problem("HCCL_IF_IP-address", f"HCCL_IF_IP={ip!r} on {host_name} is not an IP address", cite(ip_rule))
+                    Verdict(
+                        rule="HCCL_IF_IP-address",
+                        message=f"HCCL_IF_IP={ip!r} on {host_name} is not an IP address",
+                        source=cite(ip_rule),
+                    )
                 )
         taken = [ip for ip in if_ip.values()]
         dup = sorted({ip for ip in taken if taken.count(ip) > 1})
         if dup:
             problems.append(
-                Problem("HCCL_IF_IP-per-node", f"HCCL_IF_IP {', '.join(dup)} is given to more than one node", cite(ip_rule))
+                Verdict(
+                    rule="HCCL_IF_IP-per-node",
+                    message=f"HCCL_IF_IP {', '.join(dup)} is given to more than one node",
+                    source=cite(ip_rule),
+                )
             )
 
     if problems:

@@ -13,11 +13,10 @@ import ipaddress
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal
 
 from envkit.evidence import Evidence
+from envkit.verdict import Status, Verdict
 
-Status = Literal["ok", "warn", "fail"]
 Text = str | bytes | None
 MAX_CHARS = 65536
 SOURCE_CHECKS = "vllm-project/vllm-ascend docs installation.md (multi-node checks); Ascend/mind-cluster fault guide"
@@ -68,17 +67,9 @@ def hccn_conf_addresses(data: bytes | None) -> dict[int, str]:
     return out
 
 
-@dataclass(frozen=True)
-class Finding:
-    check: str
-    status: Status
-    message: str
-    device: int | None = None
-    host: str | None = None
-    source: str = SOURCE_CHECKS
-
-    def to_dict(self) -> dict[str, object]:
-        return dict(self.__dict__)
+def finding_dict(f: Verdict) -> dict[str, object]:
+    """A check's verdict as doctor's report and provision's summary write it (`check` names the hccn_tool check)."""
+    return {"check": f.rule, "status": f.status, "message": f.message, "device": f.device, "host": f.host, "source": f.source}
 
 
 def _text(raw: Text) -> str:
@@ -147,12 +138,33 @@ def parse_ping(raw: Text) -> Ping | None:
         return None
 
 
-def _unreadable(check: str, raw: Text, device: int | None, host: str | None) -> Finding:
+def _unreadable(check: str, raw: Text, device: int | None, host: str | None) -> Verdict:
     if raw is None or not _text(raw).strip():
-        return Finding(check, "fail", f"hccn_tool gave no output for {check}", device, host)
+        return Verdict(
+            rule=check,
+            status="fail",
+            message=f"hccn_tool gave no output for {check}",
+            device=device,
+            host=host,
+            source=SOURCE_CHECKS,
+        )
     if _BUSY.search(_text(raw)):
-        return Finding(check, "warn", "hccn_tool is busy; run the check again, one hccn_tool at a time", device, host)
-    return Finding(check, "fail", f"unreadable hccn_tool {check} output: '{excerpt(raw)}'", device, host)
+        return Verdict(
+            rule=check,
+            status="warn",
+            message="hccn_tool is busy; run the check again, one hccn_tool at a time",
+            device=device,
+            host=host,
+            source=SOURCE_CHECKS,
+        )
+    return Verdict(
+        rule=check,
+        status="fail",
+        message=f"unreadable hccn_tool {check} output: '{excerpt(raw)}'",
+        device=device,
+        host=host,
+        source=SOURCE_CHECKS,
+    )
 
 
 @dataclass
@@ -169,10 +181,10 @@ class DeviceOutputs:
 
 def check_device(
     out: DeviceOutputs, hccn_address: str | None = None, host: str | None = None
-) -> tuple[list[Finding], dict[str, object]]:
+) -> tuple[list[Verdict], dict[str, object]]:
     """Findings for one device and the facts read (link, health, tls, ip, netmask)."""
     d = out.device
-    findings: list[Finding] = []
+    findings: list[Verdict] = []
     facts: dict[str, object] = {}
     link = parse_link(out.link)
     if link is None:
@@ -180,12 +192,13 @@ def check_device(
     else:
         facts["link"] = link
         findings.append(
-            Finding(
-                "link",
-                "ok" if link == "UP" else "fail",
-                f"link status {link}" + ("" if link == "UP" else ": must be UP"),
-                d,
-                host,
+            Verdict(
+                rule="link",
+                status="ok" if link == "UP" else "fail",
+                message=f"link status {link}" + ("" if link == "UP" else ": must be UP"),
+                device=d,
+                host=host,
+                source=SOURCE_CHECKS,
             )
         )
     health = parse_net_health(out.net_health)
@@ -195,7 +208,14 @@ def check_device(
         facts["net_health"] = health
         status: Status = "ok" if health == "Success" else ("warn" if health == "Init" else "fail")
         findings.append(
-            Finding("net_health", status, f"net health {health}" + ("" if health == "Success" else ": must be Success"), d, host)
+            Verdict(
+                rule="net_health",
+                status=status,
+                message=f"net health {health}" + ("" if health == "Success" else ": must be Success"),
+                device=d,
+                host=host,
+                source=SOURCE_CHECKS,
+            )
         )
     tls = parse_tls(out.tls)
     if tls is None:
@@ -210,15 +230,15 @@ def check_device(
         if hccn_address is not None:
             same = ip[0] == hccn_address
             findings.append(
-                Finding(
-                    "ip",
-                    "ok" if same else "fail",
-                    f"device ip {ip[0]}"
+                Verdict(
+                    rule="ip",
+                    status="ok" if same else "fail",
+                    message=f"device ip {ip[0]}"
                     + (" matches" if same else " differs from")
                     + f" /etc/hccn.conf address_{d}={hccn_address}",
-                    d,
-                    host,
-                    "hicann/hccl rank_table_config_a2.md (device_ip is address_N); error EI0014",
+                    device=d,
+                    host=host,
+                    source="hicann/hccl rank_table_config_a2.md (device_ip is address_N); error EI0014",
                 )
             )
     for peer, raw in sorted((out.ping or {}).items()):
@@ -227,47 +247,81 @@ def check_device(
             findings.append(_unreadable(f"ping {peer}", raw, d, host))
         elif ping.received == 0:
             findings.append(
-                Finding(f"ping {peer}", "fail", f"{peer} unreachable ({ping.transmitted} sent, none received)", d, host)
+                Verdict(
+                    rule=f"ping {peer}",
+                    status="fail",
+                    message=f"{peer} unreachable ({ping.transmitted} sent, none received)",
+                    device=d,
+                    host=host,
+                    source=SOURCE_CHECKS,
+                )
             )
         elif ping.received < ping.transmitted:
-            findings.append(Finding(f"ping {peer}", "warn", f"{peer}: {ping.loss_percent:.2f}% packet loss", d, host))
+            findings.append(
+                Verdict(
+                    rule=f"ping {peer}",
+                    status="warn",
+                    message=f"{peer}: {ping.loss_percent:.2f}% packet loss",
+                    device=d,
+                    host=host,
+                    source=SOURCE_CHECKS,
+                )
+            )
         else:
-            findings.append(Finding(f"ping {peer}", "ok", f"{peer} reachable", d, host))
+            findings.append(
+                Verdict(rule=f"ping {peer}", status="ok", message=f"{peer} reachable", device=d, host=host, source=SOURCE_CHECKS)
+            )
     return findings, facts
 
 
-def check_tls_consistent(tls_by_device: dict[tuple[str, int], int]) -> Finding:
+def check_tls_consistent(tls_by_device: dict[tuple[str, int], int]) -> Verdict:
     """One TLS switch on every device of every node (a TLS-on and a TLS-off device cannot link: EI0016)."""
     values = sorted(set(tls_by_device.values()))
     source = "cann/hixl benchmarks README; hicann/hccl fault_diagnosis (EI0016)"
     if len(values) <= 1:
-        return Finding(
-            "tls", "ok", f"TLS switch {values[0] if values else '-'} on all {len(tls_by_device)} devices", source=source
+        return Verdict(
+            rule="tls",
+            status="ok",
+            message=f"TLS switch {values[0] if values else '-'} on all {len(tls_by_device)} devices",
+            source=source,
         )
     on = sorted(f"{h}:{d}" for (h, d), v in tls_by_device.items() if v)
-    return Finding(
-        "tls", "fail", f"TLS switch differs between devices (on: {', '.join(on)}); set one value everywhere", source=source
+    return Verdict(
+        rule="tls",
+        status="fail",
+        message=f"TLS switch differs between devices (on: {', '.join(on)}); set one value everywhere",
+        source=source,
     )
 
 
-def check_ip_plan(chip: str, addresses: dict[int, tuple[str, str]], host: str | None = None) -> list[Finding]:
+def check_ip_plan(chip: str, addresses: dict[int, tuple[str, str]], host: str | None = None) -> list[Verdict]:
     """A2 (910b): every port in one subnet; A3: devices 2k and 2k+1 (the dies of NPU k) in different subnets."""
     from envkit.fleet.data import cite, load_hccl
 
     plan = load_hccl().ip_plan(chip)
     if plan is None:
-        return [Finding("ip_plan", "warn", f"no IP plan is recorded for chip {chip}; not checked", host=host)]
+        return [
+            Verdict(
+                rule="ip_plan",
+                status="warn",
+                message=f"no IP plan is recorded for chip {chip}; not checked",
+                host=host,
+                source=SOURCE_CHECKS,
+            )
+        ]
     nets = {d: ipaddress.ip_interface(f"{ip}/{mask}").network for d, (ip, mask) in sorted(addresses.items())}
     source = cite(plan)
     if plan.rule == "same_subnet":
         distinct = sorted({str(n) for n in nets.values()})
         if len(distinct) == 1:
-            return [Finding("ip_plan", "ok", f"all {len(nets)} ports in {distinct[0]}", host=host, source=source)]
+            return [
+                Verdict(rule="ip_plan", status="ok", message=f"all {len(nets)} ports in {distinct[0]}", host=host, source=source)
+            ]
         return [
-            Finding(
-                "ip_plan",
-                "fail",
-                f"ports span {len(distinct)} subnets ({', '.join(distinct)}); on {chip} all ports share one subnet",
+            Verdict(
+                rule="ip_plan",
+                status="fail",
+                message=f"ports span {len(distinct)} subnets ({', '.join(distinct)}); on {chip} all ports share one subnet",
                 host=host,
                 source=source,
             )
@@ -276,18 +330,22 @@ def check_ip_plan(chip: str, addresses: dict[int, tuple[str, str]], host: str | 
     for d in sorted(nets):
         if d % 2 == 0 and d + 1 in nets and nets[d] == nets[d + 1]:
             findings.append(
-                Finding(
-                    "ip_plan",
-                    "fail",
-                    f"devices {d} and {d + 1} (the two dies of NPU {d // 2}) share subnet {nets[d]}; they must differ",
-                    d,
-                    host,
-                    source,
+                Verdict(
+                    rule="ip_plan",
+                    status="fail",
+                    message=f"devices {d} and {d + 1} (the two dies of NPU {d // 2}) share subnet {nets[d]}; they must differ",
+                    device=d,
+                    host=host,
+                    source=source,
                 )
             )
     return findings or [
-        Finding(
-            "ip_plan", "ok", f"the two dies of each NPU are in different subnets ({len(nets)} devices)", host=host, source=source
+        Verdict(
+            rule="ip_plan",
+            status="ok",
+            message=f"the two dies of each NPU are in different subnets ({len(nets)} devices)",
+            host=host,
+            source=source,
         )
     ]
 
@@ -337,27 +395,37 @@ def inventory_peers(inventory: object) -> dict[int, list[str]]:
     return peers
 
 
-def check_net(net: NetProbe, chip: str | None = None, host: str | None = None) -> list[Finding]:
+def check_net(net: NetProbe, chip: str | None = None, host: str | None = None) -> list[Verdict]:
     """Findings of a `probe_net` result: per device link, health, ip vs hccn.conf, pings; one TLS switch on every
     device; the chip's IP plan. A query that gave no output says why (a timeout, a missing recording)."""
     assert isinstance(net, NetProbe)
     if net.tool is None:
-        return [Finding("hccn_tool", "warn", f"network not checked: {net.skipped}", host=host)]
+        return [
+            Verdict(
+                rule="hccn_tool", status="warn", message=f"network not checked: {net.skipped}", host=host, source=SOURCE_CHECKS
+            )
+        ]
     conf = hccn_conf_addresses(net.hccn_conf.data)
-    findings: list[Finding] = []
+    findings: list[Verdict] = []
     if net.hccn_conf.data is None:
         findings.append(
-            Finding(
-                "hccn.conf",
-                "warn",
-                f"{net.hccn_conf.source}: {net.hccn_conf.error}; device IPs not compared",
+            Verdict(
+                rule="hccn.conf",
+                status="warn",
+                message=f"{net.hccn_conf.source}: {net.hccn_conf.error}; device IPs not compared",
                 host=host,
                 source="hicann/hccl rank_table_config_a2.md",
             )
         )
     if not net.outputs:
         return findings + [
-            Finding("hccn_tool", "warn", "no NPU device found (no address_N in /etc/hccn.conf, no /dev/davinciN)", host=host)
+            Verdict(
+                rule="hccn_tool",
+                status="warn",
+                message="no NPU device found (no address_N in /etc/hccn.conf, no /dev/davinciN)",
+                host=host,
+                source=SOURCE_CHECKS,
+            )
         ]
     tls: dict[tuple[str, int], int] = {}
     addresses: dict[int, tuple[str, str]] = {}
@@ -365,8 +433,12 @@ def check_net(net: NetProbe, chip: str | None = None, host: str | None = None) -
         out = DeviceOutputs(dev, outs.get("link"), outs.get("net_health"), outs.get("tls"), outs.get("ip"), net.pings.get(dev))
         found, facts = check_device(out, conf.get(dev), host)
         for f in found:
-            why = net.errors.get((dev, f.check))
-            findings.append(Finding(f.check, "fail", why, f.device, f.host) if why and f.status != "ok" else f)
+            why = net.errors.get((dev, f.rule))
+            findings.append(
+                Verdict(rule=f.rule, status="fail", message=why, device=f.device, host=f.host, source=SOURCE_CHECKS)
+                if why and f.status != "ok"
+                else f
+            )
         if "tls" in facts:
             tls[(host or "-", dev)] = int(facts["tls"])  # type: ignore[call-overload]
         if "ip" in facts:
@@ -416,11 +488,11 @@ def net_from_probe_facts(state: object) -> NetProbe:
     )
 
 
-def net_verdict(findings: list[Finding]) -> str:
+def net_verdict(findings: list[Verdict]) -> str:
     """One summary cell: 'ok (N checks)', or the failures (then the warnings), first two named."""
     for status, word in (("fail", "FAIL"), ("warn", "warn")):
         bad = [f for f in findings if f.status == status]
         if bad:
-            named = "; ".join((f"dev {f.device} " if f.device is not None else "") + f"{f.check}: {f.message}" for f in bad[:2])
+            named = "; ".join((f"dev {f.device} " if f.device is not None else "") + f"{f.rule}: {f.message}" for f in bad[:2])
             return f"{word} {len(bad)}: {named}" + (f" (+{len(bad) - 2} more)" if len(bad) > 2 else "")
     return f"ok ({len(findings)} checks)"

@@ -17,6 +17,7 @@ from pydantic import Field, model_validator
 from envkit.errors import BadInput, Where
 from envkit.fleet.inventory import HccnDevice
 from envkit.models.base import StrictModel
+from envkit.verdict import Verdict
 
 _ID = r"^\d+$"
 A2_SOURCE = "hicann/hccl docs/en/user_guide/cluster_info_config/rank_table_config_a2.md"
@@ -246,16 +247,6 @@ def to_json(table: RankTable) -> str:
 # --- checks -------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Problem:
-    """A broken launch rule: its name, what is wrong, the source of the rule, and the inventory line if known."""
-
-    rule: str
-    message: str
-    source: str
-    line: int | None = None
-
-
 def _entries(table: RankTable) -> list[tuple[str, int, int, str, str | None]]:
     """(server, rank, device_id, device_ip, super_device_id) for every rank."""
     out: list[tuple[str, int, int, str, str | None]] = []
@@ -271,18 +262,24 @@ def _entries(table: RankTable) -> list[tuple[str, int, int, str, str | None]]:
     return out
 
 
-def check(table: RankTable, hccn: dict[str, dict[int, HccnDevice]] | None = None) -> list[Problem]:
+def check(table: RankTable, hccn: dict[str, dict[int, HccnDevice]] | None = None) -> list[Verdict]:
     """Unique ranks 0..N-1, ranks contiguous per server, unique device ids / IPs, device_ip = hccn.conf address_N."""
     source = SOURCES[table.version]
-    problems: list[Problem] = []
+    problems: list[Verdict] = []
     entries = _entries(table)
     ranks = [e[1] for e in entries]
     dupes = sorted({r for r in ranks if ranks.count(r) > 1})
     if dupes:
-        problems.append(Problem("unique-ranks", f"rank_id {', '.join(map(str, dupes))} appear more than once", source))
+        problems.append(
+            Verdict(rule="unique-ranks", message=f"rank_id {', '.join(map(str, dupes))} appear more than once", source=source)
+        )
     if sorted(set(ranks)) != list(range(len(set(ranks)))):
         problems.append(
-            Problem("ranks-from-zero", f"rank_id must be 0..{len(ranks) - 1} without gaps, found {sorted(set(ranks))}", source)
+            Verdict(
+                rule="ranks-from-zero",
+                message=f"rank_id must be 0..{len(ranks) - 1} without gaps, found {sorted(set(ranks))}",
+                source=source,
+            )
         )
     servers: dict[str, list[tuple[str, int, int, str, str | None]]] = {}
     for e in entries:
@@ -291,31 +288,37 @@ def check(table: RankTable, hccn: dict[str, dict[int, HccnDevice]] | None = None
         rs = sorted(r[1] for r in rows)
         if rs and rs[-1] - rs[0] + 1 != len(rs):
             problems.append(
-                Problem(
-                    "ranks-not-interleaved",
-                    f"server {server} has ranks {rs}: one server's ranks must be contiguous (no interleaving across servers)",
-                    source,
+                Verdict(
+                    rule="ranks-not-interleaved",
+                    message=f"server {server} has ranks {rs}: one server's ranks must be contiguous (no interleaving across servers)",
+                    source=source,
                 )
             )
         devs = [r[2] for r in rows]
         if len(set(devs)) != len(devs):
-            problems.append(Problem("unique-device-id", f"server {server} lists a device_id twice: {sorted(devs)}", source))
+            problems.append(
+                Verdict(
+                    rule="unique-device-id", message=f"server {server} lists a device_id twice: {sorted(devs)}", source=source
+                )
+            )
         if hccn is not None and server in hccn:
             for _srv, rank, dev, ip, _sdid in rows:
                 conf = hccn[server].get(dev)
                 want = conf.address if conf else None
                 if want != ip:
                     problems.append(
-                        Problem(
-                            "device-ip-matches-hccn-conf",
-                            f"server {server} device {dev} (rank {rank}): device_ip {ip or '(none)'} but hccn.conf address_{dev}={want or '(missing)'}",
-                            f"{source}; error EI0014",
+                        Verdict(
+                            rule="device-ip-matches-hccn-conf",
+                            message=f"server {server} device {dev} (rank {rank}): device_ip {ip or '(none)'} but hccn.conf address_{dev}={want or '(missing)'}",
+                            source=f"{source}; error EI0014",
                         )
                     )
     ips = [e[3] for e in entries if e[3]]
     dup_ips = sorted({ip for ip in ips if ips.count(ip) > 1})
     if dup_ips:
-        problems.append(Problem("unique-device-ip", f"device_ip {', '.join(dup_ips)} used by more than one rank", source))
+        problems.append(
+            Verdict(rule="unique-device-ip", message=f"device_ip {', '.join(dup_ips)} used by more than one rank", source=source)
+        )
     if isinstance(table, RankTableV20):
         problems += _check_levels(table)
     if isinstance(table, RankTableV12):
@@ -325,8 +328,10 @@ def check(table: RankTable, hccn: dict[str, dict[int, HccnDevice]] | None = None
             for ref in pod.server_list:
                 if ref.server_id not in listed:
                     problems.append(
-                        Problem(
-                            "super-pod-servers", f"super_pod {pod.super_pod_id} names unknown server {ref.server_id}", A3_SOURCE
+                        Verdict(
+                            rule="super-pod-servers",
+                            message=f"super_pod {pod.super_pod_id} names unknown server {ref.server_id}",
+                            source=A3_SOURCE,
                         )
                     )
                 pod_of[ref.server_id] = pod.super_pod_id
@@ -335,23 +340,23 @@ def check(table: RankTable, hccn: dict[str, dict[int, HccnDevice]] | None = None
             key = (pod_of.get(server, "?"), sdid or "")
             if key in seen:
                 problems.append(
-                    Problem(
-                        "unique-super-device-id",
-                        f"super_device_id {sdid} appears twice in super_pod {key[0]} (servers {seen[key]} and {server})",
-                        f"{A3_SOURCE}; error EI0014",
+                    Verdict(
+                        rule="unique-super-device-id",
+                        message=f"super_device_id {sdid} appears twice in super_pod {key[0]} (servers {seen[key]} and {server})",
+                        source=f"{A3_SOURCE}; error EI0014",
                     )
                 )
             seen[key] = server
     return problems
 
 
-def _check_levels(table: RankTableV20) -> list[Problem]:
+def _check_levels(table: RankTableV20) -> list[Verdict]:
     """2.0: every rank has the same layers; local_id numbers a server's NPUs from 0; ranks of more than one server
     meet in one instance of a layer above 0 (the guide's two-server example: net_layer 1, CLOS, one shared id)."""
-    problems: list[Problem] = []
+    problems: list[Verdict] = []
     depths = sorted({len(r.level_list) for r in table.rank_list})
     if len(depths) > 1:
-        problems.append(Problem("same-layers", f"ranks have different numbers of layers {depths}", A5_SOURCE))
+        problems.append(Verdict(rule="same-layers", message=f"ranks have different numbers of layers {depths}", source=A5_SOURCE))
     by_server: dict[str, list[RankV20]] = {}
     for r in table.rank_list:
         by_server.setdefault(r.level_list[0].net_instance_id, []).append(r)
@@ -359,27 +364,27 @@ def _check_levels(table: RankTableV20) -> list[Problem]:
         locals_ = sorted(r.local_id for r in ranks)
         if locals_ != list(range(len(locals_))):
             problems.append(
-                Problem(
-                    "local-id-from-zero",
-                    f"server {server} numbers its NPUs local_id {locals_}, not 0..{len(locals_) - 1}",
-                    A5_SOURCE,
+                Verdict(
+                    rule="local-id-from-zero",
+                    message=f"server {server} numbers its NPUs local_id {locals_}, not 0..{len(locals_) - 1}",
+                    source=A5_SOURCE,
                 )
             )
     if len(by_server) > 1:
         top = {r.level_list[-1].net_instance_id for r in table.rank_list if len(r.level_list) > 1}
         if any(len(r.level_list) < 2 for r in table.rank_list) or len(top) != 1:
             problems.append(
-                Problem(
-                    "servers-share-a-layer",
-                    f"{len(by_server)} servers but no layer above 0 that all their ranks share "
+                Verdict(
+                    rule="servers-share-a-layer",
+                    message=f"{len(by_server)} servers but no layer above 0 that all their ranks share "
                     f"(top-layer instances: {sorted(top) or 'none'})",
-                    A5_SOURCE,
+                    source=A5_SOURCE,
                 )
             )
     return problems
 
 
-def raise_problems(problems: list[Problem], where: Where | None = None, kind: str = "rank table") -> None:
+def raise_problems(problems: list[Verdict], where: Where | None = None, kind: str = "rank table") -> None:
     """BadInput (exit 2) naming the first broken rule and its source; every problem is in details."""
     if not problems:
         return

@@ -9,7 +9,7 @@ from __future__ import annotations
 import itertools
 
 from envkit import versions
-from envkit.constraints import Constraint, RuleConstraint, Statement
+from envkit.constraints import Constraint, RuleConstraint
 from envkit.matrix import LoadedMatrix
 from envkit.models.report import Conflict, Fact
 from envkit.resolve.pins import CHANGE_COST, Pin
@@ -22,6 +22,7 @@ from envkit.resolve.search import (
     satisfiable,
     supported,
 )
+from envkit.verdict import Verdict
 
 
 def _minimal_core(lm: LoadedMatrix, pins: dict[str, Pin], extra: tuple[str, ...] = ()) -> dict[str, Pin]:
@@ -39,8 +40,8 @@ def _fact_of_pin(pin: Pin) -> Fact:
     return Fact(fact=f"{verb} {pin.key} = {shown}", rule="input", source=pin.where or "input", kind=pin.origin)
 
 
-def _stmt_fact(s: Statement) -> Fact:
-    return Fact(fact=s.text, rule=s.rule, source=s.source, kind="derived", confidence=s.confidence)
+def _stmt_fact(s: Verdict) -> Fact:
+    return Fact(fact=s.message, rule=s.rule, source=s.source, kind="derived", confidence=s.confidence)
 
 
 def _fmt_values(values: list[str], limit: int = 6) -> str:
@@ -225,11 +226,11 @@ def pin_checks(lm: LoadedMatrix, pins: dict[str, Pin]) -> list[Conflict]:
                 pin,
                 f"torch_npu {pin.value} has no published CANN pairing, so no stack with it can be validated",
                 _stmt_fact(
-                    Statement(
-                        f"torch_npu {pin.value} is on PyPI, but no source read maps it to a CANN release",
-                        f"torch_npu/{pin.value}",
-                        t.source_text,
-                        t.confidence,
+                    Verdict(
+                        message=f"torch_npu {pin.value} is on PyPI, but no source read maps it to a CANN release",
+                        rule=f"torch_npu/{pin.value}",
+                        source=t.source_text,
+                        confidence=t.confidence,
                     )
                 ),
             )
@@ -255,11 +256,11 @@ def _patch_firmware(lm: LoadedMatrix, pins: dict[str, Pin]) -> Conflict | None:
             _fact_of_pin(drv),
             _fact_of_pin(fw),
             _stmt_fact(
-                Statement(
-                    f"the driver patch {patch.version} declares compatible_version_fw={patch.compatible_firmware}",
-                    f"hdk/{drv.value}/patch/{patch.version}",
-                    patch.source_text,
-                    patch.confidence,
+                Verdict(
+                    message=f"the driver patch {patch.version} declares compatible_version_fw={patch.compatible_firmware}",
+                    rule=f"hdk/{drv.value}/patch/{patch.version}",
+                    source=patch.source_text,
+                    confidence=patch.confidence,
                 )
             ),
         ],

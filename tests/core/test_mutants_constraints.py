@@ -24,8 +24,8 @@ from envkit.constraints import (
     Edge,
     Relation,
     RuleConstraint,
-    Statement,
     Strictness,
+    Verdict,
     _disputed_lines,
     _fmt,
     _row,
@@ -79,7 +79,7 @@ def _said(c: Constraint, key: str, value: str) -> list[Any] | str | None:
         s = c.says(key, value)
     except KeyError as exc:  # a framework key's ABSENT has no row to quote
         return f"KeyError: {exc.args[0]}"
-    return None if s is None else [s.text, s.rule, s.source, s.confidence]
+    return None if s is None else [s.message, s.rule, s.source, s.confidence]
 
 
 def _snapshot(c: Constraint, values: dict[str, list[str]]) -> dict[str, Any]:
@@ -162,9 +162,11 @@ def test_helpers(lm: LoadedMatrix) -> None:
     assert _fmt(nine[:8]) == "0, 1, 2, 3, 4, 5, 6, 7"
     assert _fmt(nine) == "0, 1, 2, 3, 4, 5, 6, 7, … (9 in all)"
     assert _fmt(nine, limit=2) == "0, 1, … (9 in all)"
-    assert _row("r/1", None, "t") == Statement("t", "r/1", "envkit matrix", None)
+    assert _row("r/1", None, "t") == Verdict(message="t", rule="r/1", source="envkit matrix", confidence=None)
     row = lm.model.cann[0].model_copy(update={"disagreement": "A says x; B says y", "source": ["s1", "s2"]})
-    assert _row("r/1", row, "t") == Statement("t (sources disagree: A says x; B says y)", "r/1", "s1; s2", row.confidence)
+    assert _row("r/1", row, "t") == Verdict(
+        message="t (sources disagree: A says x; B says y)", rule="r/1", source="s1; s2", confidence=row.confidence
+    )
     # the first disputed line is quoted; a line that lists the chip, or names another, is not disputed
     base = lm.model.torch_npu_lines[0]
     lines = [
@@ -214,7 +216,7 @@ def test_edges_off_the_matrix(lm: LoadedMatrix) -> None:
     row = next(r for r in lm.model.vllm_ascend if r.needs)
     two = _changed(lm, "vllm_ascend", row.version, cann=None, torch_npu=None, needs=["a", "b"], disagreement=None)
     for edge in (vllm_ascend_cann, vllm_ascend_torch_npu):
-        assert edge(two, Strictness()).says("vllm_ascend", row.version).text == f"vllm-ascend {row.version} needs a; b"
+        assert edge(two, Strictness()).says("vllm_ascend", row.version).message == f"vllm-ascend {row.version} needs a; b"
 
 
 def test_rule_constraints(lm: LoadedMatrix) -> None:
@@ -226,16 +228,16 @@ def test_rule_constraints(lm: LoadedMatrix) -> None:
     assert numpy.check({"numpy": "2.3.0", "python": "3.11", "os": new.id}) is True
     assert numpy.check({"numpy": "2.3.0", "python": "3.11", "os": old.id}) is False
     assert numpy.check({"numpy": "2.2.6", "python": "3.9", "os": old.id}) is True  # the rule does not apply
-    assert numpy.says("numpy", "2.3.0") == Statement(
-        "when numpy >=2.3.0,<2.3.2, requires python >=3.11,<3.14; glibc >=2.28 (numpy 2.3.0 needs Python >=3.11,<3.14 and "
+    assert numpy.says("numpy", "2.3.0") == Verdict(
+        message="when numpy >=2.3.0,<2.3.2, requires python >=3.11,<3.14; glibc >=2.28 (numpy 2.3.0 needs Python >=3.11,<3.14 and "
         "glibc >=2.28 (Requires-Python and wheel tags))",
-        "numpy/python-2.3.0",
-        numpy.rule.source_text,
-        "derived",
+        rule="numpy/python-2.3.0",
+        source=numpy.rule.source_text,
+        confidence="derived",
     )
     # a message field of another key stays a placeholder in a statement, and the message falls back when unformattable
     forbid = rules["transformers/npu-support"]
-    assert forbid.says("python", "3.9").text == (
+    assert forbid.says("python", "3.9").message == (
         "when transformers <4.32.0: refused (Transformers {transformers} has no Ascend NPU support: "
         "is_torch_npu_available() first appears in 4.32.0)"
     )
@@ -248,4 +250,4 @@ def test_rule_constraints(lm: LoadedMatrix) -> None:
     assert listed.scope == ("cann", "torch")
     assert listed.check({"cann": "8.0.0", "torch": "2.1.0"}) is False
     assert listed.check({"cann": "8.2.RC1", "torch": "2.1.0"}) is True
-    assert listed.says("cann", "8.0.0").text.startswith("when cann ['8.0.0', '8.1.RC1']; torch >=2.1: refused (")
+    assert listed.says("cann", "8.0.0").message.startswith("when cann ['8.0.0', '8.1.RC1']; torch >=2.1: refused (")

@@ -40,13 +40,13 @@ def test_device_checks_on_samples():
         ping={"10.20.1.10": read("ping_fail.txt"), "10.20.1.11": read("ping_ok.txt")},
     )
     findings, facts = H.check_device(out, hccn_address="10.20.0.11", host="n0")
-    by = {f.check: f for f in findings}
+    by = {f.rule: f for f in findings}
     assert facts == {"link": "UP", "net_health": "Success", "tls": 0, "ip": "10.20.0.10", "netmask": "255.255.255.0"}
     assert by["link"].status == "ok" and by["net_health"].status == "ok"
     assert by["ip"].status == "fail" and "address_0=10.20.0.11" in by["ip"].message and "EI0014" in by["ip"].source
     assert by["ping 10.20.1.10"].status == "fail" and by["ping 10.20.1.11"].status == "ok"
     down, _ = H.check_device(H.DeviceOutputs(1, link=read("link_down.txt"), net_health=read("net_health_init.txt")))
-    assert [(f.check, f.status) for f in down][:2] == [("link", "fail"), ("net_health", "warn")]
+    assert [(f.rule, f.status) for f in down][:2] == [("link", "fail"), ("net_health", "warn")]
 
 
 @pytest.mark.parametrize(
@@ -64,7 +64,7 @@ def test_device_checks_on_samples():
 def test_hostile_output_is_a_finding_not_a_traceback(raw):
     findings, facts = H.check_device(H.DeviceOutputs(2, link=raw, net_health=raw, tls=raw, ip=raw, ping={"10.0.0.1": raw}))
     assert facts.get("link") is None
-    link = next(f for f in findings if f.check == "link")
+    link = next(f for f in findings if f.rule == "link")
     assert link.status == "fail" and ("unreadable" in link.message or "no output" in link.message)
     assert all(len(f.message) < 400 and f.message.isprintable() for f in findings)
 
