@@ -3,7 +3,8 @@
 `container`: the paths and environment every rendered file shares (inside the image, the serving block);
 `facts`: `ContainerFacts`, what a container of the lock needs (devices, mounts, environment, tag, device-plugin
 resource), derived from the lock alone;
-`image`: the image build plan (Dockerfile and context, also the bundle's image context); `render`: the Jinja
+`image`: the image build plan (Dockerfile and context, also the bundle's image context); `launch`: a launch set's
+per-host texts (Accelerate config, HCCL environment, torchrun script); `render`: the Jinja
 environment with its quoting filters and the context writer; `runargs`: `docker run` device arguments. Plans are
 data here; the jobs (`image`, `airgap`, `provision`, `launch`) call them and an executor. It imports no job.
 """

@@ -20,15 +20,13 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from envkit import bounded
 from envkit.errors import BadInput, Where
+from envkit.export.launch import accelerate_config, hccl_env_sh, torchrun_argv, torchrun_sh, train_script
 from envkit.fleet import ranktable as RT
 from envkit.fleet.data import cite, from_lock
 from envkit.fleet.env import EnvPlan, plan_env
@@ -135,76 +133,6 @@ def _plan(host: Host, inv: Inventory, version: str) -> RT.ServerPlan:
     )
 
 
-def _accelerate(num_machines: int, num_processes: int, rank: int, main_ip: str, port: int) -> str:
-    cfg = {
-        "compute_environment": "LOCAL_MACHINE",
-        "distributed_type": "MULTI_NPU",
-        "downcast_bf16": "no",
-        "machine_rank": rank,
-        "main_process_ip": main_ip,
-        "main_process_port": port,
-        "main_training_function": "main",
-        "mixed_precision": "no",
-        "num_machines": num_machines,
-        "num_processes": num_processes,
-        "rdzv_backend": "static",
-        "same_network": True,
-        "use_cpu": False,
-    }
-    return (
-        "# Accelerate config rendered by envkit launch render; use: accelerate launch --config_file THIS train.py\n"
-        + yaml.safe_dump(cfg, sort_keys=True)
-    )
-
-
-def _env_sh(env: dict[str, str], sources: list[str]) -> str:
-    lines = ["# HCCL environment rendered by envkit launch render: source it on this node before the launch."]
-    lines += [f"# {s}" for s in sources]
-    lines += [f"export {k}={shlex.quote(v)}" for k, v in env.items()]
-    return "\n".join(lines) + "\n"
-
-
-_SCRIPT = re.compile(r"[A-Za-z0-9_.][A-Za-z0-9_./+-]{0,1023}")
-
-
-def train_script(value: str, where: Where) -> str:
-    """The training script torchrun starts: a plain relative or absolute path that cannot be read as an option of
-    torchrun (no leading '-'), nor climb with `..`; it reaches the rendered script quoted as well."""
-    path = value[1:] if value.startswith("/") else value
-    if not _SCRIPT.fullmatch(path) or ".." in path.split("/"):
-        raise BadInput(
-            f"envkit_train_script={value[:80]!r} is not a plain script path",
-            where=where,
-            hint="A path of letters, digits and _ . / + - that does not start with '-' (e.g. train.py or /opt/job/run_clm.py).",
-        )
-    return value
-
-
-def torchrun_argv(nnodes: int, nproc: int, node_rank: int, master: str, port: int, script: str) -> list[str]:
-    return [
-        "torchrun",
-        f"--nnodes={nnodes}",
-        f"--nproc-per-node={nproc}",
-        f"--node-rank={node_rank}",
-        f"--master-addr={master}",
-        f"--master-port={port}",
-        script,
-    ]
-
-
-def _torchrun_sh(argv: list[str], rank_table: str) -> str:
-    return (
-        "#!/bin/sh\n"
-        "# torchrun for this node, rendered by envkit launch render. The training script must call\n"
-        '# torch.distributed.init_process_group(backend="hccl") (import torch_npu first).\n'
-        "set -eu\n"
-        'here=$(cd "$(dirname "$0")" && pwd)\n'
-        '. "$here/hccl_env.sh"\n'
-        f'export RANK_TABLE_FILE="${{RANK_TABLE_FILE:-$here/../../{rank_table}}}"\n'
-        f'exec {" ".join(shlex.quote(a) for a in argv)} "$@"\n'
-    )
-
-
 def render_launch(inventory: Path, lock: Path, out: Path, *, force: bool = False) -> LaunchResult:
     """Validate and write the launch set; BadInput (exit 2) names the broken rule and its source.
 
@@ -267,9 +195,9 @@ def render_launch(inventory: Path, lock: Path, out: Path, *, force: bool = False
     }
     for node_rank, (host, plan) in enumerate(zip(inv.hosts, plans, strict=True)):
         base = f"hosts/{host.name}"
-        files[f"{base}/accelerate_config.yaml"] = _accelerate(len(plans), total, node_rank, master, port)
-        files[f"{base}/hccl_env.sh"] = _env_sh(env.per_host[host.name], rt_sources)
-        files[f"{base}/torchrun.sh"] = _torchrun_sh(
+        files[f"{base}/accelerate_config.yaml"] = accelerate_config(len(plans), total, node_rank, master, port)
+        files[f"{base}/hccl_env.sh"] = hccl_env_sh(env.per_host[host.name], rt_sources)
+        files[f"{base}/torchrun.sh"] = torchrun_sh(
             torchrun_argv(len(plans), len(plan.devices), node_rank, master, port, script), "rank_table.json"
         )
     result = LaunchResult(chip=chip, version=row.version, out_dir=Path(out), hosts=names, ranks=total, warnings=warnings)

@@ -166,7 +166,7 @@ def test_a_hccn_conf_of_60000_devices_is_refused_fast():
 )  # fmt: skip
 def test_the_training_script_cannot_become_a_torchrun_option(script, ok):
     from envkit.errors import Where
-    from envkit.launch.render import train_script
+    from envkit.export.launch import train_script
 
     assert (_bounded(train_script, script, Where("hosts.ini", 1)) is not None) == ok
 
