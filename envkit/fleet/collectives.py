@@ -34,27 +34,14 @@ BUS_FACTOR: dict[str, Callable[[int], float]] = {
     "all_to_all": lambda n: (n - 1) / n,
     "all_to_allv": lambda n: (n - 1) / n,
 }
-_UNITS = {
-    "": 1,
-    "b": 1,
-    "k": 1 << 10,
-    "kb": 1 << 10,
-    "kib": 1 << 10,
-    "m": 1 << 20,
-    "mb": 1 << 20,
-    "mib": 1 << 20,
-    "g": 1 << 30,
-    "gb": 1 << 30,
-    "gib": 1 << 30,
-}
+MAX_SIZE = 16 << 30  # the largest message a profile measures (nccl-tests go to a few GiB)
 
 
 def parse_size(text: str) -> int:
-    """'1MiB', '64M', '8K', '4096' -> bytes (binary units)."""
-    m = re.fullmatch(r"\s*(\d+)\s*([A-Za-z]*)\s*", str(text))
-    if not m or m.group(2).lower() not in _UNITS:
-        raise BadInput(f"not a size: {text!r}", hint="write sizes like 8K, 1MiB, 64M or 1G (binary units)")
-    return int(m.group(1)) * _UNITS[m.group(2).lower()]
+    """'1MiB', '64M', '8K', '4096' -> bytes (binary units), at most MAX_SIZE (`envkit.bounded.size`)."""
+    from envkit.bounded import size
+
+    return size(str(text), "--max-size", hi=MAX_SIZE)
 
 
 def sizes(max_size: int = DEFAULT_MAX_SIZE, min_size: int = MIN_SIZE) -> list[int]:

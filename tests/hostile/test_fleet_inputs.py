@@ -218,3 +218,24 @@ def test_an_inventory_or_hccn_conf_that_is_no_regular_file_is_refused_unopened(t
     r = run_cli("launch", "render", "-i", str(inv), "--lock", str(lock), "-o", str(tmp_path / "o"))
     assert time.monotonic() - start < 5
     assert r.code == 2 and "not a regular file" in r.err and str(bad) in r.err, r.err
+
+
+@pytest.mark.parametrize(
+    ("size", "ok"), [("16G", True), ("16385M", False), ("9" * 5000, False), ("1" * 19, False), ("８K", False)]
+)
+def test_max_size_on_both_sides_of_its_cap(size, ok):
+    from envkit.fleet.collectives import MAX_SIZE, parse_size
+
+    assert MAX_SIZE == 16 << 30
+    assert (_bounded(parse_size, size) is not None) == ok
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["smoke", "--device", "cpu", "--collectives", "--nproc", "2"], ["launch", "profile", "-i", "hosts.ini", "--nproc", "1"]],
+)
+def test_a_5000_digit_max_size_is_exit_2_through_the_commands(tmp_path, run_cli, monkeypatch, argv):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "hosts.ini").write_text("[a]\nn0 ansible_host=192.0.2.1\nn1 ansible_host=192.0.2.2\n")
+    r = run_cli(*argv, "--max-size", "9" * 5000, "-o" if argv[0] == "launch" else "--out", str(tmp_path / "o"))
+    assert r.code == 2 and "--max-size" in r.err and "internal error" not in r.err, r.err
