@@ -95,7 +95,7 @@ def upgrade_lock(data: dict[str, Any], filename: str, upgrade: LockUpgrade | Non
     """The migration seam: a lock of an UPGRADABLE schema read as the current one, with a notice naming what was
     derived, where an upgrade is registered (the command line registers `envkit.locking.upgrade`); else unchanged."""
     found = data.get("schema_version")
-    if upgrade is None or found not in UPGRADABLE or isinstance(found, bool):
+    if upgrade is None or type(found) is not int or found not in UPGRADABLE:
         return data
     lifted = upgrade(data, filename)
     if lifted is None:
@@ -103,9 +103,11 @@ def upgrade_lock(data: dict[str, Any], filename: str, upgrade: LockUpgrade | Non
     new, derived = lifted
     from envkit import console
 
+    made_by = data.get("generated_by")  # not yet checked by the schema: named only when it is a plain command line
+    redo = made_by if isinstance(made_by, str) and re.fullmatch(r"envkit [ -~]{1,300}", made_by) else "envkit resolve"
     console.err.print(
         f"notice: {filename} is a lock of schema {found}; read as schema {LOCK_SCHEMA_VERSION} with "
-        f"{', '.join(derived)} derived from its stack (re-lock to write it: `{data.get('generated_by', 'envkit resolve')}`)",
+        f"{', '.join(derived)} derived from its stack (re-lock to write it: `{redo}`)",
         markup=False,
     )
     return new

@@ -3,6 +3,10 @@
 Supported: `[group]` host lines with `key=value` variables, `[group:vars]`, `[group:children]`, comments (`#`, `;`)
 and numeric ranges (`node[01:03]`). Host variables win over group variables; among groups, a child group's
 variables win over its parent's, as in Ansible. Hosts keep the order of their first appearance.
+
+Untrusted text: numbers, ranges and addresses go through `envkit.bounded`; the hosts, their entries, the groups and
+the `[group:children]` edges are capped, and the group graph is walked once (a cycle is refused), so no inventory
+makes the parser hang or run out of memory. Files are read through `envkit.untrusted` (regular files only).
 """
 
 from __future__ import annotations
@@ -17,8 +21,8 @@ from envkit import bounded, untrusted
 from envkit.bounded import MAX_HOSTS, host_range
 from envkit.errors import BadInput, Where
 
-# a host name is used as a folder name (hosts/<name>) and an address reaches rendered shell scripts: plain names only
 MAX_GROUPS = 1024  # groups in one inventory: bounds the group graph's walk
+# a host name is used as a folder name (hosts/<name>) and an address reaches rendered shell scripts: plain names only
 _HOST_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:-]{0,252}$")
 _DNS_NAME = re.compile(r"^(?=.{1,253}$)[A-Za-z0-9_]([A-Za-z0-9_-]{0,62})(\.[A-Za-z0-9_]([A-Za-z0-9_-]{0,62}))*\.?$")
 

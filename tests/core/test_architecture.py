@@ -388,4 +388,26 @@ def test_a_schema_2_lock_is_upgraded_on_read_with_a_notice(run_cli, tmp_path):
     doc["stack"]["chip"] = "nope"  # nothing to derive from: refused by the schema as before
     old.write_text(yaml.safe_dump(doc, sort_keys=False))
     r = run_cli("image", "run-args", "--lock", str(old))
-    assert r.code == 2 and "re-lock" in r.err and "notice" not in r.err
+    assert r.code == 2 and "re-lock" in r.err and "notice:" not in r.err
+
+
+def test_the_upgrade_notice_names_no_untrusted_text_and_lifts_int_schemas_only(run_cli, tmp_path):
+    """The notice is printed before the schema checks the lock: a `generated_by` with terminal escapes is not echoed,
+    and a schema_version of 2.0 (a float) or "2" is not lifted (then refused as before)."""
+    import yaml
+
+    new = tmp_path / "new.lock"
+    assert run_cli("resolve", "-o", str(new)).code == 0
+    doc = yaml.safe_load(new.read_text())
+    for k in ("device_plugin_resource", "hccl"):
+        doc["platform"].pop(k)
+    doc["schema_version"], doc["generated_by"] = 2, "envkit resolve \x1b]0;pwned\x07"
+    old = tmp_path / "old.lock"
+    old.write_text(yaml.safe_dump(doc, sort_keys=False))
+    r = run_cli("image", "run-args", "--lock", str(old))
+    assert "notice:" in r.err and "\x1b" not in r.err and "re-lock to write it: `envkit resolve`" in r.err
+    for version in (2.0, "2"):
+        doc["schema_version"], doc["generated_by"] = version, "envkit resolve"
+        old.write_text(yaml.safe_dump(doc, sort_keys=False))
+        r = run_cli("image", "run-args", "--lock", str(old))
+        assert r.code == 2 and "notice:" not in r.err, (version, r.err)
