@@ -54,7 +54,7 @@ _KINDS = (
 )
 
 
-def _not_regular(mode: int) -> str | None:
+def not_regular(mode: int) -> str | None:
     """What a file of this mode is when it is not a regular file (None for a regular file)."""
     if stat.S_ISREG(mode):
         return None
@@ -112,7 +112,7 @@ def open_regular(path: str | os.PathLike[str], *, root: str | os.PathLike[str] |
     real, real_root = _resolve(Path(path), None if root is None else Path(root))
     hint = "Give the path of a regular file (a copy, not a FIFO, device or folder)."
     try:
-        what = _not_regular(os.stat(real).st_mode)
+        what = not_regular(os.stat(real).st_mode)
     except OSError as exc:
         raise _refuse(given, f"{given} cannot be read: {_reason(exc)}", hint) from None
     if what:
@@ -123,7 +123,7 @@ def open_regular(path: str | os.PathLike[str], *, root: str | os.PathLike[str] |
     except OSError as exc:  # ELOOP: the name was made a link since it was resolved
         raise _refuse(given, f"{given} cannot be opened: {_reason(exc)}", hint) from None
     try:
-        what = _not_regular(os.fstat(fd).st_mode)  # what was opened, should the name have changed meanwhile
+        what = not_regular(os.fstat(fd).st_mode)  # what was opened, should the name have changed meanwhile
         if what:
             raise _refuse(given, f"{given} is {what}, not a regular file", hint)
         if real_root is not None:

@@ -34,6 +34,7 @@ from envkit.doctor.parsers import ParseError, parse_kv
 from envkit.evidence import Evidence
 from envkit.executor.proc import MAX_READ, CommandResult, run_command
 from envkit.fleet.hccn import NetProbe, hccn_conf_addresses
+from envkit.untrusted import not_regular
 
 MAX_LIST = 10_000  # entries read from one folder
 RECORDED_NPU_SMI = "/var/log/envkit/npu-smi"  # recorded `npu-smi` output in a root (see docs/doctor.md)
@@ -290,22 +291,12 @@ class Target:
             return path
 
 
-_KINDS = (
-    (stat.S_ISDIR, "is a directory"),
-    (stat.S_ISFIFO, "not a regular file (a FIFO)"),
-    (stat.S_ISCHR, "not a regular file (a character device)"),
-    (stat.S_ISBLK, "not a regular file (a block device)"),
-    (stat.S_ISSOCK, "not a regular file (a socket)"),
-    (stat.S_ISLNK, "not a regular file (a symbolic link)"),
-)
-
-
 def _kind(mode: int) -> str | None:
-    """Why a file of this mode is not read (None for a regular file)."""
-    for test, why in _KINDS:
-        if test(mode):
-            return why
-    return None if stat.S_ISREG(mode) else "not a regular file"
+    """Why a file of this mode is not read (None for a regular file), in the words of `envkit.untrusted`."""
+    what = not_regular(mode)
+    if what is None or what == "not a regular file":
+        return what
+    return "is a directory" if what == "a directory" else f"not a regular file ({what})"
 
 
 # --------------------------------------------------------------------------- environment
