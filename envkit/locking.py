@@ -180,6 +180,10 @@ def build_platform(lm: LoadedMatrix, stack: dict[str, str]) -> Platform:
     )
 
 
+# an env rule's own fields, which the lock copies from the matrix row (its source and confidence: `src` below)
+_ENV_FIELDS = set(HcclEnvRule.model_fields) - {"source", "confidence"}
+
+
 def build_hccl(lm: LoadedMatrix, chip: str) -> HcclFacts:
     """The chip's HCCL facts (matrices/hccl.yaml): its rank table, op expansion modes, IP plan, and the env rules."""
     h = lm.model.hccl
@@ -196,19 +200,7 @@ def build_hccl(lm: LoadedMatrix, chip: str) -> HcclFacts:
             values=list(op.values), default=op.default, on_unsupported=op.on_unsupported, **src(op)
         ),
         ip_plan=None if ip is None else HcclIpPlan.model_construct(rule=ip.rule, ports=ip.ports, **src(ip)),
-        env=[
-            HcclEnvRule.model_construct(
-                name=r.name,
-                kind=r.kind,
-                min=r.min,
-                max=r.max,
-                aiv_max=r.aiv_max,
-                default=r.default,
-                same_on_all_nodes=r.same_on_all_nodes,
-                **src(r),
-            )
-            for r in h.env
-        ],
+        env=[HcclEnvRule.model_construct(**r.model_dump(include=_ENV_FIELDS), **src(r)) for r in h.env],
     )
 
 

@@ -52,9 +52,14 @@ def read_report(path: Path) -> dict[str, Any]:
     """A report.json read strictly (`envkit.jsonread`: size, depth, no NaN): a JSON object with a smoke report's keys
     only. BadInput (exit 2) naming the file and the key otherwise."""
     from envkit.jsonread import read_json
+
+    return report_keys(read_json(path, what="smoke report"), path)
+
+
+def report_keys(report: Any, path: Path) -> dict[str, Any]:
+    """`report` (read from `path`) when it is a JSON object with a smoke report's keys only; BadInput otherwise."""
     from envkit.models.smoke import SmokeReport
 
-    report = read_json(path, what="smoke report")
     if not isinstance(report, dict):
         raise BadInput(f"{path}: not a smoke report (a JSON object)", where=Where(file=str(path)))
     unknown = sorted(set(report) - set(SmokeReport.model_fields))

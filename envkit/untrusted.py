@@ -19,7 +19,7 @@ Usage::
     from envkit import untrusted
 
     text = untrusted.read_text(path, untrusted.CONFIG)                       # a user's config (1 MiB)
-    raw = untrusted.read_bytes("numpy.json", untrusted.DOCUMENT, root=snapshot)  # inside the snapshot folder only
+    raw = untrusted.read_bytes("numpy.json", untrusted.CONFIG, root=snapshot)  # inside the snapshot folder only
 """
 
 from __future__ import annotations
@@ -42,7 +42,6 @@ class Kind:
 
 CONFIG = Kind("a configuration file", 1 << 20)  # hccn.conf, an inventory's host file: a few kB
 MODEL_CONFIG = Kind("a model's JSON configuration", 16 << 20)  # config.json, tokenizer_config.json (templates inside)
-DOCUMENT = Kind("a JSON document", 64 << 20)  # a recorded PyPI JSON document (torch's is a few MB)
 
 _KINDS = (
     (stat.S_ISDIR, "a directory"),

@@ -418,7 +418,7 @@ def load_profile(path: Path) -> dict[str, Any]:
     file and the key otherwise."""
     from envkit.fleet.profiledoc import FORMAT, Profile
     from envkit.jsonread import checked, read_json
-    from envkit.smokerun import REPORT_FILE, read_report
+    from envkit.smokerun import REPORT_FILE, report_keys
 
     p = Path(path)
     if p.is_dir():
@@ -427,7 +427,7 @@ def load_profile(path: Path) -> dict[str, Any]:
     key = ""
     if isinstance(data, dict) and "collectives" in data:  # a smoke report: only its own keys
         try:
-            data = read_report(p)
+            data = report_keys(data, p)  # the document already read: its keys checked, not the file read again
         except BadInput as exc:
             raise BadInput(exc.message, where=exc.where, hint=_ROWS_HINT) from None
         data, key = data["collectives"], "collectives"

@@ -61,19 +61,7 @@ def from_lock(chip: str, facts: HcclFacts) -> HcclData:
     rt, op, ip = facts.rank_table, facts.op_expansion, facts.ip_plan
     return HcclData(
         rank_tables=[] if rt is None else [RankTableRow(chip=chip, version=rt.version, **src(rt))],
-        env=[
-            EnvRule(
-                name=r.name,
-                kind=r.kind,
-                min=r.min,
-                max=r.max,
-                aiv_max=r.aiv_max,
-                default=r.default,
-                same_on_all_nodes=r.same_on_all_nodes,
-                **src(r),
-            )
-            for r in facts.env
-        ],
+        env=[EnvRule(**r.model_dump(exclude={"source", "confidence"}), **src(r)) for r in facts.env],
         op_expansion_modes=[]
         if op is None
         else [OpExpansionRow(chip=chip, values=list(op.values), default=op.default, on_unsupported=op.on_unsupported, **src(op))],
