@@ -91,33 +91,31 @@ def write_lock(lock: Lock, path: Path) -> None:
 UPGRADABLE = (2,)
 
 
-def upgrade_lock(data: dict[str, Any], filename: str, upgrade: LockUpgrade | None) -> dict[str, Any]:
-    """The migration seam: a lock of an UPGRADABLE schema read as the current one, with a notice naming what was
-    derived, where an upgrade is registered (the command line registers `envkit.locking.upgrade`); else unchanged."""
+def upgrade_lock(data: dict[str, Any], filename: str, upgrade: LockUpgrade | None) -> tuple[dict[str, Any], str | None]:
+    """The migration seam: a lock of an UPGRADABLE schema read as the current one, and the notice naming what was
+    derived (`parse_lock` prints it once the lifted lock holds to the schema), where an upgrade is registered (the
+    command line registers `envkit.locking.upgrade`); else (data, None)."""
     found = data.get("schema_version")
     if upgrade is None or type(found) is not int or found not in UPGRADABLE:
-        return data
+        return data, None
     lifted = upgrade(data, filename)
     if lifted is None:
-        return data
+        return data, None
     new, derived = lifted
-    from envkit import console
-
     made_by = data.get("generated_by")  # not yet checked by the schema: named only when it is a plain command line
     redo = made_by if isinstance(made_by, str) and re.fullmatch(r"envkit [ -~]{1,300}", made_by) else "envkit resolve"
-    console.err.print(
+    notice = (
         f"notice: {filename} is a lock of schema {found}; read as schema {LOCK_SCHEMA_VERSION} with "
-        f"{', '.join(derived)} derived from its stack (re-lock to write it: `{redo}`)",
-        markup=False,
+        f"{', '.join(derived)} derived from its stack (re-lock to write it: `{redo}`)"
     )
-    return new
+    return new, notice
 
 
 def parse_lock(data: Any, lines: dict[str, int], filename: str, *, upgrade: LockUpgrade | None = None) -> Lock:
     """The lock in `data`, held to the schema; an older lock is lifted by `upgrade` (default: the registered one)."""
     if not isinstance(data, dict):
         raise BadInput(f"{filename} is not a lock (a YAML mapping)", where=Where(filename, 1))
-    data = upgrade_lock(data, filename, upgrade or registered_upgrade())
+    data, notice = upgrade_lock(data, filename, upgrade or registered_upgrade())
     found = data.get("schema_version")
     if found != LOCK_SCHEMA_VERSION:
         older = isinstance(found, int) and not isinstance(found, bool) and 0 < found < LOCK_SCHEMA_VERSION
@@ -136,7 +134,7 @@ def parse_lock(data: Any, lines: dict[str, int], filename: str, *, upgrade: Lock
             "and HCCL facts).",
         )
     try:
-        return Lock.model_validate(data)
+        lock = Lock.model_validate(data)
     except ValidationError as exc:
         err = exc.errors()[0]
         loc = [str(p) for p in err["loc"]]
@@ -151,6 +149,11 @@ def parse_lock(data: Any, lines: dict[str, int], filename: str, *, upgrade: Lock
             where=Where(filename, line, key),
             hint="Regenerate it with `envkit resolve`; do not edit a lock by hand.",
         ) from None
+    if notice:  # once, for a lifted lock that holds (load_lock's fast path fails silently and parses again)
+        from envkit import console
+
+        console.err.print(notice, markup=False)
+    return lock
 
 
 def read_lock(path: Path) -> Lock:

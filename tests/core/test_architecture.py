@@ -366,14 +366,14 @@ def test_a_schema_2_lock_is_upgraded_on_read_with_a_notice(run_cli, tmp_path):
     new = tmp_path / "new.lock"
     assert run_cli("resolve", "--chip", "a3", "-o", str(new)).code == 0
     doc = yaml.safe_load(new.read_text())
-    doc["schema_version"] = 2
+    doc["schema_version"], new_version = 2, doc["envkit_version"]
     facts = {k: doc["platform"].pop(k) for k in ("device_plugin_resource", "hccl")}
     old = tmp_path / "old.lock"
     old.write_text(yaml.safe_dump(doc, sort_keys=False))
     for argv in (("validate", str(old)), ("image", "run-args", "--lock", str(old), "--format", "json")):
         r = run_cli(*argv)
         assert r.code == 0, (argv, r.out, r.err)
-        assert f"notice: {old} is a lock of schema 2; read as schema 3" in r.err, argv
+        assert r.err.count(f"notice: {old} is a lock of schema 2; read as schema 3") == 1, argv
         assert "platform.device_plugin_resource, platform.hccl derived" in r.err
     from envkit.cli import _matrix_upgrade
     from envkit.lockfile import gated
@@ -385,6 +385,11 @@ def test_a_schema_2_lock_is_upgraded_on_read_with_a_notice(run_cli, tmp_path):
     assert lifted.platform.hccl.model_dump(mode="json") == facts["hccl"]
     with pytest.raises(BadInput, match="is a lock of schema 2, made by an older envkit: re-lock it"):
         read_lock(old)
+    doc["envkit_version"] = "not a version"  # lifted, then refused by the schema: an error, no notice
+    old.write_text(yaml.safe_dump(doc, sort_keys=False))
+    r = run_cli("image", "run-args", "--lock", str(old))
+    assert r.code == 2 and "envkit_version" in r.err and "notice:" not in r.err, r.err
+    doc["envkit_version"] = new_version
     doc["stack"]["chip"] = "nope"  # nothing to derive from: refused by the schema as before
     old.write_text(yaml.safe_dump(doc, sort_keys=False))
     r = run_cli("image", "run-args", "--lock", str(old))
@@ -392,8 +397,9 @@ def test_a_schema_2_lock_is_upgraded_on_read_with_a_notice(run_cli, tmp_path):
 
 
 def test_the_upgrade_notice_names_no_untrusted_text_and_lifts_int_schemas_only(run_cli, tmp_path):
-    """The notice is printed before the schema checks the lock: a `generated_by` with terminal escapes is not echoed,
-    and a schema_version of 2.0 (a float) or "2" is not lifted (then refused as before)."""
+    """The notice comes only for a lifted lock that holds to the schema (a `generated_by` with terminal escapes is
+    refused first, never echoed), names a re-lock command only when it is envkit's, and a schema_version of 2.0 (a
+    float) or "2" is not lifted (then refused as before)."""
     import yaml
 
     new = tmp_path / "new.lock"
@@ -404,8 +410,12 @@ def test_the_upgrade_notice_names_no_untrusted_text_and_lifts_int_schemas_only(r
     doc["schema_version"], doc["generated_by"] = 2, "envkit resolve \x1b]0;pwned\x07"
     old = tmp_path / "old.lock"
     old.write_text(yaml.safe_dump(doc, sort_keys=False))
+    r = run_cli("image", "run-args", "--lock", str(old))  # refused by the schema before any notice
+    assert r.code == 2 and "notice:" not in r.err and "\x1b" not in r.err
+    doc["generated_by"] = "make lock"  # valid text, but not an envkit command line: not offered as the way to re-lock
+    old.write_text(yaml.safe_dump(doc, sort_keys=False))
     r = run_cli("image", "run-args", "--lock", str(old))
-    assert "notice:" in r.err and "\x1b" not in r.err and "re-lock to write it: `envkit resolve`" in r.err
+    assert r.code == 0 and "notice:" in r.err and "re-lock to write it: `envkit resolve`" in r.err
     for version in (2.0, "2"):
         doc["schema_version"], doc["generated_by"] = version, "envkit resolve"
         old.write_text(yaml.safe_dump(doc, sort_keys=False))
