@@ -239,3 +239,30 @@ def test_a_5000_digit_max_size_is_exit_2_through_the_commands(tmp_path, run_cli,
     (tmp_path / "hosts.ini").write_text("[a]\nn0 ansible_host=192.0.2.1\nn1 ansible_host=192.0.2.2\n")
     r = run_cli(*argv, "--max-size", "9" * 5000, "-o" if argv[0] == "launch" else "--out", str(tmp_path / "o"))
     assert r.code == 2 and "--max-size" in r.err and "internal error" not in r.err, r.err
+
+
+def test_host_entries_and_children_caps_on_both_sides(tmp_path):
+    """Repeated memberships count: 40,000 host entries are read, one more is refused; likewise 16,384 children."""
+    from envkit.fleet.inventory import MAX_GROUPS
+
+    four = "".join(f"[g{i}]\nn[1:10000]\n" for i in range(4))
+    assert len(parse_inventory(four, tmp_path / "i.ini").hosts) == 10_000
+    with pytest.raises(BadInput, match="more than 40000 host entries"):
+        parse_inventory(four + "[g5]\nn1\n", tmp_path / "i.ini")
+    edges = 16 * MAX_GROUPS
+    kids = "[p:children]\n" + "".join(f"k{i % 8}\n" for i in range(edges)) + "[k0]\nn0\n"
+    assert [h.name for h in parse_inventory(kids, tmp_path / "i.ini").hosts] == ["n0"]
+    with pytest.raises(BadInput, match=f"more than {edges}"):
+        parse_inventory(kids.replace("[k0]", "k0\n[k0]", 1), tmp_path / "i.ini")
+
+
+def test_an_inventory_file_at_its_size_cap_is_read_and_one_byte_more_refused(tmp_path):
+    from envkit.fleet.inventory import INVENTORY, read_inventory
+
+    head = "[a]\nn0 ansible_host=192.0.2.1\n"
+    path = tmp_path / "hosts.ini"
+    path.write_text(head + "#" * (INVENTORY.max_bytes - len(head) - 1) + "\n")
+    assert path.stat().st_size == INVENTORY.max_bytes and read_inventory(path).hosts[0].name == "n0"
+    path.write_text(head + "#" * (INVENTORY.max_bytes - len(head)) + "\n")
+    with pytest.raises(BadInput, match="too large for an inventory"):
+        read_inventory(path)
