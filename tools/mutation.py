@@ -46,6 +46,19 @@ MODULES: dict[str, tuple[str, ...]] = {
     "verify": ("envkit/airgap/verify.py",),
     "doctor": ("envkit/doctor/diagnose.py", "envkit/doctor/hazards.py"),
     "compare": ("envkit/smoke/compare.py",),
+    # the parsers of untrusted input: bounded values, the file reader, envkit's own JSON, mirror URLs
+    "inputs": ("envkit/bounded.py", "envkit/untrusted.py", "envkit/jsonread.py", "envkit/urlpath.py"),
+    # what decides which files an output folder owns, replaces and refuses to delete
+    "outputs": ("envkit/fsutil.py",),
+    # wheel tags and their ranking against the target
+    "wheels": ("envkit/wheels.py",),
+    # the multi-host parsers and renderers: inventories and hccn.conf, rank tables, the HCCL env, hccn_tool checks
+    "fleet": (
+        "envkit/fleet/inventory.py",
+        "envkit/fleet/ranktable.py",
+        "envkit/fleet/env.py",
+        "envkit/fleet/hccn.py",
+    ),
 }
 
 # group -> the fast unit tests that hold it. mutmut runs, for each mutant, only those of them that reach the mutated
@@ -99,6 +112,30 @@ TESTS: dict[str, tuple[str, ...]] = {
         "tests/smoke/test_smoke_compare.py",
         "tests/smoke/test_mutants_compare.py",
         "tests/smoke/test_compare_runs_fast.py",
+    ),
+    "inputs": (
+        "tests/hostile/test_fleet_inputs.py",
+        "tests/hostile/test_files.py",
+        "tests/hostile/test_own_json.py",
+        "tests/hostile/test_mirror_urls.py",
+        "tests/hostile/test_http.py",
+    ),
+    "outputs": (
+        "tests/core/test_fsutil.py",
+        "tests/hostile/test_output_manifest.py",
+        "tests/hostile/test_outputs.py",
+    ),
+    "wheels": (
+        "tests/core/test_wheels.py",
+        "tests/core/test_torch_builds.py",
+        "tests/airgap/test_torch_index.py",
+    ),
+    "fleet": (
+        "tests/hostile/test_fleet_inputs.py",
+        "tests/launch",
+        "tests/doctor/test_hccn.py",
+        "tests/provision/test_net_preflight.py",
+        "tests/provision/test_provision_unit.py",
     ),
 }
 
