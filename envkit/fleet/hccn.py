@@ -14,6 +14,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from envkit import bounded
+from envkit.errors import BadInput
 from envkit.evidence import Evidence
 from envkit.verdict import Status, Verdict
 
@@ -23,10 +25,12 @@ SOURCE_CHECKS = "vllm-project/vllm-ascend docs installation.md (multi-node check
 
 _LINK = re.compile(r"^\s*link status\s*:\s*(\S+)\s*$", re.I | re.M)
 _HEALTH = re.compile(r"^\s*net health status\s*:\s*([A-Za-z][A-Za-z ]*?)\s*$", re.I | re.M)
-_TLS = re.compile(r"tls switch\[(\d+)\]", re.I)
+_TLS = re.compile(r"tls switch\[([0-9]{1,3})\]", re.I)  # ASCII digits, bounded: never int() of 5,000 digits
 _IP = re.compile(r"^\s*ipaddr\s*:\s*(\S+)\s*$", re.I | re.M)
 _MASK = re.compile(r"^\s*netmask\s*:\s*(\S+)\s*$", re.I | re.M)
-_PING = re.compile(r"(\d+)\s+packets transmitted,\s*(\d+)\s+received,\s*([\d.]+)%\s*packet loss", re.I)
+_PING = re.compile(
+    r"([0-9]{1,9})\s+packets transmitted,\s*([0-9]{1,9})\s+received,\s*([0-9]{1,3}(?:\.[0-9]{1,6})?)%\s*packet loss", re.I | re.A
+)
 _BUSY = re.compile(r"hccn_tool is busy", re.I)
 HEALTH_STATES = (
     "Success",
@@ -57,11 +61,11 @@ def hccn_conf_addresses(data: bytes | None) -> dict[int, str]:
     """address_N of an hccn.conf; lines that do not hold a valid address are left out (the IP check names them)."""
     out: dict[int, str] = {}
     for line in (data or b"").decode("utf-8", "replace").splitlines():
-        m = re.fullmatch(r"\s*address_(\d{1,3})\s*=\s*(\S+)\s*", line)
+        m = re.fullmatch(r"\s*address_([0-9]{1,3})\s*=\s*(\S+)\s*", line)
         if m:
             try:
-                ipaddress.ip_address(m.group(2))
-            except ValueError:
+                bounded.address(m.group(2), f"address_{m.group(1)}")  # no scope id: the address reaches hccn_tool
+            except BadInput:
                 continue
             out[int(m.group(1))] = m.group(2)
     return out
@@ -114,8 +118,9 @@ def parse_ip(raw: Text) -> tuple[str, str] | None:
     if ip is None or mask is None:
         return None
     try:
+        bounded.address(ip, "ipaddr")  # no scope id
         ipaddress.ip_interface(f"{ip}/{mask}")
-    except ValueError:
+    except (BadInput, ValueError):
         return None
     return ip, mask
 
@@ -355,15 +360,13 @@ def check_ip_plan(chip: str, addresses: dict[int, tuple[str, str]], host: str | 
 
 def parse_peers(text: str) -> list[str]:
     """`--peers IP,IP,...`: each an IP address (a peer is passed to hccn_tool, so nothing else is accepted)."""
-    from envkit.errors import BadInput
-
-    peers = [p.strip() for p in text.split(",") if p.strip()]
+    peers = [p.strip() for p in bounded.text(text, "--peers").split(",") if p.strip()]
     for p in peers:
         try:
-            ipaddress.ip_address(p)
-        except ValueError:
+            bounded.address(p, "--peers")
+        except BadInput:
             raise BadInput(
-                f"--peers: {p!r} is not an IP address",
+                f"--peers: {p[:60]!r} is not an IP address (no IPv6 scope id)",
                 hint="give the peers' device IPs (address_N of their /etc/hccn.conf), comma-separated",
             ) from None
     return peers
@@ -386,8 +389,6 @@ def inventory_peers(inventory: object) -> dict[int, list[str]]:
             if item.address:
                 peers.setdefault(dev, []).append(item.address)
     if not peers:
-        from envkit.errors import BadInput
-
         raise BadInput(
             f"{inventory}: no host sets envkit_hccn_conf, so no peer device IP is known",
             hint="set envkit_hccn_conf=PATH (a copy of the host's /etc/hccn.conf) per host, or give --peers",

@@ -11,26 +11,16 @@ import time
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from envkit import bounded
 from envkit.errors import BadInput
 from envkit.fleet.inventory import parse_hccn_conf, parse_inventory
+from tests.hostile.bounds import SETTINGS, bounded_call
 
-SETTINGS = settings(max_examples=150, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 DIGITS = st.text(alphabet="0123456789²٣８_ -+.e", max_size=6000)
-
-
-def _bounded(fn, *args, limit: float = 2.0, **kwargs):
-    """`fn(...)`'s value or None for BadInput, within `limit` seconds; any other exception fails the test."""
-    start = time.monotonic()
-    try:
-        out = fn(*args, **kwargs)
-    except BadInput:
-        out = None
-    assert time.monotonic() - start < limit, f"{fn.__name__} took {time.monotonic() - start:.1f} s"
-    return out
+_bounded = bounded_call
 
 
 @SETTINGS
