@@ -9,6 +9,8 @@ limit is a BadInput (exit 2) naming file:line.
 
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -131,18 +133,30 @@ def load_text(text: str, filename: str, *, scalars_as_str: bool = False) -> tupl
 
 
 def read_text(path: Path) -> str:
-    """A file's UTF-8 text, read once (it may be a pipe), at most MAX_BYTES; BadInput (exit 2) with the
-    reason otherwise."""
+    """A file's UTF-8 text, read once, at most MAX_BYTES; BadInput (exit 2) with the reason otherwise.
+
+    It may be a pipe on purpose (`-f <(make-stack)`, `/dev/stdin`), so a pipe is read, but the open never waits: it
+    is non-blocking (a named FIFO with no writer would block a plain `open` forever) and the reads then block, so
+    a pipe with a writer is read to its end and one without is refused (it reads as empty)."""
     path = Path(path)
     try:
-        with open(path, "rb") as fh:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+        with os.fdopen(fd, "rb") as fh:
+            os.set_blocking(fd, True)
             raw = fh.read(MAX_BYTES + 1)
+            pipe = stat.S_ISFIFO(os.fstat(fd).st_mode)
     except FileNotFoundError:
         raise BadInput(f"{path} does not exist", where=Where(str(path)), hint="Check the path.") from None
     except IsADirectoryError:
         raise BadInput(f"{path} is a directory, not a file", where=Where(str(path))) from None
     except OSError as exc:
         raise BadInput(f"cannot read {path}: {exc.strerror}", where=Where(str(path))) from None
+    if pipe and not raw:
+        raise BadInput(
+            f"{path} is a pipe that gave nothing (no writer had it open)",
+            where=Where(str(path)),
+            hint="Start the program that writes it first, or give a file.",
+        )
     if len(raw) > MAX_BYTES:
         raise BadInput(f"{path} is too large (over {MAX_BYTES} bytes)", where=Where(str(path))) from None
     try:

@@ -219,3 +219,31 @@ def test_the_serving_smoke_follows_a_link_out_of_the_model_folder(tmp_path, name
     os.symlink("../../blobs/sha", model / name)
     assert S.max_model_len(model, 2048) == (7 if name == "config.json" else 2048)
     assert S.has_chat_template(model) is (name == "tokenizer_config.json")
+
+
+# Stack files and locks come from the user's own command line, where a pipe is meant (`-f <(make-stack)`): a pipe
+# with a writer is read; a named FIFO nobody writes is refused at once instead of blocking the command forever.
+@pytest.mark.parametrize(
+    "argv",
+    [["validate", "{f}"], ["resolve", "-f", "{f}", "-o", "{out}/x.lock"], ["image", "render", "--lock", "{f}", "-o", "{out}/ctx"],
+     ["bundle", "build", "--lock", "{f}", "-o", "{out}/b"]],
+    ids=["validate", "resolve", "image-render", "bundle-build"],
+)  # fmt: skip
+def test_a_fifo_without_a_writer_given_as_a_stack_or_lock_is_refused_at_once(argv, tmp_path, run_cli):
+    fifo = tmp_path / "stack.yaml"
+    os.mkfifo(fifo)
+    args = [a.format(f=fifo, out=tmp_path) for a in argv]
+    box = prompt(run_cli, *args)
+    r = box["value"]
+    assert r.code == 2 and f"{fifo} is a pipe that gave nothing" in r.err, r.err
+
+
+def test_a_pipe_with_a_writer_is_read_as_the_stack(tmp_path, run_cli):
+    read_end, write_end = os.pipe()
+    os.write(write_end, b"chip: 910b\nos: ubuntu22.04\n")
+    os.close(write_end)
+    try:
+        r = run_cli("validate", f"/dev/fd/{read_end}")
+    finally:
+        os.close(read_end)
+    assert r.code == 0 and "valid" in r.out, r.err
