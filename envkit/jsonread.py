@@ -36,13 +36,19 @@ M = TypeVar("M", bound="BaseModel")
 class _Refused(ValueError):
     """A value JSON allows and envkit never writes; `token` is its text (to find its line)."""
 
-    def __init__(self, message: str, token: str) -> None:
+    def __init__(self, message: str, token: str, *, key: bool = False) -> None:
         super().__init__(message)
         self.token = token
+        self.key = key  # `token` is a key given twice (a JSON string): its line is that of its second use as a key
 
 
-def _line_of(text: str, token: str) -> int | None:
-    """The line of the first `token` outside strings (a string never spans lines), or None."""
+def _line_of(text: str, token: str, *, key: bool = False) -> int | None:
+    """The line of the first `token` outside strings (a string never spans lines), or None; for a key given twice,
+    of its second use as a key (the same key in another object before it can make that an earlier line)."""
+    if key:
+        uses = [m.start() for m in re.finditer(re.escape(token) + r"\s*:", text)]
+        at = uses[1] if len(uses) > 1 else -1
+        return text.count("\n", 0, at) + 1 if at >= 0 else None
     bare = _STRING.sub('""', text)
     at = bare.find(token)
     return bare.count("\n", 0, at) + 1 if at >= 0 else None
@@ -74,7 +80,7 @@ def parse_json(raw: bytes | str, file: str, *, what: str = "JSON document", max_
     try:
         return json.loads(text, parse_constant=_constant, parse_float=_float, object_pairs_hook=_object)
     except _Refused as exc:
-        line = _line_of(text, exc.token)
+        line = _line_of(text, exc.token, key=exc.key)
         raise BadInput(f"{file}: {exc}", where=Where(file, line), hint=f"Is it a {what}?") from None
     except json.JSONDecodeError as exc:
         raise BadInput(f"{file}: not JSON: {exc.msg} (line {exc.lineno})", where=Where(file, exc.lineno)) from None
@@ -128,5 +134,5 @@ def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     if len(out) != len(pairs):
         keys = [k for k, _ in pairs]
         twice = next(k for i, k in enumerate(keys) if k in keys[:i])
-        raise _Refused(f"the key {twice!r} is given twice", json.dumps(twice))
+        raise _Refused(f"the key {twice!r} is given twice", json.dumps(twice), key=True)
     return out

@@ -114,6 +114,11 @@ TESTS: dict[str, tuple[str, ...]] = {
         "tests/smoke/test_compare_runs_fast.py",
     ),
     "inputs": (
+        "tests/core/test_mutants_bounded.py",
+        "tests/core/test_mutants_jsonread.py",
+        "tests/core/test_mutants_untrusted.py",
+        "tests/core/test_mutants_urlpath.py",
+        "tests/hostile/test_parser_properties.py",
         "tests/hostile/test_fleet_inputs.py",
         "tests/hostile/test_files.py",
         "tests/hostile/test_own_json.py",
