@@ -513,6 +513,7 @@ def run(req: ProvisionRequest, on_event: Callable[[dict[str, Any]], None] | None
     )
     argv = playbook_command(playbook_run, ansible_playbook_path())
     logs = (out / "events.jsonl", out / "ansible.log")
+    written: list[Path] = []
     try:
         result = run_playbook(
             argv,
@@ -522,13 +523,16 @@ def run(req: ProvisionRequest, on_event: Callable[[dict[str, Any]], None] | None
             stderr_log=stage / logs[1].name,
         )
         summary = summarize_provision(result.events)
-        write_reports(summary, reports)
+        # written beside the output first: a run killed meanwhile leaves nothing in it that its manifest lacks
+        written = write_reports(summary, stage / "reports")
     finally:  # what the run wrote, also when it stopped: its logs, the reports fetched and written
         after = claim.writer()
         for log in logs:
             if (stage / log.name).is_file():
                 after.staged(log.name, stage / log.name)
-        after.adopt_tree("reports")
+        after.adopt_tree("reports")  # what a playbook fetched there itself (`-e envkit_smoke_report_dir=...`)
+        for path in written:
+            after.staged(path.relative_to(stage).as_posix(), path)
         after.commit(keep=True)
         claim.unstage()
     if not summary.complete and not summary.hosts:

@@ -550,3 +550,42 @@ def test_matrix_refresh_write_replaces_only_the_regular_matrix_file(tmp_path, ru
     assert path.read_text() == good and not path.is_symlink()
     assert {p.name: p.read_bytes() for p in matrices.iterdir() if p.is_file() and p.name != path.name} == others
     assert sorted(p.name for p in matrices.iterdir() if p.is_file()) == sorted([*others, path.name])  # no temp file left
+
+
+def test_provision_writes_each_hosts_reports_beside_the_output_then_records_them(tmp_path, run_cli, request, monkeypatch):
+    """A run killed while it writes the reports (SIGKILL: no `finally`) must leave nothing in the output that its
+    manifest does not list: the reports are written in the staging folder beside it, then moved in and listed."""
+    import envkit.provision as provision
+    from envkit.executor.ansible import RunResult
+
+    verdict = {"smoke": "ok", "doctor": "ok", "reports": {"smoke.json": '{"ok": true}', "doctor.json": '{"ok": true}'}}
+
+    def site(argv, env, *, on_event=None, events_log=None, stderr_log=None):
+        Path(events_log).write_text("")
+        Path(stderr_log).write_text("")
+        events = [
+            {"event": "result", "host": "h1", "task": "envkit_smoke : Smoke | Report verdict", "status": "ok", "msg": verdict},
+            {"event": "stats", "hosts": {"h1": {"ok": 3, "changed": 0, "failed": 0, "unreachable": 0, "skipped": 0}}},
+        ]
+        return RunResult(returncode=0, events=events, stderr="")
+
+    cmd = _provision(request, run_cli)
+    monkeypatch.setattr("envkit.executor.ansible.run_playbook", site)
+    seen: list[Path] = []
+    real = provision.write_reports
+
+    def spy(summary, report_dir):
+        seen.append(report_dir)
+        written = real(summary, report_dir)
+        assert written and not any(p.is_relative_to(out) for p in written)  # nothing in the output yet
+        return written
+
+    monkeypatch.setattr(provision, "write_reports", spy)
+    cmd.prepare(tmp_path / "in")
+    out = tmp_path / "out"
+    r = cmd.run(tmp_path / "in", out)
+    assert r.code == 0, r.err
+    assert len(seen) == 1 and not seen[0].is_relative_to(out)
+    assert {"reports/h1/smoke.json", "reports/h1/doctor.json"} <= _listed(out)
+    assert (out / "reports" / "h1" / "smoke.json").read_text() == '{"ok": true}\n'
+    assert not seen[0].exists()  # the staging folder is gone
