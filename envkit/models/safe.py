@@ -24,12 +24,13 @@ PythonMinor = Annotated[str, Field(pattern=r"^3\.[0-9]{1,2}$")]
 ProjectName = Annotated[str, Field(pattern=r"^[a-z0-9](?:[a-z0-9-]{0,98}[a-z0-9])?$", max_length=100)]
 # a pip name as the lock writes it (torch_npu, torch-npu)
 PipName = Annotated[str, Field(pattern=r"^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,98}[A-Za-z0-9])?$", max_length=100)]
-# a requirement string: name, optional extras, one or more version clauses, optional simple marker
+# a requirement string: name, optional extras, one or more version clauses, optional simple marker; spaces only
+# between them (`\s` would take a newline, and a root is written one per line into the resolver's input)
 Requirement = Annotated[
     str,
     Field(
-        pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9._,-]+\])?\s*((==|>=|<=|~=|!=|<|>)\s*[0-9A-Za-z.*+!_-]+\s*,?\s*)*"
-        r"(;\s*[A-Za-z0-9_. <>=!'\"-]+)?$",
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9._,-]+\])? *((==|>=|<=|~=|!=|<|>) *[0-9A-Za-z.*+!_-]+ *,? *)*"
+        r"(; *[A-Za-z0-9_. <>=!'\"-]+)?$",
         max_length=300,
     ),
 ]
