@@ -23,7 +23,7 @@ section quotes; each serves the wheels of one flat folder (`tests/airgap/torchin
 - `flat`: a `--find-links` page (`links.html`) whose relative hrefs point into a subfolder, with no fragment.
 
 `Index` serves one of them; `redirect_files_to` sends every file request to another server (a hostile mirror),
-`extra_links` adds raw anchors to a project's page (hostile links).
+`extra_links` adds raw anchors to a project's page (hostile links), `head=False` answers HEAD with 501.
 """
 
 from __future__ import annotations
@@ -236,12 +236,17 @@ def flat_routes(folder: Path) -> Routes:
 class Index:
     """Serves `routes` on 127.0.0.1 (GET and HEAD); `url` is its origin. HTML-only shapes answer HTML whatever the
     Accept header asks for. `redirect_files_to`: every file answers 302 to that origin (same path): a mirror that
-    sends its files to a host nobody named. `extra_links`: {project: [raw anchor]} added to a page."""
+    sends its files to a host nobody named. `extra_links`: {project: [raw anchor]} added to a page. `head`: False
+    answers HEAD with 501 (http.server's own answer when a handler has no do_HEAD)."""
 
     def __init__(
-        self, routes: Routes, redirect_files_to: str | None = None, extra_links: dict[str, list[str]] | None = None
+        self,
+        routes: Routes,
+        redirect_files_to: str | None = None,
+        extra_links: dict[str, list[str]] | None = None,
+        head: bool = True,
     ) -> None:
-        self.routes, self.redirect_files_to = routes, redirect_files_to
+        self.routes, self.redirect_files_to, self.head = routes, redirect_files_to, head
         self.requests: list[tuple[str, str, str]] = []  # (method, path, Accept)
         for project, anchors in (extra_links or {}).items():
             key = next(k for k in routes.pages if k.rstrip("/").endswith("/" + project))
@@ -262,6 +267,9 @@ class Index:
                 pass
 
             def do_HEAD(self):  # noqa: N802
+                if not index.head:  # a server without HEAD (http.server's default answer)
+                    index.requests.append(("HEAD", self.path, ""))
+                    return self._send(501, b"", "text/plain", True)
                 self._answer(head=True)
 
             def do_GET(self):  # noqa: N802
