@@ -471,7 +471,10 @@ def head_size(url: str, redirect_check: Callable[[str], str | None] | None = Non
     of a different length fails its size or sha256 check (`Downloader`)."""
     if not url.startswith(("http://", "https://")):
         return None
-    with httpclient.open_url(url, HEAD, method="HEAD", hint=_HINT, redirect_check=redirect_check) as r:
-        if r.status != 200:
+    try:
+        with httpclient.open_url(url, HEAD, method="HEAD", hint=_HINT, redirect_check=redirect_check) as r:
+            return r.length if r.status == 200 else None
+    except httpclient.HTTPFailure as exc:
+        if exc.transient:  # the download that follows has its retries
             return None
-        return r.length
+        raise

@@ -101,7 +101,10 @@ class Routes:
 
 
 # --- the shapes -----------------------------------------------------------------------------------------------
-def pytorch_routes(folder: Path, variant: str = "cpu", nightly: bool = False, upload_time: bool = False) -> Routes:
+def pytorch_routes(
+    folder: Path, variant: str = "cpu", nightly: bool = False, upload_time: bool = False, r2: str | None = None
+) -> Routes:
+    """`r2`: an origin the torch family's hrefs point to, absolute (manage_v2.py: `https://download-r2.pytorch.org/...`)."""
     r = Routes(missing_page=403, page_prefix=f"/whl/{variant}/")
     names = []
     for project, files in _wheels(folder).items():
@@ -111,7 +114,8 @@ def pytorch_routes(folder: Path, variant: str = "cpu", nightly: bool = False, up
             key = f"whl/{f.name}" if shared else f"whl/{variant}/{f.name}"
             r.files["/" + key] = f
             r.files["/" + key + ".metadata"] = f.with_name(f.name + ".metadata")
-            href = "/" + key.replace("+", "%2B") + ("" if nightly else f"#sha256={_hex(f)}")
+            origin = r2 if r2 and not shared else ""
+            href = f"{origin}/" + key.replace("+", "%2B") + ("" if nightly else f"#sha256={_hex(f)}")
             up = ' data-upload-time="2026-04-23T10:00:00Z"' if upload_time else ""
             lines.append(f'    <a href="{href}"{_meta_attrs(f)}{up}>{f.name}</a><br/>')
         body = ["<!DOCTYPE html>", "<html>", "  <body>", f"    <h1>Links for {project}</h1>", *lines, "  </body>", "</html>"]

@@ -280,6 +280,21 @@ def test_a_mirror_that_redirects_its_files_to_another_host_is_refused(stack, cli
     assert "Traceback" not in r.stderr and path.read_text() == before
 
 
+def test_torch_links_absolute_to_a_second_host_not_given_are_refused_before_any_download(stack, cli):
+    """manage_v2.py's R2 links (`https://download-r2.pytorch.org/...`) are https and pass; a stand-in's second host is
+    http, and an http host nobody gave is outside the closure's URL policy: refused, naming it, nothing downloaded."""
+    from tests.airgap.httpserve import Server
+
+    path, _, pypi, cpu = stack
+    before = path.read_text()
+    with Server(pypi, simple_index=True) as pi, Index(pytorch_routes(cpu)) as r2:
+        with Index(pytorch_routes(cpu, r2=r2.url, upload_time=True)) as pt:
+            r = cli("lock", "--lock", str(path), "--index-url", f"{pi.url}/simple", "--torch-index-url", f"{pt.url}/whl/cpu")
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert f"torch's file '{r2.url}/whl/cpu/{TORCH_FILE.replace('+', '%2B')}' is neither https nor under a mirror" in r.stderr
+    assert not [p for _, p, _ in r2.requests if p.endswith(".whl")] and path.read_text() == before
+
+
 @pytest.mark.parametrize(
     "href",
     [
@@ -446,3 +461,20 @@ def test_the_page_reader_follows_base_href_entities_fragments_and_json():
     assert js[link_key("http://h/root/pypi/+simple/a/x.whl")].size is None  # a bool is no size
     with pytest.raises(BadInput):
         parse_json(b'{"files": [' * 200 + b"]}" * 200, "http://h/deep/")
+
+
+def test_the_page_reader_resolves_relative_links_against_the_url_after_a_redirect(stack, tmp_path):
+    """A static bandersnatch copy answers `/simple/<p>` with a 301 to `/simple/<p>/` and HTML whatever is asked; the
+    `../../packages/...` links resolve against the redirected URL (pip's `response.url`), with their fragments."""
+    from envkit.simpleindex import link_key, read_page
+
+    _, _, pypi, _ = stack
+    web = bandersnatch_tree(pypi, tmp_path / "web", "md5")
+    wheel = next(pypi.glob("torch_npu-*.whl"))
+    h = hashlib.sha256(wheel.read_bytes()).hexdigest()
+    with Static(web) as bs:
+        got = read_page(f"{bs.url}/simple/torch-npu")
+    assert list(got) == [link_key(f"{bs.url}/packages/{h[:2]}/{h[2:4]}/{h[4:]}/{wheel.name}")]
+    assert got[link_key(f"{bs.url}/packages/{h[:2]}/{h[2:4]}/{h[4:]}/{wheel.name}")].hashes == {
+        "md5": hashlib.md5(wheel.read_bytes()).hexdigest()
+    }
