@@ -816,8 +816,7 @@ def lock_python(
         inner = complete_from_download(plan)
 
         def complete(p: Picked) -> Completed:
-            what = "its sha256" if "sha256" not in p.hashes else "its size"
-            say(f"{p.filename}: the index gives no {what[4:]}; taking {what} from the file itself ...")
+            say(f"{p.filename}: the resolver gives no size or sha256 for it; reading its index page (and the file) ...")
             done = inner(p)
             if done.computed:
                 checked[p.filename] = done.checked

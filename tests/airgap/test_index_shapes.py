@@ -478,3 +478,26 @@ def test_the_page_reader_resolves_relative_links_against_the_url_after_a_redirec
     assert got[link_key(f"{bs.url}/packages/{h[:2]}/{h[2:4]}/{h[4:]}/{wheel.name}")].hashes == {
         "md5": hashlib.md5(wheel.read_bytes()).hexdigest()
     }
+
+
+def test_sha256_from_is_optional_strict_and_absent_from_the_dump_unless_set():
+    from pydantic import ValidationError
+
+    from envkit.lockfile import _plain
+    from envkit.models.lock import ClosurePackage
+
+    row = {
+        "name": "torch",
+        "version": "2.12.0+cpu",
+        "filename": TORCH_FILE,
+        "url": "https://h/x.whl",
+        "sha256": "a" * 64,
+        "size": 1,
+    }
+    published = ClosurePackage(**row)
+    assert "sha256_from" not in _plain(published) and "sha256_from" not in published.model_dump(mode="json")
+    computed = ClosurePackage(**row, sha256_from="download")
+    assert _plain(computed)["sha256_from"] == computed.model_dump(mode="json")["sha256_from"] == "download"
+    for bad in ("index", "", "Download"):
+        with pytest.raises(ValidationError):
+            ClosurePackage(**row, sha256_from=bad)
