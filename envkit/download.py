@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -396,6 +397,8 @@ def _fetch_measuring(
         with open(tmp, "wb") as fout:
             if url.startswith("file://"):
                 with _open_local(Fetch(url, "0" * 64, None, name)) as fin:
+                    if not stat.S_ISREG(os.fstat(fin.fileno()).st_mode):  # /dev/zero: no end, no size
+                        raise CheckFailed(f"{name}: {url} is not a regular file", hint="Give a folder of wheel files.")
                     read: Callable[[int], bytes] = fin.read
                     while chunk := read(CHUNK):
                         size += len(chunk)

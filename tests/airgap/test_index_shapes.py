@@ -501,3 +501,15 @@ def test_sha256_from_is_optional_strict_and_absent_from_the_dump_unless_set():
     for bad in ("index", "", "Download"):
         with pytest.raises(ValidationError):
             ClosurePackage(**row, sha256_from=bad)
+
+
+def test_a_find_links_file_that_is_a_device_is_refused_not_read(tmp_path):
+    from envkit.download import WheelCache, measure
+
+    link = tmp_path / "links" / "zero-1.0-py3-none-any.whl"
+    link.parent.mkdir()
+    link.symlink_to("/dev/zero")
+    with pytest.raises(CheckFailed) as exc:
+        measure(link.as_uri(), link.name, {}, WheelCache(tmp_path / "cache"))
+    assert "is not a regular file" in exc.value.message
+    assert not list((tmp_path / "cache").glob("**/.measure.*"))
