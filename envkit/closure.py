@@ -274,44 +274,214 @@ def host_glibc() -> str:
 
 
 # --- choosing the wheel ------------------------------------------------------------------------
-def closure_from_pylock(data: dict[str, Any], plan: ClosurePlan, resolver: str) -> PythonClosure:
+def link_filename(url: str, project: str) -> str:
+    """The file name an index link stands for: the last segment of the URL's path, percent-decoded once (the
+    PyTorch index writes `torch-2.12.0%2Bcpu-...whl` for `torch-2.12.0+cpu-...whl`), as pip and uv take it.
+    BadInput when the name is not a plain file name (a decoded `/`, `\\`, `..`, a control character) or the URL's
+    path could climb (`envkit.urlpath`): an index page is untrusted."""
+    from urllib.parse import unquote, urlsplit
+
+    from envkit.urlpath import decoded_path
+
+    hint = "The index's page for this project links a file envkit will not name; use another index or mirror."
+    try:
+        decoded_path(url)
+        raw = urlsplit(url).path.rsplit("/", 1)[-1]
+        name = unquote(raw, errors="strict")
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise BadInput(f"the index's link for {project} {url[:160]!r} is refused: {exc}", hint=hint) from None
+    from envkit.models.safe import PLAIN_NAME
+
+    if not re.fullmatch(PLAIN_NAME, name) or ".." in name:
+        raise BadInput(
+            f"the index's link for {project} {url[:160]!r} names the file {name[:120]!r}, which is not a plain file name "
+            "(it must not leave its folder)",
+            hint=hint,
+        )
+    return name
+
+
+@dataclass(frozen=True)
+class Picked:
+    """The wheel chosen for one package, as the resolver gave it: the index's hashes and size, where published."""
+
+    name: str
+    version: str
+    filename: str
+    url: str
+    hashes: dict[str, str]
+    size: int | None
+
+
+@dataclass(frozen=True)
+class Completed:
+    sha256: str
+    size: int
+    computed: bool  # the sha256 was computed from the download (the index published none)
+    checked: tuple[str, ...] = ()  # the published hashes the download matched (md5 ...)
+
+
+Complete = Callable[[Picked], Completed]
+
+
+def pick_wheels(data: dict[str, Any], plan: ClosurePlan) -> list[Picked]:
+    """The wheel the target's pip would choose for each package of uv's pylock (its best tag), with its file name
+    from the link (`link_filename`) and what the index published of it."""
+    from packaging.utils import InvalidWheelFilename, canonicalize_version, parse_wheel_filename
+
     order = tag_order(plan.target)
-    packages: list[ClosurePackage] = []
+    picked: list[Picked] = []
     for pkg in data.get("packages", []):
         name, version = normalize(pkg["name"]), str(pkg["version"])
-        best: tuple[int, dict[str, Any]] | None = None
+        best: tuple[int, dict[str, Any], str, str] | None = None
         for w in pkg.get("wheels", []):
-            fname = w.get("name") or w["url"].rsplit("/", 1)[-1].split("#")[0]
+            url = str(w.get("url") or w.get("path") or "")
+            if "://" not in url:  # a find-links file: record an absolute file URL
+                url = Path(url).resolve().as_uri()
+            fname = link_filename(url, name)
+            if w.get("name") and w["name"] != fname:
+                raise BadInput(
+                    f"the resolver names {name}'s file {str(w['name'])[:120]!r}, but its URL {url[:160]!r} names {fname!r}",
+                    hint="The index's link text and URL disagree; use another index or mirror.",
+                )
+            try:
+                wname, wversion, _, _ = parse_wheel_filename(fname)
+            except InvalidWheelFilename:
+                continue
+            if normalize(str(wname)) != name or canonicalize_version(wversion) != canonicalize_version(version):
+                raise BadInput(
+                    f"the index lists {fname!r} (at {url[:160]}) as a file of {name} {version}, and it is not one",
+                    hint="The index serves a file under another project's or version's name; use another index or mirror.",
+                )
             rank = wheel_rank(fname, order)
             if rank is not None and (best is None or rank < best[0]):
-                best = (rank, {**w, "name": fname})
+                best = (rank, w, fname, url)
         if best is None:
             raise CannotRun(
                 f"{name} {version} has no wheel for Python {plan.target.python} on {plan.target.platform}",
                 hint="An offline bundle installs wheels only; pick another version or target, or exclude it.",
             )
-        w = best[1]
-        sha = (w.get("hashes") or {}).get("sha256")
-        if not sha or w.get("size") is None:
-            raise CannotRun(
-                f"the index gave no sha256 or size for {w['name']}", hint="Use an index that serves PEP 691/700 metadata."
-            )
-        url = w["url"]
-        if "://" not in url:  # a find-links file: record an absolute file URL
-            url = Path(url).resolve().as_uri()
-        packages.append(ClosurePackage(name=name, version=version, filename=w["name"], url=url, sha256=sha, size=int(w["size"])))
-    packages.sort(key=lambda p: (p.name, p.version, p.filename))
+        _, w, fname, url = best
+        hashes = {str(k).lower(): str(v) for k, v in (w.get("hashes") or {}).items()}
+        size = w.get("size")
+        picked.append(Picked(name, version, fname, url, hashes, int(size) if isinstance(size, int) else None))
+    return picked
+
+
+def complete_from_download(plan: ClosurePlan, cache: Any = None) -> Complete:
+    """What fills in a wheel uv gave without a size or a sha256 (an HTML index never gives a size; uv computes the
+    sha256 of a link without a hash itself). The index's page for the project (`envkit.simpleindex`: the pinned
+    index, else the plan's indexes and find-links pages) says what it published of the file. A published sha256
+    is kept, its size taken from a HEAD request (or the download); else the file is downloaded into the bundle
+    cache, its sha256 computed and every hash the index or uv gave (an md5 fragment, uv's own sha256) checked
+    against it. Redirects must stay within the closure's URL policy (https, or under a mirror given)."""
+    from envkit.download import WheelCache, head_size, measure
+    from envkit.models.lock import mirror_refusal
+    from envkit.simpleindex import Published, link_key, project_page, read_page
+
+    store = cache or WheelCache()
+    mirrors = plan.mirrors
+    pinned = dict(plan.pinned)
+    pages: dict[str, dict[str, Published]] = {}
+
+    def check(url: str) -> str | None:
+        return mirror_refusal(url, mirrors)
+
+    def published(p: Picked) -> Published | None:
+        if p.name in pinned:
+            sources = [project_page(pinned[p.name], p.name)]
+        else:
+            sources = [project_page(u, p.name) for u in (plan.index_url, *plan.extra_index_urls)]
+            sources += [u for u in plan.find_links if u.startswith(("http://", "https://"))]
+        key = link_key(p.url)
+        for page in sources:
+            if page is None:
+                continue
+            if page not in pages:
+                pages[page] = read_page(page, redirect_check=check)
+            if key in pages[page]:
+                return pages[page][key]
+        return None
+
+    def complete(p: Picked) -> Completed:
+        pub = published(p) or Published()
+        sha = pub.hashes.get("sha256")
+        size = p.size if p.size is not None else pub.size
+        if sha:
+            if not re.fullmatch(r"[0-9a-f]{64}", sha):
+                raise BadInput(
+                    f"the index gives {p.filename} the sha256 {sha[:80]!r}, which is not 64 hex digits",
+                    hint="Use another index or mirror.",
+                )
+            if p.hashes.get("sha256", sha).lower() != sha:
+                raise BadInput(f"the resolver and the index give {p.filename} different sha256 values", hint="Run again.")
+            if size is not None:
+                return Completed(sha, size, computed=False)
+            if store.valid(sha):
+                return Completed(sha, store.path(sha).stat().st_size, computed=False)
+            size = head_size(p.url, redirect_check=check)
+            if size is not None:
+                return Completed(sha, size, computed=False)
+            got = measure(p.url, p.filename, {"sha256": sha}, store, redirect_check=check)
+            return Completed(sha, got.size, computed=False, checked=got.checked)
+        # nothing published: the index's other hashes (md5) and uv's own sha256 are checked against the download
+        got = measure(p.url, p.filename, {**p.hashes, **pub.hashes}, store, redirect_check=check)
+        return Completed(got.sha256, got.size, computed=True, checked=tuple(a for a in got.checked if a != "sha256"))
+
+    return complete
+
+
+def closure_from_pylock(
+    data: dict[str, Any], plan: ClosurePlan, resolver: str, complete: Complete | None = None
+) -> PythonClosure:
+    """The closure of uv's pylock: one wheel per package (`pick_wheels`), each with its sha256 and size; where the
+    index published neither or one (an HTML index: the PyTorch index gives no size, a Nexus an md5, a find-links
+    folder nothing), `complete` (default: `complete_from_download`) finds them, and a computed sha256 is recorded
+    as such (`sha256_from: download`)."""
     from pydantic import ValidationError
 
+    from envkit.models.lock import mirror_refusal
+
+    hint = (
+        "Give every http: or file: source explicitly (--index-url, --extra-index-url, --find-links, "
+        "--index-for ID=URL, --torch-index-url), or use https indexes."
+    )
+    picked = pick_wheels(data, plan)
+    for p in picked:  # before anything is downloaded from it
+        refusal = mirror_refusal(p.url, plan.mirrors)
+        if refusal is not None:
+            raise BadInput(
+                f"the resolved closure cannot be recorded: {p.name}'s file {p.url[:160]!r} {refusal} "
+                f"(mirrors: {', '.join(plan.mirrors) or 'none'})",
+                hint=hint,
+            )
+    if complete is None and any(p.size is None or "sha256" not in p.hashes for p in picked):
+        complete = complete_from_download(plan)
     try:
+        packages: list[ClosurePackage] = []
+        for p in picked:
+            sha, size = p.hashes.get("sha256", ""), p.size
+            computed = False
+            if complete is not None and (size is None or not sha):
+                done = complete(p)
+                sha, size, computed = done.sha256, done.size, done.computed
+            packages.append(
+                ClosurePackage(
+                    name=p.name,
+                    version=p.version,
+                    filename=p.filename,
+                    url=p.url,
+                    sha256=sha.lower(),
+                    size=-1 if size is None else size,
+                    sha256_from="download" if computed else None,
+                )
+            )
+        packages.sort(key=lambda p: (p.name, p.version, p.filename))
         return _closure(plan, resolver, packages)
     except ValidationError as exc:  # e.g. an index that sends a wheel to an http host it was not given as
         err = exc.errors()[0]
-        raise BadInput(
-            f"the resolved closure cannot be recorded: {err['msg']}",
-            hint="Give every http: or file: source explicitly (--index-url, --extra-index-url, --find-links, "
-            "--index-for ID=URL, --torch-index-url), or use https indexes.",
-        ) from None
+        where = ".".join(str(x) for x in err["loc"])
+        raise BadInput(f"the resolved closure cannot be recorded: {where}: {err['msg']}", hint=hint) from None
 
 
 def _closure(plan: ClosurePlan, resolver: str, packages: list[ClosurePackage]) -> PythonClosure:
@@ -326,6 +496,11 @@ def _closure(plan: ClosurePlan, resolver: str, packages: list[ClosurePackage]) -
         packages=packages,
         mirrors=plan.mirrors,
     )
+
+
+def _unmeasured(p: Picked) -> Completed:
+    """A stand-in for a sha256 and size nobody published, for a closure that is only shown (`refuse_cuda`)."""
+    return Completed(p.hashes.get("sha256") or "0" * 64, p.size or 0, computed=False)
 
 
 # --- the executor ------------------------------------------------------------------------------
@@ -416,7 +591,12 @@ def _run_uv(cmd: list[str], plan: ClosurePlan) -> subprocess.CompletedProcess[st
         ) from None
 
 
-def run_uv(plan: ClosurePlan, workdir: Path) -> PythonClosure:
+def run_uv(plan: ClosurePlan, workdir: Path, complete: Complete | None = None) -> PythonClosure:
+    return closure_from_pylock(*resolve_pylock(plan, workdir), complete)
+
+
+def resolve_pylock(plan: ClosurePlan, workdir: Path) -> tuple[dict[str, Any], ClosurePlan, str]:
+    """uv's pylock of the plan's resolution, the plan and the resolver that made it (`closure_from_pylock`'s input)."""
     out = workdir / "pylock.toml"
     cmd = _uv_compile(plan, workdir, out, ["--format", "pylock.toml"])
     proc = _run_uv(cmd, plan)
@@ -426,7 +606,7 @@ def run_uv(plan: ClosurePlan, workdir: Path) -> PythonClosure:
         raise CannotRun(f"uv could not resolve the closure for Python {plan.target.python} on {plan.target.platform}", hint=err)
     version = subprocess.run([cmd[0], "--version"], capture_output=True, text=True, check=False).stdout.split()
     resolver = " ".join(version[:2]) if version else "uv"
-    return closure_from_pylock(_read_toml(out), plan, resolver)
+    return _read_toml(out), plan, resolver
 
 
 def uv_via(plan: ClosurePlan, workdir: Path) -> dict[str, list[str]]:
@@ -533,6 +713,16 @@ class LockedPython:
     controller: ClosureTarget
     target_closure: PythonClosure
     controller_closure: PythonClosure
+    # file name -> the published hashes its download was checked against, for each sha256 envkit computed
+    checked: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def computed(self, closure: PythonClosure) -> list[dict[str, Any]]:
+        """The files of `closure` whose sha256 was computed from the download, not published by the index."""
+        return [
+            {"file": p.filename, "sha256": p.sha256, "checked": list(self.checked.get(p.filename, ()))}
+            for p in closure.packages
+            if p.sha256_from == "download"
+        ]
 
     def to_dict(self) -> dict[str, Any]:
         t, c = self.target_closure, self.controller_closure
@@ -545,12 +735,14 @@ class LockedPython:
                 "bytes": sum(p.size for p in t.packages),
                 "excluded": list(t.excluded),
                 "torch": next(({"version": p.version, "url": p.url} for p in t.packages if p.name == "torch"), None),
+                "sha256_computed": self.computed(t),
             },
             "controller": {
                 "platform": self.controller.platform,
                 "python": self.controller.python,
                 "wheels": len(c.packages),
                 "bytes": sum(p.size for p in c.packages),
+                "sha256_computed": self.computed(c),
             },
         }
 
@@ -617,13 +809,32 @@ def lock_python(
         f"resolving the closure for Python {target.python} on {target.platform} ..."
         + "".join(f" ({n} from {u} alone)" for n, u in pinned)
     )
+    checked: dict[str, tuple[str, ...]] = {}
+
+    def completing(plan: ClosurePlan) -> Complete:
+        """`complete_from_download`, saying what it downloads and remembering which published hashes it checked."""
+        inner = complete_from_download(plan)
+
+        def complete(p: Picked) -> Completed:
+            say(f"{p.filename}: the resolver gives no size or sha256 for it; reading its index page (and the file) ...")
+            done = inner(p)
+            if done.computed:
+                checked[p.filename] = done.checked
+            return done
+
+        return complete
+
     with tempfile.TemporaryDirectory(prefix="envkit-lock-") as tmp:
-        tclos = run_uv(tplan, Path(tmp) / "target")
-        if cuda_packages(tclos):
-            refuse_cuda(tclos, uv_via(tplan, Path(tmp) / "target-via"))
+        resolved = resolve_pylock(tplan, Path(tmp) / "target")
+        if any(CUDA_NAME.match(normalize(str(p.get("name", "")))) for p in resolved[0].get("packages", [])):
+            # refused before any file is downloaded for a hash the index did not publish
+            refuse_cuda(closure_from_pylock(*resolved, _unmeasured), uv_via(tplan, Path(tmp) / "target-via"))
+        tclos = closure_from_pylock(*resolved, completing(tplan))
         say(f"resolving envkit's own closure for the controller (Python {ctl_target.python} on {ctl_target.platform}) ...")
-        cclos = run_uv(cplan, Path(tmp) / "controller")
+        cclos = run_uv(cplan, Path(tmp) / "controller", completing(cplan))
     python = lk.python.model_copy(update={"closure": tclos, "controller": cclos})
     out = output or lock_path
     write_lock(lk.model_copy(update={"python": python}), out)
-    return LockedPython(lock=out, target=target, controller=ctl_target, target_closure=tclos, controller_closure=cclos)
+    return LockedPython(
+        lock=out, target=target, controller=ctl_target, target_closure=tclos, controller_closure=cclos, checked=checked
+    )

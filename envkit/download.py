@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -360,3 +361,123 @@ def fetch_with_progress(items: list[Fetch], cache: WheelCache, jobs: int = 8) ->
                 prog.advance(task, n)
 
         return Downloader(cache, jobs=jobs).fetch_all(items, on_bytes)
+
+
+# --- a file whose sha256 or size the index did not publish (`envkit lock` from an HTML index) -------------
+# the hash algorithms an index may publish in a `#algo=hex` fragment that a download is checked against
+CHECKED_ALGORITHMS = ("md5", "sha1", "sha224", "sha256", "sha384", "sha512", "blake2b")
+
+
+@dataclass(frozen=True)
+class Measured:
+    """A file downloaded into the cache because its index did not publish its sha256 or size: what it is, and
+    which of the index's published hashes it was checked against (`md5`: a Nexus or bandersnatch fragment)."""
+
+    sha256: str
+    size: int
+    checked: tuple[str, ...]
+
+
+def _fetch_measuring(
+    url: str,
+    name: str,
+    published: dict[str, str],
+    cache: WheelCache,
+    limits: httpclient.Limits,
+    redirect_check: Callable[[str], str | None] | None,
+) -> Measured:
+    """One attempt: the file at `url` streamed into a temporary file of the cache while every algorithm of
+    `published` (and sha256) is computed, then checked and moved to its content address."""
+    algos = [a for a in CHECKED_ALGORITHMS if a in published]
+    hashers = {a: hashlib.new(a) for a in dict.fromkeys(["sha256", *algos])}
+    cache.root.mkdir(parents=True, exist_ok=True)
+    tmp = cache.root / f".measure.{os.getpid()}.{threading.get_ident()}.part"
+    size = 0
+    try:
+        with open(tmp, "wb") as fout:
+            if url.startswith("file://"):
+                with _open_local(Fetch(url, "0" * 64, None, name)) as fin:
+                    if not stat.S_ISREG(os.fstat(fin.fileno()).st_mode):  # /dev/zero: no end, no size
+                        raise CheckFailed(f"{name}: {url} is not a regular file", hint="Give a folder of wheel files.")
+                    read: Callable[[int], bytes] = fin.read
+                    while chunk := read(CHUNK):
+                        size += len(chunk)
+                        if size > limits.max_bytes:
+                            raise CheckFailed(f"{name}: {url} holds more than {limits.max_bytes} bytes; refused")
+                        fout.write(chunk)
+                        for h in hashers.values():
+                            h.update(chunk)
+            else:
+                with httpclient.open_url(url, limits, hint=_HINT, redirect_check=redirect_check) as r:
+                    if r.status == 404:
+                        raise CannotRun(f"{name}: HTTP 404 at {url}", hint="The index lists a file it does not serve.")
+                    httpclient.raise_for_status(r, _HINT)
+                    while chunk := r.read(CHUNK):
+                        size += len(chunk)
+                        fout.write(chunk)
+                        for h in hashers.values():
+                            h.update(chunk)
+            fout.flush()
+            os.fsync(fout.fileno())
+        for algo in algos:
+            got, want = hashers[algo].hexdigest(), published[algo].strip().lower()
+            if got != want:
+                raise CheckFailed(
+                    f"{name}: the index publishes {algo} {want[:128]} but {url} serves a file whose {algo} is {got}",
+                    hint="The index or a proxy in between serves another file than it lists: check the mirror.",
+                )
+        sha = hashers["sha256"].hexdigest()
+        if cache.valid(sha, size):
+            tmp.unlink()
+        else:
+            os.chmod(tmp, 0o444)
+            os.replace(tmp, cache.path(sha))
+            cache._stamp(sha)
+        return Measured(sha, size, tuple(algos))
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def measure(
+    url: str,
+    name: str,
+    published: dict[str, str],
+    cache: WheelCache | None = None,
+    *,
+    retries: int = 3,
+    backoff: float = 0.5,
+    redirect_check: Callable[[str], str | None] | None = None,
+) -> Measured:
+    """Download `url` (a file the index gave without a sha256, or without a size) into the content-addressed
+    cache, so that `bundle build` finds it there, and return its sha256 and size; every hash the index did
+    publish (`published`: {algorithm: hex}, e.g. an md5 fragment) must match the file (CheckFailed otherwise).
+    Transient failures are tried `retries` times; the time limits are those of a bundle download."""
+    cache = cache or WheelCache()
+    last: BaseException | None = None
+    for attempt in range(retries):
+        try:
+            return _fetch_measuring(url, name, published, cache, httpclient.DOWNLOAD, redirect_check)
+        except httpclient.HTTPFailure as exc:
+            if not exc.transient:
+                raise
+            last = exc
+            time.sleep(backoff * (2**attempt))
+    raise CannotRun(f"could not download {name} after {retries} attempts: {last}", hint=_HINT)
+
+
+HEAD = httpclient.Limits("the headers of a file", httpclient.DOWNLOAD.max_bytes, deadline=60.0)
+
+
+def head_size(url: str, redirect_check: Callable[[str], str | None] | None = None) -> int | None:
+    """The size a server announces for `url` (a HEAD request's Content-Length), None when it does not say (no
+    HEAD, no Content-Length, not 200): the caller then downloads the file. Not trusted beyond a size: a download
+    of a different length fails its size or sha256 check (`Downloader`)."""
+    if not url.startswith(("http://", "https://")):
+        return None
+    try:
+        with httpclient.open_url(url, HEAD, method="HEAD", hint=_HINT, redirect_check=redirect_check) as r:
+            return r.length if r.status == 200 else None
+    except httpclient.HTTPFailure as exc:
+        if exc.transient:  # the download that follows has its retries
+            return None
+        raise

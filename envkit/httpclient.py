@@ -410,9 +410,12 @@ def open_url(
     body: bytes | None = None,
     headers: dict[str, str] | None = None,
     hint: str = DEFAULT_HINT,
+    redirect_check: Callable[[str], str | None] | None = None,
 ) -> Iterator[Response]:
     """The response to one request, redirects followed, with its headers read; any status (the caller judges
-    it). A 2xx answer that announces more than ``limits.max_bytes`` is TooLarge before its body is read."""
+    it). A 2xx answer that announces more than ``limits.max_bytes`` is TooLarge before its body is read.
+    ``redirect_check(url)``: why a redirect may not go to ``url`` (None: it may), for a caller whose sources are
+    restricted (a lock's closure: https, or under a mirror it records); a refusal is an HTTPFailure."""
     budget = _Budget(limits)
     base = {"User-Agent": USER_AGENT, "Accept-Encoding": "identity", **(headers or {})}
     first, current = url, url
@@ -430,7 +433,16 @@ def open_url(
         if raw.status in _REDIRECTS:
             location = raw.getheader("Location")
             conn.close()
-            current = _redirect(current, location, raw.status, hops, limits, first, hint)
+            target = _redirect(current, location, raw.status, hops, limits, first, hint)
+            refusal = redirect_check(target) if redirect_check is not None else None
+            if refusal is not None:
+                raise HTTPFailure(
+                    f"{current} redirects to {target[:200]}, which {refusal}; refused",
+                    url=current,
+                    hint="Give that host as a source too (e.g. --find-links or --extra-index-url), or use an index "
+                    "whose files stay where it was given.",
+                )
+            current = target
             if raw.status == 303 or (raw.status in (301, 302) and method == "POST"):
                 method, body = "GET", None
             continue

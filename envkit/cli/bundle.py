@@ -94,6 +94,16 @@ def lock_cmd(
         console.out.print(f"torch {t['torch']['version']} from {t['torch']['url']}", markup=False)
     if t["excluded"]:
         console.out.print(f"excluded on purpose (recorded in the lock): {', '.join(t['excluded'])}", markup=False)
+    computed = [*t["sha256_computed"], *c["sha256_computed"]]
+    if computed:
+        console.out.print(
+            f"sha256 computed from the download, not published by the index ({len(computed)}; recorded as "
+            "sha256_from: download):",
+            markup=False,
+        )
+        for row in computed:
+            also = f" (its published {', '.join(row['checked'])} matched)" if row["checked"] else ""
+            console.out.print(f"  {row['file']}{also}", markup=False)
 
 
 def build_cmd(

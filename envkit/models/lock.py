@@ -2,9 +2,9 @@
 
 import fnmatch
 import re
-from typing import Annotated, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import AfterValidator, Field, model_validator
+from pydantic import AfterValidator, Field, model_serializer, model_validator
 
 from envkit.models.base import StrictModel
 from envkit.models.safe import (
@@ -144,6 +144,21 @@ class ClosurePackage(StrictModel):
     url: Url
     sha256: Sha256
     size: Size
+    sha256_from: Literal["download"] | None = Field(
+        None,
+        description="`download`: the index published no sha256 for this file (an HTML index with an md5 fragment or "
+        "none); `envkit lock` computed it from the file it downloaded (trust on first use). Absent: the index's own.",
+    )
+
+    # absent unless set: a closure from an index that publishes every sha256 dumps exactly as before
+    dump_drop_none: ClassVar[frozenset[str]] = frozenset({"sha256_from"})
+
+    @model_serializer(mode="wrap")
+    def _without_absent_origin(self, handler: Any) -> dict[str, Any]:
+        data = handler(self)
+        if data.get("sha256_from") is None:
+            data.pop("sha256_from", None)
+        return data  # type: ignore[no-any-return]
 
     @model_validator(mode="after")
     def _file_is_the_package(self) -> "ClosurePackage":
