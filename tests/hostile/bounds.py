@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import os
 import time
 
 from hypothesis import HealthCheck, settings
 
 from envkit.errors import BadInput
 
-# derandomized: the same examples on every run and every day
-SETTINGS = settings(max_examples=150, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+# derandomized: the same examples on every run and every day; under `make mutation` (ENVKIT_PROPERTY_EXAMPLES, as
+# tests/core/test_properties.py) fewer, so that a mutant's verdict stays cheap
+_EXAMPLES = min(150, int(os.environ.get("ENVKIT_PROPERTY_EXAMPLES", "0")) or 150)
+SETTINGS = settings(max_examples=_EXAMPLES, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 
 
 def bounded_call(fn, *args, limit: float = 2.0, refusals: tuple[type[BaseException], ...] = (BadInput,), **kwargs):
