@@ -38,6 +38,12 @@ def integer(text: str, what: str, *, lo: int, hi: int, where: Where | None = Non
     return value
 
 
+def is_digits(text: str, max_len: int) -> bool:
+    """Whether `text` is 1 to `max_len` ASCII digits (str.isdigit also takes "²" and "٣", which int() refuses or
+    reads as other digits, and any length, which int() refuses past 4,300 digits)."""
+    return 0 < len(text) <= max_len and text.isascii() and text.isdigit()
+
+
 def port(text: str, what: str, where: Where | None = None) -> int:
     """A TCP port, 1 to 65535."""
     return integer(text, what, lo=1, hi=65535, where=where, hint="a TCP port: 1 to 65535")

@@ -39,7 +39,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import unquote, urljoin, urlsplit
 
-from envkit import __version__
+from envkit import __version__, bounded
 from envkit.errors import BadInput, CannotRun
 from envkit.jsonread import MAX_DEPTH as MAX_JSON_DEPTH
 from envkit.jsonread import parse_json
@@ -372,7 +372,7 @@ def _content_length(resp: Response) -> int | None:
     values = resp.headers.get_all("Content-Length") or []
     if not values:
         return None
-    if len(set(values)) != 1 or not values[0].strip().isdigit():
+    if len(set(values)) != 1 or not bounded.is_digits(values[0].strip(), 20):
         raise HTTPFailure(f"{resp.url} sends a malformed Content-Length {values!r}"[:300], url=resp.url, hint=resp._hint)
     return int(values[0])
 

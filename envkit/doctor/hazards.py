@@ -13,6 +13,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion as PackagingInvalidVersion
 from packaging.version import Version as PackagingVersion
 
+from envkit import bounded
 from envkit.doctor.facts import Facts
 from envkit.doctor.report import Check
 from envkit.versions import InvalidVersion, in_any_range, parse
@@ -292,7 +293,7 @@ def _visible(env: dict[str, str]) -> set[int] | None:
     ids = set()
     for part in value.split(","):
         part = part.strip()
-        if part.isdigit():
+        if bounded.is_digits(part, 6):
             ids.add(int(part))
     return ids
 

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from envkit import bounded
 from envkit.versions import InvalidVersion, parse, parse_ranges
 
 if TYPE_CHECKING:
@@ -439,7 +440,7 @@ def parse_npu_smi_info(data: str | bytes) -> NpuSmiInfo:
                 pending = (int(a.group(1)), a.group(2).strip(), cells[1].split()[0])
         elif section == "processes":
             p = _PROC_A.match(head)
-            if p and len(cells) >= 3 and cells[1].isdigit():
+            if p and len(cells) >= 3 and bounded.is_digits(cells[1], 10):
                 mem = cells[3].split()[0] if len(cells) > 3 and cells[3] else ""
                 processes.append(
                     ProcessRow(
@@ -447,7 +448,7 @@ def parse_npu_smi_info(data: str | bytes) -> NpuSmiInfo:
                         chip=int(p.group(2)),
                         pid=int(cells[1]),
                         name=cells[2],
-                        memory_mb=int(mem) if mem.isdigit() else None,
+                        memory_mb=int(mem) if bounded.is_digits(mem, 12) else None,
                     )
                 )
     if not saw_header:
@@ -536,7 +537,7 @@ def parse_npu_smi_board(data: str | bytes) -> BoardInfo:
             _version(value, label)
     npu_id = lower.get("npu id")
     return BoardInfo(
-        npu_id=int(npu_id) if npu_id and npu_id.isdigit() else None,
+        npu_id=int(npu_id) if npu_id and bounded.is_digits(npu_id, 6) else None,
         software_version=software,
         firmware_version=firmware,
         compatibility=lower.get("compatibility") or None,

@@ -462,7 +462,7 @@ def net_from_probe_facts(state: object) -> NetProbe:
     def dev_map(v: object) -> dict[int, dict[str, bytes | None]]:
         out: dict[int, dict[str, bytes | None]] = {}
         for k, d in v.items() if isinstance(v, dict) else []:
-            if isinstance(k, str) and k.isdigit() and len(k) <= 3 and isinstance(d, dict):
+            if isinstance(k, str) and bounded.is_digits(k, 3) and isinstance(d, dict):
                 out[int(k)] = {str(w): text(t) for w, t in list(d.items())[:64]}
         return out
 
@@ -476,7 +476,7 @@ def net_from_probe_facts(state: object) -> NetProbe:
     errors: dict[tuple[int, str], str] = {}
     for k, why in (st.get("errors") or {}).items() if isinstance(st.get("errors"), dict) else []:
         dev, _, what = str(k).partition(" ")
-        if dev.isdigit():
+        if bounded.is_digits(dev, 3):
             errors[(int(dev), what)] = excerpt(str(why), 200)
     tool = st.get("tool")
     return NetProbe(

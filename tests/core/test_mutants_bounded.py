@@ -143,3 +143,11 @@ def test_host_range_pads_only_a_zero_padded_start_and_keeps_the_rest_of_the_name
     assert bounded.host_range("a[0:1]") == ["a0", "a1"]
     assert bounded.host_range("x[1:2]y[3:3]z") == ["x1y3z", "x2y3z"]
     assert bounded.host_range("plain") == ["plain"]
+
+
+@pytest.mark.parametrize(
+    ("text", "ok"),
+    [("0", True), ("123", True), ("1234", False), ("", False), ("²", False), ("١", False), ("1 ", False), ("-1", False)],
+)
+def test_is_digits_is_ascii_digits_of_bounded_length(text, ok):
+    assert bounded.is_digits(text, 3) is ok
