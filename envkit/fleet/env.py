@@ -12,6 +12,7 @@ import ipaddress
 import re
 from dataclasses import dataclass, field
 
+from envkit import bounded
 from envkit.errors import Where
 from envkit.fleet.data import HcclData, cite
 from envkit.fleet.inventory import Host
@@ -37,10 +38,10 @@ class EnvPlan:
 
 
 def _int(value: str) -> int | None:
-    try:
-        return int(value.strip())
-    except ValueError:
-        return None
+    """An inventory's number: ASCII digits, at most 19, a minus sign allowed (int() also takes "1_000", "+600", "٣"
+    and 4,000 digits)."""
+    value = value.strip()
+    return int(value) if bounded.is_digits(value.removeprefix("-"), 19) else None
 
 
 def plan_env(hosts: list[Host], chip: str, data: HcclData, inventory_file: str) -> EnvPlan:

@@ -105,7 +105,10 @@ def parse_inventory(text: str, path: Path) -> Inventory:
             if "=" not in line:
                 raise BadInput(f"expected key=value, found '{line}'", where=where)
             key, value = (p.strip() for p in line.split("=", 1))
-            value = " ".join(shlex.split(value, comments=True)) if value else ""
+            try:  # `'a=b'` splits whole, but its value `b'` alone does not
+                value = " ".join(shlex.split(value, comments=True)) if value else ""
+            except ValueError as exc:
+                raise BadInput(f"cannot split the value of {key[:60]}: {exc}", where=where) from None
             group_vars.setdefault(section, {})[key] = value
         elif kind == "children":
             edges += 1
@@ -126,7 +129,7 @@ def parse_inventory(text: str, path: Path) -> Inventory:
                 group_hosts.setdefault(section, []).append(name)
                 host_vars.setdefault(name, {}).update(_pairs(tokens[1:], where))
 
-    groups = set(group_hosts) | set(group_vars) | set(children)
+    groups = set(group_hosts) | set(group_vars) | set(children) | {kid for kids in children.values() for kid in kids}
     if len(groups) > MAX_GROUPS:
         raise BadInput(f"{path} has more than {MAX_GROUPS} groups", where=Where(str(path)))
     rank, above = _group_graph(children, path)
