@@ -245,7 +245,8 @@ def _entry_problem(e: object) -> str | None:
         return "an entry has no path"
     p = PurePosixPath(path)
     if (
-        p.is_absolute()
+        not p.parts  # "."
+        or p.is_absolute()
         or str(p) != path
         or any(part in ("", ".", "..") for part in p.parts)
         or any(c in path for c in "\x00\n\r\\")
@@ -777,7 +778,7 @@ class OutputWriter:
             rel = "/".join(parts[:i])
             try:
                 st = os.lstat(out / rel)
-            except FileNotFoundError:
+            except (FileNotFoundError, NotADirectoryError):  # not there, or under a file (stale, or not ours: below)
                 break
             if stat.S_ISLNK(st.st_mode):
                 outside = not (out / rel).resolve().is_relative_to(out.resolve())
@@ -787,7 +788,7 @@ class OutputWriter:
         full = out / p.rel
         try:
             st = os.lstat(full)
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):  # under a stale file of ours, or the output is gone: commit says
             return None
         if stat.S_ISDIR(st.st_mode):
             return f"{p.rel} is a folder where envkit writes a file"

@@ -125,6 +125,7 @@ TESTS: dict[str, tuple[str, ...]] = {
         "tests/hostile/test_mirror_urls.py",
     ),  # not test_http.py nor test_own_json.py: their servers and CLI runs reach every function here, seconds each
     "outputs": (
+        "tests/core/test_mutants_fsutil.py",
         "tests/core/test_fsutil.py",
         "tests/hostile/test_output_manifest.py",
         "tests/hostile/test_outputs.py",
