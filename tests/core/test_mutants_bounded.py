@@ -151,3 +151,12 @@ def test_host_range_pads_only_a_zero_padded_start_and_keeps_the_rest_of_the_name
 )
 def test_is_digits_is_ascii_digits_of_bounded_length(text, ok):
     assert bounded.is_digits(text, 3) is ok
+
+
+def test_an_address_over_45_characters_is_refused_before_ipaddress_reads_it():
+    assert refusal(bounded.address, " " * 46, "ip").message == f"ip={' ' * 46!r} is not an IP address (no scope id)"
+    assert refusal(bounded.address, " " * 45, "ip").message == f"ip={' ' * 45!r} is not an IP address"
+
+
+def test_text_refuses_only_line_breaks_and_nul():
+    assert bounded.text("XX", "name") == "XX"
