@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from envkit.errors import BadInput, CannotRun, CheckFailed
+from envkit.errors import BadInput, CheckFailed
 from tests.airgap.indexshapes import (
     Index,
     Routes,
@@ -36,25 +36,9 @@ TORCH_FILE = "torch-2.12.0+cpu-cp310-cp310-manylinux_2_28_aarch64.whl"
 @pytest.fixture
 def stack(tmp_path, monkeypatch):
     """The default target's lock and two folders of stand-in wheels: `cpu` (torch X+cpu) and `pypi` (the rest)."""
-    from envkit.closure import envkit_roots, find_uv, target_roots
-    from envkit.lockfile import dump_lock
-    from envkit.locking import build_lock
-    from envkit.matrix import load_matrix
-    from envkit.resolve import pins_from_mapping, solve
-    from tests.airgap.torchindex import stack_indexes
+    from tests.airgap.torchindex import default_stack
 
-    try:
-        find_uv()
-    except CannotRun:
-        pytest.skip("uv is not installed")
-    monkeypatch.setenv("ENVKIT_CACHE_DIR", str(tmp_path / "cache"))
-    lm = load_matrix()
-    lock = build_lock(lm, solve(lm, pins_from_mapping(lm, {})), "envkit resolve")
-    path = tmp_path / "envkit.lock"
-    path.write_text(dump_lock(lock))
-    s = lock.stack
-    stack_indexes(tmp_path / "pypi", tmp_path / "cpu", target_roots(lock) + envkit_roots(), s.torch, s.python, s.arch)
-    return path, lock, tmp_path / "pypi", tmp_path / "cpu"
+    return default_stack(tmp_path, monkeypatch)
 
 
 def _lock_bundle_verify(cli, path: Path, tmp_path: Path, *args: str):

@@ -13,7 +13,7 @@ import tarfile
 
 import pytest
 
-from envkit.errors import BadInput, CannotRun
+from envkit.errors import BadInput
 
 CUDA = ("nvidia-", "cuda-", "triton", "nccl")
 
@@ -21,25 +21,10 @@ CUDA = ("nvidia-", "cuda-", "triton", "nccl")
 @pytest.fixture
 def cpu_stack(tmp_path, monkeypatch):
     """The default target's lock (Atlas A2, aarch64, Python 3.10, torch 2.12.0) and the two local indexes."""
-    from envkit.closure import envkit_roots, find_uv, target_roots
-    from envkit.lockfile import dump_lock
-    from envkit.locking import build_lock
-    from envkit.matrix import load_matrix
-    from envkit.resolve import pins_from_mapping, solve
     from tests.airgap.httpserve import Server
-    from tests.airgap.torchindex import stack_indexes
+    from tests.airgap.torchindex import default_stack
 
-    try:
-        find_uv()
-    except CannotRun:
-        pytest.skip("uv is not installed")
-    monkeypatch.setenv("ENVKIT_CACHE_DIR", str(tmp_path / "cache"))
-    lm = load_matrix()
-    lock = build_lock(lm, solve(lm, pins_from_mapping(lm, {})), "envkit resolve")
-    path = tmp_path / "envkit.lock"
-    path.write_text(dump_lock(lock))
-    s = lock.stack
-    stack_indexes(tmp_path / "pypi", tmp_path / "cpu", target_roots(lock) + envkit_roots(), s.torch, s.python, s.arch)
+    path, lock, _, _ = default_stack(tmp_path, monkeypatch)
     with Server(tmp_path / "pypi", simple_index=True) as pypi, Server(tmp_path / "cpu", simple_index=True) as cpu:
         yield path, lock, f"{pypi.url}/simple", f"{cpu.url}/simple"
 

@@ -96,3 +96,29 @@ def stack_indexes(pypi: Path, cpu: Path, roots: list[str], torch: str, python: s
         else:
             made[name] = standin_wheel(pypi, name, _version_for(reqs))
     return made
+
+
+def default_stack(tmp_path: Path, monkeypatch) -> tuple[Path, object, Path, Path]:
+    """The default target's lock (Atlas A2, aarch64, Python 3.10, torch X) written to `tmp_path/envkit.lock`, and two
+    folders of stand-in wheels, `pypi` (the rest) and `cpu` (torch X+cpu); the cache under `tmp_path` (uv needed)."""
+    import pytest
+
+    from envkit.closure import envkit_roots, find_uv, target_roots
+    from envkit.errors import CannotRun
+    from envkit.lockfile import dump_lock
+    from envkit.locking import build_lock
+    from envkit.matrix import load_matrix
+    from envkit.resolve import pins_from_mapping, solve
+
+    try:
+        find_uv()
+    except CannotRun:
+        pytest.skip("uv is not installed")
+    monkeypatch.setenv("ENVKIT_CACHE_DIR", str(tmp_path / "cache"))
+    lm = load_matrix()
+    lock = build_lock(lm, solve(lm, pins_from_mapping(lm, {})), "envkit resolve")
+    path = tmp_path / "envkit.lock"
+    path.write_text(dump_lock(lock))
+    s = lock.stack
+    stack_indexes(tmp_path / "pypi", tmp_path / "cpu", target_roots(lock) + envkit_roots(), s.torch, s.python, s.arch)
+    return path, lock, tmp_path / "pypi", tmp_path / "cpu"
