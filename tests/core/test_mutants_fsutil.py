@@ -13,7 +13,9 @@ import os
 import signal
 import stat
 import subprocess
+import sys
 import threading
+import time
 import warnings
 from pathlib import Path, PurePosixPath
 
@@ -811,9 +813,24 @@ def test_debris_pid():
     assert fsutil._debris_pid(".a+b.old-9", "a+b") == 9
 
 
-def test_alive(monkeypatch):
+@pytest.fixture
+def live():
+    """A live process of the test's own, SIGHUP at its default: `_alive` must only ask (signal 0), never signal it.
+    (A parent's pid would do as a live one, but a mutant sending it a real signal would stop the test run.)"""
+    code = "import signal, sys, time; signal.signal(signal.SIGHUP, signal.SIG_DFL); print('ready', flush=True); time.sleep(60)"
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    assert p.stdout is not None and p.stdout.readline() == "ready\n"
+    yield p.pid
+    p.kill()
+    p.wait()
+    p.stdout.close()
+
+
+def test_alive(live, monkeypatch):
     assert fsutil._alive(os.getpid()) is False  # this run: what it left is from an earlier call
-    assert fsutil._alive(os.getppid()) is True
+    assert fsutil._alive(live) is True
+    time.sleep(0.2)
+    os.kill(live, 0)  # still there: asked, not signalled
     assert fsutil._alive(DEAD) is False
     assert fsutil._alive(4_000_000_000) is False  # OverflowError: no such pid
 
@@ -830,9 +847,9 @@ def _dead_pid() -> int:
     return p.pid
 
 
-def test_clean_debris_removes_only_a_dead_runs(tmp_path, monkeypatch):
+def test_clean_debris_removes_only_a_dead_runs(tmp_path, monkeypatch, live):
     monkeypatch.chdir(tmp_path)
-    dead, live = DEAD, os.getppid()
+    dead = DEAD
     names = {
         f".out.partial-{dead}": "dir",
         f".out.old-{dead}": "dir",
@@ -1111,10 +1128,9 @@ def test_claim_debris_of_a_listed_file(tmp_path):
     assert c.theirs == {} and list(out.rglob("*.tmp")) == []
 
 
-def test_claim_refuses_while_another_run_writes(tmp_path):
+def test_claim_refuses_while_another_run_writes(tmp_path, live):
     out = tmp_path / "out"
     owned(out, {"a.txt": b"a"})
-    live = os.getppid()
     (out / f".a.txt.{live}-x.tmp").write_text("half")
     e = refusal(CannotRun, fsutil.claim_output, out, KIND, force=True)
     assert (e.message, e.where, e.hint) == (
@@ -1142,13 +1158,12 @@ def test_legacy_take_over(tmp_path):
     assert not (out / f".launch.json.{DEAD}-x.tmp").exists()
 
 
-def test_legacy_beside_other_files_owns_nothing(tmp_path):
+def test_legacy_beside_other_files_owns_nothing(tmp_path, live):
     out = tmp_path / "out"
     out.mkdir()
     (out / M).write_text("launch-set\n")
     (out / "rank_table.json").write_text("old")
     (out / "launch.json").symlink_to(tmp_path)  # a link with a legacy name is no legacy file
-    live = os.getppid()
     (out / f".x.{live}-x.tmp").write_text("a live run's")
     for force, tail in ((None, ""), (True, " --force writes beside them, never replacing or deleting one.")):
         if force:
@@ -1652,3 +1667,9 @@ def test_replace_file(tmp_path):
             "Pass the folder that holds the file itself, and run again.",
         )
     assert p.read_bytes() == b"new"
+
+
+def test_update_output_writes_bytes_as_they_are(tmp_path):
+    out = tmp_path / "out"
+    fsutil.update_output(out, KIND, {"a.bin": b"\xff\x00", "b.txt": "é"})
+    assert (out / "a.bin").read_bytes() == b"\xff\x00" and (out / "b.txt").read_bytes() == "é".encode()

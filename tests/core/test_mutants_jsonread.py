@@ -158,3 +158,11 @@ def test_a_key_given_twice_in_two_spellings_has_no_line_and_lines_count_from_the
     assert where_refused('{"\\u006b": 1,\n "k": 2}') == Where("r.json", None)  # one use spelled "k": no line to name
     assert where_refused('{"k": 1,\n "k": 2,\n "x": 3}') == Where("r.json", 2)
     assert where_refused("\n[NaN]") == Where("r.json", 2)
+
+
+def test_read_json_names_a_relative_file_as_given_without_a_root(tmp_path, monkeypatch):
+    from envkit.jsonread import read_json
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "d.json").write_text("[1]")
+    assert read_json("d.json") == [1]

@@ -151,3 +151,9 @@ def test_the_bundle_layout_names_every_part():
         "envkit.lock", "SHA256SUMS", "install.sh", "README.md", "playbooks", "image"
     ]  # fmt: skip
     assert str(LAYOUT.wheels()) == "wheels/target" and str(LAYOUT.requirements("controller")) == "requirements/controller.txt"
+
+
+def test_a_continuation_joins_with_one_space_and_a_comment_ends_at_its_first_mark():
+    assert parse_requirements(f"six==1\\\n --hash=sha256:{A}", "r.txt") == [Requirement("six", "1", (A,))]
+    text = f"six==1 --hash=sha256:{A} # --hash=sha256:{B} # later"
+    assert parse_requirements(text, "r.txt") == [Requirement("six", "1", (A,))]

@@ -100,12 +100,17 @@ def test_debris_of_a_killed_build_is_removed_by_the_next(offline_lock, tmp_path,
     old.mkdir()
     tmp_file = tmp_path / f".b.tar.{DEAD}-x1y2.tmp"
     tmp_file.write_bytes(b"half an archive")
-    alive = tmp_path / f".out.partial-{os.getppid()}"  # a run still going (this test's parent process)
+    running = subprocess.Popen(["sleep", "60"])  # a run still going (a process of the test's own, not its parent)
+    alive = tmp_path / f".out.partial-{running.pid}"
     alive.mkdir()
     mine = tmp_path / ".out.notes"  # a user's file that merely looks alike
     mine.write_text("keep")
-    assert run_cli("bundle", "build", "--lock", str(lock), "-o", str(out)).code == 0
-    assert run_cli("bundle", "build", "--lock", str(lock), "-o", str(arc)).code == 0
+    try:
+        assert run_cli("bundle", "build", "--lock", str(lock), "-o", str(out)).code == 0
+        assert run_cli("bundle", "build", "--lock", str(lock), "-o", str(arc)).code == 0
+    finally:
+        running.kill()
+        running.wait()
     assert not partial.exists() and not old.exists() and not tmp_file.exists()
     assert alive.is_dir() and mine.read_text() == "keep"
 
