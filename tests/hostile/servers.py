@@ -35,6 +35,7 @@ from __future__ import annotations
 import functools
 import gzip
 import json
+import shutil
 import socket
 import socketserver
 import ssl
@@ -51,6 +52,7 @@ OK_JSON = b'{"ok": true, "data": [{"id": "m"}]}'
 @functools.lru_cache(maxsize=1)
 def cert_file() -> tuple[str, str]:
     """(certificate, key) files of a self-signed certificate for 127.0.0.1 and localhost, made once per session."""
+    import atexit
     import datetime
     import ipaddress
 
@@ -78,6 +80,7 @@ def cert_file() -> tuple[str, str]:
         .sign(key, hashes.SHA256())
     )
     folder = Path(tempfile.mkdtemp(prefix="envkit-hostile-tls-"))
+    atexit.register(shutil.rmtree, folder, True)  # made once per test process: nothing left behind
     (folder / "cert.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
     (folder / "key.pem").write_bytes(
         key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
