@@ -1,8 +1,8 @@
 """Strict pydantic base: unknown keys are refused, every document is versioned."""
 
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, model_serializer
 
 Confidence = Literal["stated", "derived", "inferred"]
 
@@ -11,6 +11,19 @@ class StrictModel(BaseModel):
     # defer_build: a model's validator is built when it is first used, not at import (the CLI
     # imports every model; one command uses a few of them).
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, defer_build=True)
+
+
+class OmitsAbsent(StrictModel):
+    """A model whose optional keys named in `dump_drop_none` appear only when set, so that a document without them
+    dumps exactly as before they existed: in `model_dump` (here) and in the lock's YAML (`envkit.lockfile` reads
+    the same set)."""
+
+    dump_drop_none: ClassVar[frozenset[str]] = frozenset()
+
+    @model_serializer(mode="wrap")
+    def _omit_absent(self, handler: Any) -> dict[str, Any]:
+        data = handler(self)
+        return {k: v for k, v in data.items() if not (v is None and k in self.dump_drop_none)}
 
 
 class ReportModel(StrictModel):

@@ -2,11 +2,11 @@
 
 import fnmatch
 import re
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, ClassVar, Literal
 
-from pydantic import AfterValidator, Field, model_serializer, model_validator
+from pydantic import AfterValidator, Field, model_validator
 
-from envkit.models.base import StrictModel
+from envkit.models.base import OmitsAbsent, StrictModel
 from envkit.models.safe import (
     AbsPath,
     EnvKey,
@@ -135,7 +135,7 @@ class ClosureTarget(StrictModel):
     platform: str = Field(pattern=r"^[a-z0-9_]{1,64}$", description="the most specific platform tag, e.g. manylinux_2_28_aarch64")
 
 
-class ClosurePackage(StrictModel):
+class ClosurePackage(OmitsAbsent):
     """One wheel of the closure, exactly the file to download and install."""
 
     name: ProjectName = Field(description="normalized project name")
@@ -152,13 +152,6 @@ class ClosurePackage(StrictModel):
 
     # absent unless set: a closure from an index that publishes every sha256 dumps exactly as before
     dump_drop_none: ClassVar[frozenset[str]] = frozenset({"sha256_from"})
-
-    @model_serializer(mode="wrap")
-    def _without_absent_origin(self, handler: Any) -> dict[str, Any]:
-        data = handler(self)
-        if data.get("sha256_from") is None:
-            data.pop("sha256_from", None)
-        return data  # type: ignore[no-any-return]
 
     @model_validator(mode="after")
     def _file_is_the_package(self) -> "ClosurePackage":

@@ -1,11 +1,11 @@
 """A stack: the twelve keys that decide an Ascend PyTorch environment, and the optional serving and training
 frameworks on top of them (vLLM Ascend, triton-ascend, MindSpeed). All optional in a stack file, exact versions."""
 
-from typing import Any, ClassVar, Literal
+from typing import ClassVar, Literal
 
-from pydantic import Field, model_serializer
+from pydantic import Field
 
-from envkit.models.base import StrictModel
+from envkit.models.base import OmitsAbsent, StrictModel
 from envkit.models.safe import Ident, PythonMinor, Version
 
 STACK_KEYS: tuple[str, ...] = (
@@ -74,7 +74,7 @@ class Stack(StrictModel):
         return {k: v for k, v in self.model_dump().items() if v is not None}
 
 
-class FullStack(StrictModel):
+class FullStack(OmitsAbsent):
     """A resolved stack: every key set to one exact version."""
 
     chip: Ident = Field(description=_DESCRIPTIONS["chip"])
@@ -94,11 +94,5 @@ class FullStack(StrictModel):
     triton_ascend: Version | None = Field(None, description=_DESCRIPTIONS["triton_ascend"])
     mindspeed: Version | None = Field(None, description=_DESCRIPTIONS["mindspeed"])
 
-    # the framework keys appear only when set (envkit.lockfile's dumper reads this too)
+    # the framework keys appear only when set: a plain stack dumps (and locks) exactly as before
     dump_drop_none: ClassVar[frozenset[str]] = frozenset(FRAMEWORK_KEYS)
-
-    @model_serializer(mode="wrap")
-    def _without_absent_frameworks(self, handler: Any) -> dict[str, Any]:
-        """The framework keys appear only when set: a plain stack dumps (and locks) exactly as before."""
-        data = handler(self)
-        return {k: v for k, v in data.items() if not (k in FRAMEWORK_KEYS and v is None)}
