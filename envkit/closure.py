@@ -826,9 +826,9 @@ def lock_python(
 
     with tempfile.TemporaryDirectory(prefix="envkit-lock-") as tmp:
         resolved = resolve_pylock(tplan, Path(tmp) / "target")
-        if any(CUDA_NAME.match(normalize(str(p.get("name", "")))) for p in resolved[0].get("packages", [])):
-            # refused before any file is downloaded for a hash the index did not publish
-            refuse_cuda(closure_from_pylock(*resolved, _unmeasured), uv_via(tplan, Path(tmp) / "target-via"))
+        shown = closure_from_pylock(*resolved, _unmeasured)  # nothing downloaded yet for a hash nobody published
+        if cuda_packages(shown):
+            refuse_cuda(shown, uv_via(tplan, Path(tmp) / "target-via"))
         tclos = closure_from_pylock(*resolved, completing(tplan))
         say(f"resolving envkit's own closure for the controller (Python {ctl_target.python} on {ctl_target.platform}) ...")
         cclos = run_uv(cplan, Path(tmp) / "controller", completing(cplan))

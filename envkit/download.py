@@ -19,6 +19,7 @@ body; a body without one stops one byte past it), a file of unknown size at most
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import stat
@@ -394,29 +395,25 @@ def _fetch_measuring(
     tmp = cache.root / f".measure.{os.getpid()}.{threading.get_ident()}.part"
     size = 0
     try:
-        with open(tmp, "wb") as fout:
+        with open(tmp, "wb") as fout, contextlib.ExitStack() as stack:
             if url.startswith("file://"):
-                with _open_local(Fetch(url, "0" * 64, None, name)) as fin:
-                    if not stat.S_ISREG(os.fstat(fin.fileno()).st_mode):  # /dev/zero: no end, no size
-                        raise CheckFailed(f"{name}: {url} is not a regular file", hint="Give a folder of wheel files.")
-                    read: Callable[[int], bytes] = fin.read
-                    while chunk := read(CHUNK):
-                        size += len(chunk)
-                        if size > limits.max_bytes:
-                            raise CheckFailed(f"{name}: {url} holds more than {limits.max_bytes} bytes; refused")
-                        fout.write(chunk)
-                        for h in hashers.values():
-                            h.update(chunk)
+                fin = stack.enter_context(_open_local(Fetch(url, "0" * 64, None, name)))
+                if not stat.S_ISREG(os.fstat(fin.fileno()).st_mode):  # /dev/zero: no end, no size
+                    raise CheckFailed(f"{name}: {url} is not a regular file", hint="Give a folder of wheel files.")
+                read: Callable[[int], bytes] = fin.read
             else:
-                with httpclient.open_url(url, limits, hint=_HINT, redirect_check=redirect_check) as r:
-                    if r.status == 404:
-                        raise CannotRun(f"{name}: HTTP 404 at {url}", hint="The index lists a file it does not serve.")
-                    httpclient.raise_for_status(r, _HINT)
-                    while chunk := r.read(CHUNK):
-                        size += len(chunk)
-                        fout.write(chunk)
-                        for h in hashers.values():
-                            h.update(chunk)
+                r = stack.enter_context(httpclient.open_url(url, limits, hint=_HINT, redirect_check=redirect_check))
+                if r.status == 404:
+                    raise CannotRun(f"{name}: HTTP 404 at {url}", hint="The index lists a file it does not serve.")
+                httpclient.raise_for_status(r, _HINT)
+                read = r.read  # the client caps the body at limits.max_bytes
+            while chunk := read(CHUNK):
+                size += len(chunk)
+                if size > limits.max_bytes:
+                    raise CheckFailed(f"{name}: {url} holds more than {limits.max_bytes} bytes; refused")
+                fout.write(chunk)
+                for h in hashers.values():
+                    h.update(chunk)
             fout.flush()
             os.fsync(fout.fileno())
         for algo in algos:
