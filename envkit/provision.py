@@ -273,7 +273,6 @@ def render_vars(
     *,
     lock_path: Path,
     bundle: BundlePaths,
-    report_dir: Path,
     staged: list[Staged] | None = None,
     wheels_archive: Path | None = None,
 ) -> dict[str, Any]:
@@ -495,7 +494,7 @@ def run(req: ProvisionRequest, on_event: Callable[[dict[str, Any]], None] | None
         staged = pack_wheels(paths.wheels, stage, paths.requirements)
         archive = out / staged.name
         before.staged(staged.name, staged)
-    variables = render_vars(lock, lock_path=req.lock.resolve(), bundle=paths, report_dir=reports, wheels_archive=archive)
+    variables = render_vars(lock, lock_path=req.lock.resolve(), bundle=paths, wheels_archive=archive)
     vars_file = out / "vars.yml"
     before.text("vars.yml", dump_vars(variables, f"envkit provision --lock {req.lock}"))
     before.commit(keep=True)

@@ -50,7 +50,7 @@ def test_render_vars_old_layout(tmp_path, locks):
     write_vendor(locks["old"], tmp_path / "vendor")
     paths = locate_bundle(None, tmp_path / "vendor", _wheels(tmp_path / "wheels"))
     lock = read_lock(locks["old"])
-    v = render_vars(lock, lock_path=locks["old"], bundle=paths, report_dir=tmp_path / "r")
+    v = render_vars(lock, lock_path=locks["old"], bundle=paths)
     assert v["envkit_hdk_driver"]["package_version"] == "25.3.rc1"
     assert v["envkit_hdk_driver"]["flags"] == ["--full", "--install-for-all"]
     assert v["envkit_hdk_firmware"]["edition"] == "run"
@@ -77,7 +77,7 @@ def test_render_vars_new_layout_zip_editions(tmp_path, locks):
         "\n".join(f"{sha256(p)}  {p.name}" for p in (tmp_path / "vendor").glob("*.run")) + "\n"
     )
     lock = read_lock(lock_path)
-    v = render_vars(lock, lock_path=lock_path, bundle=BundlePaths(tmp_path / "vendor", None, None), report_dir=tmp_path)
+    v = render_vars(lock, lock_path=lock_path, bundle=BundlePaths(tmp_path / "vendor", None, None))
     assert v["envkit_hdk_driver"]["edition"] == "zip" and v["envkit_hdk_firmware"]["edition"] == "zip"
     assert v["envkit_hdk_firmware"]["run_pattern"] == "Ascend-hdk-910b-npu-firmware_*.run"
     assert [p["component"] for p in v["envkit_cann_packages"]] == ["cann-toolkit", "cann-ops", "cann-nnal"]
@@ -254,7 +254,6 @@ def test_vars_cover_the_role_inputs(tmp_path, locks):
         read_lock(locks["old"]),
         lock_path=locks["old"],
         bundle=locate_bundle(None, tmp_path / "vendor", _wheels(tmp_path / "wheels")),
-        report_dir=tmp_path,
     )
     declared = set()
     for role in ROLES:
@@ -451,7 +450,6 @@ def test_vars_file_marks_every_string_that_could_hold_jinja_unsafe(locks, tmp_pa
         lock,
         lock_path=locks["old"],
         bundle=locate_bundle(None, tmp_path / "vendor", _wheels(tmp_path / "wheels")),
-        report_dir=tmp_path / "r",
     )
     v["envkit_cann_set_env"] = "/opt/{{ x }}"  # a value with Jinja markup, as a hostile bundle could bring
     text = dump_vars(v, "envkit provision")
