@@ -108,20 +108,27 @@ def _sha(f: Path, hashlib) -> str:
     return _SHA[key]
 
 
-class Server:
-    def __init__(self, root: Path, rate: float | None = None, simple_index: bool = False) -> None:
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), make_handler(Path(root), rate, simple_index))
+class Threaded:
+    """An HTTP server on 127.0.0.1 (a free port) answering with `handler` in a thread, while the `with` lasts."""
+
+    def __init__(self, handler: type[http.server.BaseHTTPRequestHandler]) -> None:
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self.httpd.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 
-    def __enter__(self) -> Server:
+    def __enter__(self) -> Threaded:  # a subclass gets itself
         self.thread.start()
         return self
 
     def __exit__(self, *exc) -> None:
         self.httpd.shutdown()
         self.httpd.server_close()
+
+
+class Server(Threaded):
+    def __init__(self, root: Path, rate: float | None = None, simple_index: bool = False) -> None:
+        super().__init__(make_handler(Path(root), rate, simple_index))
 
 
 if __name__ == "__main__":  # serve a folder for a bounded time: python httpserve.py DIR SECONDS RATE

@@ -32,12 +32,12 @@ import hashlib
 import html
 import http.server
 import json
-import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import quote, unquote, urlsplit
 
 from envkit.wheels import normalize
+from tests.airgap.httpserve import Threaded
 
 TORCH_FAMILY = ("torch", "torchvision", "torchaudio", "triton", "pytorch-triton")
 JSON_TYPE = "application/vnd.pypi.simple.v1+json"
@@ -237,7 +237,7 @@ def flat_routes(folder: Path) -> Routes:
 
 
 # --- the server -----------------------------------------------------------------------------------------------
-class Index:
+class Index(Threaded):
     """Serves `routes` on 127.0.0.1 (GET and HEAD); `url` is its origin. HTML-only shapes answer HTML whatever the
     Accept header asks for. `redirect_files_to`: every file answers 302 to that origin (same path): a mirror that
     sends its files to a host nobody named. `extra_links`: {project: [raw anchor]} added to a page. `head`: False
@@ -256,10 +256,7 @@ class Index:
             key = next(k for k in routes.pages if k.rstrip("/").endswith("/" + project))
             page, doc = routes.pages[key]
             routes.pages[key] = (page.replace("</body>", "\n".join(anchors) + "\n</body>", 1), doc)
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self.httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        super().__init__(self._handler())
 
     def _handler(self):  # noqa: ANN202
         index = self
@@ -311,16 +308,8 @@ class Index:
 
         return H
 
-    def __enter__(self) -> Index:
-        self.thread.start()
-        return self
 
-    def __exit__(self, *exc) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-
-class Static:
+class Static(Threaded):
     """A plain static file server of a folder (`http.server`'s own: index.html for a folder, a 301 to a folder's
     path with its `/`, HTML whatever the Accept header asks, GET and HEAD): a bandersnatch mirror behind nginx."""
 
@@ -334,15 +323,4 @@ class Static:
             def log_message(self, *a):  # quiet
                 pass
 
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
-        self.httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-
-    def __enter__(self) -> Static:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        super().__init__(H)
