@@ -497,3 +497,25 @@ def test_a_find_links_file_that_is_a_device_is_refused_not_read(tmp_path):
         measure(link.as_uri(), link.name, {}, WheelCache(tmp_path / "cache"))
     assert "is not a regular file" in exc.value.message
     assert not list((tmp_path / "cache").glob("**/.measure.*"))
+
+
+def test_the_page_reader_keeps_links_up_to_its_cap_and_drops_the_rest(monkeypatch):
+    import envkit.simpleindex as S
+
+    monkeypatch.setattr(S, "MAX_LINKS", 3)
+    page = "".join(f'<a href="f{i}-1.0-py3-none-any.whl#sha256={i:064x}">f{i}</a>' for i in range(4))
+    got = S.parse_html(page, "http://h/simple/f/")
+    assert sorted(got) == [S.link_key(f"http://h/simple/f/f{i}-1.0-py3-none-any.whl") for i in range(3)]
+
+
+def test_an_index_page_at_its_size_cap_is_read_and_one_byte_more_refused(monkeypatch):
+    import envkit.simpleindex as S
+    from envkit import httpclient
+
+    page = '<a href="a-1.0-py3-none-any.whl#sha256=' + "a" * 64 + '">a</a>'
+    with Index(Routes(pages={"/simple/a/": (page, None)}, page_prefix="/simple/")) as idx:
+        monkeypatch.setattr(S, "PAGE", S.PAGE.but(max_bytes=len(page)))
+        assert list(S.read_page(f"{idx.url}/simple/a/")) == [S.link_key(f"{idx.url}/simple/a/a-1.0-py3-none-any.whl")]
+        monkeypatch.setattr(S, "PAGE", S.PAGE.but(max_bytes=len(page) - 1))
+        with pytest.raises(httpclient.TooLarge):
+            S.read_page(f"{idx.url}/simple/a/")

@@ -398,3 +398,18 @@ def test_a_dripping_index_stops_uv_at_its_deadline(server, tmp_path, monkeypatch
     assert isinstance(exc, CannotRun) and "within 4 s (stopped)" in exc.message and srv.url in exc.message
     assert took <= 4.0 + 10.0
     assert srv.requests  # uv was reading the dripping index when it was stopped
+
+
+@pytest.mark.parametrize(("value", "ok"), [("0", True), ("9" * 20, True), ("9" * 21, False), ("²", False), (" 12 ", True)])
+def test_a_content_length_is_ascii_digits_of_at_most_20_on_both_sides(value, ok):
+    import http.client
+    from types import SimpleNamespace
+
+    headers = http.client.HTTPMessage()
+    headers["Content-Length"] = value
+    resp = SimpleNamespace(headers=headers, url="http://127.0.0.1/x", _hint="hint")
+    if ok:
+        assert H._content_length(resp) == int(value)
+    else:
+        with pytest.raises(H.HTTPFailure, match="malformed Content-Length"):
+            H._content_length(resp)
