@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from envkit import versions
 from envkit.matrix import LoadedMatrix, known
@@ -157,37 +157,53 @@ class _Blank(dict[str, str]):
 
 
 class _GlibcConstraint(Constraint):
-    id = "torch_npu-glibc"
-    scope = ("torch_npu", "os", "arch")
+    """A release (`key`: torch_npu, vllm_ascend, triton_ascend) ↔ os/arch: its manylinux wheels on an arch need at
+    least the glibc of their tag, and the OS must ship it; no wheel for the arch, no install. A row whose
+    `manylinux` is null (a framework release with no wheel on PyPI: built where it installs), or an optional key the
+    stack leaves out (ABSENT), meets every OS."""
+
     summary_with_free = True  # the arch left free: the summary names the first one
 
-    def __init__(self, lm: LoadedMatrix) -> None:
-        self._lm = lm
+    def __init__(self, lm: LoadedMatrix, key: str, what: str, row: Callable[[str], Any], cid: str) -> None:
+        self._lm, self._what, self._row_of = lm, what, row
+        self.id = cid
+        self.scope = (key, "os", "arch")
+        self._key = key
+
+    def _manylinux(self, value: str) -> dict[str, str] | None:
+        return None if value == ABSENT else self._row_of(value).manylinux
 
     def check(self, a: Assignment) -> bool:
-        need = self._lm.torch_npu_row(a["torch_npu"]).manylinux.get(a["arch"])
+        wheels = self._manylinux(a[self._key])
+        if wheels is None:
+            return True
+        need = wheels.get(a["arch"])
         have = self._lm.oses[a["os"]].glibc
         return need is not None and versions.parse(have) >= versions.parse(need)
 
     def says(self, key: str, value: str) -> Verdict | None:
         lm = self._lm
-        if key == "torch_npu":
-            t = lm.torch_npu_row(value)
-            ml = ", ".join(f"{arch}: glibc >= {g}" for arch, g in sorted(t.manylinux.items()))
-            return _row(f"torch_npu/{value}", t, f"torch_npu {value} wheels are manylinux ({ml})")
+        if key == self._key and value != ABSENT:
+            wheels = self._manylinux(value)
+            if wheels is None:
+                return _row(
+                    f"{key}/{value}", self._row_of(value), f"{self._what} {value} has no wheel on PyPI (built where it installs)"
+                )
+            ml = ", ".join(f"{arch}: glibc >= {g}" for arch, g in sorted(wheels.items()))
+            return _row(f"{key}/{value}", self._row_of(value), f"{self._what} {value} wheels are manylinux ({ml})")
         if key == "os":
             o = lm.oses[value]
             return _row(f"os/{value}", o, f"{o.name} has glibc {o.glibc}")
         return None
 
     def summary(self, a: Assignment) -> str | None:
-        t = self._lm.torch_npu_row(a["torch_npu"])
+        wheels = self._manylinux(a[self._key]) or {}
         o = self._lm.oses[a["os"]]
         if a.get("arch"):
-            need = f"glibc >= {t.manylinux.get(a['arch'], '?')} on {a['arch']}"
+            need = f"glibc >= {wheels.get(a['arch'], '?')} on {a['arch']}"
         else:
-            need = ", ".join(f"glibc >= {g} on {arch}" for arch, g in sorted(t.manylinux.items()))
-        return f"torch_npu {t.version} wheels need {need}; {o.name} has glibc {o.glibc}"
+            need = ", ".join(f"glibc >= {g} on {arch}" for arch, g in sorted(wheels.items()))
+        return f"{self._what} {a[self._key]} wheels need {need}; {o.name} has glibc {o.glibc}"
 
 
 @dataclass(frozen=True)
@@ -550,7 +566,7 @@ def torch_npu_glibc(lm: LoadedMatrix, strict: Strictness) -> Constraint:
     """torch_npu ↔ os/arch: the manylinux wheels of a torch_npu release need at least the glibc of their tag on that
     arch, and the OS must ship it; no wheel for the arch, no install (matrices/torch_npu.yaml,
     `torch_npu[].manylinux`; matrices/platform.yaml, `operating_systems[].glibc`)."""
-    return _GlibcConstraint(lm)
+    return _GlibcConstraint(lm, "torch_npu", "torch_npu", lm.torch_npu_row, "torch_npu-glibc")
 
 
 # --- serving and training frameworks (matrices/serving.yaml) -----------------------------------------
@@ -686,20 +702,11 @@ def vllm_ascend_python(lm: LoadedMatrix, strict: Strictness) -> Constraint:
 
 
 def vllm_ascend_glibc(lm: LoadedMatrix, strict: Strictness) -> Constraint:
-    """vllm_ascend ↔ os: the wheels of a vllm-ascend release are manylinux_2_<N>, so the OS must ship glibc ≥ 2.N
-    (matrices/serving.yaml, `vllm_ascend[].glibc`; matrices/platform.yaml, `operating_systems[].glibc`)."""
-    return _spec_relation(
-        lm,
-        "vllm_ascend-glibc",
-        "vllm_ascend",
-        "vllm-ascend",
-        lm.vllm_ascend,
-        "glibc",
-        "os",
-        lambda r, os_: r.glibc is None or versions.parse(lm.oses[os_].glibc) >= versions.parse(r.glibc),
-        lambda r: (
-            f"wheels are manylinux_2_{r.glibc.split('.')[1]} (glibc >= {r.glibc})" if r.glibc else "wheels: glibc not captured"
-        ),
+    """vllm_ascend ↔ os/arch: the wheels of a vllm-ascend release on an arch are manylinux_2_<N>, so the OS must ship
+    glibc ≥ 2.N there; no wheel for the arch, no install (matrices/serving.yaml, `vllm_ascend[].manylinux`, derived
+    from PyPI's files by `envkit matrix refresh`; matrices/platform.yaml, `operating_systems[].glibc`)."""
+    return _GlibcConstraint(
+        lm, "vllm_ascend", "vllm-ascend", lambda v: known(lm.vllm_ascend(v), f"vllm-ascend {v}"), "vllm_ascend-glibc"
     )
 
 
@@ -770,6 +777,14 @@ def triton_ascend_python(lm: LoadedMatrix, strict: Strictness) -> Constraint:
         "python",
         lambda r, py: r.python is None or versions.satisfies(py, r.python),
         lambda r: f"needs Python {r.python}" if r.python else "states no Python range",
+    )
+
+
+def triton_ascend_glibc(lm: LoadedMatrix, strict: Strictness) -> Constraint:
+    """triton_ascend ↔ os/arch: as vllm_ascend_glibc, for the triton-ascend releases on PyPI (matrices/serving.yaml,
+    `triton_ascend[].manylinux`)."""
+    return _GlibcConstraint(
+        lm, "triton_ascend", "triton-ascend", lambda v: known(lm.triton_ascend(v), f"triton-ascend {v}"), "triton_ascend-glibc"
     )
 
 
@@ -861,6 +876,7 @@ EDGES: tuple[Edge, ...] = (
     triton_ascend_cann,
     triton_ascend_chip,
     triton_ascend_python,
+    triton_ascend_glibc,
     mindspeed_torch_npu,
     mindspeed_cann,
     mindspeed_torch,

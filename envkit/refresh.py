@@ -14,6 +14,12 @@ python_packages.yaml; everything outside the markers is hand-written and left al
 content is unchanged keeps its existing text (and date), so refreshing a correct matrix changes
 nothing. The result is a unified diff; ``write=True`` applies it.
 
+The rows that pin a PyPI package (torch_npu in torch_npu.yaml, vllm-ascend and triton-ascend in serving.yaml:
+`ROW_KINDS`) get their wheel facts the same way: each release's file list gives its Pythons (the ``cpXY`` tags)
+and, per arch, the lowest glibc of its manylinux tags; a row that says otherwise has those keys rewritten in place
+(`envkit.yamlrows`) with one source line naming the files and the day read. `find_new` lists the releases PyPI has
+that the matrix lacks (``envkit matrix refresh --new``).
+
 Offline: ``snapshot`` reads the same documents from a folder (``NAME.json``, ``NAME/VERSION.json``),
 as written by ``record`` (the documents stripped to the fields read here). ``record`` also writes
 ``_recorded.json`` (``{"date": ...}``, the day they were read; no PyPI name starts with ``_``), and a
@@ -110,6 +116,7 @@ class RefreshResult:
     rules: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     path: Path | None = None
     report: list[str] = field(default_factory=list)
+    rows: list[RowChange] = field(default_factory=list)  # the rows whose wheel facts were (or would be) rewritten
 
 
 # --- reading PyPI ------------------------------------------------------------------------------
@@ -119,6 +126,7 @@ class Source:
     def __init__(self, snapshot: Path | None = None, record: Path | None = None, timeout: float = 120.0) -> None:
         self.snapshot, self.record, self.timeout = snapshot, record, timeout
         self.recorded: dict[str, str] = {}  # relative path -> document: written into `record` when the run ends
+        self._projects: dict[tuple[str, str, bool], dict[str, Any]] = {}  # one read of a project per run
 
     def _load(self, rel: str) -> dict[str, Any] | None:
         """A snapshot document (a regular file inside the snapshot folder, capped), read strictly and of the exact
@@ -183,6 +191,12 @@ class Source:
 
     def project(self, name: str, since: str, *, prereleases: bool = False) -> dict[str, Any]:
         """``/pypi/NAME/json`` stripped: info.version, releases keys, and the files of releases >= since."""
+        key = (name, since, prereleases)
+        if key not in self._projects:
+            self._projects[key] = self._project(name, since, prereleases)
+        return self._projects[key]
+
+    def _project(self, name: str, since: str, prereleases: bool) -> dict[str, Any]:
         if self.snapshot is not None:
             doc = self._load(f"{name}.json")
             if doc is None:
@@ -513,33 +527,9 @@ def _arch_files(files: list[dict[str, Any]], arch: str, cp: str | None = None) -
 
 
 def torch_report(src: Source, lm: Any) -> list[str]:
-    """Per torch_npu row: wheel tags and manylinux per arch against PyPI; per torch it pins: the build PyPI
-    serves on each arch (CPU or CUDA, from Requires-Dist markers of the cp310 wheel); releases not in the matrix."""
+    """Per torch it pins: the build PyPI serves on each arch (CPU or CUDA, from Requires-Dist markers of the cp310
+    wheel). (What torch_npu's wheels say is derived into its rows: `wheel_rows`.)"""
     lines: list[str] = []
-    doc = src.project("torch-npu", "2.1.0", prereleases=True)
-    known = {versions.parse(t.version).key for t in lm.model.torch_npu}
-    for v in sorted(doc["releases"], key=versions.sort_key):
-        files = doc["releases"][v]
-        if not files or not versions.is_valid(v):
-            continue
-        row = lm.torch_npu(v)
-        tags = sorted({f"3.{m.group(1)}" for f in files if (m := re.search(r"-cp3(\d+)-", f["filename"]))}, key=versions.sort_key)
-        many = {}
-        for arch in ("x86_64", "aarch64"):
-            lows = [
-                (int(a), int(b))
-                for f in _arch_files(files, arch)
-                for a, b in re.findall(r"manylinux_(\d+)_(\d+)_", f["filename"])
-            ]
-            if lows:
-                many[arch] = "{}.{}".format(*min(lows))
-        if row is None or versions.parse(v).key not in known:
-            lines.append(f"torch_npu {v}: on PyPI, not in the matrix (wheels {', '.join(tags)}; manylinux {many})")
-            continue
-        if row.python is not None and row.python != tags:
-            lines.append(f"torch_npu {v}: matrix python {row.python}, PyPI wheel tags {tags}")
-        if many and row.manylinux != many:
-            lines.append(f"torch_npu {v}: matrix manylinux {row.manylinux}, PyPI {many}")
     tdoc = src.project("torch", "2.6.0")
     pinned = sorted({t.torch for t in lm.model.torch_npu if t.cann is not None}, key=versions.sort_key)
     for v in pinned:
@@ -553,6 +543,219 @@ def torch_report(src: Source, lm: Any) -> list[str]:
             "Requires-Dist)"
         )
     return lines
+
+
+# --- the rows of the pip packages the matrix pins: what their wheel files say ------------------------
+ARCHES = ("x86_64", "aarch64")
+_LEGACY = {"manylinux1": (2, 5), "manylinux2010": (2, 12), "manylinux2014": (2, 17)}
+_MANYLINUX = re.compile(r"^(manylinux1|manylinux2010|manylinux2014|manylinux_(\d+)_(\d+))_(x86_64|aarch64)$")
+_CP = re.compile(r"^cp3(\d+)$")
+DERIVED_PREFIX = "PyPI wheel files of "  # the source line refresh writes (and replaces) on a row it derived
+
+
+@dataclass(frozen=True)
+class RowKind:
+    """A matrix list whose rows pin a PyPI package: where they are, and how a row spells its wheel facts."""
+
+    package: str  # the PyPI name
+    file: str  # under the matrices folder
+    section: str  # the top-level list
+    since: str  # the oldest release read
+    python_list: bool  # python as the wheels' Pythons (`["3.10", "3.11"]`), else a range (`">=3.10,<3.12"`)
+    pypi_only: bool  # only rows with `index: pypi` (others come from another index)
+
+
+ROW_KINDS = (
+    RowKind("torch-npu", "torch_npu.yaml", "torch_npu", "2.1.0", python_list=True, pypi_only=False),
+    RowKind("vllm-ascend", "serving.yaml", "vllm_ascend", "0.7.0", python_list=False, pypi_only=False),
+    RowKind("triton-ascend", "serving.yaml", "triton_ascend", "3.0.0", python_list=False, pypi_only=True),
+)
+
+
+@dataclass(frozen=True)
+class WheelFacts:
+    """What one release's files on PyPI say: the CPython minors of its wheels, the lowest glibc of its manylinux
+    wheels per arch, and how many wheels it has."""
+
+    pythons: tuple[int, ...]
+    manylinux: dict[str, str]
+    wheels: int
+
+    def python_range(self) -> str | None:
+        """`>=3.10,<3.13` from the wheels (cp310 … cp312); None without a cp wheel."""
+        return f">=3.{self.pythons[0]},<3.{self.pythons[-1] + 1}" if self.pythons else None
+
+    def python_list(self) -> list[str] | None:
+        return [f"3.{m}" for m in self.pythons] or None
+
+    def said(self) -> str:
+        if not self.wheels:
+            return "no wheel (sdist only)"
+        py = ", ".join(f"cp3{m}" for m in self.pythons) or "no cp tag"
+        ml = "; ".join(f"manylinux_{g.replace('.', '_')} on {arch}" for arch, g in self.manylinux.items())
+        return f"{py}; {ml}" if ml else py
+
+
+def wheel_facts(files: list[dict[str, Any]]) -> WheelFacts:
+    """The facts of a release's files (their `filename`); a tag set compressed in one file name
+    (`manylinux_2_27_x86_64.manylinux_2_28_x86_64`) counts by its lowest tag."""
+    from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+
+    pythons: set[int] = set()
+    lows: dict[str, tuple[int, int]] = {}
+    wheels = 0
+    for f in files:
+        name = f["filename"]
+        if not name.endswith(".whl"):
+            continue
+        try:
+            tags = parse_wheel_filename(name)[3]
+        except InvalidWheelFilename:
+            continue
+        wheels += 1
+        for tag in tags:
+            if (m := _CP.match(tag.interpreter)) and tag.abi == tag.interpreter:
+                pythons.add(int(m.group(1)))
+            if m := _MANYLINUX.match(tag.platform):
+                glibc = _LEGACY.get(m.group(1)) or (int(m.group(2)), int(m.group(3)))
+                arch = m.group(4)
+                lows[arch] = min(lows.get(arch, glibc), glibc)
+    return WheelFacts(tuple(sorted(pythons)), {arch: "{}.{}".format(*lows[arch]) for arch in ARCHES if arch in lows}, wheels)
+
+
+@dataclass(frozen=True)
+class RowChange:
+    """One matrix row whose wheel facts differ from PyPI's: the fields to set (None: remove)."""
+
+    kind: RowKind
+    version: str
+    fields: dict[str, Any]
+    was: dict[str, Any]
+    facts: WheelFacts
+
+    def line(self) -> str:
+        parts = [f"{k} {_shown(self.was.get(k))} -> {_shown(v)}" for k, v in self.fields.items()]
+        return f"{self.kind.package} {self.version}: {'; '.join(parts)} (PyPI: {self.facts.said()})"
+
+
+def _shown(value: Any) -> str:
+    from envkit.yamlrows import flow
+
+    return "absent" if value is None else flow(value)
+
+
+def _wanted_fields(kind: RowKind, facts: WheelFacts) -> dict[str, Any]:
+    """The fields a row should have by its release's files. The Pythons only where there are cp wheels (a release
+    without wheels keeps its own range: the release table's, or Requires-Python); the glibc per arch of the
+    manylinux wheels: a framework release without any is an sdist, its `manylinux` removed; a torch_npu row keeps its
+    own there (the field is required: its wheels are on another index)."""
+    out: dict[str, Any] = {}
+    if facts.pythons:
+        out["python"] = facts.python_list() if kind.python_list else facts.python_range()
+    if facts.manylinux or not kind.python_list:
+        out["manylinux"] = facts.manylinux or None
+    return out
+
+
+def wheel_rows(src: Source, lm: Any) -> tuple[list[RowChange], list[str]]:
+    """Each row of ROW_KINDS against its release's files on PyPI: the rows whose python/manylinux differ, and a
+    line per row that PyPI does not have (a release from another index, or withdrawn)."""
+    changes: list[RowChange] = []
+    missing: list[str] = []
+    for kind in ROW_KINDS:
+        doc = src.project(kind.package, kind.since, prereleases=True)
+        on_pypi = {versions.parse(v).key: files for v, files in doc["releases"].items() if files and versions.is_valid(v)}
+        for row in getattr(lm.model, kind.section):
+            if kind.pypi_only and getattr(row, "index", "pypi") != "pypi":
+                continue
+            files = on_pypi.get(versions.parse(row.version).key)
+            if files is None:
+                missing.append(f"{kind.package} {row.version}: a matrix row with no file on PyPI")
+                continue
+            facts = wheel_facts(files)
+            want = _wanted_fields(kind, facts)
+            was = {k: getattr(row, k, None) for k in want}
+            diff = {k: v for k, v in want.items() if was.get(k) != v}
+            if diff:
+                changes.append(RowChange(kind, row.version, diff, {k: was.get(k) for k in diff}, facts))
+    return changes, missing
+
+
+def apply_row_changes(matrix_dir: Path, changes: list[RowChange], day: str) -> dict[str, tuple[str, str]]:
+    """file name -> (old text, new text) with every change written into its row, each row's derived source line
+    set; every edited file is loaded again and each changed row must read back as its fields (else BadInput)."""
+    from envkit.yamlio import fast_load_text
+    from envkit.yamlrows import set_fields
+
+    texts: dict[str, tuple[str, str]] = {}
+    for ch in changes:
+        path = matrix_dir / ch.kind.file
+        old, text = texts.get(ch.kind.file) or (path.read_bytes().decode("utf-8"),) * 2
+        line = f"{DERIVED_PREFIX}{ch.kind.package} {ch.version}: {ch.facts.said()} (https://pypi.org/project/{ch.kind.package}/{ch.version}/#files), read {day}"
+        text = set_fields(
+            text,
+            str(path),
+            ch.kind.section,
+            ch.version,
+            ch.fields,
+            after="python",
+            source=(DERIVED_PREFIX, line),
+        )
+        texts[ch.kind.file] = (old, text)
+    for ch in changes:
+        rows = fast_load_text(texts[ch.kind.file][1])[ch.kind.section]
+        row = next(
+            r
+            for r in rows
+            if versions.is_valid(str(r.get("version")))
+            and versions.parse(str(r["version"])).key == versions.parse(ch.version).key
+        )
+        if any(row.get(k) != v for k, v in ch.fields.items()):
+            raise BadInput(
+                f"{matrix_dir / ch.kind.file}: {ch.kind.section}[{ch.version}] did not read back as written",
+                where=Where(str(matrix_dir / ch.kind.file), None, ch.kind.section),
+            )
+    return texts
+
+
+def new_releases(src: Source, lm: Any) -> list[str]:
+    """Releases on PyPI (final and pre-releases, with files) that the matrix has no row for, newer than its oldest
+    row of the package (torch: its newest): one line each, newest first per package. A pre-release the matrix has a row of the same
+    release for (its final, a post, a later rc: 2.9.0rc1 beside 2.9.0) is superseded, not missing."""
+    lines: list[str] = []
+    pinned = [
+        (k.package, src.project(k.package, k.since, prereleases=True), [r.version for r in getattr(lm.model, k.section)], min)
+        for k in ROW_KINDS
+    ]
+    # torch: the matrix has a torch_builds row for each torch a torch_npu pins (not every torch): a torch newer than
+    # the newest of them is news (torch_npu will follow it), an older one it skipped (2.7.0 beside 2.7.1) is not
+    pinned.append(("torch", src.project("torch", "2.6.0"), [b.torch for b in lm.model.torch_builds], max))
+    for package, doc, pins, floor in pinned:
+        rows = [versions.parse(v) for v in pins]
+        have = {r.key for r in rows}
+        carried = {_release(r) for r in rows}
+        oldest = floor(rows, default=None)
+        found = []
+        for v, files in doc["releases"].items():
+            if not (files and versions.is_valid(v)):
+                continue
+            p = versions.parse(v)
+            if p.key in have or (oldest is not None and p <= oldest) or (not _final(v) and _release(p) in carried):
+                continue
+            found.append(v)
+        for v in sorted(found, key=versions.sort_key, reverse=True):
+            pre = "pre-release" if not _final(v) else "release"
+            said = wheel_facts(doc["releases"][v]).said()
+            lines.append(f"{package} {v}: a {pre} on PyPI the matrix lacks ({said}; https://pypi.org/project/{package}/{v}/)")
+    return lines
+
+
+def _release(v: versions.Version) -> tuple[int, ...]:
+    """2.9.0rc1, 2.9.0 and 2.9.0.post2 -> (2, 9, 0): the release they are versions of (trailing zeros dropped)."""
+    r = list(v.release)
+    while len(r) > 1 and r[-1] == 0:
+        r.pop()
+    return tuple(r)
 
 
 # --- writing -------------------------------------------------------------------------------------
@@ -611,11 +814,15 @@ def refresh(
     today: str | None = None,
     packages: list[str] | None = None,
 ) -> RefreshResult:
-    """Derive the rules, diff them against matrices/python_packages.yaml, and write them when asked.
+    """Derive the rules and the rows' wheel facts, diff them against the matrix files, and write them when asked.
+
+    The rules of `packages` (default: all of PACKAGES) go into python_packages.yaml; with the default, the rows of
+    ROW_KINDS also get the Pythons and manylinux glibc their wheel files on PyPI say (`wheel_rows`), and the
+    report says what torch PyPI serves per arch and which rows PyPI lacks.
 
     `record`: a folder claimed before anything is read (`envkit.fsutil.claim_output`: an earlier snapshot's, or
-    new), given the documents read when the run succeeds. `write`: only python_packages.yaml is replaced, when it
-    is still the regular file that was read (never written through a link)."""
+    new), given the documents read when the run succeeds. `write`: only the matrix files that change are replaced,
+    each when it is still the regular file that was read (never written through a link)."""
     from envkit.fsutil import PYPI_SNAPSHOT, claim_output, replace_file
 
     path = matrix_dir / "python_packages.yaml"
@@ -624,23 +831,40 @@ def refresh(
     day = today or src.read_date()
     derived = {name: derive(name, releases(src, name), day) for name in (packages or list(PACKAGES))}
     report: list[str] = []
+    changes: list[RowChange] = []
+    was = path.read_bytes()
+    old = was.decode("utf-8")
+    texts = {path.name: (old, render(old, derived))}
     if packages is None:
         from envkit.matrix import load_matrix_from
 
-        report = torch_report(src, load_matrix_from(matrix_dir))
-    was = path.read_bytes()
-    old = was.decode("utf-8")
-    new = render(old, derived)
+        lm = load_matrix_from(matrix_dir)
+        report = torch_report(src, lm)
+        changes, missing = wheel_rows(src, lm)
+        report += [ch.line() for ch in changes] + missing
+        texts.update(apply_row_changes(matrix_dir, changes, day))
     diff = "".join(
-        difflib.unified_diff(
-            io.StringIO(old).readlines(), io.StringIO(new).readlines(), fromfile=f"a/{path.name}", tofile=f"b/{path.name}"
+        "".join(
+            difflib.unified_diff(io.StringIO(a).readlines(), io.StringIO(b).readlines(), fromfile=f"a/{name}", tofile=f"b/{name}")
         )
+        for name, (a, b) in sorted(texts.items())
     )
     if claim is not None and src.recorded:  # read from PyPI (a snapshot read records nothing)
         writer = claim.writer()
         for rel, text in sorted(src.recorded.items()):
             writer.text(rel, text)
         writer.commit()
-    if write and new != old:
-        replace_file(path, new.encode("utf-8"), was=was)
-    return RefreshResult(diff=diff, changed=new != old, rules=derived, path=path, report=report)
+    changed = any(a != b for a, b in texts.values())
+    if write:
+        for name, (a, b) in sorted(texts.items()):
+            if a != b:
+                replace_file(matrix_dir / name, b.encode("utf-8"), was=a.encode("utf-8"))
+    return RefreshResult(diff=diff, changed=changed, rules=derived, path=path, report=report, rows=changes)
+
+
+def find_new(matrix_dir: Path, *, snapshot: Path | None = None) -> list[str]:
+    """`envkit matrix refresh --new`: the releases on PyPI of the packages the matrix pins that it has no row for
+    (`new_releases`)."""
+    from envkit.matrix import load_matrix_from
+
+    return new_releases(Source(snapshot=snapshot), load_matrix_from(matrix_dir))

@@ -54,23 +54,41 @@ def _cell(value: Any) -> str:
 
 def refresh_cmd(
     snapshot: Annotated[Optional[Path], Opt("--snapshot", help="Read a recorded PyPI snapshot folder (offline).")] = None,
-    write: Annotated[bool, Opt("--write", help="Apply the diff to matrices/python_packages.yaml.")] = False,
+    write: Annotated[bool, Opt("--write", help="Apply the diff to the matrix files.")] = False,
     record: Annotated[Optional[Path], Opt("--record", help="Record the PyPI documents read into this folder.")] = None,
     matrix_dir: Annotated[Optional[Path], Opt("--matrix-dir", help="The matrices folder (default: the shipped one).")] = None,
+    new: Annotated[
+        bool, Opt("--new", help="Only list the releases on PyPI the matrix has no row for (exit 1 when any).")
+    ] = False,
 ) -> None:
-    """Derive the Python-package rules from PyPI metadata; print the diff and a torch/torch_npu report.
+    """Derive the matrix's facts from PyPI: the Python-package rules from metadata, the Pythons and manylinux glibc
+    of the torch_npu, vllm-ascend and triton-ascend rows from their wheel files; print the diff and a report.
 
-    Exit 0: nothing to change (or written with --write); 1: the rules differ from the metadata.
+    Exit 0: nothing to change (or written with --write); 1: the matrix differs from PyPI (with --new: PyPI has
+    releases the matrix lacks).
     """
-    from envkit.refresh import refresh
     from envkit.resources import matrices_dir
 
-    result = refresh(matrix_dir or matrices_dir(), snapshot=snapshot, record=record, write=write)
+    folder = matrix_dir or matrices_dir()
+    if new:
+        from envkit.refresh import find_new
+
+        found = find_new(folder, snapshot=snapshot)
+        for line in found:
+            console.out.print(f"new  {line}", markup=False)
+        console.out.print(f"{len(found)} release(s) on PyPI the matrix lacks", markup=False)
+        if found:
+            raise typer.Exit(EXIT_FAILED)
+        return
+    from envkit.refresh import refresh
+
+    result = refresh(folder, snapshot=snapshot, record=record, write=write)
     console.out.file.write(result.diff)
     for line in result.report:
         console.out.print(f"report  {line}", markup=False)
-    state = "written" if write and result.changed else "differs" if result.changed else "up to date"
-    console.out.print(f"python_packages.yaml {state}: {sum(len(r) for r in result.rules.values())} derived rules", markup=False)
+    state = "written" if write and result.changed else "differs from PyPI" if result.changed else "up to date"
+    rules = sum(len(r) for r in result.rules.values())
+    console.out.print(f"matrix {state}: {rules} derived rules, {len(result.rows)} row(s) with other wheel facts", markup=False)
     if result.changed and not write:
         raise typer.Exit(EXIT_FAILED)
 

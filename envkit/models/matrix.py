@@ -258,8 +258,15 @@ class VllmAscendRelease(Sourced):
     transformers: TransformersRequirement | None = Field(
         None, description="the Transformers it and its vLLM accept (wheel METADATA Requires-Dist); null: none read"
     )
-    python: str = Field(description="Requires-Python range (wheel METADATA or the release table)")
-    glibc: str | None = Field(None, description="glibc floor of its wheels (manylinux_2_<minor>); null: not captured")
+    python: str = Field(
+        description="the Pythons it installs on: the range of its wheels' cp tags (`envkit matrix refresh` derives it), "
+        "Requires-Python where PyPI has no wheel"
+    )
+    manylinux: dict[Literal["aarch64", "x86_64"], str] | None = Field(
+        None,
+        description="glibc its manylinux wheels need, per arch (derived from their tags by `envkit matrix refresh`); "
+        "an arch absent: no wheel there; null: no wheel on PyPI (an sdist, built where it installs)",
+    )
     prerelease: bool = Field(False, description="an rc: accepted when pinned, never picked by resolve")
     needs: list[str] = Field([], description="what the matrix lacks for this row to resolve (e.g. torch_npu 2.7.1.post1)")
 
@@ -274,6 +281,11 @@ class TritonAscendRelease(Sourced):
     cann: list[str] = Field(description="the CANN releases it is bound to (versions strictly bound to CANN)")
     chips: list[str] = Field(description="chips it supports (Atlas A2/A3 only)")
     python: str | None = Field(None, description="Python range; null: not stated")
+    manylinux: dict[Literal["aarch64", "x86_64"], str] | None = Field(
+        None,
+        description="glibc its manylinux wheels need, per arch (derived from PyPI's files by `envkit matrix refresh`); "
+        "null: not captured (a release served by another index)",
+    )
     index: str = Field(description="id of the index that serves it (`indexes`: pypi, ascend-pypi)")
     excludes: list[str] = Field(["triton"], description="distributions that must not be installed beside it")
     prerelease: bool = False

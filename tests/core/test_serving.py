@@ -20,7 +20,7 @@ def lm():
 def test_the_serving_matrix_is_consistent_and_every_framework_edge_names_its_rule(lm):
     assert check_matrix(lm) == []
     new = [e for e in constraints.EDGES if e.__name__.startswith(("vllm_ascend_", "triton_ascend_", "mindspeed_"))]
-    assert len(new) == 14
+    assert len(new) == 15
     # the python edges of vllm-ascend and the CANN/torch edges of MindSpeed, checked directly on a full assignment
     build = {e.__name__: e(lm, constraints.Strictness()) for e in new}
     assert not build["vllm_ascend_python"].check({"vllm_ascend": "0.9.1", "python": "3.12"})
@@ -28,6 +28,17 @@ def test_the_serving_matrix_is_consistent_and_every_framework_edge_names_its_rul
     assert not build["mindspeed_cann"].check({"mindspeed": "2.1.0", "cann": "8.5.0"})
     assert not build["mindspeed_torch"].check({"mindspeed": "26.1.0", "torch": "2.10.0"})
     assert build["mindspeed_torch"].check({"mindspeed": "26.1.0", "torch": "2.7.1"})
+    # the glibc of vllm-ascend's wheels is per arch (PyPI's files, derived by `matrix refresh`): 0.22.1rc1 publishes
+    # manylinux_2_24 x86_64 and manylinux_2_34 aarch64 wheels; an sdist-only row (no manylinux) meets every OS
+    glibc = build["vllm_ascend_glibc"]
+    assert glibc.check({"vllm_ascend": "0.22.1rc1", "os": "ubuntu20.04", "arch": "x86_64"})
+    assert not glibc.check({"vllm_ascend": "0.22.1rc1", "os": "ubuntu20.04", "arch": "aarch64"})
+    assert glibc.check({"vllm_ascend": "0.22.1rc1", "os": "ubuntu22.04", "arch": "aarch64"})
+    assert glibc.check({"vllm_ascend": "none", "os": "centos7.6", "arch": "aarch64"})
+    sdist = next(r.version for r in lm.model.vllm_ascend if r.manylinux is None)
+    assert glibc.check({"vllm_ascend": sdist, "os": "centos7.6", "arch": "aarch64"})
+    assert build["triton_ascend_glibc"].check({"triton_ascend": "3.2.0", "os": "ubuntu20.04", "arch": "x86_64"})
+    assert not build["triton_ascend_glibc"].check({"triton_ascend": "3.2.0", "os": "centos7.6", "arch": "x86_64"})
     for edge in new:
         assert "matrices/serving.yaml" in edge.__doc__, edge.__name__
 
@@ -44,7 +55,19 @@ BROKEN = [
         "vllm_ascend 0.23.0 is excluded by the torch_npu above",
     ),
     ({"vllm_ascend": "0.9.1", "triton_ascend": "3.2.2"}, None, "vllm_ascend-triton_ascend", "installs no triton-ascend"),
-    ({"vllm_ascend": "0.23.0", "os": "ubuntu20.04"}, None, "vllm_ascend-glibc", "manylinux_2_34 (glibc >= 2.34)"),
+    (
+        {"vllm_ascend": "0.23.0", "os": "ubuntu20.04"},
+        None,
+        "vllm_ascend-glibc",
+        "manylinux (aarch64: glibc >= 2.34, x86_64: glibc >= 2.34)",
+    ),
+    (
+        {"vllm_ascend": "0.22.1rc1", "os": "ubuntu20.04", "arch": "aarch64"},
+        None,
+        "vllm_ascend-glibc",
+        "vllm-ascend 0.22.1rc1 wheels are manylinux (aarch64: glibc >= 2.34, x86_64: glibc >= 2.24)",
+    ),
+    ({"triton_ascend": "3.2.0", "os": "centos7.6"}, None, "triton_ascend-glibc", "manylinux (aarch64: glibc >= 2.27"),
     (
         {"vllm_ascend": "0.11.0", "transformers": "5.10.1"},
         None,

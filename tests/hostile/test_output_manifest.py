@@ -277,7 +277,7 @@ def _matrix_refresh(request, run_cli) -> Command:
 
     mp = request.getfixturevalue("monkeypatch")
     mp.setattr("envkit.refresh.Source._get", _fake_pypi)
-    mp.setenv("SOURCE_DATE_EPOCH", "1795996800")  # 2026-11-30, the snapshot's day
+    mp.setenv("SOURCE_DATE_EPOCH", "1796083200")  # 2026-12-01, the snapshot's day
 
     def prepare(folder: Path) -> list[Path]:
         shutil.copytree(matrices_dir(), folder / "matrices")
@@ -547,7 +547,11 @@ def test_matrix_refresh_write_replaces_only_the_regular_matrix_file(tmp_path, ru
     path.write_text(wrong)
     r = run_cli("matrix", "refresh", "--snapshot", str(SNAPSHOT), "--matrix-dir", str(matrices), "--write")
     assert r.code == 0, r.err
-    assert path.read_text() == good and not path.is_symlink()
+    # the rule rewritten, sourced by the snapshot's day (the shipped one was read the day before)
+    rule = good.index('when: {accelerate: ">=1.1.0,<1.11.0"}')
+    day = good.index("read 2026-11-30", rule)
+    assert path.read_text() == good[:day] + "read 2026-12-01" + good[day + len("read 2026-11-30") :]
+    assert not path.is_symlink()
     assert {p.name: p.read_bytes() for p in matrices.iterdir() if p.is_file() and p.name != path.name} == others
     assert sorted(p.name for p in matrices.iterdir() if p.is_file()) == sorted([*others, path.name])  # no temp file left
 
