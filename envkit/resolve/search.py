@@ -181,8 +181,9 @@ class _Solver:
 
 
 def in_play(constraints: list[Constraint], keys: dict[str, list[str]] | set[str]) -> list[Constraint]:
-    """The constraints whose every key is in play (an edge of an optional key left out does not apply)."""
-    return [c for c in constraints if all(k in keys for k in c.scope)]
+    """The constraints whose every key is in play (an edge of an optional key left out does not apply), less those a
+    wider edge supersedes when its extra key is in play (`Constraint.superseded_by`)."""
+    return [c for c in constraints if all(k in keys for k in c.scope) and not any(k in keys for k in c.superseded_by)]
 
 
 def supported(c: Constraint, target: str, others: list[str], dom: dict[str, list[str]]) -> list[str]:

@@ -11,6 +11,8 @@ from envkit import constraints
 from envkit.matrix import check_matrix, load_matrix
 from envkit.resolve import framework_keys, pins_from_mapping, solve, validate_pins, validate_stack
 
+from .conftest import edited_matrix
+
 
 @pytest.fixture(scope="module")
 def lm():
@@ -317,3 +319,122 @@ def test_a_transformers_spec_is_a_strict_sourced_specifier():
     for bad in ({**ok, "spec": "5.14.1"}, {**ok, "spec": " "}, {**ok, "pinned": True}, {"spec": "==5.14.1"}):
         with pytest.raises(ValidationError):
             TransformersRequirement.model_validate(bad)
+
+
+# --- what the vendor runs: a vllm-ascend row's `runs_on` (its chips, and those its image leaves without triton-ascend)
+def _lock(lm, pins, workload=None):
+    from envkit.locking import build_lock
+
+    pins = pins_from_mapping(lm, pins)
+    res = solve(lm, pins, framework_keys(pins, workload))
+    assert res is not None
+    return res, build_lock(lm, res, "envkit resolve")
+
+
+def test_serving_on_310p_takes_the_stack_the_vendor_runs_there_and_says_where_that_is_written(lm):
+    # vllm-ascend 0.23.0 runs 310P (Atlas 300I DUO) on CANN 9.1.0 with torch_npu 2.10.0.post4 and no triton-ascend,
+    # though TorchNPU 26.1.0's install guide leaves 310P out: `envkit resolve --chip 310p --workload serving`
+    res, lock = _lock(lm, {"chip": "310p"}, "serving")
+    s = res.stack
+    assert (s["vllm_ascend"], s["vllm"], s["cann"], s["torch"], s["torch_npu"], s["driver"]) == (
+        "0.23.0",
+        "0.23.0",
+        "9.1.0",
+        "2.10.0",
+        "2.10.0.post4",
+        "26.0.RC1",
+    )
+    assert "triton_ascend" not in s and res.validated_cann and res.validated_hdk
+    why = lock.provenance["torch_npu"]
+    assert why.rule == "torch_npu/2.10.0.post4: chip 310p by vllm_ascend/0.23.0.runs_on (TorchNPU 26.1.0 leaves it out)"
+    assert why.source.startswith("docs.vllm.ai/projects/ascend/zh-cn/v0.23.0/installation.html") and why.confidence == "stated"
+    assert any(h.startswith("chip 310p is not among the chips of TorchNPU 26.1.0") and "docs.vllm.ai" in h for h in lock.hints)
+    assert any(h.startswith("vllm-ascend 0.23.0 installs no triton-ascend on chip 310p") for h in lock.hints)
+    assert [p.name for p in lock.python.requirements][-2:] == ["vllm", "vllm-ascend"]
+
+
+def test_a_plain_stack_on_310p_still_follows_the_torchnpu_install_guide(lm):
+    assert not validate_stack({"chip": "310p", "torch_npu": "2.10.0.post4"}, matrix=lm).valid
+    s = validate_stack({"chip": "310p"}, matrix=lm).stack
+    assert "vllm_ascend" not in s and s["torch_npu"] != "2.10.0.post4"
+    assert validate_stack({"chip": "310p", "vllm_ascend": "0.23.0", "torch_npu": "2.10.0.post4"}, matrix=lm).valid
+
+
+def test_a3_resolves_to_the_vendors_a3_stacks(lm):
+    # plain: TorchNPU's recommended combination (COMPATIBILITY.en.md: torch_npu 2.12.0 with CANN 9.1.0), A3 in its line
+    res, lock = _lock(lm, {"chip": "a3"})
+    assert (res.stack["torch_npu"], res.stack["torch"], res.stack["cann"]) == ("2.12.0", "2.12.0", "9.1.0")
+    assert res.validated_cann and "COMPATIBILITY.en.md" in lock.provenance["torch_npu"].source
+    # serving: vllm-ascend 0.23.0's A3 image (quay.io/ascend/vllm-ascend:v0.23.0-a3, FROM cann:9.1.0-a3) with
+    # triton-ascend 3.2.2; A3 is in TorchNPU 26.1.0's own chips, so the line decides, not runs_on
+    res, lock = _lock(lm, {"chip": "a3"}, "serving")
+    s = res.stack
+    assert (s["vllm_ascend"], s["vllm"], s["cann"], s["torch_npu"], s["triton_ascend"]) == (
+        "0.23.0",
+        "0.23.0",
+        "9.1.0",
+        "2.10.0.post4",
+        "3.2.2",
+    )
+    assert lock.provenance["torch_npu"].rule == "torch_npu/2.10.0.post4"
+    # training: MindSpeed 26.1.0 (A3 among its products) with CANN 9.1.0, TorchNPU 26.1.0, PyTorch 2.7.1, Python 3.10
+    res, lock = _lock(lm, {"chip": "a3"}, "training-mindspeed")
+    s = res.stack
+    assert (s["mindspeed"], s["cann"], s["torch"], s["torch_npu"], s["python"]) == (
+        "26.1.0",
+        "9.1.0",
+        "2.7.1",
+        "2.7.1.post8",
+        "3.10",
+    )
+    assert "hiascend.com MindSpeed download page" in lock.provenance["mindspeed"].source
+
+
+def test_runs_on_is_data_a_chip_it_lacks_is_refused_and_the_refusal_names_its_source(lm):
+    rows = [
+        r.model_copy(update={"runs_on": r.runs_on.model_copy(update={"chips": ["910b", "a3"], "without_triton_ascend": []})})
+        if r.runs_on is not None
+        else r
+        for r in lm.model.vllm_ascend
+    ]
+    narrow = edited_matrix(lm, vllm_ascend=rows)
+    assert check_matrix(narrow) == []
+    report = validate_stack({"chip": "310p", "vllm_ascend": "0.23.0"}, matrix=narrow)
+    assert not report.valid
+    facts = [f for c in report.conflicts for f in c.chain]
+    said = [f for f in facts if f.rule == "vllm_ascend/0.23.0.runs_on"]
+    assert said and said[0].fact == "the vendor runs vllm-ascend 0.23.0 with torch_npu 2.10.0.post4 on chips 910b, a3"
+    assert "docs.vllm.ai/projects/ascend/zh-cn/v0.23.0/installation.html" in said[0].source
+    assert any(f.rule == "chip-torch_npu-vllm_ascend" for f in facts)
+    # the serving workload then falls back to a release whose TorchNPU line lists 310P
+    s = solve(narrow, pins_from_mapping(narrow, {"chip": "310p"}), framework_keys({}, "serving")).stack
+    assert s["vllm_ascend"] != "0.23.0" and narrow.lines[narrow.torch_npu_row(s["torch_npu"]).line].chips.count("310p") == 1
+
+
+def test_an_image_without_triton_ascend_is_refused_one(lm):
+    report = validate_stack({"chip": "310p", "vllm_ascend": "0.23.0", "triton_ascend": "3.2.2"}, matrix=lm)
+    assert not report.valid
+    facts = [(f.rule, f.fact) for c in report.conflicts for f in c.chain]
+    assert ("vllm_ascend-triton_ascend" in [r for r, _ in facts]) or ("triton_ascend-chip" in [r for r, _ in facts]), facts
+    edge = constraints.vllm_ascend_triton_ascend(lm, constraints.Strictness())
+    assert not edge.check({"vllm_ascend": "0.23.0", "triton_ascend": "3.2.2", "chip": "310p"})
+    assert edge.check({"vllm_ascend": "0.23.0", "triton_ascend": constraints.ABSENT, "chip": "310p"})
+    assert edge.check({"vllm_ascend": "0.23.0", "triton_ascend": "3.2.2", "chip": "a3"})
+    assert not edge.check({"vllm_ascend": "0.23.0", "triton_ascend": constraints.ABSENT, "chip": "a3"})
+    assert edge.summary({"vllm_ascend": "0.23.0", "triton_ascend": "3.2.2", "chip": "310p"}) == (
+        "vllm-ascend 0.23.0 installs no triton-ascend on chip 310p, not triton_ascend 3.2.2"
+    )
+
+
+def test_check_matrix_refuses_a_runs_on_with_an_unknown_chip_or_a_stray_triton_chip(lm):
+    rows = [
+        r.model_copy(
+            update={"runs_on": r.runs_on.model_copy(update={"chips": ["910b", "960z"], "without_triton_ascend": ["a3"]})}
+        )
+        if r.version == "0.23.0"
+        else r
+        for r in lm.model.vllm_ascend
+    ]
+    problems = [p.message for p in check_matrix(edited_matrix(lm, vllm_ascend=rows))]
+    assert "unknown chip 960z in runs_on" in problems
+    assert "runs_on.without_triton_ascend names a3, which runs_on.chips lacks" in problems
