@@ -659,6 +659,8 @@ def check_frameworks(lm: LoadedMatrix, add: AddProblem) -> None:
             add("vllm_ascend", r.version, f"triton-ascend {r.triton_ascend} is not in triton_ascend")
         if r.prerelease != versions.parse(r.version).is_prerelease:
             add("vllm_ascend", r.version, "prerelease must be true exactly for an rc/alpha/beta/dev version")
+        if r.sdist_only and r.glibc is not None:
+            add("vllm_ascend", r.version, "an sdist-only release has no wheels, so no glibc floor: leave glibc out")
         if r.runs_on is not None:
             for chip in r.runs_on.chips:
                 if chip not in lm.chips:

@@ -272,6 +272,11 @@ class VllmAscendRelease(Sourced):
     python: str = Field(description="Requires-Python range (wheel METADATA or the release table)")
     glibc: str | None = Field(None, description="glibc floor of its wheels (manylinux_2_<minor>); null: not captured")
     prerelease: bool = Field(False, description="an rc: accepted when pinned, never picked by resolve")
+    sdist_only: bool = Field(
+        False,
+        description="PyPI serves only its sdist (pip builds it from source; `envkit lock` takes wheels only): "
+        "accepted when pinned, never picked by resolve",
+    )
     needs: list[str] = Field([], description="what the matrix lacks for this row to resolve (e.g. torch_npu 2.7.1.post1)")
     runs_on: VllmAscendPlatforms | None = Field(
         None,

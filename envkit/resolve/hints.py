@@ -99,6 +99,12 @@ def hints_for(lm: LoadedMatrix, stack: Assignment, pins: dict[str, Pin]) -> list
         out.append(f"CANN {c.version} is a pre-release")
     if t.prerelease:
         out.append(f"torch_npu {t.version} is a pre-release: resolve never picks one unless it is pinned")
+    va = lm.vllm_ascend(stack["vllm_ascend"]) if stack.get("vllm_ascend") else None
+    if va is not None and va.sdist_only:
+        out.append(
+            f"vllm-ascend {va.version} is on PyPI as an sdist only: pip builds it from source (with CANN's set_env.sh "
+            "sourced), and `envkit lock`, which takes wheels only, cannot close it; resolve never picks one unless it is pinned"
+        )
     if t.cann is None and t.line is not None:
         out.append(
             f"torch_npu {t.version} has no CANN pairing of its own: it is judged by TorchNPU {t.line}'s CANN range (inferred)"

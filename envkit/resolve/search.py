@@ -67,8 +67,8 @@ def initial_domains(
     lm: LoadedMatrix, pins: dict[str, Pin], strict_cann: bool, extra: tuple[str, ...] = ()
 ) -> dict[str, list[str]]:
     """Every key's values in preference order (default chip/arch/os first, then newest); a pin is its key's domain.
-    The optional keys in `extra` join the twelve (pre-releases only when pinned; triton_ascend may be ABSENT when
-    the serving set is in play, for a vllm-ascend release without it)."""
+    The optional keys in `extra` join the twelve (pre-releases and sdist-only vllm-ascend releases only when pinned;
+    triton_ascend may be ABSENT when the serving set is in play, for a vllm-ascend release without it)."""
     m = lm.model
     d = m.defaults
 
@@ -92,7 +92,7 @@ def initial_domains(
         "accelerate": lm.package("accelerate"),
     }
     optional = {
-        "vllm_ascend": [r.version for r in m.vllm_ascend if not r.prerelease],
+        "vllm_ascend": [r.version for r in m.vllm_ascend if not r.prerelease and not r.sdist_only],
         "vllm": vllm_versions(lm),
         "triton_ascend": [r.version for r in m.triton_ascend if not r.prerelease] + ([ABSENT] if "vllm_ascend" in extra else []),
         "mindspeed": [r.version for r in m.mindspeed],

@@ -221,7 +221,7 @@ def test_a_pin_keeps_the_input_and_its_canonical_spelling(lm, key, given, value,
             "vllm_ascend",
             "0.99.0",
             "unknown vllm-ascend release '0.99.0' for 'vllm_ascend'",
-            "Known vllm-ascend releases nearest to it: 0.26.0rc1, 0.25.1rc1, 0.24.0rc1, 0.23.0, 0.23.0rc1. "
+            "Known vllm-ascend releases nearest to it: 0.30.0rc2, 0.30.0rc1, 0.29.0rc1, 0.28.0rc1, 0.27.1rc1. "
             "`envkit matrix show vllm_ascend` lists them all.",
         ),
         (

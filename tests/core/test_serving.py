@@ -10,6 +10,7 @@ import pytest
 from envkit import constraints
 from envkit.matrix import check_matrix, load_matrix
 from envkit.resolve import framework_keys, pins_from_mapping, solve, validate_pins, validate_stack
+from envkit.resolve.search import initial_domains
 
 from .conftest import edited_matrix
 
@@ -177,6 +178,13 @@ def test_a_stack_file_takes_the_framework_keys(tmp_path):
 # Every release of vllm-ascend's release compatibility table (versioning_policy.md @01f8a0b0, @182b75ea) is a row:
 # pinned alone with `--workload serving` it resolves to the table's vLLM, CANN, torch_npu and triton-ascend ...
 TABLE_RESOLVES = {
+    # the sdist-only releases on PyPI (their own versioning table, requirements.txt and Dockerfiles): pinned, they resolve
+    "0.30.0rc2": ("0.30.0", "9.2.0", "2.10.0.post4", "3.2.2"),
+    "0.30.0rc1": ("0.30.0", "9.2.0", "2.10.0.post4", "3.2.2"),
+    "0.29.0rc1": ("0.29.0", "9.1.0", "2.10.0.post4", "3.2.2"),
+    "0.28.0rc1": ("0.28.0", "9.1.0", "2.10.0.post4", "3.2.2"),
+    "0.27.1rc1": ("0.27.1", "9.1.0", "2.10.0.post4", "3.2.2"),
+    "0.23.0.post1": ("0.23.0", "9.1.0", "2.10.0.post4", "3.2.2"),
     "0.23.0rc1": ("0.23.0", "9.0.1", "2.10.0.post2", "3.2.1"),
     "0.22.1rc1": ("0.22.1", "9.0.0", "2.10.0", "3.2.1"),
     "0.21.0rc1": ("0.21.0", "9.0.0", "2.10.0", "3.2.1"),
@@ -390,6 +398,16 @@ def test_a3_resolves_to_the_vendors_a3_stacks(lm):
     assert "hiascend.com MindSpeed download page" in lock.provenance["mindspeed"].source
 
 
+def test_resolve_never_picks_an_sdist_only_release_unless_it_is_pinned(lm):
+    (post1,) = [r for r in lm.model.vllm_ascend if r.version == "0.23.0.post1"]
+    assert post1.sdist_only and not post1.prerelease and post1.glibc is None
+    pins = pins_from_mapping(lm, {})
+    assert "0.23.0.post1" not in initial_domains(lm, pins, False, framework_keys(pins, "serving"))["vllm_ascend"]
+    report = validate_stack({"vllm_ascend": "0.23.0.post1", "chip": "310p"}, matrix=lm)
+    assert report.valid and report.stack["torch_npu"] == "2.10.0.post4" and "triton_ascend" not in report.stack
+    assert any("on PyPI as an sdist only" in h for h in report.hints)
+
+
 def test_runs_on_is_data_a_chip_it_lacks_is_refused_and_the_refusal_names_its_source(lm):
     rows = [
         r.model_copy(update={"runs_on": r.runs_on.model_copy(update={"chips": ["910b", "a3"], "without_triton_ascend": []})})
@@ -438,3 +456,7 @@ def test_check_matrix_refuses_a_runs_on_with_an_unknown_chip_or_a_stray_triton_c
     problems = [p.message for p in check_matrix(edited_matrix(lm, vllm_ascend=rows))]
     assert "unknown chip 960z in runs_on" in problems
     assert "runs_on.without_triton_ascend names a3, which runs_on.chips lacks" in problems
+    rows = [r.model_copy(update={"glibc": "2.34"}) if r.version == "0.23.0.post1" else r for r in lm.model.vllm_ascend]
+    assert "an sdist-only release has no wheels, so no glibc floor: leave glibc out" in [
+        p.message for p in check_matrix(edited_matrix(lm, vllm_ascend=rows))
+    ]
