@@ -201,7 +201,7 @@ def test_a_pin_keeps_the_input_and_its_canonical_spelling(lm, key, given, value,
             "mindspeed",
             "9.9",
             "unknown MindSpeed release '9.9' for 'mindspeed'",
-            "Known MindSpeed releases nearest to it: 2.1.0, 1.0.0, 26.1.0, 2.2.0_core_r0.12.1, 2.0.0_core_r0.8.0. "
+            "Known MindSpeed releases nearest to it: 2.1.0, 1.0.0, 26.1.0, 26.0.0_core_r0.12.1, 2.2.0_core_r0.12.1. "
             "`envkit matrix show mindspeed` lists them all.",
         ),
         (

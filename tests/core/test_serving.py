@@ -460,3 +460,15 @@ def test_check_matrix_refuses_a_runs_on_with_an_unknown_chip_or_a_stray_triton_c
     assert "an sdist-only release has no wheels, so no glibc floor: leave glibc out" in [
         p.message for p in check_matrix(edited_matrix(lm, vllm_ascend=rows))
     ]
+
+
+def test_mindspeed_26_0_0_core_takes_its_version_table_and_refuses_what_its_tables_mark_not_compatible(lm):
+    # Ascend/MindSpeed release_notes_core.md: branch 26.0.0_core_r0.12.1 = CANN 9.0.0, TorchNPU 26.0.0, PyTorch 2.7.1,
+    # Python 3.10; compatible with TorchNPU 7.2.0/7.3.0 and CANN 8.3.RCX/8.5.X, not with TorchNPU 26.1.0 or CANN 9.1.X
+    s = validate_stack({"mindspeed": "26.0.0_core_r0.12.1"}, matrix=lm).stack
+    assert (s["cann"], s["torch_npu"], s["torch"], s["python"]) == ("9.0.0", "2.7.1.post4", "2.7.1", "3.10")
+    s = validate_stack({"mindspeed": "26.0.0_core_r0.12.1", "cann": "8.5.0"}, matrix=lm).stack
+    assert lm.torch_npu_row(s["torch_npu"]).line == "7.3.0"
+    for pin in ({"cann": "9.1.0"}, {"torch_npu": "2.7.1.post8"}, {"python": "3.11"}):
+        report = validate_stack({"mindspeed": "26.0.0_core_r0.12.1", **pin}, matrix=lm)
+        assert not report.valid and any(f.rule.startswith("mindspeed") for c in report.conflicts for f in c.chain), pin
