@@ -472,3 +472,18 @@ def test_mindspeed_26_0_0_core_takes_its_version_table_and_refuses_what_its_tabl
     for pin in ({"cann": "9.1.0"}, {"torch_npu": "2.7.1.post8"}, {"python": "3.11"}):
         report = validate_stack({"mindspeed": "26.0.0_core_r0.12.1", **pin}, matrix=lm)
         assert not report.valid and any(f.rule.startswith("mindspeed") for c in report.conflicts for f in c.chain), pin
+
+
+@pytest.mark.parametrize(
+    "version,metadata,other",
+    [("0.11.0rc3", "torch-npu==2.7.1", "2.10.0.post4"), ("0.13.0rc2", "torch-npu==2.8.0", "2.8.0")],
+)
+def test_a_release_whose_table_and_wheel_metadata_disagree_on_torch_npu_records_both(lm, version, metadata, other):
+    (row,) = [r for r in lm.model.vllm_ascend if r.version == version]
+    assert row.disagreement and metadata in row.disagreement and "release table" in row.disagreement
+    assert any("Requires-Dist torch==" in s and metadata in s for s in row.sources)
+    # a refusal that quotes the row quotes both sources
+    report = validate_stack({"vllm_ascend": version, "torch_npu": other}, matrix=lm)
+    assert not report.valid
+    said = [f for c in report.conflicts for f in c.chain if f.rule == f"vllm_ascend/{version}"]
+    assert said and "sources disagree" in said[0].fact and metadata in said[0].fact
