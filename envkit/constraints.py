@@ -55,6 +55,8 @@ class Constraint:
     scope: tuple[str, ...]
     explain_both_sides: bool = False  # both keys carry a statement that can exclude the other
     summary_with_free: bool = False  # summary() can name a key the pins leave free (its first value left)
+    # keys whose presence in play hands this constraint over to a wider edge that reads them too (`in_play` drops it)
+    superseded_by: tuple[str, ...] = ()
 
     def check(self, a: Assignment) -> bool:  # pragma: no cover - interface
         raise NotImplementedError
@@ -275,9 +277,8 @@ def _disputed_lines(lines: list[TorchNpuLine], chip: str) -> str:
     return f" (sources disagree for TorchNPU {', '.join(ln.line for ln in disputed)}: {disputed[0].disagreement})"
 
 
-def chip_torch_npu(lm: LoadedMatrix, strict: Strictness) -> Constraint:
-    """chip ↔ torch_npu: a torch_npu release supports the chips of its TorchNPU line; a release without a line
-    supports none (matrices/torch_npu.yaml, `torch_npu[].line` → `torch_npu_lines[].chips`)."""
+def _line_chips(lm: LoadedMatrix) -> Relation:
+    """chip ↔ torch_npu as the TorchNPU lines say (`chip_torch_npu`; `chip_torch_npu_serving` widens it)."""
     m = lm.model
 
     def npu_line(v: str) -> TorchNpuLine | None:
@@ -312,6 +313,84 @@ def chip_torch_npu(lm: LoadedMatrix, strict: Strictness) -> Constraint:
         say_tn_chips,
         lambda a: f"chip {a['chip']} is not supported by torch_npu {a['torch_npu']}",
     )
+
+
+def chip_torch_npu(lm: LoadedMatrix, strict: Strictness) -> Constraint:
+    """chip ↔ torch_npu: a torch_npu release supports the chips of its TorchNPU line; a release without a line
+    supports none (matrices/torch_npu.yaml, `torch_npu[].line` → `torch_npu_lines[].chips`). With vllm_ascend in play
+    `chip_torch_npu_serving` takes its place."""
+    edge = _line_chips(lm)
+    edge.superseded_by = ("vllm_ascend",)
+    return edge
+
+
+def served_on(r: VllmAscendRelease | None, chip: str, torch_npu: str) -> bool:
+    """Whether the vendor runs vllm-ascend release `r` on `chip` with its torch_npu `torch_npu` (`runs_on`)."""
+    return (
+        r is not None
+        and r.runs_on is not None
+        and chip in r.runs_on.chips
+        and r.torch_npu is not None
+        and versions.same(r.torch_npu, torch_npu)
+    )
+
+
+class _ServedChipTorchNpu(Constraint):
+    id = "chip-torch_npu-vllm_ascend"
+    scope = ("vllm_ascend", "chip", "torch_npu")
+
+    def __init__(self, lm: LoadedMatrix) -> None:
+        self._lm = lm
+        self._lines = _line_chips(lm)
+
+    def _served(self, a: Assignment) -> bool:
+        va = a["vllm_ascend"]
+        return va != ABSENT and served_on(self._lm.vllm_ascend(va), a["chip"], a["torch_npu"])
+
+    def check(self, a: Assignment) -> bool:
+        return self._lines.check(a) or self._served(a)
+
+    def says(self, key: str, value: str) -> Verdict | None:
+        if key == "vllm_ascend":
+            r = self._lm.vllm_ascend(value)
+            if r is None:
+                return None
+            if r.runs_on is None:
+                return _row(
+                    f"vllm_ascend/{value}",
+                    r,
+                    f"vllm-ascend {value} states no chips it runs on: the TorchNPU line of its torch_npu decides",
+                )
+            return _row(
+                f"vllm_ascend/{value}.runs_on",
+                r.runs_on,
+                f"the vendor runs vllm-ascend {value} with torch_npu {r.torch_npu} on chips {_fmt(r.runs_on.chips)}",
+            )
+        said = self._lines.says(key, value)
+        if key != "chip" or said is None:
+            return said
+        served = [r.version for r in self._lm.model.vllm_ascend if r.runs_on is not None and value in r.runs_on.chips]
+        if not served:
+            return said
+        return Verdict(
+            message=f"{said.message}; the vendor runs vllm-ascend {_fmt(served)} on it, with their own torch_npu",
+            rule=f"{said.rule}, vllm_ascend/*.runs_on",
+            source=f"{said.source}; matrices/serving.yaml (vllm_ascend runs_on)",
+        )
+
+    def summary(self, a: Assignment) -> str | None:
+        text = f"chip {a['chip']} is not supported by torch_npu {a['torch_npu']}"
+        if a.get("vllm_ascend", ABSENT) != ABSENT:
+            text += f", and the vendor does not run vllm-ascend {a['vllm_ascend']} with it there"
+        return text
+
+
+def chip_torch_npu_serving(lm: LoadedMatrix, strict: Strictness) -> Constraint:
+    """chip ↔ torch_npu ↔ vllm_ascend: a serving stack follows what the vendor runs. The TorchNPU line's chips
+    apply, and beyond them a chip the vllm-ascend release states it runs on (`runs_on`, with its source) may use
+    that release's torch_npu, although the line's install guide leaves the chip out (matrices/serving.yaml,
+    `vllm_ascend[].runs_on.chips`, `vllm_ascend[].torch_npu`; matrices/torch_npu.yaml `torch_npu_lines[].chips`)."""
+    return _ServedChipTorchNpu(lm)
 
 
 def driver_firmware(lm: LoadedMatrix, strict: Strictness) -> Constraint:
@@ -665,24 +744,88 @@ def vllm_ascend_cann(lm: LoadedMatrix, strict: Strictness) -> Constraint:
     )
 
 
+def installs_triton(r: VllmAscendRelease, chip: str) -> str | None:
+    """The triton-ascend release `r` installs on `chip`: none where it has none, or where the vendor's image for that
+    chip uninstalls it (`runs_on.without_triton_ascend`)."""
+    if r.triton_ascend is None or (r.runs_on is not None and chip in r.runs_on.without_triton_ascend):
+        return None
+    return r.triton_ascend
+
+
+class _VllmAscendTriton(Constraint):
+    id = "vllm_ascend-triton_ascend"
+    scope = ("vllm_ascend", "triton_ascend", "chip")
+
+    def __init__(self, lm: LoadedMatrix) -> None:
+        self._lm = lm
+
+    def _row(self, v: str) -> VllmAscendRelease:
+        return known(self._lm.vllm_ascend(v), f"vllm-ascend {v}")
+
+    def check(self, a: Assignment) -> bool:
+        if a["vllm_ascend"] == ABSENT:
+            return True
+        want = installs_triton(self._row(a["vllm_ascend"]), a["chip"])
+        t = a["triton_ascend"]
+        return t == ABSENT if want is None else t != ABSENT and versions.same(want, t)
+
+    @staticmethod
+    def _installs(r: VllmAscendRelease) -> str:
+        if r.triton_ascend is None:
+            return "installs no triton-ascend"
+        text = f"installs triton-ascend {r.triton_ascend}"
+        if r.runs_on is not None and r.runs_on.without_triton_ascend:
+            text += f", none on chips {_fmt(r.runs_on.without_triton_ascend)} (the vendor's image there uninstalls it)"
+        return text
+
+    def says(self, key: str, value: str) -> Verdict | None:
+        m = self._lm.model
+        if key == "vllm_ascend":
+            r = self._row(value)
+            verdict = _row(f"vllm_ascend/{value}", r, f"vllm-ascend {value} {self._installs(r)}")
+            if r.triton_ascend is not None and r.runs_on is not None and r.runs_on.without_triton_ascend:
+                verdict = Verdict(
+                    message=verdict.message,
+                    rule=f"{verdict.rule}, vllm_ascend/{value}.runs_on",
+                    source=f"{verdict.source}; {r.runs_on.source_text}",
+                    confidence=verdict.confidence,
+                )
+            return verdict
+        if key == "triton_ascend":
+            if value == ABSENT:  # a release without one, or with a chip its image leaves without one
+                fits = [
+                    r.version
+                    for r in m.vllm_ascend
+                    if r.triton_ascend is None or (r.runs_on is not None and r.runs_on.without_triton_ascend)
+                ]
+            else:
+                fits = [r.version for r in m.vllm_ascend if r.triton_ascend is not None and versions.same(r.triton_ascend, value)]
+            return Verdict(
+                message=f"triton_ascend {value} fits vllm-ascend {_fmt(fits)}",
+                rule="vllm_ascend/*.triton_ascend",
+                source="matrices/serving.yaml",
+            )
+        without = [r.version for r in m.vllm_ascend if r.runs_on is not None and value in r.runs_on.without_triton_ascend]
+        if not without:
+            return None
+        return Verdict(
+            message=f"chip {value}: vllm-ascend {_fmt(without)} installs no triton-ascend there",
+            rule="vllm_ascend/*.runs_on.without_triton_ascend",
+            source="matrices/serving.yaml",
+        )
+
+    def summary(self, a: Assignment) -> str | None:
+        r = self._row(a["vllm_ascend"])
+        want = installs_triton(r, a["chip"])
+        installs = f"installs triton-ascend {want}" if want else "installs no triton-ascend"
+        return f"vllm-ascend {r.version} {installs} on chip {a['chip']}, not triton_ascend {a['triton_ascend']}"
+
+
 def vllm_ascend_triton_ascend(lm: LoadedMatrix, strict: Strictness) -> Constraint:
-    """vllm_ascend ↔ triton_ascend: a vllm-ascend release installs one triton-ascend release, or none where its
-    stack has none (matrices/serving.yaml, `vllm_ascend[].triton_ascend`)."""
-
-    def ok(r: VllmAscendRelease, t: str) -> bool:
-        return t == ABSENT if r.triton_ascend is None else t != ABSENT and versions.same(r.triton_ascend, t)
-
-    return _spec_relation(
-        lm,
-        "vllm_ascend-triton_ascend",
-        "vllm_ascend",
-        "vllm-ascend",
-        lm.vllm_ascend,
-        "triton_ascend",
-        "triton_ascend",
-        ok,
-        lambda r: f"installs triton-ascend {r.triton_ascend}" if r.triton_ascend else "installs no triton-ascend",
-    )
+    """vllm_ascend ↔ triton_ascend ↔ chip: a vllm-ascend release installs one triton-ascend release, or none where its
+    stack has none or where the vendor's image for the chip uninstalls it (matrices/serving.yaml,
+    `vllm_ascend[].triton_ascend`, `vllm_ascend[].runs_on.without_triton_ascend`)."""
+    return _VllmAscendTriton(lm)
 
 
 def vllm_ascend_python(lm: LoadedMatrix, strict: Strictness) -> Constraint:
@@ -858,6 +1001,7 @@ EDGES: tuple[Edge, ...] = (
     chip_driver,
     chip_firmware,
     chip_torch_npu,
+    chip_torch_npu_serving,
     driver_firmware,
     cann_driver,
     torch_npu_cann,

@@ -356,6 +356,15 @@ def _provenance(lm: LoadedMatrix, res: Resolution) -> dict[str, Provenance]:
         "accelerate": ("newest recommended Accelerate that fits the rules", "matrices/python_packages.yaml", None),
     }
     derived.update(_framework_provenance(lm, s))
+    va = lm.vllm_ascend(s["vllm_ascend"]) if s.get("vllm_ascend") else None
+    line = lm.lines.get(t.line) if t.line else None
+    if va is not None and va.runs_on is not None and (line is None or s["chip"] not in line.chips):
+        # the chip is outside the TorchNPU line: the torch_npu is taken because the vendor runs vllm-ascend with it there
+        derived["torch_npu"] = (
+            f"torch_npu/{t.version}: chip {s['chip']} by vllm_ascend/{va.version}.runs_on (TorchNPU {t.line} leaves it out)",
+            f"{va.runs_on.source_text}; {t.source_text}",
+            va.runs_on.confidence,
+        )
     defaults = lm.model.defaults
     for key in [*STACK_KEYS, *(k for k in FRAMEWORK_KEYS if k in s)]:
         pin = res.pins.get(key)

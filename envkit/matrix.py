@@ -659,6 +659,17 @@ def check_frameworks(lm: LoadedMatrix, add: AddProblem) -> None:
             add("vllm_ascend", r.version, f"triton-ascend {r.triton_ascend} is not in triton_ascend")
         if r.prerelease != versions.parse(r.version).is_prerelease:
             add("vllm_ascend", r.version, "prerelease must be true exactly for an rc/alpha/beta/dev version")
+        if r.sdist_only and r.manylinux is not None:
+            add("vllm_ascend", r.version, "an sdist-only release has no wheels, so no manylinux glibc: leave manylinux out")
+        if r.runs_on is not None:
+            for chip in r.runs_on.chips:
+                if chip not in lm.chips:
+                    add("vllm_ascend", r.version, f"unknown chip {chip} in runs_on")
+            for chip in r.runs_on.without_triton_ascend:
+                if chip not in r.runs_on.chips:
+                    add("vllm_ascend", r.version, f"runs_on.without_triton_ascend names {chip}, which runs_on.chips lacks")
+            if not r.runs_on.sources or any(not s.strip() for s in r.runs_on.sources):
+                add("vllm_ascend", r.version, "runs_on without a source")
         spec = r.transformers.spec if r.transformers else None
         if spec and not any(versions.satisfies(v, spec) for v in with_bounds(lm.package("transformers"), [spec])):
             add(

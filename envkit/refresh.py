@@ -647,8 +647,10 @@ def _shown(value: Any) -> str:
 def _wanted_fields(kind: RowKind, facts: WheelFacts) -> dict[str, Any]:
     """The fields a row should have by its release's files. The Pythons only where there are cp wheels (a release
     without wheels keeps its own range: the release table's, or Requires-Python); the glibc per arch of the
-    manylinux wheels: a framework release without any is an sdist, its `manylinux` removed; a torch_npu row keeps its
-    own there (the field is required: its wheels are on another index)."""
+    manylinux wheels: a framework release without any wheel is an sdist (`manylinux` removed); a torch_npu row keeps
+    its own there (the field is required: its wheels are on another index). `sdist_only` (resolve never picks the
+    release unpinned) stays by hand: 0.7.3 and 0.8.x have no wheel either, and the conflict explanations still lean on
+    them as the fallback a serving stack may take (`matrix check` holds `sdist_only` rows to `manylinux: null`)."""
     out: dict[str, Any] = {}
     if facts.pythons:
         out["python"] = facts.python_list() if kind.python_list else facts.python_range()

@@ -246,6 +246,17 @@ class TransformersRequirement(Sourced):
         return _checked(lambda v: versions_satisfies("1.0", v), value)
 
 
+class VllmAscendPlatforms(Sourced):
+    """The chips the vendor runs a vllm-ascend release on (its per-chip images and installation tabs), with the
+    source that says so: a serving stack on one of them may use the release's torch_npu even where the TorchNPU
+    line's own install guide leaves the chip out (the vendor runs it there)."""
+
+    chips: list[str] = Field(description="chips the vendor runs the release on (its images, installation tabs)")
+    without_triton_ascend: list[str] = Field(
+        [], description="of those, the chips whose image installs no triton-ascend (the vendor uninstalls it there)"
+    )
+
+
 class VllmAscendRelease(Sourced):
     """One vllm-ascend release and the stack it was released with (matrices/serving.yaml)."""
 
@@ -268,7 +279,16 @@ class VllmAscendRelease(Sourced):
         "an arch absent: no wheel there; null: no wheel on PyPI (an sdist, built where it installs)",
     )
     prerelease: bool = Field(False, description="an rc: accepted when pinned, never picked by resolve")
+    sdist_only: bool = Field(
+        False,
+        description="PyPI serves only its sdist (pip builds it from source; `envkit lock` takes wheels only): "
+        "accepted when pinned, never picked by resolve",
+    )
     needs: list[str] = Field([], description="what the matrix lacks for this row to resolve (e.g. torch_npu 2.7.1.post1)")
+    runs_on: VllmAscendPlatforms | None = Field(
+        None,
+        description="the chips the vendor runs it on, with its source; null: not stated (the TorchNPU line's chips apply)",
+    )
 
     _v = field_validator("version", "vllm")(_check_version)
     _r = field_validator("python")(_check_spec)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 
-from envkit.constraints import Assignment, RuleConstraint
+from envkit.constraints import Assignment, RuleConstraint, installs_triton, served_on
 from envkit.matrix import LoadedMatrix
 from envkit.models.report import Conflict, Suggestion
 from envkit.resolve.pins import CHANGE_COST, Pin
@@ -55,6 +55,28 @@ def _patch_hints(lm: LoadedMatrix, stack: Assignment, pins: dict[str, Pin]) -> l
     return out
 
 
+def _served_hints(lm: LoadedMatrix, stack: Assignment) -> list[str]:
+    """A serving stack that follows what the vendor runs (`runs_on`): a chip its torch_npu's TorchNPU line leaves out,
+    and a chip whose vendor image installs no triton-ascend."""
+    r = lm.vllm_ascend(stack["vllm_ascend"]) if stack.get("vllm_ascend") else None
+    if r is None or r.runs_on is None:
+        return []
+    out = []
+    chip, t = stack["chip"], lm.torch_npu_row(stack["torch_npu"])
+    line = lm.lines.get(t.line) if t.line else None
+    if (line is None or chip not in line.chips) and served_on(r, chip, t.version):
+        out.append(
+            f"chip {chip} is not among the chips of TorchNPU {t.line}; torch_npu {t.version} is taken because the vendor "
+            f"runs vllm-ascend {r.version} with it on {chip} ({r.runs_on.sources[0]})"
+        )
+    if r.triton_ascend is not None and installs_triton(r, chip) is None:
+        out.append(
+            f"vllm-ascend {r.version} installs no triton-ascend on chip {chip} (the vendor's image there uninstalls it): "
+            "remove triton and triton-ascend if pip pulls them in"
+        )
+    return out
+
+
 def hints_for(lm: LoadedMatrix, stack: Assignment, pins: dict[str, Pin]) -> list[str]:
     """What to know about a valid stack: the x86_64 torch index, `severity: hint` rules, pre-releases, missing
     NNAL, contested chips, uncaptured firmware Versions and inferred matrix rows."""
@@ -77,11 +99,18 @@ def hints_for(lm: LoadedMatrix, stack: Assignment, pins: dict[str, Pin]) -> list
         out.append(f"CANN {c.version} is a pre-release")
     if t.prerelease:
         out.append(f"torch_npu {t.version} is a pre-release: resolve never picks one unless it is pinned")
+    va = lm.vllm_ascend(stack["vllm_ascend"]) if stack.get("vllm_ascend") else None
+    if va is not None and va.sdist_only:
+        out.append(
+            f"vllm-ascend {va.version} is on PyPI as an sdist only: pip builds it from source (with CANN's set_env.sh "
+            "sourced), and `envkit lock`, which takes wheels only, cannot close it; resolve never picks one unless it is pinned"
+        )
     if t.cann is None and t.line is not None:
         out.append(
             f"torch_npu {t.version} has no CANN pairing of its own: it is judged by TorchNPU {t.line}'s CANN range (inferred)"
         )
     out.extend(_patch_hints(lm, stack, pins))
+    out.extend(_served_hints(lm, stack))
     if not c.nnal:
         out.append(f"no NNAL release is recorded for CANN {c.version}: the lock lists none")
     chip = lm.chips[stack["chip"]]

@@ -179,10 +179,11 @@ def canonical_pin(lm: LoadedMatrix, key: str, given: str, where: str = "", origi
 
 
 def torch_versions(lm: LoadedMatrix, *, mapped_only: bool) -> list[str]:
-    """The torch versions that torch_npu releases pin, newest first (`mapped_only`: of releases with a CANN pairing)."""
+    """The torch versions that torch_npu releases pin, newest first (`mapped_only`: of releases a stack can take: with
+    a CANN pairing, or in a TorchNPU line whose CANN range judges them)."""
     seen: dict[tuple[tuple[int, int], ...], str] = {}
     for t in lm.model.torch_npu:
-        if mapped_only and t.cann is None:
+        if mapped_only and t.cann is None and t.line is None:
             continue
         seen.setdefault(versions.parse(t.torch).key, t.torch)
     return versions.newest_first(list(seen.values()))

@@ -67,8 +67,8 @@ def initial_domains(
     lm: LoadedMatrix, pins: dict[str, Pin], strict_cann: bool, extra: tuple[str, ...] = ()
 ) -> dict[str, list[str]]:
     """Every key's values in preference order (default chip/arch/os first, then newest); a pin is its key's domain.
-    The optional keys in `extra` join the twelve (pre-releases only when pinned; triton_ascend may be ABSENT when
-    the serving set is in play, for a vllm-ascend release without it)."""
+    The optional keys in `extra` join the twelve (pre-releases and sdist-only vllm-ascend releases only when pinned;
+    triton_ascend may be ABSENT when the serving set is in play, for a vllm-ascend release without it)."""
     m = lm.model
     d = m.defaults
 
@@ -92,7 +92,7 @@ def initial_domains(
         "accelerate": lm.package("accelerate"),
     }
     optional = {
-        "vllm_ascend": [r.version for r in m.vllm_ascend if not r.prerelease],
+        "vllm_ascend": [r.version for r in m.vllm_ascend if not r.prerelease and not r.sdist_only],
         "vllm": vllm_versions(lm),
         "triton_ascend": [r.version for r in m.triton_ascend if not r.prerelease] + ([ABSENT] if "vllm_ascend" in extra else []),
         "mindspeed": [r.version for r in m.mindspeed],
@@ -181,8 +181,9 @@ class _Solver:
 
 
 def in_play(constraints: list[Constraint], keys: dict[str, list[str]] | set[str]) -> list[Constraint]:
-    """The constraints whose every key is in play (an edge of an optional key left out does not apply)."""
-    return [c for c in constraints if all(k in keys for k in c.scope)]
+    """The constraints whose every key is in play (an edge of an optional key left out does not apply), less those a
+    wider edge supersedes when its extra key is in play (`Constraint.superseded_by`)."""
+    return [c for c in constraints if all(k in keys for k in c.scope) and not any(k in keys for k in c.superseded_by)]
 
 
 def supported(c: Constraint, target: str, others: list[str], dom: dict[str, list[str]]) -> list[str]:

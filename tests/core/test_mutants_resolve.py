@@ -201,7 +201,7 @@ def test_a_pin_keeps_the_input_and_its_canonical_spelling(lm, key, given, value,
             "mindspeed",
             "9.9",
             "unknown MindSpeed release '9.9' for 'mindspeed'",
-            "Known MindSpeed releases nearest to it: 2.1.0, 1.0.0, 26.1.0, 2.2.0_core_r0.12.1, 2.0.0_core_r0.8.0. "
+            "Known MindSpeed releases nearest to it: 2.1.0, 1.0.0, 26.1.0, 26.0.0_core_r0.12.1, 2.2.0_core_r0.12.1. "
             "`envkit matrix show mindspeed` lists them all.",
         ),
         (
@@ -221,7 +221,7 @@ def test_a_pin_keeps_the_input_and_its_canonical_spelling(lm, key, given, value,
             "vllm_ascend",
             "0.99.0",
             "unknown vllm-ascend release '0.99.0' for 'vllm_ascend'",
-            "Known vllm-ascend releases nearest to it: 0.26.0rc1, 0.25.1rc1, 0.24.0rc1, 0.23.0, 0.23.0rc1. "
+            "Known vllm-ascend releases nearest to it: 0.30.0rc2, 0.30.0rc1, 0.29.0rc1, 0.28.0rc1, 0.27.1rc1. "
             "`envkit matrix show vllm_ascend` lists them all.",
         ),
         (
@@ -375,8 +375,8 @@ NO_FW = (
             {"torch_npu": "2.12.0.post3"},
             [
                 "torch_npu 2.12.0.post3 has no CANN pairing of its own: it is judged by TorchNPU 26.1.1's CANN range (inferred)",
-                NO_FW.format("26.1.1"),
-                INFERRED.format("driver 26.1.1, torch_npu 2.12.0.post3"),
+                NO_FW.format("26.2.RC1"),  # CANN 9.2.0, which TorchNPU 26.1.X works with (the 26.2.0 release notes)
+                INFERRED.format("driver 26.2.RC1, torch_npu 2.12.0.post3"),
             ],
         ),
         (
@@ -415,7 +415,8 @@ def test_a_chain_narrows_free_keys_then_empties_one(lm):
     [(summary, pins, facts)] = _chain(lm, {"arch": "aarch64", "os": "centos7.6", "numpy": "2.2.6"})
     assert summary == "arch aarch64 + os centos7.6 + numpy 2.2.6: no torch_npu release works with all of them"
     assert pins == ["arch", "os", "numpy"]
-    works = "works with torch_npu 2.12.0.post3, 2.12.0.post2, 2.12.0, 2.11.0.post3, 2.11.0.post2, 2.11.0, 2.10.0.post7, "
+    # the TorchNPU lines work with CANN 9.2.X too (the 26.2.0 release notes): the three newest CANN take the same ones
+    works = "works with torch_npu 2.13.0rc1, 2.12.0.post3, 2.12.0.post2, 2.12.0, 2.12.0rc1, 2.11.0.post3, 2.11.0.post2, "
     assert [(fact, rule, source) for fact, rule, source, _ in facts] == [
         ("you pinned numpy = 2.2.6", "input", "input"),
         (
@@ -439,9 +440,9 @@ def test_a_chain_narrows_free_keys_then_empties_one(lm):
             "torch_npu-glibc",
             "derived",
         ),
-        ("CANN 9.2.0 works with torch_npu none", "torch_npu/*.cann", "…"),  # the first three values only
-        (f"CANN 9.1.1 {works}2.10.0.post6, … (28 in all)", "torch_npu/*.cann", "…"),
-        (f"CANN 9.1.0 {works}2.10.0.post6, … (28 in all)", "torch_npu/*.cann", "…"),
+        (f"CANN 9.2.0 {works}2.11.0, … (31 in all)", "torch_npu/*.cann", "…"),  # the first three values only
+        (f"CANN 9.1.1 {works}2.11.0, … (31 in all)", "torch_npu/*.cann", "…"),
+        (f"CANN 9.1.0 {works}2.11.0, … (31 in all)", "torch_npu/*.cann", "…"),
         ("contradiction: no torch_npu is left that fits the cann above", "torch_npu-cann", "derived"),
     ]
     assert [kind for *_, kind in facts] == ["declared"] + ["derived"] * 4 + ["declared"] + ["derived"] * 6

@@ -33,6 +33,8 @@ VALID = [
         {"driver": "25.3.RC1"},
     ),
     ("950-openeuler-9.0.0", {"chip": "950", "os": "openeuler24.03", "cann": "9.0.0"}, {"torch_npu": "2.12.0"}),
+    # HDK 25.7.RC1 is the Atlas 350 card's (MindCluster 26.1.0 notes), compatible with CANN 9.1.0 ('26.0.RC1/25.7.RC1')
+    ("atlas-350-hdk-25.7.RC1", {"chip": "950", "driver": "25.7.RC1", "cann": "9.1.0"}, {"firmware": "25.7.RC1"}),
     ("driver-24.1.rc3-firmware-24.1.rc1-in-range", {"driver": "24.1.RC3", "firmware": "24.1.RC1"}, {}),
     ("a2-inference-8.0.RC1-24.1.RC1", {"cann": "8.0.RC1", "driver": "24.1.RC1"}, {"torch_npu": "2.2.0"}),
     ("torch_npu-2.7.1.post4-with-9.0.0", {"torch_npu": "2.7.1.post4", "cann": "9.0.0"}, {}),
@@ -67,6 +69,7 @@ INVALID = [
     ("transformers-5.24-python-3.10", {"transformers": "5.24.0", "python": "3.10"}, "Python >=3.11"),
     ("numpy-1.26-python-3.13", {"numpy": "1.26.4", "python": "3.13"}, "Python >=3.9,<3.13"),
     ("310b-has-no-driver-in-matrix", {"chip": "310b"}, "310b"),
+    ("hdk-25.7.RC1-is-the-950s", {"chip": "910b", "driver": "25.7.RC1"}, "HDK 25.7.RC1 has no NPU driver package for chip 910b"),
 ]
 
 

@@ -10,6 +10,9 @@ import pytest
 from envkit import constraints
 from envkit.matrix import check_matrix, load_matrix
 from envkit.resolve import framework_keys, pins_from_mapping, solve, validate_pins, validate_stack
+from envkit.resolve.search import initial_domains
+
+from .conftest import edited_matrix
 
 
 @pytest.fixture(scope="module")
@@ -198,6 +201,13 @@ def test_a_stack_file_takes_the_framework_keys(tmp_path):
 # Every release of vllm-ascend's release compatibility table (versioning_policy.md @01f8a0b0, @182b75ea) is a row:
 # pinned alone with `--workload serving` it resolves to the table's vLLM, CANN, torch_npu and triton-ascend ...
 TABLE_RESOLVES = {
+    # the sdist-only releases on PyPI (their own versioning table, requirements.txt and Dockerfiles): pinned, they resolve
+    "0.30.0rc2": ("0.30.0", "9.2.0", "2.10.0.post4", "3.2.2"),
+    "0.30.0rc1": ("0.30.0", "9.2.0", "2.10.0.post4", "3.2.2"),
+    "0.29.0rc1": ("0.29.0", "9.1.0", "2.10.0.post4", "3.2.2"),
+    "0.28.0rc1": ("0.28.0", "9.1.0", "2.10.0.post4", "3.2.2"),
+    "0.27.1rc1": ("0.27.1", "9.1.0", "2.10.0.post4", "3.2.2"),
+    "0.23.0.post1": ("0.23.0", "9.1.0", "2.10.0.post4", "3.2.2"),
     "0.23.0rc1": ("0.23.0", "9.0.1", "2.10.0.post2", "3.2.1"),
     "0.22.1rc1": ("0.22.1", "9.0.0", "2.10.0", "3.2.1"),
     "0.21.0rc1": ("0.21.0", "9.0.0", "2.10.0", "3.2.1"),
@@ -340,3 +350,165 @@ def test_a_transformers_spec_is_a_strict_sourced_specifier():
     for bad in ({**ok, "spec": "5.14.1"}, {**ok, "spec": " "}, {**ok, "pinned": True}, {"spec": "==5.14.1"}):
         with pytest.raises(ValidationError):
             TransformersRequirement.model_validate(bad)
+
+
+# --- what the vendor runs: a vllm-ascend row's `runs_on` (its chips, and those its image leaves without triton-ascend)
+def _lock(lm, pins, workload=None):
+    from envkit.locking import build_lock
+
+    pins = pins_from_mapping(lm, pins)
+    res = solve(lm, pins, framework_keys(pins, workload))
+    assert res is not None
+    return res, build_lock(lm, res, "envkit resolve")
+
+
+def test_serving_on_310p_takes_the_stack_the_vendor_runs_there_and_says_where_that_is_written(lm):
+    # vllm-ascend 0.23.0 runs 310P (Atlas 300I DUO) on CANN 9.1.0 with torch_npu 2.10.0.post4 and no triton-ascend,
+    # though TorchNPU 26.1.0's install guide leaves 310P out: `envkit resolve --chip 310p --workload serving`
+    res, lock = _lock(lm, {"chip": "310p"}, "serving")
+    s = res.stack
+    assert (s["vllm_ascend"], s["vllm"], s["cann"], s["torch"], s["torch_npu"], s["driver"]) == (
+        "0.23.0",
+        "0.23.0",
+        "9.1.0",
+        "2.10.0",
+        "2.10.0.post4",
+        "26.0.RC1",
+    )
+    assert "triton_ascend" not in s and res.validated_cann and res.validated_hdk
+    why = lock.provenance["torch_npu"]
+    assert why.rule == "torch_npu/2.10.0.post4: chip 310p by vllm_ascend/0.23.0.runs_on (TorchNPU 26.1.0 leaves it out)"
+    assert why.source.startswith("docs.vllm.ai/projects/ascend/zh-cn/v0.23.0/installation.html") and why.confidence == "stated"
+    assert any(h.startswith("chip 310p is not among the chips of TorchNPU 26.1.0") and "docs.vllm.ai" in h for h in lock.hints)
+    assert any(h.startswith("vllm-ascend 0.23.0 installs no triton-ascend on chip 310p") for h in lock.hints)
+    assert [p.name for p in lock.python.requirements][-2:] == ["vllm", "vllm-ascend"]
+
+
+def test_a_plain_stack_on_310p_still_follows_the_torchnpu_install_guide(lm):
+    assert not validate_stack({"chip": "310p", "torch_npu": "2.10.0.post4"}, matrix=lm).valid
+    s = validate_stack({"chip": "310p"}, matrix=lm).stack
+    assert "vllm_ascend" not in s and s["torch_npu"] != "2.10.0.post4"
+    assert validate_stack({"chip": "310p", "vllm_ascend": "0.23.0", "torch_npu": "2.10.0.post4"}, matrix=lm).valid
+
+
+def test_a3_resolves_to_the_vendors_a3_stacks(lm):
+    # plain: TorchNPU's recommended combination (COMPATIBILITY.en.md: torch_npu 2.12.0 with CANN 9.1.0), A3 in its line
+    res, lock = _lock(lm, {"chip": "a3"})
+    assert (res.stack["torch_npu"], res.stack["torch"], res.stack["cann"]) == ("2.12.0", "2.12.0", "9.1.0")
+    assert res.validated_cann and "COMPATIBILITY.en.md" in lock.provenance["torch_npu"].source
+    # serving: vllm-ascend 0.23.0's A3 image (quay.io/ascend/vllm-ascend:v0.23.0-a3, FROM cann:9.1.0-a3) with
+    # triton-ascend 3.2.2; A3 is in TorchNPU 26.1.0's own chips, so the line decides, not runs_on
+    res, lock = _lock(lm, {"chip": "a3"}, "serving")
+    s = res.stack
+    assert (s["vllm_ascend"], s["vllm"], s["cann"], s["torch_npu"], s["triton_ascend"]) == (
+        "0.23.0",
+        "0.23.0",
+        "9.1.0",
+        "2.10.0.post4",
+        "3.2.2",
+    )
+    assert lock.provenance["torch_npu"].rule == "torch_npu/2.10.0.post4"
+    # training: MindSpeed 26.1.0 (A3 among its products) with CANN 9.1.0, TorchNPU 26.1.0, PyTorch 2.7.1, Python 3.10
+    res, lock = _lock(lm, {"chip": "a3"}, "training-mindspeed")
+    s = res.stack
+    assert (s["mindspeed"], s["cann"], s["torch"], s["torch_npu"], s["python"]) == (
+        "26.1.0",
+        "9.1.0",
+        "2.7.1",
+        "2.7.1.post8",
+        "3.10",
+    )
+    assert "hiascend.com MindSpeed download page" in lock.provenance["mindspeed"].source
+
+
+def test_resolve_never_picks_an_sdist_only_release_unless_it_is_pinned(lm):
+    (post1,) = [r for r in lm.model.vllm_ascend if r.version == "0.23.0.post1"]
+    assert post1.sdist_only and not post1.prerelease and post1.manylinux is None
+    pins = pins_from_mapping(lm, {})
+    assert "0.23.0.post1" not in initial_domains(lm, pins, False, framework_keys(pins, "serving"))["vllm_ascend"]
+    report = validate_stack({"vllm_ascend": "0.23.0.post1", "chip": "310p"}, matrix=lm)
+    assert report.valid and report.stack["torch_npu"] == "2.10.0.post4" and "triton_ascend" not in report.stack
+    assert any("on PyPI as an sdist only" in h for h in report.hints)
+
+
+def test_runs_on_is_data_a_chip_it_lacks_is_refused_and_the_refusal_names_its_source(lm):
+    rows = [
+        r.model_copy(update={"runs_on": r.runs_on.model_copy(update={"chips": ["910b", "a3"], "without_triton_ascend": []})})
+        if r.runs_on is not None
+        else r
+        for r in lm.model.vllm_ascend
+    ]
+    narrow = edited_matrix(lm, vllm_ascend=rows)
+    assert check_matrix(narrow) == []
+    report = validate_stack({"chip": "310p", "vllm_ascend": "0.23.0"}, matrix=narrow)
+    assert not report.valid
+    facts = [f for c in report.conflicts for f in c.chain]
+    said = [f for f in facts if f.rule == "vllm_ascend/0.23.0.runs_on"]
+    assert said and said[0].fact == "the vendor runs vllm-ascend 0.23.0 with torch_npu 2.10.0.post4 on chips 910b, a3"
+    assert "docs.vllm.ai/projects/ascend/zh-cn/v0.23.0/installation.html" in said[0].source
+    assert any(f.rule == "chip-torch_npu-vllm_ascend" for f in facts)
+    # the serving workload then falls back to a release whose TorchNPU line lists 310P
+    s = solve(narrow, pins_from_mapping(narrow, {"chip": "310p"}), framework_keys({}, "serving")).stack
+    assert s["vllm_ascend"] != "0.23.0" and narrow.lines[narrow.torch_npu_row(s["torch_npu"]).line].chips.count("310p") == 1
+
+
+def test_an_image_without_triton_ascend_is_refused_one(lm):
+    report = validate_stack({"chip": "310p", "vllm_ascend": "0.23.0", "triton_ascend": "3.2.2"}, matrix=lm)
+    assert not report.valid
+    facts = [(f.rule, f.fact) for c in report.conflicts for f in c.chain]
+    assert ("vllm_ascend-triton_ascend" in [r for r, _ in facts]) or ("triton_ascend-chip" in [r for r, _ in facts]), facts
+    edge = constraints.vllm_ascend_triton_ascend(lm, constraints.Strictness())
+    assert not edge.check({"vllm_ascend": "0.23.0", "triton_ascend": "3.2.2", "chip": "310p"})
+    assert edge.check({"vllm_ascend": "0.23.0", "triton_ascend": constraints.ABSENT, "chip": "310p"})
+    assert edge.check({"vllm_ascend": "0.23.0", "triton_ascend": "3.2.2", "chip": "a3"})
+    assert not edge.check({"vllm_ascend": "0.23.0", "triton_ascend": constraints.ABSENT, "chip": "a3"})
+    assert edge.summary({"vllm_ascend": "0.23.0", "triton_ascend": "3.2.2", "chip": "310p"}) == (
+        "vllm-ascend 0.23.0 installs no triton-ascend on chip 310p, not triton_ascend 3.2.2"
+    )
+
+
+def test_check_matrix_refuses_a_runs_on_with_an_unknown_chip_or_a_stray_triton_chip(lm):
+    rows = [
+        r.model_copy(
+            update={"runs_on": r.runs_on.model_copy(update={"chips": ["910b", "960z"], "without_triton_ascend": ["a3"]})}
+        )
+        if r.version == "0.23.0"
+        else r
+        for r in lm.model.vllm_ascend
+    ]
+    problems = [p.message for p in check_matrix(edited_matrix(lm, vllm_ascend=rows))]
+    assert "unknown chip 960z in runs_on" in problems
+    assert "runs_on.without_triton_ascend names a3, which runs_on.chips lacks" in problems
+    rows = [
+        r.model_copy(update={"manylinux": {"x86_64": "2.34"}}) if r.version == "0.23.0.post1" else r for r in lm.model.vllm_ascend
+    ]
+    assert "an sdist-only release has no wheels, so no manylinux glibc: leave manylinux out" in [
+        p.message for p in check_matrix(edited_matrix(lm, vllm_ascend=rows))
+    ]
+
+
+def test_mindspeed_26_0_0_core_takes_its_version_table_and_refuses_what_its_tables_mark_not_compatible(lm):
+    # Ascend/MindSpeed release_notes_core.md: branch 26.0.0_core_r0.12.1 = CANN 9.0.0, TorchNPU 26.0.0, PyTorch 2.7.1,
+    # Python 3.10; compatible with TorchNPU 7.2.0/7.3.0 and CANN 8.3.RCX/8.5.X, not with TorchNPU 26.1.0 or CANN 9.1.X
+    s = validate_stack({"mindspeed": "26.0.0_core_r0.12.1"}, matrix=lm).stack
+    assert (s["cann"], s["torch_npu"], s["torch"], s["python"]) == ("9.0.0", "2.7.1.post4", "2.7.1", "3.10")
+    s = validate_stack({"mindspeed": "26.0.0_core_r0.12.1", "cann": "8.5.0"}, matrix=lm).stack
+    assert lm.torch_npu_row(s["torch_npu"]).line == "7.3.0"
+    for pin in ({"cann": "9.1.0"}, {"torch_npu": "2.7.1.post8"}, {"python": "3.11"}):
+        report = validate_stack({"mindspeed": "26.0.0_core_r0.12.1", **pin}, matrix=lm)
+        assert not report.valid and any(f.rule.startswith("mindspeed") for c in report.conflicts for f in c.chain), pin
+
+
+@pytest.mark.parametrize(
+    "version,metadata,other",
+    [("0.11.0rc3", "torch-npu==2.7.1", "2.10.0.post4"), ("0.13.0rc2", "torch-npu==2.8.0", "2.8.0")],
+)
+def test_a_release_whose_table_and_wheel_metadata_disagree_on_torch_npu_records_both(lm, version, metadata, other):
+    (row,) = [r for r in lm.model.vllm_ascend if r.version == version]
+    assert row.disagreement and metadata in row.disagreement and "release table" in row.disagreement
+    assert any("Requires-Dist torch==" in s and metadata in s for s in row.sources)
+    # a refusal that quotes the row quotes both sources
+    report = validate_stack({"vllm_ascend": version, "torch_npu": other}, matrix=lm)
+    assert not report.valid
+    said = [f for c in report.conflicts for f in c.chain if f.rule == f"vllm_ascend/{version}"]
+    assert said and "sources disagree" in said[0].fact and metadata in said[0].fact

@@ -30,7 +30,7 @@ def test_patch_base(text, base):
 
 @pytest.mark.parametrize(
     ("given", "release"),
-    [("25.0.rc1.1", "25.0.RC1"), ("25.0.rc1.3", "25.0.RC1"), ("24.1.0.3", "24.1.0"), ("25.7.rc1.6", "26.0.RC1")],
+    [("25.0.rc1.1", "25.0.RC1"), ("25.0.rc1.3", "25.0.RC1"), ("24.1.0.3", "24.1.0"), ("25.7.rc1.6", "25.7.RC1")],
 )
 def test_hdk_spellings_are_their_release(lm, given, release):
     assert lm.hdk(given).version == release
@@ -64,6 +64,23 @@ def test_a_pre_release_of_a_mapped_line_validates_with_a_hint(lm):
     assert any("2.10.0rc2 is a pre-release" in h for h in report.hints)
     assert "2.10.0rc2" not in initial_domains(lm, {}, False)["torch_npu"]  # resolve never picks it unpinned
     assert validate_stack({}, matrix=lm).stack["torch_npu"] != "2.10.0rc2"
+
+
+# (pre-release, its torch, the CANN resolve gives it): the branch READMEs pair 2.11.0rc1 and 2.12.0rc1 with CANN 8.5.0;
+# 2.13.0rc1 has no pairing of its own and is judged by TorchNPU 26.2.0's range, whose newest CANN is 9.2.0
+RC_ROWS = [("2.11.0rc1", "2.11.0", "8.5.0"), ("2.12.0rc1", "2.12.0", "8.5.0"), ("2.13.0rc1", "2.13.0", "9.2.0")]
+
+
+@pytest.mark.parametrize("version,torch,cann", RC_ROWS, ids=[r[0] for r in RC_ROWS])
+def test_the_torch_npu_pre_releases_resolve_only_when_pinned(lm, version, torch, cann):
+    row = lm.torch_npu_row(version)
+    assert row.prerelease and row.confidence == "inferred" and row.manylinux == {"x86_64": "2.28", "aarch64": "2.28"}
+    report = validate_stack({"torch_npu": version}, matrix=lm)
+    assert report.valid and (report.stack["torch"], report.stack["cann"]) == (torch, cann)
+    assert any(f"{version} is a pre-release" in h for h in report.hints)
+    assert version not in initial_domains(lm, {}, False)["torch_npu"]
+    for chip in ("910b", "a3", "950"):
+        assert validate_stack({"chip": chip}, matrix=lm).stack["torch_npu"] != version
 
 
 @pytest.mark.parametrize("cann", ["9.1.0-beta.3", "9.1.0.beta.3", "8.5.0.alpha002"])
