@@ -72,7 +72,9 @@ def build_app(modules: list[str] | None = None) -> typer.Typer:
         help=HELP,
         no_args_is_help=True,
         pretty_exceptions_enable=False,
-        add_completion=False,
+        # --install-completion / --show-completion: typer's shell completion (bash, zsh, fish, PowerShell); the shell
+        # then calls `envkit` with _ENVKIT_COMPLETE set and no arguments, which builds the whole tree
+        add_completion=True,
         rich_markup_mode=None,
     )
     app.callback()(_root)
