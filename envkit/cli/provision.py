@@ -6,6 +6,7 @@ from typing import Annotated, Optional
 import typer
 
 from envkit import console
+from envkit.cli.examples import example
 
 
 def _progress(ev: dict) -> None:
@@ -97,4 +98,10 @@ def provision(
 
 
 def register(app: typer.Typer) -> None:
-    app.command("provision")(provision)
+    app.command(
+        "provision",
+        epilog=example(
+            "envkit provision -i hosts.ini --lock envkit.lock --bundle bundle/ --check",
+            "envkit provision -i hosts.ini --lock envkit.lock --bundle bundle/ --serial 2",
+        ),
+    )(provision)
