@@ -59,7 +59,7 @@ def provision(
     Exit 0 when every host converged, 1 when a host failed or was unreachable, 2 on bad input.
     """
     from envkit.errors import CheckFailed
-    from envkit.provision import ProvisionRequest, format_plan, format_table, run
+    from envkit.provision import ProvisionRequest, format_plan, format_table, format_warnings, run
 
     req = ProvisionRequest(
         inventory=inventory,
@@ -87,6 +87,9 @@ def provision(
         console.out.print("\n".join(format_plan(summary)), markup=False)
         console.out.print("", markup=False)
     console.out.print("\n".join(format_table(summary)), markup=False)
+    warnings = format_warnings(summary)
+    if warnings:
+        console.out.print("\n" + "\n".join(warnings), markup=False)
     bad = summary.bad_hosts
     if bad or not summary.complete:
         names = ", ".join(f"{h.host} ({h.status})" for h in bad) or "the run stopped early"

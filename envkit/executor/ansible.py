@@ -177,6 +177,7 @@ class HostRow:
     net_findings: list[dict[str, Any]] = field(default_factory=list)
     plan: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # what a job's tasks report as worth a look, not a failure
     ran: bool = False
     reports: dict[str, str] = field(default_factory=dict)  # file name -> text (doctor.json, smoke.json)
 
@@ -203,6 +204,7 @@ class HostRow:
             "doctor": self.doctor,
             "plan": self.plan,
             "errors": self.errors,
+            "warnings": self.warnings,
             "net": self.net,
             "net_findings": self.net_findings,
         }

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -306,6 +307,81 @@ def test_cli_bad_inputs(tmp_path, locks):
         app, ["provision", "-i", str(tmp_path / "nope.ini"), "--lock", str(locks["old"]), "--artifacts", str(tmp_path)]
     )
     assert "no such inventory" in str(r.exception)
+
+
+def _has_huawei_pci() -> bool:
+    return any(p.read_text().strip().lower() == "0x19e5" for p in Path("/sys/bus/pci/devices").glob("*/vendor"))
+
+
+def test_check_reports_the_preflight_warnings_in_text_and_json(tmp_path):
+    """`envkit provision --check` against this host (local connection, no become, check mode: nothing changes): the
+    preflight's warnings (no Huawei PCI device, another OS release than the lock's) appear under `warnings:` in the
+    text summary and in each host's `warnings` of --json."""
+    import platform
+
+    ansible = Path(sys.executable).parent / "ansible-playbook"
+    if not ansible.exists():
+        pytest.skip("ansible-playbook not installed beside this interpreter")
+    if not Path("/etc/debian_version").is_file() or _has_huawei_pci():
+        pytest.skip("needs a Debian-family host without a Huawei PCI device")
+    lock = resolve_lock(tmp_path / "x.lock", "--cann", "8.3.RC1")
+    if platform.machine() != "x86_64":
+        lock = tmp_path / "x.lock"
+        subprocess.run(
+            [sys.executable, "-m", "envkit", "-q", "resolve", "--arch", platform.machine(), "--cann", "8.3.RC1", "-o", str(lock)],
+            check=True,
+            capture_output=True,
+        )
+    write_vendor(lock, tmp_path / "vendor")
+    common = ["provision", "-i", "localhost,", "--lock", str(lock), "--artifacts", str(tmp_path / "vendor"), "--check"]
+    local = [
+        *("-e", "ansible_connection=local", "-e", f"ansible_python_interpreter={sys.executable}", "-e", "ansible_become=false"),
+        *("-e", "envkit_preflight_require_kernel_headers=false", "-e", "envkit_preflight_min_free_gb=0"),
+        *("-e", "envkit_preflight_manage_user=false", "-e", "envkit_preflight_lock_os=nosuchos1.0"),
+    ]
+    pci = "no Huawei PCI device (vendor 19e5) found"
+    os_warning = re.compile(r"OS .+ is not the lock's nosuchos1\.0 \(same family\)")
+
+    def envkit(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", "envkit", *args],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            cwd=tmp_path,
+            env=playbook_env(PLAYBOOKS),
+        )
+
+    r = envkit(*common, *local, "--out", str(tmp_path / "text"))
+    assert r.returncode == 0, r.stdout + r.stderr
+    block = r.stdout.split("\nwarnings:\n", 1)[1].splitlines()
+    assert f"  localhost: {pci}" in block and any(os_warning.fullmatch(line.removeprefix("  localhost: ")) for line in block)
+
+    r = envkit(*common, *local, "--out", str(tmp_path / "json"), "--json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    (host,) = json.loads(r.stdout)["hosts"]
+    assert host["host"] == "localhost" and pci in host["warnings"], host
+    assert [w for w in host["warnings"] if os_warning.fullmatch(w)], host["warnings"]  # lock's: no stray backslash
+
+
+def test_summary_keeps_each_warning_once_and_no_all_passed():
+    """The preflight check's message: its list of warnings, or ansible's 'All assertions passed' (no warning)."""
+    from envkit.provision import PREFLIGHT_CHECK, format_warnings
+
+    task = f"envkit_preflight : {PREFLIGHT_CHECK}"
+    events = [
+        {"event": "result", "host": "a", "task": task, "status": "ok", "msg": ["no Huawei PCI device (vendor 19e5) found"]},
+        {"event": "result", "host": "a", "task": task, "status": "ok", "msg": ["no Huawei PCI device (vendor 19e5) found"]},
+        {"event": "result", "host": "b", "task": task, "status": "ok", "msg": "All assertions passed"},
+        {"event": "result", "host": "c", "task": "envkit_hdk : HDK | Report plan", "status": "ok", "msg": ["not a warning"]},
+    ]
+    s = summarize_provision(events)
+    assert [s.hosts[h].warnings for h in "abc"] == [["no Huawei PCI device (vendor 19e5) found"], [], []]
+    assert format_warnings(s) == ["warnings:", "  a: no Huawei PCI device (vendor 19e5) found"]
+    assert s.hosts["a"].to_dict()["warnings"] == ["no Huawei PCI device (vendor 19e5) found"]
+    assert format_warnings(summarize_provision(events[2:])) == []
+    tasks = yaml.safe_load((PLAYBOOKS / "roles" / "envkit_preflight" / "tasks" / "main.yml").read_text())
+    assert PREFLIGHT_CHECK in [t["name"] for t in tasks]
 
 
 # --- the probe module and the OS families ------------------------------------------------------------
