@@ -177,7 +177,7 @@ def register(app: typer.Typer) -> None:
     def schema_cmd(
         out: Annotated[Optional[Path], Opt("-o", "--out", help="Write every schema into this folder.")] = None,
     ) -> None:
-        """Print the JSON Schema of the matrix, or write the matrix, stack, lock and report schemas to a folder."""
+        """Print the JSON Schema of the matrix, or write the matrix, stack, lock, report and smoke-report schemas to a folder."""
         from envkit.schemas import all_schemas, write_schemas
 
         if out is None:
