@@ -43,7 +43,13 @@ def _plan(
     from envkit.lockfile import read_lock
 
     return plan_build(
-        read_lock(lock), generated_by=generated_by, base=base, artifacts=artifacts, requirements=requirements, variant=variant
+        read_lock(lock),
+        generated_by=generated_by,
+        base=base,
+        artifacts=artifacts,
+        requirements=requirements,
+        variant=variant,
+        lock_name=str(lock),
     )
 
 
