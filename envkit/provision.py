@@ -22,12 +22,13 @@ import hashlib
 import json
 import os
 import re
+import shlex
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from envkit.errors import BadInput
+from envkit.errors import BadInput, Where
 from envkit.fsutil import sha256_file
 from envkit.lockfile import accepting_edited
 from envkit.models.lock import Artifact, Lock
@@ -58,6 +59,17 @@ class BundlePaths:
 
 def locate_bundle(bundle: Path | None, artifacts: Path | None, wheels: Path | None) -> BundlePaths:
     """The vendor and wheels folders from `--bundle DIR` or `--artifacts`/`--wheels` (which win)."""
+    if bundle is not None and bundle.is_file():  # the archive `envkit bundle build -o X.tar` writes: its folder is wanted
+        root = bundle.name
+        for suffix in (".tar.gz", ".tgz", ".tar"):
+            root = root[: -len(suffix)] if root.endswith(suffix) else root
+        raise BadInput(
+            f"--bundle {bundle} is a file: provision reads the bundle's folder",
+            where=Where(str(bundle)),
+            hint=f"Extract it (`tar -xf {shlex.quote(str(bundle))}` writes the folder {root}/ where it runs) and pass "
+            f"--bundle {shlex.quote(root)}, or build the bundle as a folder: envkit bundle build --lock LOCK --artifacts DIR "
+            "-o FOLDER",
+        )
     layout = BundleLayout(bundle) if bundle is not None else None
     vendor = artifacts or (Path(layout.vendor) if layout else None)
     wheel_dir: Path | None = wheels or (Path(layout.wheels().parent) if layout else None)

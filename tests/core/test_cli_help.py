@@ -1,12 +1,15 @@
-"""Every command's --help ends with an `Example:` block, and every example parses as the command it is shown for.
+"""Every command's --help ends with an `Example:` block, and every example parses as the command it is shown for;
+so does every `envkit` command the README and docs/ show.
 
 The command tree is walked (typer's click tree, groups included), so a command added without an example fails here,
-and so does an example that names an option or a subcommand that does not exist (any more).
+and so does an example or a documented command that names an option or a subcommand that does not exist (any more).
 """
 
 from __future__ import annotations
 
+import re
 import shlex
+from pathlib import Path
 
 import pytest
 
@@ -85,3 +88,36 @@ def test_the_check_refuses_an_example_with_an_option_that_does_not_exist():
         _parse(["image", "rendr"])
     with pytest.raises(UsageError, match="Missing parameter: lock"):
         _parse(["launch", "render", "-i", "hosts.ini"])
+
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "airgap" / "README.md"]
+
+
+def _documented_commands() -> list[tuple[str, str]]:
+    """(file, line) of every `envkit ...` line of the ```sh blocks of the README and docs/, continuation lines joined,
+    comments dropped. A line that elides its arguments (`envkit provision ... --json`: `...` outside [brackets]) is
+    left out."""
+    found = []
+    for doc in DOCS:
+        for block in re.findall(r"```sh\n(.*?)\n```", doc.read_text(), re.S):
+            for raw in re.sub(r"\\\n\s*", " ", block).splitlines():
+                line = raw.split("#", 1)[0].strip()
+                if line.startswith("envkit ") and "..." not in re.sub(r"\[[^\[\]]*\]", "", re.sub(r"\[[^\[\]]*\]", "", line)):
+                    found.append((doc.relative_to(ROOT).as_posix(), line))
+    return found
+
+
+DOCUMENTED = _documented_commands()
+
+
+def test_the_docs_show_commands():
+    assert len(DOCUMENTED) > 30 and ("README.md", "envkit lock --lock envkit.lock") in DOCUMENTED
+
+
+@pytest.mark.parametrize("where, line", DOCUMENTED, ids=[f"{w}: {line[:60]}" for w, line in DOCUMENTED])
+def test_every_documented_command_parses(where, line):
+    """Each command the README and docs/ show (its optional [--options] included, placeholders such as N given a
+    value of their type) names a command and options envkit has."""
+    words = [{"N": "2"}.get(w, w) for w in shlex.split(line.replace("[", " ").replace("]", " ")) if w not in ("...", "…")]
+    assert _parse(words[1:]), line

@@ -109,6 +109,20 @@ def test_missing_file_and_missing_hash(tmp_path, locks):
         stage_artifacts(lock, tmp_path / "vendor")
 
 
+def test_a_bundle_archive_is_refused_with_the_step_that_gives_its_folder(tmp_path):
+    """`envkit bundle build -o out/bundle.tar` writes an archive; provision reads a folder: the error says to extract it
+    (the archive holds the folder `bundle/`) or to build a folder."""
+    (tmp_path / "out").mkdir()
+    archive = tmp_path / "out" / "bundle.tar"
+    archive.write_bytes(b"")
+    with pytest.raises(BadInput) as exc:
+        locate_bundle(archive, None, None)
+    err = exc.value
+    assert err.message == f"--bundle {archive} is a file: provision reads the bundle's folder"
+    assert f"`tar -xf {archive}` writes the folder bundle/" in err.hint and "--bundle bundle," in err.hint
+    assert "envkit bundle build --lock LOCK --artifacts DIR -o FOLDER" in err.hint
+
+
 @pytest.mark.parametrize(
     "fw, ranges, expected",
     [
