@@ -22,12 +22,13 @@ import hashlib
 import json
 import os
 import re
+import shlex
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from envkit.errors import BadInput
+from envkit.errors import BadInput, Where
 from envkit.fsutil import sha256_file
 from envkit.lockfile import accepting_edited
 from envkit.models.lock import Artifact, Lock
@@ -58,6 +59,17 @@ class BundlePaths:
 
 def locate_bundle(bundle: Path | None, artifacts: Path | None, wheels: Path | None) -> BundlePaths:
     """The vendor and wheels folders from `--bundle DIR` or `--artifacts`/`--wheels` (which win)."""
+    if bundle is not None and bundle.is_file():  # the archive `envkit bundle build -o X.tar` writes: its folder is wanted
+        root = bundle.name
+        for suffix in (".tar.gz", ".tgz", ".tar"):
+            root = root[: -len(suffix)] if root.endswith(suffix) else root
+        raise BadInput(
+            f"--bundle {bundle} is a file: provision reads the bundle's folder",
+            where=Where(str(bundle)),
+            hint=f"Extract it (`tar -xf {shlex.quote(str(bundle))}` writes the folder {root}/ where it runs) and pass "
+            f"--bundle {shlex.quote(root)}, or build the bundle as a folder: envkit bundle build --lock LOCK --artifacts DIR "
+            "-o FOLDER",
+        )
     layout = BundleLayout(bundle) if bundle is not None else None
     vendor = artifacts or (Path(layout.vendor) if layout else None)
     wheel_dir: Path | None = wheels or (Path(layout.wheels().parent) if layout else None)
@@ -347,13 +359,20 @@ def render_vars(
     }
 
 
+# the preflight's check (playbooks/roles/envkit_preflight/tasks/main.yml): its success message is the list of warnings
+PREFLIGHT_CHECK = "Preflight | Check architecture, OS family, NPU, disk space, kernel headers and dkms (and report warnings)"
+NO_WARNING = "All assertions passed"  # ansible's assert says this where the preflight has no warning
+
+
 def on_provision_result(row: HostRow, task: str, ev: dict[str, Any]) -> None:
-    """What provision's own tasks report back: the plan (check mode), the preflight's hccn_tool state (checked
-    here by the fleet layer), the smoke role's verdict with its reports."""
+    """What provision's own tasks report back: the plan (check mode), the preflight's warnings and hccn_tool state
+    (checked here by the fleet layer), the smoke role's verdict with its reports."""
     from envkit.executor.ansible import msg_list
 
     if task.endswith("| Report plan"):
         row.plan.extend(msg_list(ev.get("msg")))
+    if task.endswith(PREFLIGHT_CHECK):
+        row.warnings.extend(w for w in msg_list(ev.get("msg")) if w != NO_WARNING and w not in row.warnings)
     if task.endswith("Preflight | Report network") and isinstance(ev.get("msg"), dict):
         from envkit.fleet.hccn import check_net, finding_dict, net_from_probe_facts, net_verdict
 
@@ -407,6 +426,13 @@ def format_table(summary: Summary) -> list[str]:
         head = rows[0]
     widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
     return ["  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in rows]
+
+
+def format_warnings(summary: Summary) -> list[str]:
+    """The hosts' warnings (the preflight's: another OS release than the lock's, no Huawei PCI device, npu-smi names
+    of another chip), one line each; none: no line."""
+    lines = [f"  {h}: {w}" for h in sorted(summary.hosts) for w in summary.hosts[h].warnings]
+    return ["warnings:", *lines] if lines else []
 
 
 def format_plan(summary: Summary) -> list[str]:

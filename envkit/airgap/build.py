@@ -138,6 +138,7 @@ def build(request: BuildRequest, on_progress: Progress | None = None) -> BuildRe
             image_archive=archive,
             base=r.base,
             variant=r.variant,
+            lock_name=str(r.lock),
         )
 
     plan = plan_with(r.image_archive)

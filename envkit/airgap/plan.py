@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -280,9 +281,11 @@ def plan_bundle(
     image_archive: Path | None = None,
     base: str | None = None,
     variant: str = "base",
+    lock_name: str = "envkit.lock",
 ) -> BundlePlan:
     """`controller`: envkit's closure for the controller, when not the lock's (`bundle build --controller-python`).
-    `variant`: the image build context's (base, or serving: `bundle build --variant`)."""
+    `variant`: the image build context's (base, or serving: `bundle build --variant`). `lock_name`: the lock's path,
+    as the messages name it."""
     from envkit.closure import envkit_supports
     from envkit.download import Fetch
 
@@ -291,7 +294,7 @@ def plan_bundle(
     if target is None or controller is None:
         raise BadInput(
             "the lock has no Python closure: it names versions, not the wheels to bundle",
-            hint="Run `envkit lock --lock envkit.lock` first (it records every wheel with URL, sha256 and size).",
+            hint=f"Run `envkit lock --lock {shlex.quote(lock_name)}` first (it records every wheel with URL, sha256 and size).",
         )
     entries: list[Entry] = []
     fetch: list[Fetch] = []

@@ -46,6 +46,8 @@ def build_app(modules: list[str] | None = None) -> typer.Typer:
     """The `envkit` app with the commands of `modules` (default: every command group)."""
     import typer
 
+    from envkit.cli.examples import example
+
     def _version_callback(value: bool) -> None:
         if value:
             typer.echo(f"envkit {__version__}")
@@ -72,8 +74,13 @@ def build_app(modules: list[str] | None = None) -> typer.Typer:
         help=HELP,
         no_args_is_help=True,
         pretty_exceptions_enable=False,
-        add_completion=False,
+        # --install-completion / --show-completion: typer's shell completion (bash, zsh, fish, PowerShell); the shell
+        # then calls `envkit` with _ENVKIT_COMPLETE set and no arguments, which builds the whole tree
+        add_completion=True,
         rich_markup_mode=None,
+        epilog=example(
+            "envkit resolve --chip a3 -o a3.lock", "envkit --quiet smoke --device cpu --dtype fp32 --out runs/cpu-fp32"
+        ),
     )
     app.callback()(_root)
     for name in COMMAND_MODULES if modules is None else modules:

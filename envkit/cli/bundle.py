@@ -10,6 +10,7 @@ from typing import Annotated, Optional
 import typer
 
 from envkit import console
+from envkit.cli.examples import example
 from envkit.cli.image import VariantOpt
 
 Opt = typer.Option
@@ -196,8 +197,25 @@ def verify_cmd(
 
 
 def register(app: typer.Typer) -> None:
-    bundle_app = typer.Typer(help="Air-gapped bundles: build, verify.", no_args_is_help=True, rich_markup_mode=None)
+    bundle_app = typer.Typer(
+        help="Air-gapped bundles: build, verify.",
+        no_args_is_help=True,
+        rich_markup_mode=None,
+        epilog=example(
+            "envkit bundle build --lock envkit.lock --artifacts vendor/ -o out/bundle.tar", "envkit bundle verify out/bundle.tar"
+        ),
+    )
     app.add_typer(bundle_app, name="bundle")
-    app.command("lock")(lock_cmd)
-    bundle_app.command("build")(build_cmd)
-    bundle_app.command("verify")(verify_cmd)
+    app.command(
+        "lock",
+        epilog=example(
+            "envkit lock --lock envkit.lock",
+            "envkit lock --lock envkit.lock --index-for pytorch-cpu=https://mirror.example/whl/cpu",
+        ),
+    )(lock_cmd)
+    bundle_app.command("build", epilog=example("envkit bundle build --lock envkit.lock --artifacts vendor/ -o out/bundle.tar"))(
+        build_cmd
+    )
+    bundle_app.command("verify", epilog=example("envkit bundle verify out/bundle.tar --expect-digest sha256:DIGEST --json"))(
+        verify_cmd
+    )

@@ -7,11 +7,17 @@ from typing import Annotated, Optional
 import typer
 
 from envkit import console
+from envkit.cli.examples import example
 from envkit.errors import BadInput, CannotRun
 
 
 def register(app: typer.Typer) -> None:
-    @app.command("doctor")
+    @app.command(
+        "doctor",
+        epilog=example(
+            "envkit doctor --lock envkit.lock", "envkit doctor --root /mnt/image --json", "envkit doctor --net -i hosts.ini"
+        ),
+    )
     def doctor(
         lock: Annotated[
             Optional[Path], typer.Option("--lock", help="Report drift from this lock file (e.g. envkit.lock).")

@@ -8,6 +8,7 @@ import typer
 from typer import Option as Opt
 
 from envkit import console
+from envkit.cli.examples import example
 
 
 def _command(
@@ -42,7 +43,13 @@ def _plan(
     from envkit.lockfile import read_lock
 
     return plan_build(
-        read_lock(lock), generated_by=generated_by, base=base, artifacts=artifacts, requirements=requirements, variant=variant
+        read_lock(lock),
+        generated_by=generated_by,
+        base=base,
+        artifacts=artifacts,
+        requirements=requirements,
+        variant=variant,
+        lock_name=str(lock),
     )
 
 
@@ -80,10 +87,16 @@ ReqOpt = Annotated[
 
 
 def register(app: typer.Typer) -> None:
-    image_app = typer.Typer(help="Container images rendered from the lock, built through the Docker API.", no_args_is_help=True)
+    image_app = typer.Typer(
+        help="Container images rendered from the lock, built through the Docker API.",
+        no_args_is_help=True,
+        epilog=example(
+            "envkit image render --lock envkit.lock --artifacts vendor/ -o image/", "envkit image run-args --chip 910b"
+        ),
+    )
     app.add_typer(image_app, name="image")
 
-    @image_app.command("render")
+    @image_app.command("render", epilog=example("envkit image render --lock envkit.lock --artifacts vendor/ -o image/"))
     def render_cmd(
         lock: LockOpt = Path("envkit.lock"),
         output: Annotated[Path, Opt("-o", "--output", help="Folder of the build context.")] = Path("image"),
@@ -108,7 +121,9 @@ def register(app: typer.Typer) -> None:
         files = write_context(plan, output, force=force, inputs=(lock, artifacts, requirements))
         _report(plan, output, files, json_out)
 
-    @image_app.command("build")
+    @image_app.command(
+        "build", epilog=example("envkit image build --lock envkit.lock --artifacts vendor/ --tag envkit/stack:dev")
+    )
     def build_cmd(
         lock: LockOpt = Path("envkit.lock"),
         tag: Annotated[
@@ -163,7 +178,7 @@ def register(app: typer.Typer) -> None:
         else:
             console.out.print(f"built {tag} ({result.image_id[:19]}) in {took:.1f} s", markup=False)
 
-    @image_app.command("run-args")
+    @image_app.command("run-args", epilog=example("envkit image run-args --chip 910b --devices 0-3 --format compose"))
     def run_args_cmd(
         chip: Annotated[Optional[str], Opt("--chip", help="Chip: 910b, 910, a3, 310p, 950 (its facts from the matrix).")] = None,
         lock: Annotated[Optional[Path], Opt("--lock", help="Or: the chip of this lock (its facts from the lock).")] = None,

@@ -6,6 +6,7 @@ from typing import Annotated, Optional
 import typer
 
 from envkit import console
+from envkit.cli.examples import example
 
 
 def render(
@@ -141,10 +142,14 @@ def node(
 
 def register(app: typer.Typer) -> None:
     group = typer.Typer(
-        help="Multi-host launch sets: rank tables, Accelerate, torchrun and HCCL environment.", no_args_is_help=True
+        help="Multi-host launch sets: rank tables, Accelerate, torchrun and HCCL environment.",
+        no_args_is_help=True,
+        epilog=example("envkit launch render -i hosts.ini --lock envkit.lock -o launch/", "envkit launch codes train.log"),
     )
-    group.command("render")(render)
-    group.command("codes")(codes)
-    group.command("profile")(profile)
-    group.command("node")(node)
+    group.command("render", epilog=example("envkit launch render -i hosts.ini --lock envkit.lock -o launch/"))(render)
+    group.command("codes", epilog=example("envkit launch codes train.log --json"))(codes)
+    group.command("profile", epilog=example("envkit launch profile -i hosts.ini --nproc 8 --device npu -o prof/"))(profile)
+    group.command(
+        "node", epilog=example("envkit launch node --master 10.0.0.10 --nnodes 2 --node-rank 1 --nproc 8 --device npu -o prof/")
+    )(node)
     app.add_typer(group, name="launch")

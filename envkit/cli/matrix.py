@@ -7,6 +7,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from envkit import console
+from envkit.cli.examples import example
 from envkit.errors import EXIT_FAILED, BadInput
 
 Opt = typer.Option
@@ -94,10 +95,14 @@ def refresh_cmd(
 
 
 def register(app: typer.Typer) -> None:
-    matrix_app = typer.Typer(help="Inspect and check the compatibility matrix.", no_args_is_help=True)
+    matrix_app = typer.Typer(
+        help="Inspect and check the compatibility matrix.",
+        no_args_is_help=True,
+        epilog=example("envkit matrix check", "envkit matrix show cann --sources"),
+    )
     app.add_typer(matrix_app, name="matrix")
 
-    @matrix_app.command("check")
+    @matrix_app.command("check", epilog=example("envkit matrix check --json"))
     def check_cmd(json_out: Annotated[bool, Opt("--json", help="Machine-readable output.")] = False) -> None:
         """Prove the matrix consistent: references resolve, no duplicates, sorted, every row sourced."""
         from envkit.matrix import check_matrix, load_matrix
@@ -139,7 +144,7 @@ def register(app: typer.Typer) -> None:
         if problems:
             raise typer.Exit(EXIT_FAILED)
 
-    @matrix_app.command("show")
+    @matrix_app.command("show", epilog=example("envkit matrix show torch_npu --sources"))
     def show_cmd(
         component: Annotated[str, typer.Argument(help=f"One of: {', '.join(COMPONENTS)}.")],
         sources: Annotated[bool, Opt("--sources", help="Add the source and confidence columns.")] = False,
@@ -181,13 +186,16 @@ def register(app: typer.Typer) -> None:
             table.add_row(*cells)
         console.out.print(table)
 
-    matrix_app.command("refresh")(refresh_cmd)
+    matrix_app.command(
+        "refresh",
+        epilog=example("envkit matrix refresh", "envkit matrix refresh --snapshot tests/fixtures/pypi-snapshot --write"),
+    )(refresh_cmd)
 
-    @matrix_app.command("schema")
+    @matrix_app.command("schema", epilog=example("envkit matrix schema -o envkit/schemas"))
     def schema_cmd(
         out: Annotated[Optional[Path], Opt("-o", "--out", help="Write every schema into this folder.")] = None,
     ) -> None:
-        """Print the JSON Schema of the matrix, or write the matrix, stack, lock and report schemas to a folder."""
+        """Print the JSON Schema of the matrix, or write the matrix, stack, lock, report and smoke-report schemas to a folder."""
         from envkit.schemas import all_schemas, write_schemas
 
         if out is None:

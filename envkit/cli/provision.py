@@ -6,6 +6,7 @@ from typing import Annotated, Optional
 import typer
 
 from envkit import console
+from envkit.cli.examples import example
 
 
 def _progress(ev: dict) -> None:
@@ -58,7 +59,7 @@ def provision(
     Exit 0 when every host converged, 1 when a host failed or was unreachable, 2 on bad input.
     """
     from envkit.errors import CheckFailed
-    from envkit.provision import ProvisionRequest, format_plan, format_table, run
+    from envkit.provision import ProvisionRequest, format_plan, format_table, format_warnings, run
 
     req = ProvisionRequest(
         inventory=inventory,
@@ -86,6 +87,9 @@ def provision(
         console.out.print("\n".join(format_plan(summary)), markup=False)
         console.out.print("", markup=False)
     console.out.print("\n".join(format_table(summary)), markup=False)
+    warnings = format_warnings(summary)
+    if warnings:
+        console.out.print("\n" + "\n".join(warnings), markup=False)
     bad = summary.bad_hosts
     if bad or not summary.complete:
         names = ", ".join(f"{h.host} ({h.status})" for h in bad) or "the run stopped early"
@@ -97,4 +101,10 @@ def provision(
 
 
 def register(app: typer.Typer) -> None:
-    app.command("provision")(provision)
+    app.command(
+        "provision",
+        epilog=example(
+            "envkit provision -i hosts.ini --lock envkit.lock --bundle bundle/ --check",
+            "envkit provision -i hosts.ini --lock envkit.lock --bundle bundle/ --serial 2",
+        ),
+    )(provision)

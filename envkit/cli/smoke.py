@@ -6,10 +6,17 @@ from typing import Annotated, Optional
 import typer
 
 from envkit import console
+from envkit.cli.examples import example
 
 
 def register(app: typer.Typer) -> None:
-    @app.command("smoke")
+    @app.command(
+        "smoke",
+        epilog=example(
+            "envkit smoke --device npu:0 --dtype bf16 --out runs/npu-bf16 --layers",
+            "envkit smoke --collectives --device cpu --nproc 4",
+        ),
+    )
     def smoke(
         device: Annotated[
             str,
@@ -91,7 +98,12 @@ def register(app: typer.Typer) -> None:
         if result.exit_code:
             raise typer.Exit(result.exit_code)
 
-    @app.command("compare")
+    @app.command(
+        "compare",
+        epilog=example(
+            "envkit compare runs/cpu-fp32 runs/npu-bf16 --html runs/compare.html", "envkit compare base/ prof/profile.json"
+        ),
+    )
     def compare(
         ref: Annotated[
             str,

@@ -219,6 +219,8 @@ def register(app) -> None:  # noqa: ANN001 - a typer.Typer
 
     import typer
 
+    from envkit.cli.examples import example
+
     def _exit(code: int) -> None:
         if code:
             raise typer.Exit(code)
@@ -242,7 +244,10 @@ def register(app) -> None:  # noqa: ANN001 - a typer.Typer
         opt("json_out", False, bool, *RESOLVE_OPTIONS["json_out"][0], help=RESOLVE_OPTIONS["json_out"][1]),
     ]
     resolve_cmd.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
-    app.command("resolve")(resolve_cmd)
+    app.command(
+        "resolve",
+        epilog=example("envkit resolve --chip a3 --cann 8.5.0 -o a3.lock", "envkit resolve -f stack.yaml --python 3.10"),
+    )(resolve_cmd)
 
     def validate_cmd(
         file: Path = typer.Argument(..., help=VALIDATE_HELP["file"]),
@@ -251,4 +256,4 @@ def register(app) -> None:  # noqa: ANN001 - a typer.Typer
         _exit(validate(file, json_out))
 
     validate_cmd.__doc__ = validate.__doc__
-    app.command("validate")(validate_cmd)
+    app.command("validate", epilog=example("envkit validate envkit.lock", "envkit validate stack.yaml --json"))(validate_cmd)

@@ -183,13 +183,35 @@ def _member(zip_path: Path, pattern: str) -> str | None:
     return names[0] if names else None
 
 
+class _NotHandedIn(Exception):
+    """A vendor package of the lock that the --artifacts folder lacks (plan_steps names them all at once)."""
+
+    def __init__(self, art: Artifact, wanted: str) -> None:
+        super().__init__(wanted)
+        self.art, self.wanted = art, wanted
+
+
 def plan_steps(lock: Lock, artifacts: Path | None, hasher: Callable[[Path], str] = sha256_file) -> list[InstallStep]:
-    """The CANN installs in the lock's order; `hasher` hashes a file handed in (a bundle passes its stat cache)."""
+    """The CANN installs in the lock's order; `hasher` hashes a file handed in (a bundle passes its stat cache).
+    Every package the --artifacts folder lacks is named in one error, with the vendor's URL where the lock has one."""
     steps: list[InstallStep] = []
+    lacking: list[_NotHandedIn] = []
     for art in sorted(lock.artifacts, key=lambda a: (a.order, a.component)):
         if art.component not in CANN_COMPONENTS:
             continue  # driver and firmware live on the host, never in the image
-        steps.append(_step(art, artifacts, hasher))
+        try:
+            steps.append(_step(art, artifacts, hasher))
+        except _NotHandedIn as missing:
+            lacking.append(missing)
+    if lacking:
+        urls = [f"{m.art.zip.file}: {m.art.zip.url}" for m in lacking if m.art.zip]
+        raise BadInput(
+            f"{len(lacking)} vendor package(s) of the lock are not in {artifacts}: "
+            + "; ".join(f"{m.art.component} {m.art.version}: {m.wanted}" for m in lacking),
+            where=Where(str(artifacts)),
+            hint="Put them there (the signed .zip edition or the bare .run; the lock's `artifacts` names each one)"
+            + (":\n" + "\n".join(urls) if urls else ", then run the command again."),
+        )
     return steps
 
 
@@ -244,12 +266,7 @@ def _step(art: Artifact, artifacts: Path | None, hasher: Callable[[Path], str] =
             f"{art.component} {art.version}: the lock has no sha256 for {run_name or art.run.pattern}",
             hint="Pass --artifacts DIR holding the vendor package: envkit records its hash and the build checks it.",
         )
-    wanted = " or ".join(x for x in (art.zip.file if art.zip else None, run_name or art.run.pattern) if x)
-    raise BadInput(
-        f"{art.component} {art.version}: {wanted} is not in {artifacts}",
-        where=Where(str(artifacts)),
-        hint="Put the vendor package there (the signed .zip edition or the bare .run).",
-    )
+    raise _NotHandedIn(art, " or ".join(x for x in (art.zip.file if art.zip else None, run_name or art.run.pattern) if x))
 
 
 # --- python -----------------------------------------------------------------------------------------
@@ -356,12 +373,13 @@ def closure_files(lock: Lock) -> list[ClosurePackage]:
 
 
 def plan_python(
-    lock: Lock, artifacts: Path | None, requirements: Path | None
+    lock: Lock, artifacts: Path | None, requirements: Path | None, lock_name: str = "envkit.lock"
 ) -> tuple[list[Requirement], list[Path], list[str], str]:
     """The hashed pins, the wheels (offline) or the indexes (online), and where the pins came from.
 
     Order: --requirements FILE when given; else the lock's closure (`envkit lock`); else the wheels in
-    --artifacts DIR/wheels. Without any of them render refuses (exit 2).
+    --artifacts DIR/wheels. Without any of them render refuses (exit 2), naming the `envkit lock` command for the
+    lock at `lock_name` that gives them.
     """
     wheels = _wheelhouse(artifacts)
     closure_error: BadInput | None = None
@@ -386,12 +404,16 @@ def plan_python(
         reqs = wheel_requirements(wheels)
         origin = f"the wheels in {artifacts}"
     else:
+        import shlex
+
         raise BadInput(
-            "no hashed Python pins: the image installs the Python stack only with --require-hashes",
+            "no hashed Python pins: the lock has no wheel closure yet (`envkit resolve` writes none), and the image "
+            "installs the Python stack only with --require-hashes",
             hint=(
-                "Run `envkit lock` (the lock then holds the hashed closure), or pass --requirements FILE\n"
-                "(fully pinned, with --hash=sha256:...), or put the wheels in --artifacts DIR/wheels\n"
-                "(installed offline; envkit hashes them)."
+                f"Run `envkit lock --lock {shlex.quote(lock_name)}` (it adds the hashed wheel closure to that lock, from\n"
+                "PyPI and the lock's indexes, e.g. the PyTorch CPU index; a mirror: --index-for ID=URL), then this\n"
+                "command again. Or pass --requirements FILE (fully pinned, with --hash=sha256:...), or put the\n"
+                "wheels in --artifacts DIR/wheels (installed offline; envkit hashes them)."
             ),
         )
     check_closure(lock, reqs, origin)
@@ -507,11 +529,14 @@ def plan_build(
     hasher: Callable[[Path], str] = sha256_file,
     python: tuple[list[Requirement], list[Path], list[str], str] | None = None,
     variant: str = "base",
+    lock_name: str = "envkit.lock",
 ) -> BuildPlan:
     """`python`, when given, replaces the choice of `plan_python` (pins, wheels, indexes, source): a bundle
     renders its context against its own wheels. `variant` "serving" adds the serving layer after torch
     (vllm, vllm-ascend, triton-ascend), the serving environment and `vllm serve` as entry point; the layers
-    before the Python ones are the base variant's, instruction for instruction (one build cache)."""
+    before the Python ones are the base variant's, instruction for instruction (one build cache). The Python pins
+    are checked before the vendor packages are hashed (gigabytes): a lock without them is refused at once.
+    `lock_name`: the lock's path, as the messages name it."""
     from envkit.lockfile import dump_lock
 
     check_variant(lock, variant)
@@ -520,8 +545,8 @@ def plan_build(
     text = dump_lock(lock)
     digest = lock_digest(text)
     base_ref = choose_base(lock, base)
+    reqs, wheels, indexes, py_source = python or plan_python(lock, artifacts, requirements, lock_name)
     steps = plan_steps(lock, artifacts, hasher)
-    reqs, wheels, indexes, py_source = python or plan_python(lock, artifacts, requirements)
     notes = []
     recorded = [s.file for s in steps if s.sha256_from == "file"]
     if recorded:

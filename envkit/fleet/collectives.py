@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import tempfile
 import time
 from collections.abc import Callable
@@ -384,10 +385,42 @@ def load_thresholds(path: Path | None = None) -> dict[str, Any]:
     return out
 
 
-def compare_profiles(ref: dict[str, Any], cand: dict[str, Any], thresholds: dict[str, Any]) -> dict[str, Any]:
-    """Per (op, size) present in both: cand/ref time ratio; names each one beyond time_ratio_max or incorrect."""
+def rerun_at_world(ref: dict[str, Any], cand: dict[str, Any], ref_name: str = "REF") -> str:
+    """The next step when two profiles' world sizes differ: the command that profiles the candidate again the way it
+    was made (`launch profile` for a multi-host profile, `smoke --collectives` otherwise), with the reference's world
+    size and largest size, then the comparison again."""
+    world = ref.get("world")
+    device = cand.get("device_type") or ref.get("device_type") or "cpu"
+    largest = max(ref.get("sizes") or [r["size"] for r in ref.get("results", []) if isinstance(r, dict) and "size" in r] or [0])
+    size = f" --max-size {human(largest).replace(' ', '')}" if largest else ""
+    nnodes = cand.get("nnodes") or 1
+    if nnodes > 1 and isinstance(world, int) and world % nnodes == 0:
+        make = f"envkit launch profile -i INVENTORY --nproc {world // nnodes} --device {device}{size} -o DIR"
+        where, then = f", on its {nnodes} hosts x {world // nnodes}", "DIR/profile.json"
+    elif nnodes > 1:
+        make = f"envkit launch profile -i INVENTORY --nproc N --device {device}{size} -o DIR"
+        where, then = f", its hosts x N = {world}", "DIR/profile.json"
+    else:
+        make = f"envkit smoke --collectives --device {device} --nproc {world}{size} --out DIR"
+        where, then = "", "DIR"
+    return (
+        f"Profile the candidate again at the reference's world size ({world} processes{where}):\n  {make}\n"
+        f"then compare the two: envkit compare {ref_name} {then}"
+    )
+
+
+def compare_profiles(
+    ref: dict[str, Any], cand: dict[str, Any], thresholds: dict[str, Any], ref_name: str = "REF"
+) -> dict[str, Any]:
+    """Per (op, size) present in both: cand/ref time ratio; names each one beyond time_ratio_max or incorrect.
+    Profiles of different world sizes are bad input, with the command that profiles the candidate at the reference's
+    (`ref_name`: how the hint names the reference)."""
     if ref.get("world") != cand.get("world"):
-        raise BadInput(f"profiles of different world sizes ({ref.get('world')} vs {cand.get('world')}) do not compare")
+        raise BadInput(
+            f"profiles of different world sizes do not compare: the reference ran {ref.get('world')} processes, "
+            f"the candidate {cand.get('world')}",
+            hint=rerun_at_world(ref, cand, ref_name),
+        )
     index = {(r["op"], r["size"]): r for r in ref.get("results", [])}
     rows, slower = [], []
     for c in cand.get("results", []):
@@ -622,7 +655,7 @@ def compare_profile_files(ref: str | Path, cand: str | Path, thresholds: Path | 
     th = load_thresholds(thresholds)
     a, b = load_profile(Path(ref)), load_profile(Path(cand))
     try:
-        cmp = compare_profiles(a, b, th)
+        cmp = compare_profiles(a, b, th, ref_name=shlex.quote(str(ref)))
     except (KeyError, TypeError, ValueError, ZeroDivisionError, AttributeError) as exc:
         raise BadInput(
             f"a profile row is malformed ({type(exc).__name__}: {exc})",

@@ -25,12 +25,15 @@ ProjectName = Annotated[str, Field(pattern=r"^[a-z0-9](?:[a-z0-9-]{0,98}[a-z0-9]
 # a pip name as the lock writes it (torch_npu, torch-npu)
 PipName = Annotated[str, Field(pattern=r"^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,98}[A-Za-z0-9])?$", max_length=100)]
 # a requirement string: name, optional extras, one or more version clauses, optional simple marker; spaces only
-# between them (`\s` would take a newline, and a root is written one per line into the resolver's input)
+# between them (`\s` would take a newline, and a root is written one per line into the resolver's input). Written for
+# JSON Schema validators too (ECMA-262, backtracking): `"` unescaped (ECMA refuses `\"`), and each run of spaces can be
+# matched one way only (`,? *` after ` *` split the spaces two ways per clause: exponential time on a string that
+# fails). The same strings as ` *,? *` and `; *[...]+` (tests/core/test_schemas.py).
 Requirement = Annotated[
     str,
     Field(
-        pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9._,-]+\])? *((==|>=|<=|~=|!=|<|>) *[0-9A-Za-z.*+!_-]+ *,? *)*"
-        r"(; *[A-Za-z0-9_. <>=!'\"-]+)?$",
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9._,-]+\])? *((==|>=|<=|~=|!=|<|>) *[0-9A-Za-z.*+!_-]+ *(, *)?)*"
+        r"""(;[A-Za-z0-9_. <>=!'"-]+)?$""",
         max_length=300,
     ),
 ]

@@ -11,18 +11,26 @@ from envkit.fsutil import atomic_write_text
 HERE = Path(__file__).resolve().parent
 
 
+DIALECT = "https://json-schema.org/draft/2020-12/schema"  # what pydantic writes; named so validators need not guess
+
+
 def all_schemas() -> dict[str, dict[str, Any]]:
+    from pydantic import BaseModel
+
     from envkit.models.lock import Lock
     from envkit.models.matrix import Matrix
     from envkit.models.report import ValidationReport
+    from envkit.models.smoke import SmokeReport
     from envkit.models.stack import Stack
 
-    return {
-        "matrix": Matrix.model_json_schema(),
-        "stack": Stack.model_json_schema(),
-        "lock": Lock.model_json_schema(),
-        "report": ValidationReport.model_json_schema(),
+    models: dict[str, type[BaseModel]] = {
+        "matrix": Matrix,
+        "stack": Stack,
+        "lock": Lock,
+        "report": ValidationReport,
+        "smoke-report": SmokeReport,  # the report.json of `envkit smoke`
     }
+    return {name: {"$schema": DIALECT, **model.model_json_schema()} for name, model in models.items()}
 
 
 def render(schema: dict[str, Any]) -> str:

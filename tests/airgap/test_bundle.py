@@ -334,3 +334,15 @@ def test_rebuild_with_every_input_unchanged_is_up_to_date_and_any_change_rebuild
     assert not changed.get("up_to_date") and changed["archive_sha256"] != first["archive_sha256"]
     # another option (the base of the image context) is another input
     assert not build("--base", "example.org/base@sha256:" + "0" * 64).get("up_to_date")
+
+
+def test_a_lock_without_its_closure_is_refused_naming_the_lock_step_for_that_lock(tmp_path, run_cli):
+    """A lock straight from `envkit resolve` names versions, not wheels: the next step is `envkit lock` on that very
+    lock (its path as given), before anything is downloaded."""
+    lock = tmp_path / "my stack.lock"
+    assert run_cli("-q", "resolve", "-o", str(lock)).code == 0
+    r = run_cli("bundle", "build", "--lock", str(lock), "-o", str(tmp_path / "out" / "bundle.tar"))
+    assert r.code == 2, r.out + r.err
+    assert "the lock has no Python closure" in r.err
+    assert f"  next: Run `envkit lock --lock '{lock}'` first" in r.err
+    assert not (tmp_path / "out").exists()

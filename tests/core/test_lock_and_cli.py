@@ -298,7 +298,8 @@ def test_help_lists_every_command_and_each_command_has_help(run_cli):
 
     r = run_cli("--help")
     assert r.code == 0
-    listed = [line.split()[0] for line in r.out.split("Commands:", 1)[1].splitlines() if line.strip()]
+    block = r.out.split("Commands:", 1)[1].strip("\n").split("\n\n", 1)[0]  # up to the Example: block
+    listed = [line.split()[0] for line in block.splitlines() if line.strip()]
     assert sorted(listed) == sorted(COMMANDS)
     for name in COMMANDS:
         r = run_cli(name, "--help")

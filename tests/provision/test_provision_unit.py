@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -106,6 +107,20 @@ def test_missing_file_and_missing_hash(tmp_path, locks):
     bad.write_text("tampered")
     with pytest.raises(BadInput, match="does not match SHA256SUMS"):
         stage_artifacts(lock, tmp_path / "vendor")
+
+
+def test_a_bundle_archive_is_refused_with_the_step_that_gives_its_folder(tmp_path):
+    """`envkit bundle build -o out/bundle.tar` writes an archive; provision reads a folder: the error says to extract it
+    (the archive holds the folder `bundle/`) or to build a folder."""
+    (tmp_path / "out").mkdir()
+    archive = tmp_path / "out" / "bundle.tar"
+    archive.write_bytes(b"")
+    with pytest.raises(BadInput) as exc:
+        locate_bundle(archive, None, None)
+    err = exc.value
+    assert err.message == f"--bundle {archive} is a file: provision reads the bundle's folder"
+    assert f"`tar -xf {archive}` writes the folder bundle/" in err.hint and "--bundle bundle," in err.hint
+    assert "envkit bundle build --lock LOCK --artifacts DIR -o FOLDER" in err.hint
 
 
 @pytest.mark.parametrize(
@@ -308,6 +323,81 @@ def test_cli_bad_inputs(tmp_path, locks):
     assert "no such inventory" in str(r.exception)
 
 
+def _has_huawei_pci() -> bool:
+    return any(p.read_text().strip().lower() == "0x19e5" for p in Path("/sys/bus/pci/devices").glob("*/vendor"))
+
+
+def test_check_reports_the_preflight_warnings_in_text_and_json(tmp_path):
+    """`envkit provision --check` against this host (local connection, no become, check mode: nothing changes): the
+    preflight's warnings (no Huawei PCI device, another OS release than the lock's) appear under `warnings:` in the
+    text summary and in each host's `warnings` of --json."""
+    import platform
+
+    ansible = Path(sys.executable).parent / "ansible-playbook"
+    if not ansible.exists():
+        pytest.skip("ansible-playbook not installed beside this interpreter")
+    if not Path("/etc/debian_version").is_file() or _has_huawei_pci():
+        pytest.skip("needs a Debian-family host without a Huawei PCI device")
+    lock = resolve_lock(tmp_path / "x.lock", "--cann", "8.3.RC1")
+    if platform.machine() != "x86_64":
+        lock = tmp_path / "x.lock"
+        subprocess.run(
+            [sys.executable, "-m", "envkit", "-q", "resolve", "--arch", platform.machine(), "--cann", "8.3.RC1", "-o", str(lock)],
+            check=True,
+            capture_output=True,
+        )
+    write_vendor(lock, tmp_path / "vendor")
+    common = ["provision", "-i", "localhost,", "--lock", str(lock), "--artifacts", str(tmp_path / "vendor"), "--check"]
+    local = [
+        *("-e", "ansible_connection=local", "-e", f"ansible_python_interpreter={sys.executable}", "-e", "ansible_become=false"),
+        *("-e", "envkit_preflight_require_kernel_headers=false", "-e", "envkit_preflight_min_free_gb=0"),
+        *("-e", "envkit_preflight_manage_user=false", "-e", "envkit_preflight_lock_os=nosuchos1.0"),
+    ]
+    pci = "no Huawei PCI device (vendor 19e5) found"
+    os_warning = re.compile(r"OS .+ is not the lock's nosuchos1\.0 \(same family\)")
+
+    def envkit(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", "envkit", *args],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            cwd=tmp_path,
+            env=playbook_env(PLAYBOOKS),
+        )
+
+    r = envkit(*common, *local, "--out", str(tmp_path / "text"))
+    assert r.returncode == 0, r.stdout + r.stderr
+    block = r.stdout.split("\nwarnings:\n", 1)[1].splitlines()
+    assert f"  localhost: {pci}" in block and any(os_warning.fullmatch(line.removeprefix("  localhost: ")) for line in block)
+
+    r = envkit(*common, *local, "--out", str(tmp_path / "json"), "--json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    (host,) = json.loads(r.stdout)["hosts"]
+    assert host["host"] == "localhost" and pci in host["warnings"], host
+    assert [w for w in host["warnings"] if os_warning.fullmatch(w)], host["warnings"]  # lock's: no stray backslash
+
+
+def test_summary_keeps_each_warning_once_and_no_all_passed():
+    """The preflight check's message: its list of warnings, or ansible's 'All assertions passed' (no warning)."""
+    from envkit.provision import PREFLIGHT_CHECK, format_warnings
+
+    task = f"envkit_preflight : {PREFLIGHT_CHECK}"
+    events = [
+        {"event": "result", "host": "a", "task": task, "status": "ok", "msg": ["no Huawei PCI device (vendor 19e5) found"]},
+        {"event": "result", "host": "a", "task": task, "status": "ok", "msg": ["no Huawei PCI device (vendor 19e5) found"]},
+        {"event": "result", "host": "b", "task": task, "status": "ok", "msg": "All assertions passed"},
+        {"event": "result", "host": "c", "task": "envkit_hdk : HDK | Report plan", "status": "ok", "msg": ["not a warning"]},
+    ]
+    s = summarize_provision(events)
+    assert [s.hosts[h].warnings for h in "abc"] == [["no Huawei PCI device (vendor 19e5) found"], [], []]
+    assert format_warnings(s) == ["warnings:", "  a: no Huawei PCI device (vendor 19e5) found"]
+    assert s.hosts["a"].to_dict()["warnings"] == ["no Huawei PCI device (vendor 19e5) found"]
+    assert format_warnings(summarize_provision(events[2:])) == []
+    tasks = yaml.safe_load((PLAYBOOKS / "roles" / "envkit_preflight" / "tasks" / "main.yml").read_text())
+    assert PREFLIGHT_CHECK in [t["name"] for t in tasks]
+
+
 # --- the probe module and the OS families ------------------------------------------------------------
 PROBE = PLAYBOOKS / "roles" / "envkit_preflight" / "library" / "envkit_probe.py"
 
@@ -461,6 +551,84 @@ def test_vars_file_marks_every_string_that_could_hold_jinja_unsafe(locks, tmp_pa
     assert top["envkit_python_lock_python"].value == lock.stack.python
 
 
+def _yamllint() -> str:
+    here = Path(sys.executable).parent / "yamllint"
+    found = str(here) if here.exists() else shutil.which("yamllint")
+    if not found:
+        pytest.skip("yamllint not installed (it comes with ansible-lint, the test extra)")
+    return found
+
+
+def _lint(text: str, path: Path) -> subprocess.CompletedProcess:
+    """yamllint with the playbooks' own settings (playbooks/.yamllint) on `text` written to `path`."""
+    path.write_text(text)
+    return subprocess.run(
+        [_yamllint(), "-f", "parsable", "-c", str(PLAYBOOKS / ".yamllint"), str(path)], capture_output=True, text=True, timeout=60
+    )
+
+
+TRICKY = {
+    "quotes": "it's \"quoted\" 'twice'",
+    "colons": "key: value: more # not a comment",
+    "unicode": "Grüße, 日本語, نوروز, \u2028 and \U0001f600",
+    "jinja": "{{ lookup('pipe', 'id') }} {% if x %}{# c #}",
+    "long_path": "/opt/" + "very-long-folder-name/" * 12 + "{{ x }}",
+    "long_words": "word " * 50 + "x" * 230,
+    "control": "tab\tnul\x00esc\x1b nl\n",
+    "edge_spaces": " " * 170 + "a" + " " * 3,
+    "versions": "3.10",
+    "truthy": "yes",
+    "octal": "0755",
+}
+
+
+def test_vars_file_passes_the_playbooks_yamllint_and_loads_back_unchanged(locks, tmp_path):
+    """A vars file rendered from a lock, with values holding quotes, colons, unicode, Jinja markup, control characters
+    and lines longer than yamllint allows, passes `yamllint -c playbooks/.yamllint`; it loads back to the same values,
+    every string that could hold Jinja tagged `!unsafe` (the others plain strings, '3.10' no float)."""
+    from envkit.executor.ansible import dump_vars
+
+    write_vendor(locks["old"], tmp_path / "vendor")
+    v = render_vars(
+        read_lock(locks["old"]),
+        lock_path=locks["old"],
+        bundle=locate_bundle(None, tmp_path / "vendor", _wheels(tmp_path / "wheels")),
+    )
+    v["envkit_python_cann_env"] = {**v["envkit_python_cann_env"], **{f"ENVKIT_{k.upper()}": t for k, t in TRICKY.items()}}
+    v["envkit_hdk_driver"] = {**v["envkit_hdk_driver"], "flags": [*v["envkit_hdk_driver"]["flags"], *TRICKY.values()]}
+    v["envkit_cann_set_env"] = TRICKY["long_path"]
+    text = dump_vars(v, f"envkit provision --lock {locks['old']}")
+    r = _lint(text, tmp_path / "vars.yml")
+    assert r.returncode == 0 and not r.stdout, r.stdout + r.stderr
+    assert max(len(line) for line in text.splitlines()) <= 200
+
+    class Loader(yaml.SafeLoader):
+        pass
+
+    Loader.add_constructor("!unsafe", lambda loader, node: ("!unsafe", loader.construct_scalar(node)))
+    back = yaml.load(text, Loader=Loader)  # noqa: S506 - SafeLoader with one more tag
+    assert back["envkit_python_cann_env"]["ENVKIT_JINJA"] == ("!unsafe", TRICKY["jinja"])
+    assert back["envkit_cann_set_env"] == ("!unsafe", TRICKY["long_path"])
+    assert back["envkit_hdk_driver"]["flags"][-len(TRICKY) :] == [("!unsafe", t) if "{" in t else t for t in TRICKY.values()]
+    untagged = {k: w[1] if isinstance(w, tuple) else w for k, w in back["envkit_python_cann_env"].items()}
+    assert untagged == v["envkit_python_cann_env"]
+    assert back["envkit_python_lock_python"] == v["envkit_python_lock_python"] and isinstance(
+        back["envkit_python_lock_python"], str
+    )
+    # the check is live: the same values as PyYAML writes them by default (lists not indented under their key) fail it
+    r = _lint("---\n" + yaml.safe_dump(v, default_flow_style=False, width=4096), tmp_path / "plain.yml")
+    assert r.returncode == 1 and "(indentation)" in r.stdout and "(line-length)" in r.stdout, r.stdout
+
+
+def test_the_command_in_the_vars_header_stays_one_comment_line():
+    """The header names the command, paths included: a newline in a path must not start a variable of its own."""
+    from envkit.executor.ansible import dump_vars
+
+    text = dump_vars({"envkit_a": "x"}, "envkit provision --lock 'a\nenvkit_smoke_enabled: false\r'")
+    assert yaml.safe_load(text) == {"envkit_a": "x"}
+    assert text.splitlines()[0] == "# GENERATED by `envkit provision --lock 'a\\x0aenvkit_smoke_enabled: false\\x0d'`"
+
+
 def test_jinja_in_a_lock_value_is_never_evaluated_by_ansible(tmp_path):
     """The grammar refuses `{{ }}` in every lock string; the vars file holds even without it: a value with a
     pipe lookup reaches a task as text, and the marker the lookup would create never appears."""
@@ -474,7 +642,7 @@ def test_jinja_in_a_lock_value_is_never_evaluated_by_ansible(tmp_path):
             "envkit_hdk_driver": {"version": hostile, "flags": [hostile]},
             "envkit_python_lock_python": "3.10",
             "envkit_cann_set_env": hostile,
-            "envkit_python_cann_env": {"X": hostile},
+            "envkit_python_cann_env": {"X": hostile, "LONG": hostile + "/x" * 150},  # written on several lines
         },
         "test",
     )
@@ -495,7 +663,7 @@ def test_jinja_in_a_lock_value_is_never_evaluated_by_ansible(tmp_path):
                                 "dest": str(tmp_path / "out.txt"),
                                 "mode": "0600",
                                 "content": "{{ envkit_hdk_driver.version }}|{{ envkit_hdk_driver.flags[0] }}|{{ envkit_cann_set_env }}|"
-                                "{{ envkit_python_cann_env.X }}|{{ envkit_python_lock_python == '3.10' }}",
+                                "{{ envkit_python_cann_env.X }}|{{ envkit_python_lock_python == '3.10' }}|{{ envkit_python_cann_env.LONG }}",
                             }
                         },
                     ],
@@ -505,5 +673,5 @@ def test_jinja_in_a_lock_value_is_never_evaluated_by_ansible(tmp_path):
     )
     p = run_local_playbook(ansible, play, "-e", f"@{tmp_path / 'vars.yml'}", env=playbook_env(PLAYBOOKS), timeout=120)
     assert p.returncode == 0, p.stdout + p.stderr
-    assert (tmp_path / "out.txt").read_text() == "|".join([hostile] * 4 + ["True"])
+    assert (tmp_path / "out.txt").read_text() == "|".join([hostile] * 4 + ["True", hostile + "/x" * 150])
     assert not marker.exists()

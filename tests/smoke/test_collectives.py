@@ -115,12 +115,15 @@ def test_smoke_collectives_cpu_4_processes(tmp_path, capsys, smoke_cache):
     assert C.compare_profiles(C.load_profile(out), C.load_profile(out / "report.json"), C.load_thresholds())["ok"]
 
 
-def _profile_file(path: Path, times: dict[tuple[str, int], float], *, wrapped: bool = False) -> Path:
+def _profile_file(
+    path: Path, times: dict[tuple[str, int], float], *, wrapped: bool = False, world: int = 4, **more: object
+) -> Path:
     prof = {
         "format": "envkit-collectives/1",
         "ok": True,
         "backend": "gloo",
-        "world": 4,
+        "world": world,
+        **more,
         "results": [{"op": op, "size": s, "time_us": t, "correct": True} for (op, s), t in times.items()],
     }
     if wrapped:  # a smoke run folder: report.json with a collectives section
@@ -168,3 +171,34 @@ def test_compare_profile_files_refuses_rows_that_would_break_the_table(tmp_path,
     with pytest.raises(BadInput, match=r"a.json: results\[0\] is not a profile row") as exc:
         C.format_comparison(C.compare_profile_files(tmp_path / "a.json", tmp_path / "b.json"))
     assert exc.value.exit_code == 2
+
+
+def test_compare_of_different_world_sizes_says_how_to_profile_the_candidate_again(tmp_path, run_cli):
+    """Exit 2 naming both world sizes, and the next step: the command that profiles the candidate the way it was made
+    (one host: smoke --collectives; several: launch profile) at the reference's world size and largest size."""
+    import shlex
+
+    from tests.core.test_cli_help import _parse
+
+    base = {("all_reduce", 8192): 1000.0, ("all_to_all", 1 << 20): 5000.0}
+    ref = _profile_file(tmp_path / "ref-run", base, wrapped=True, device_type="cpu")
+    two = _profile_file(tmp_path / "two.json", base, world=2, device_type="cpu")
+    r = run_cli("compare", str(ref), str(two))
+    assert r.code == 2, r.out + r.err
+    assert "different world sizes do not compare: the reference ran 4 processes, the candidate 2" in r.err
+    step = "envkit smoke --collectives --device cpu --nproc 4 --max-size 1MiB --out DIR"
+    assert f"  next: Profile the candidate again at the reference's world size (4 processes):\n          {step}\n" in r.err
+    assert f"then compare the two: envkit compare {ref} DIR" in r.err
+    assert _parse(shlex.split(step)[1:]) == ("smoke",)  # the step is a command envkit takes
+
+    fleet = _profile_file(tmp_path / "fleet.json", base, world=16, nnodes=2, device_type="npu")
+    r = run_cli("compare", "--json", str(ref), str(fleet))
+    assert r.code == 2
+    hint = json.loads(r.out)["error"]["hint"]
+    step = "envkit launch profile -i INVENTORY --nproc 2 --device npu --max-size 1MiB -o DIR"
+    assert "(4 processes, on its 2 hosts x 2)" in hint and step in hint and f"envkit compare {ref} DIR/profile.json" in hint
+    assert _parse(shlex.split(step)[1:]) == ("launch", "profile")
+    # hosts that cannot split the reference's world evenly: N left to choose
+    odd = _profile_file(tmp_path / "odd.json", base, world=6, nnodes=3)
+    r = run_cli("compare", str(ref), str(odd))
+    assert r.code == 2 and "its hosts x N = 4" in r.err and "--nproc N --device cpu" in r.err
