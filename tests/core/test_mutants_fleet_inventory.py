@@ -213,6 +213,9 @@ def test_a_vars_line_whose_value_alone_has_an_unclosed_quote_is_bad_input():
     """`'a=b'` splits as one word, but its value `b'` alone does not (was a ValueError: exit 3)."""
     e = refusal("[g:vars]\n'a=b'\n[g]\nn0\n")
     assert (e.message, e.where) == ("cannot split the value of 'a: No closing quotation", at(2))
+    # a long key is cut at 60 characters in the message
+    e = refusal(f"[g:vars]\n'{'k' * 61}=b'\n[g]\nn0\n")
+    assert e.message == f"cannot split the value of '{'k' * 59}: No closing quotation"
 
 
 # --- parse_inventory: caps on both sides ------------------------------------------------------------------------------

@@ -814,23 +814,29 @@ def test_debris_pid():
 
 
 @pytest.fixture
-def live():
+def live_child():
     """A live process of the test's own, SIGHUP at its default: `_alive` must only ask (signal 0), never signal it.
     (A parent's pid would do as a live one, but a mutant sending it a real signal would stop the test run.)"""
     code = "import signal, sys, time; signal.signal(signal.SIGHUP, signal.SIG_DFL); print('ready', flush=True); time.sleep(60)"
     p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     assert p.stdout is not None and p.stdout.readline() == "ready\n"
-    yield p.pid
+    yield p
     p.kill()
     p.wait()
     p.stdout.close()
 
 
-def test_alive(live, monkeypatch):
+@pytest.fixture
+def live(live_child):
+    """The pid of `live_child`."""
+    return live_child.pid
+
+
+def test_alive(live_child, monkeypatch):
     assert fsutil._alive(os.getpid()) is False  # this run: what it left is from an earlier call
-    assert fsutil._alive(live) is True
+    assert fsutil._alive(live_child.pid) is True
     time.sleep(0.2)
-    os.kill(live, 0)  # still there: asked, not signalled
+    assert live_child.poll() is None  # still running: asked, not signalled (a signalled child is a zombie kill(0) still finds)
     assert fsutil._alive(DEAD) is False
     assert fsutil._alive(4_000_000_000) is False  # OverflowError: no such pid
 

@@ -170,3 +170,16 @@ def test_the_opened_file_is_checked_inside_the_root_by_its_descriptor(tmp_path, 
 
     monkeypatch.setattr(os, "readlink", no_proc)  # no /proc: the checks on the resolved name stand
     assert U.read_bytes("a", SMALL, root=tmp_path) == b"x"
+
+
+def test_a_file_over_its_cap_is_refused_naming_it_with_the_kinds_hint(tmp_path):
+    big = tmp_path / "big.conf"
+    big.write_bytes(b"x" * 5)
+    kind = U.Kind("a test file", 4)
+    with pytest.raises(BadInput) as info:
+        U.read_bytes(big, kind)
+    e = info.value
+    assert e.message == f"{big} is too large for a test file (over 4 bytes)"
+    assert e.hint == "A test file is at most 4 bytes: is it the right file?"
+    assert e.where == Where(file=str(big))
+    assert U.read_bytes(big, U.Kind("a test file", 5)) == b"xxxxx"  # at the cap: read

@@ -119,6 +119,9 @@ def test_the_tags_a_target_takes_stop_at_its_glibc_and_keep_the_x86_64_legacy_on
         < arm["cp310-cp310-manylinux2014_aarch64"]
     )
     assert not any("manylinux1" in t or "manylinux2010" in t or "_2_5_" in t or "_2_12_" in t for t in arm)
+    # the pure and interpreter-only tags are the target's Python's, not the running one's (this suite runs on 3.11)
+    assert {"py310-none-any", "cp310-none-any", "py3-none-any"} <= set(arm)
+    assert not {"py311-none-any", "cp311-none-any"} & set(arm)
     x86 = tag_order(make_target("3.11", "x86_64", "2.28"))
     for legacy in ("manylinux_2_12_x86_64", "manylinux2010_x86_64", "manylinux_2_5_x86_64", "manylinux1_x86_64"):
         assert f"cp311-cp311-{legacy}" in x86
