@@ -1010,6 +1010,11 @@ def test_claim_refuses_the_users_files_listing_each(tmp_path):
         "c.txt": "not written by envkit",
         "z/mine.txt": "not written by envkit",
     }
+    w = c.writer()
+    w.bytes("b.txt", b"new")  # the edited file keeps its own reason in the refusal
+    e = refusal(BadInput, w.commit)
+    assert "b.txt (changed since envkit wrote it): --force never replaces a file envkit did not write" in e.message
+    assert (out / "b.txt").read_text() == "edited"
 
 
 def test_claim_a_folder_envkit_did_not_write(tmp_path):
