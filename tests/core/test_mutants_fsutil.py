@@ -1684,3 +1684,21 @@ def test_update_output_writes_bytes_as_they_are(tmp_path):
     out = tmp_path / "out"
     fsutil.update_output(out, KIND, {"a.bin": b"\xff\x00", "b.txt": "é"})
     assert (out / "a.bin").read_bytes() == b"\xff\x00" and (out / "b.txt").read_bytes() == "é".encode()
+
+
+def test_a_listed_file_that_became_an_input_after_the_claim_is_kept(tmp_path):
+    """Between the claim and the commit, a listed file is replaced by a hard link to an input of the command (same
+    bytes, so it looks unchanged): the commit still finds it an input by its inode and keeps it, unlisted."""
+    out = tmp_path / "out"
+    owned(out, {"a.txt": b"a", "b.txt": b"b"})
+    given = tmp_path / "given.txt"
+    given.write_bytes(b"b")
+    c = fsutil.claim_output(out, KIND, inputs=[given])
+    assert c.inputs_inside == []  # not yet an input at the claim
+    w = c.writer()
+    w.bytes("a.txt", b"a2")
+    (out / "b.txt").unlink()
+    os.link(given, out / "b.txt")
+    w.commit()
+    assert (out / "b.txt").read_bytes() == b"b" and os.path.samefile(out / "b.txt", given)
+    assert [e["path"] for e in json.loads((out / M).read_bytes())["files"]] == ["a.txt"]
