@@ -1702,3 +1702,14 @@ def test_a_listed_file_that_became_an_input_after_the_claim_is_kept(tmp_path):
     w.commit()
     assert (out / "b.txt").read_bytes() == b"b" and os.path.samefile(out / "b.txt", given)
     assert [e["path"] for e in json.loads((out / M).read_bytes())["files"]] == ["a.txt"]
+
+
+def test_a_legacy_name_linked_to_a_file_is_no_legacy_file(tmp_path):
+    """A link named like a legacy file is the user's, also when it leads to a regular file (never followed)."""
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / M).write_text("launch-set\n")
+    (tmp_path / "elsewhere.json").write_text("{}")
+    (out / "launch.json").symlink_to(tmp_path / "elsewhere.json")
+    c = fsutil.claim_output(out, KIND, force=True)
+    assert c.ours == {} and c.theirs == {"launch.json": "not written by envkit"}
