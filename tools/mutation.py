@@ -193,10 +193,12 @@ def _run_mutmut(args: list[str]) -> None:
         return plain(src, dst, *args, **kwargs)
 
     shutil.copytree = copytree
-    if args[:1] == ["run"]:  # an incremental run copies tests/ again: links already there would make it fail
-        shutil.rmtree(ROOT / "mutants" / "tests", ignore_errors=True)
     from mutmut import configuration
     from mutmut.__main__ import cli
+
+    if args[:1] == ["run"]:  # an incremental run copies tests/ and also_copy again: links already there would fail it
+        for folder in ["tests", *configuration.config().also_copy]:
+            shutil.rmtree(ROOT / "mutants" / str(folder).rstrip("/"), ignore_errors=True)
 
     tests = os.environ.get("ENVKIT_MUTATION_TESTS")
     if tests:  # this run's test files, in place of [tool.mutmut]'s whole list

@@ -1010,11 +1010,6 @@ def test_claim_refuses_the_users_files_listing_each(tmp_path):
         "c.txt": "not written by envkit",
         "z/mine.txt": "not written by envkit",
     }
-    w = c.writer()
-    w.bytes("b.txt", b"new")  # the edited file keeps its own reason in the refusal
-    e = refusal(BadInput, w.commit)
-    assert "b.txt (changed since envkit wrote it): --force never replaces a file envkit did not write" in e.message
-    assert (out / "b.txt").read_text() == "edited"
 
 
 def test_claim_a_folder_envkit_did_not_write(tmp_path):
@@ -1713,3 +1708,16 @@ def test_a_legacy_name_linked_to_a_file_is_no_legacy_file(tmp_path):
     (out / "launch.json").symlink_to(tmp_path / "elsewhere.json")
     c = fsutil.claim_output(out, KIND, force=True)
     assert c.ours == {} and c.theirs == {"launch.json": "not written by envkit"}
+
+
+def test_a_forced_writer_keeps_each_files_own_reason(tmp_path):
+    """A file envkit listed and the user edited: --force claims the folder, and writing that file is refused with its
+    own reason (changed since envkit wrote it), not the generic one."""
+    out = tmp_path / "out"
+    owned(out, {"a.txt": b"a", "b.txt": b"b"})
+    (out / "b.txt").write_text("edited")
+    w = fsutil.claim_output(out, KIND, force=True).writer()
+    w.bytes("b.txt", b"new")
+    e = refusal(BadInput, w.commit)
+    assert "b.txt (changed since envkit wrote it): --force never replaces a file envkit did not write" in e.message
+    assert (out / "b.txt").read_text() == "edited"
