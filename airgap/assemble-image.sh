@@ -4,6 +4,7 @@
 # folder is on the same file system, else copies) and each checked against its sha256.
 # Usage: sh image/assemble.sh [CONTEXT_DIR]   (default ./envkit-image-context), then build with
 #   docker build -t TAG CONTEXT_DIR      or      podman build -t TAG CONTEXT_DIR
+# (the Dockerfile's FROM --platform names the lock's platform; a builder of another arch emulates it: qemu-user-static)
 set -eu
 HERE=$(cd "$(dirname "$0")/.." && pwd -P)
 CTX=${1:-$PWD/envkit-image-context}

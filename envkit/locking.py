@@ -166,7 +166,12 @@ def build_platform(lm: LoadedMatrix, stack: dict[str, str]) -> Platform:
     base = None
     if row is not None:
         base = BaseImage.model_construct(
-            image=row.image, digest=row.digest, python=row.python, source=row.source_text, note=row.note
+            image=row.image,
+            digest=row.digest,
+            platform_digest=row.platforms.get(stack["arch"]),  # type: ignore[call-overload]
+            python=row.python,
+            source=row.source_text,
+            note=row.note,
         )
     return Platform.model_construct(
         os_family=osrow.family,

@@ -293,12 +293,13 @@ def build_image(plan: BundlePlan, cache_base: Path, on_progress: Progress | None
         return dest
     dest.parent.mkdir(parents=True, exist_ok=True)
     engine = Engine()
-    info = engine.version()
-    say(f"engine {info['version']} (API {info['api']}) at {info['url']}")
+    engine.announce(plan.image.platform, say)
     with tempfile.TemporaryDirectory(prefix=".ctx-", dir=dest.parent) as tmp:  # same file system: hard links
         ctx = plan.assemble_image_context(Path(tmp) / "context")
-        say(f"building {plan.image.tag} from the bundle's context")
-        engine.build(ctx, plan.image.tag, on_line=lambda line: say("  " + line) if line.strip() else None)
+        say(f"building {plan.image.tag} for {plan.image.platform} from the bundle's context")
+        engine.build(
+            ctx, plan.image.tag, on_line=lambda line: say("  " + line) if line.strip() else None, platform=plan.image.platform
+        )
     say(f"saving {plan.image.tag} -> {dest}")
     engine.save(plan.image.tag, dest)
     return dest

@@ -46,6 +46,7 @@ class ImageContext:
     image/context.sha256 and linked into place by image/assemble.sh (never stored twice)."""
 
     tag: str
+    platform: str  # the lock's OCI platform (linux/arm64): the build is for it, whatever the builder's own
     key: str  # sha256 over every file of the context (path and sha256): equal keys, equal contexts
     links: tuple[tuple[str, str, str], ...]  # (sha256, path in the context, path in the bundle)
 
@@ -190,7 +191,11 @@ def _image_entries(
     )
     entries.append(_blob(f"{IMAGE_DIR}/assemble.sh", (data_dir("airgap") / "assemble-image.sh").read_bytes(), 0o755))
     key = hashlib.sha256(json.dumps(sorted([[e.path, e.sha256] for e in entries] + [list(x) for x in links])).encode())
-    return entries, ImageContext(tag=image_tag(lock, variant), key=key.hexdigest(), links=tuple(links)), lacks
+    return (
+        entries,
+        ImageContext(tag=image_tag(lock, variant), platform=plan.platform, key=key.hexdigest(), links=tuple(links)),
+        lacks,
+    )
 
 
 def _tree_entries(src: Path, prefix: str) -> list[Entry]:

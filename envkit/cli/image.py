@@ -163,16 +163,24 @@ def register(app: typer.Typer) -> None:
             )
         tag = tag or default_tag(plan.lock, plan.variant)
         engine = Engine()
-        info = engine.version()
-        console.progress(f"engine {info['version']} (API {info['api']}) at {info['url']}")
+        emulated = engine.announce(plan.platform, console.progress)
         with tempfile.TemporaryDirectory(prefix="envkit-image-") as tmp:
             ctx = context or Path(tmp)
             write_context(plan, ctx, force=force, inputs=(lock, artifacts, requirements))
-            console.progress(f"building {tag} from {ctx}")
+            console.progress(f"building {tag} for {plan.platform} from {ctx}")
             t0 = time.monotonic()
-            result = engine.build(ctx, tag, on_line=lambda line: console.progress("  " + line) if line.strip() else None)
+            result = engine.build(
+                ctx, tag, on_line=lambda line: console.progress("  " + line) if line.strip() else None, platform=plan.platform
+            )
             took = time.monotonic() - t0
-        summary = {"tag": tag, "image_id": result.image_id, "seconds": round(took, 1), "lock_digest": plan.lock_digest}
+        summary = {
+            "tag": tag,
+            "image_id": result.image_id,
+            "platform": plan.platform,
+            "emulated": emulated,
+            "seconds": round(took, 1),
+            "lock_digest": plan.lock_digest,
+        }
         if json_out:
             console.emit_json(summary)
         else:

@@ -57,7 +57,29 @@ class Engine:
     def version(self) -> dict[str, Any]:
         v = self.client.version()
         components = {c.get("Name"): c.get("Version") for c in v.get("Components", [])}
-        return {"version": v.get("Version"), "api": v.get("ApiVersion"), "components": components, "url": self.base_url}
+        return {
+            "version": v.get("Version"),
+            "api": v.get("ApiVersion"),
+            "components": components,
+            "url": self.base_url,
+            "platform": _platform(v),
+        }
+
+    def announce(self, want: str, say: Callable[[str], None]) -> bool:
+        """Say which engine builds, and whether it emulates `want` (another platform than its own); True if so."""
+        info = self.version()
+        say(f"engine {info['version']} (API {info['api']}) on {info['platform'] or 'an unreported platform'} at {info['url']}")
+        note = emulation_note(want, info["platform"])
+        if note:
+            say(note)
+        return note is not None
+
+    def platform(self) -> str | None:
+        """The engine's own platform (`linux/amd64`), as its version endpoint reports it; None: not reported."""
+        try:
+            return _platform(self.client.version())
+        except Exception:  # noqa: BLE001 - only a hint depends on it
+            return None
 
     # --- build -------------------------------------------------------------------------------
     def build(
@@ -69,19 +91,29 @@ class Engine:
         buildargs: dict[str, str] | None = None,
         pull: bool = False,
         nocache: bool = False,
+        platform: str | None = None,
     ) -> BuildResult:
-        """Build `context` (holding a Dockerfile), streaming each output line to `on_line`."""
+        """Build `context` (holding a Dockerfile) for `platform` (`linux/arm64`; None: the engine's own), streaming
+        each output line to `on_line`."""
         log: list[str] = []
         image_id = None
         stream = self.client.api.build(
-            path=str(context), tag=tag, rm=True, forcerm=True, pull=pull, nocache=nocache, decode=True, buildargs=buildargs or {}
+            path=str(context),
+            tag=tag,
+            rm=True,
+            forcerm=True,
+            pull=pull,
+            nocache=nocache,
+            decode=True,
+            buildargs=buildargs or {},
+            platform=platform,
         )
         for chunk in _chunks(stream):
             if "error" in chunk or "errorDetail" in chunk:
                 msg = chunk.get("error") or chunk.get("errorDetail", {}).get("message", "")
                 raise CheckFailed(
                     f"the image build failed: {msg.strip()}",
-                    hint="The build log above shows the failing step.",
+                    hint=_build_hint(msg, log, platform, self.platform()),
                     details={"log_tail": log[-30:]},
                 )
             text = chunk.get("stream")
@@ -155,6 +187,32 @@ class Engine:
             self.client.images.remove(ref, force=True)
         except Exception:  # noqa: BLE001 - absent is fine
             pass
+
+
+def _platform(version: dict[str, Any]) -> str | None:
+    os_name, arch = version.get("Os"), version.get("Arch")
+    return f"{os_name}/{arch}" if isinstance(os_name, str) and isinstance(arch, str) and os_name and arch else None
+
+
+def emulation_note(want: str, engine: str | None) -> str | None:
+    """What the user should know when the engine builds for another platform than its own (None: the same)."""
+    if engine is None or engine == want:
+        return None
+    return (
+        f"building for {want} on a {engine} engine: every RUN step runs under user-mode emulation "
+        "(qemu-user-static registered with binfmt_misc), several times slower than a native build"
+    )
+
+
+def _build_hint(msg: str, log: list[str], want: str | None, engine: str | None) -> str:
+    text = "\n".join([msg, *log[-30:]]).lower()
+    if want and engine and want != engine and "exec format error" in text:
+        return (
+            f"The image is for {want} and the engine runs on {engine}, and no emulator ran the {want} binaries. "
+            "Register user-mode emulation on the engine's host (Debian/Ubuntu: apt-get install qemu-user-static; "
+            "check /proc/sys/fs/binfmt_misc/qemu-aarch64), or build on a host of that platform."
+        )
+    return "The build log above shows the failing step."
 
 
 def _chunks(stream: Iterator[Any]) -> Iterator[dict[str, Any]]:

@@ -29,6 +29,14 @@ HEAVY = ("torch", "torch-npu")
 # `pip install vllm==X`, then `pip install vllm-ascend==X`; triton-ascend from the Ascend index).
 SERVING = ("vllm", "vllm-ascend", "triton-ascend")
 VARIANTS = ("base", "serving")
+# The OCI platform of each arch a lock pins: FROM --platform and the engine's build get it, so that an x86_64
+# builder makes the aarch64 lock's image for aarch64 (under user-mode emulation) and never an amd64 one.
+OCI_PLATFORMS = {"aarch64": "linux/arm64", "x86_64": "linux/amd64"}
+
+
+def oci_platform(arch: str) -> str:
+    """The OCI platform (`linux/arm64`) of a lock's arch (`aarch64`)."""
+    return OCI_PLATFORMS[arch]
 
 
 @dataclass(frozen=True)
@@ -79,6 +87,11 @@ class BuildPlan:
     @property
     def serving(self) -> bool:
         return self.variant == "serving"
+
+    @property
+    def platform(self) -> str:
+        """The OCI platform of the lock's arch: FROM --platform and the engine's build take it."""
+        return oci_platform(self.lock.stack.arch)
 
     @property
     def layer_names(self) -> tuple[str, ...]:
@@ -157,9 +170,8 @@ def choose_base(lock: Lock, base: str | None) -> BaseRef:
                 f"{lock.stack.python} (the build checks it)."
             ),
         )
-    return BaseRef(
-        ref=f"{row.image}@{row.digest}", os=os_id, family=family, python=row.python, from_matrix=True, source=row.source
-    )
+    digest = row.platform_digest or row.digest  # the arch's own manifest where the lock has it, else the index
+    return BaseRef(ref=f"{row.image}@{digest}", os=os_id, family=family, python=row.python, from_matrix=True, source=row.source)
 
 
 # --- vendor packages ------------------------------------------------------------------------------

@@ -236,10 +236,18 @@ class BaseImage(StrictModel):
     """The base image of the lock's OS, as the matrix pins it (null digest: none published)."""
 
     image: str = Field(pattern=r"^[a-z0-9][a-z0-9._/:-]{0,254}$", description="repository:tag")
-    digest: str | None = Field(None, pattern=r"^sha256:[0-9a-f]{64}$")
+    digest: str | None = Field(None, pattern=r"^sha256:[0-9a-f]{64}$", description="the multi-arch index digest")
+    platform_digest: str | None = Field(
+        None,
+        pattern=r"^sha256:[0-9a-f]{64}$",
+        description="the manifest digest of the lock's arch in that index (FROM pins it); null: not published, FROM "
+        "pins the index and --platform picks the arch",
+    )
     python: PythonMinor | None = Field(None, description="minor version of the image's own python3; null: not captured")
     source: Text
     note: Text | None = None
+
+    dump_drop_none: ClassVar[frozenset[str]] = frozenset({"platform_digest"})
 
 
 Confidence = Literal["stated", "derived", "inferred"]

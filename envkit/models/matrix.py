@@ -2,7 +2,7 @@
 
 import re
 from collections.abc import Callable
-from typing import Literal, TypeVar
+from typing import Annotated, Literal, TypeVar
 
 from pydantic import Field, field_validator
 
@@ -223,6 +223,11 @@ class BaseImage(Sourced):
     os: str
     image: str = Field(description="repository:tag, e.g. docker.io/library/ubuntu:22.04")
     digest: str | None = Field(pattern=r"^sha256:[0-9a-f]{64}$", description="index digest from a public source; null: not found")
+    platforms: dict[Literal["aarch64", "x86_64"], Annotated[str, Field(pattern=r"^sha256:[0-9a-f]{64}$")]] = Field(
+        {},
+        description="the manifest digest of each arch's image in that index (linux/arm64, linux/amd64), from the same "
+        "source: the image a build for that arch gets",
+    )
     python: str | None = Field(None, description="minor version of the OS's own python3; null: not captured")
 
 

@@ -6,6 +6,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+import yaml
 
 from envkit.errors import BadInput, CheckFailed
 from envkit.export.image import parse_requirements, plan_build, sha256_file
@@ -154,18 +155,39 @@ def test_requirements_checked_against_lock(golden_inputs, tmp_path: Path) -> Non
         parse_requirements(unhashed.read_text(), "unhashed.txt")
 
 
+UBUNTU = "docker.io/library/ubuntu:22.04"
+UBUNTU_INDEX = "sha256:3b06811b2afd352be909dd088a004166d665dc76d38b13eada33522a9d915c6f"
+UBUNTU_ARM64 = "sha256:a8cdd2158a73d7e5c02aa351fe269f48f57cf710a241db86e9ede371fc150149"  # repo-info: linux; arm64 v8
+UBUNTU_AMD64 = "sha256:0199853f6d6b20b0424f3c5694a72a62764f01e6a771b1eb48a4197848986c7e"  # repo-info: linux; amd64
+
+
+def _from_line(plan) -> str:
+    return next(line for line in dockerfile(plan).splitlines() if line.startswith("FROM ") and line.endswith(" AS os"))
+
+
 def test_base_images(golden_inputs, tmp_path: Path) -> None:
+    """The image is for the lock's arch: FROM --platform of it, the base pinned to that arch's manifest in the index."""
     lock, arts, reqs = golden_inputs["910b-aarch64-cann8.0.0"]
     plan = _plan(lock, arts, reqs)
-    assert plan.base.ref == (
-        "docker.io/library/ubuntu:22.04@sha256:3b06811b2afd352be909dd088a004166d665dc76d38b13eada33522a9d915c6f"
-    )
+    assert read_lock(lock).platform.base_image.digest == UBUNTU_INDEX
+    assert plan.platform == "linux/arm64" and plan.base.ref == f"{UBUNTU}@{UBUNTU_ARM64}"
+    assert _from_line(plan) == f"FROM --platform=linux/arm64 {UBUNTU}@{UBUNTU_ARM64} AS os"
+    lock, arts, reqs = golden_inputs["910b-x86_64-cpu-torch"]
+    plan = _plan(lock, arts, reqs)
+    assert _from_line(plan) == f"FROM --platform=linux/amd64 {UBUNTU}@{UBUNTU_AMD64} AS os"
+    # a lock whose base names no arch manifest (an OS row without `platforms`): the index, and --platform picks
+    data = yaml.safe_load(lock.read_text())
+    del data["platform"]["base_image"]["platform_digest"]
+    older = tmp_path / "no-platform-digest.lock"
+    older.write_text(yaml.safe_dump(data, sort_keys=False))
+    plan = _plan(older, arts, reqs)
+    assert _from_line(plan) == f"FROM --platform=linux/amd64 {UBUNTU}@{UBUNTU_INDEX} AS os"
     eu = resolve_lock(["--chip", "910b", "--cann", "8.0.0", "--os", "openeuler24.03", "--python", "3.11"], tmp_path / "eu.lock")
     with pytest.raises(BadInput, match="no pinned digest"):
         _plan(eu, fixture_installers(eu, tmp_path / "eua"), fake_requirements(eu, tmp_path / "eur.txt"))
     plan = _plan(eu, tmp_path / "eua", tmp_path / "eur.txt", base="localhost/openeuler-test:24.03")
     text = dockerfile(plan)
-    assert "FROM localhost/openeuler-test:24.03 AS os" in text and "dnf install" in text
+    assert "FROM --platform=linux/arm64 localhost/openeuler-test:24.03 AS os" in text and "dnf install" in text
 
 
 def test_offline_wheelhouse(golden_inputs, tmp_path: Path) -> None:

@@ -2,7 +2,8 @@
 # Podman for the image integration tests (docs: /work/shared/reference/infra-feasibility.md §1).
 # Idempotent: installs podman/buildah/runc, writes a containers.conf (runc, capped ulimits),
 # debootstraps a minbase Debian base once (cached in the work dir) and imports it as
-# localhost/envkit-base:bookworm, then serves Podman's Docker-compatible API on a unix socket.
+# localhost/envkit-base:bookworm (and an arm64 one, localhost/envkit-base:bookworm-arm64, for the emulated build),
+# then serves Podman's Docker-compatible API on a unix socket.
 # Prints `export ...` lines for the tests: eval "$(tests/integration/setup/podman.sh)".
 # Env: ENVKIT_PODMAN_WORK (default /var/tmp/envkit-podman), DEBIAN_MIRROR (default deb.debian.org).
 set -euo pipefail
@@ -43,6 +44,37 @@ if ! podman image exists "$BASE"; then
     rm -rf "$W/rootfs-base"
   fi
   podman import "$W/rootfs-base.tar" "$BASE" >&2
+fi
+
+# The aarch64 base for the emulated build (tests/image/test_podman_emulated.py): Debian's arm64 packages unpacked
+# with mmdebstrap, whose maintainer scripts run under qemu-user-static (registered with binfmt_misc here when the
+# host's systemd did not), imported as an arm64 image. Skipped (and that test with it) with ENVKIT_NO_EMULATION=1.
+BASE_ARM64=localhost/envkit-base:bookworm-arm64
+if [ -z "${ENVKIT_NO_EMULATION:-}" ]; then
+  if ! command -v mmdebstrap >/dev/null || [ ! -x /usr/libexec/qemu-binfmt/aarch64-binfmt-P ]; then
+    log "installing qemu-user-static mmdebstrap"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends qemu-user-static mmdebstrap >&2
+  fi
+  B=/proc/sys/fs/binfmt_misc
+  [ -e "$B/register" ] || mount -t binfmt_misc binfmt_misc "$B" >&2
+  if [ ! -e "$B/qemu-aarch64" ]; then
+    log "registering qemu-aarch64 with binfmt_misc"
+    cat /usr/lib/binfmt.d/qemu-aarch64.conf > "$B/register"
+  fi
+  if ! podman image exists "$BASE_ARM64"; then
+    if [ ! -f "$W/rootfs-base-arm64.tar" ]; then
+      log "mmdebstrap minbase bookworm arm64 (a few minutes: emulated)"
+      rm -rf "$W/rootfs-base-arm64"
+      mmdebstrap --variant=minbase --arch=arm64 --include=python3,python3-venv,ca-certificates \
+        bookworm "$W/rootfs-base-arm64" "$MIRROR" >&2
+      rm -rf "$W/rootfs-base-arm64/var/cache/apt/archives/"*.deb "$W/rootfs-base-arm64/var/lib/apt/lists/"*
+      tar -C "$W/rootfs-base-arm64" -cf "$W/rootfs-base-arm64.tar.tmp" . && mv "$W/rootfs-base-arm64.tar.tmp" "$W/rootfs-base-arm64.tar"
+      rm -rf "$W/rootfs-base-arm64"
+    fi
+    podman import --arch arm64 "$W/rootfs-base-arm64.tar" "$BASE_ARM64" >&2
+  fi
+  echo "export ENVKIT_TEST_BASE_ARM64=$BASE_ARM64"
 fi
 
 SOCK="$W/podman.sock"
