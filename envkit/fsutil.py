@@ -22,6 +22,7 @@ from envkit.errors import BadInput, CannotRun, Where
 OUTPUT_MARKER = ".envkit-output"  # the manifest of every folder output envkit writes (but bundles: their manifest.json)
 BUNDLE, IMAGE_CONTEXT, LAUNCH_SET = "bundle", "image-context", "launch-set"  # the kinds of outputs
 LAUNCH_PROFILE, PROVISION, SMOKE, PYPI_SNAPSHOT = "launch-profile", "provision", "smoke-run", "pypi-snapshot"
+K8S_BASE = "kubernetes-base"  # a kind is [a-z-] only
 KINDS = {
     BUNDLE: "bundle",
     IMAGE_CONTEXT: "image build context",
@@ -30,6 +31,7 @@ KINDS = {
     PROVISION: "provision work folder",
     SMOKE: "smoke run",
     PYPI_SNAPSHOT: "PyPI snapshot",
+    K8S_BASE: "Kubernetes base",
 }
 
 

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 HELP = "Resolve, build, bundle, provision and prove Ascend NPU PyTorch stacks."
 
 # Each module registers its commands on the app through `register(app)`, in this order.
-COMMAND_MODULES = ["stack", "matrix", "smoke", "doctor", "bundle", "image", "provision", "launch"]
+COMMAND_MODULES = ["stack", "matrix", "smoke", "doctor", "bundle", "image", "provision", "launch", "k8s"]
 # Top-level command -> the module that registers it. A name not listed here builds the whole tree.
 COMMANDS: dict[str, str] = {
     "resolve": "stack",
@@ -36,6 +36,7 @@ COMMANDS: dict[str, str] = {
     "image": "image",
     "provision": "provision",
     "launch": "launch",
+    "k8s": "k8s",
 }
 # Root options that take no value and may come before the command.
 _ROOT_FLAGS = frozenset({"--debug", "--quiet", "-q", "--accept-edited-lock"})

@@ -13,7 +13,7 @@ from envkit.models.lock import Lock
 @dataclass(frozen=True)
 class ContainerFacts:
     """What a container of the lock's stack needs, from the lock alone: the one model every rendered runtime reads
-    (`image run-args` flags and compose, the image's environment, and the coming Kubernetes manifests)."""
+    (`image run-args` flags and compose, the image's environment, and the Kubernetes manifests of `envkit k8s render`)."""
 
     chip: str
     image_tag: str

@@ -61,7 +61,9 @@ def train_script(value: str, where: Where) -> str:
     return value
 
 
-def torchrun_argv(nnodes: int, nproc: int, node_rank: int, master: str, port: int, script: str) -> list[str]:
+def torchrun_argv(nnodes: int, nproc: int, node_rank: int | str, master: str, port: int | str, script: str) -> list[str]:
+    """torchrun's command line; a Kubernetes pod passes `$(RANK)`, `$(MASTER_ADDR)`, `$(MASTER_PORT)` (expanded by the
+    kubelet from the pod's environment) where a host's launch set has numbers."""
     return [
         "torchrun",
         f"--nnodes={nnodes}",

@@ -49,10 +49,13 @@ JOBS = (
     "envkit.launch",
     "envkit.smoke",
     "envkit.fleet",
+    "envkit.k8s",
+    "envkit.export.k8s",
+    "envkit.export.k8s_check",
 )
 # The job areas: each its own room. `image` is the one job without a module of its own (its CLI calls the export
 # layer and the Docker executor); a new job gets a line here.
-JOB_AREAS = ("envkit.airgap", "envkit.provision", "envkit.launch", "envkit.smoke", "envkit.doctor")
+JOB_AREAS = ("envkit.airgap", "envkit.provision", "envkit.launch", "envkit.smoke", "envkit.doctor", "envkit.k8s")
 
 
 def _module_name(path: Path) -> str:

@@ -1,0 +1,132 @@
+"""`envkit k8s render`: a kustomize base (smoke per node, training, serving) from the lock."""
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from envkit import console
+from envkit.cli.examples import example
+
+
+def render(
+    lock: Annotated[Path, typer.Option("--lock", help="The lock: chip, image environment, device-plugin resource.")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Folder of the kustomize base (nothing is written elsewhere).")],
+    image: Annotated[
+        Optional[str],
+        typer.Option(
+            "--image", help="The image built from the lock, as the cluster pulls it: REGISTRY/NAME@sha256:DIGEST or :TAG."
+        ),
+    ] = None,
+    node: Annotated[
+        list[str], typer.Option("--node", help="A node to run on (repeat for each); renders its smoke Job and pins the pods.")
+    ] = [],  # noqa: B006
+    node_count: Annotated[
+        Optional[int], typer.Option("--node-count", help="Nodes of the training or serving job, when no --node is named.")
+    ] = None,
+    namespace: Annotated[str, typer.Option("--namespace", "-n", help="The namespace of every document.")] = "default",
+    engine: Annotated[
+        str, typer.Option("--engine", help="Training job: ascendjob (MindCluster, default), volcano or pytorchjob (Kubeflow v1).")
+    ] = "ascendjob",
+    scheduler: Annotated[
+        str,
+        typer.Option("--scheduler", help="volcano (MindCluster; ASCEND_VISIBLE_DEVICES from the pod annotation) or default."),
+    ] = "volcano",
+    resource: Annotated[
+        Optional[str],
+        typer.Option(
+            "--resource", help="Extended resource of another device plugin (default: the lock's, e.g. huawei.com/Ascend910)."
+        ),
+    ] = None,
+    serving: Annotated[
+        Optional[bool], typer.Option("--serving/--no-serving", help="Serve with vLLM Ascend (default: for a serving lock).")
+    ] = None,
+    npus_per_node: Annotated[
+        Optional[int], typer.Option("--npus-per-node", help="NPUs each pod takes (default: every NPU of the chip's node).")
+    ] = None,
+    name: Annotated[Optional[str], typer.Option("--name", help="Name of the job or server (default: envkit-<chip>).")] = None,
+    script: Annotated[str, typer.Option("--script", help="The training script each pod launches.")] = "train.py",
+    launcher: Annotated[str, typer.Option("--launcher", help="torchrun or accelerate.")] = "torchrun",
+    model: Annotated[str, typer.Option("--model", help="Serving: the model vllm serve loads (a path in the pod or an id).")] = (
+        "/models/model"
+    ),
+    accelerator_type: Annotated[
+        Optional[str], typer.Option("--accelerator-type", help="The accelerator-type node label (default: the chip's, if one).")
+    ] = None,
+    super_pod: Annotated[
+        Optional[bool], typer.Option("--super-pod/--no-super-pod", help="A3 SuperPoD sp-block annotation (default: on for a3).")
+    ] = None,
+    queue: Annotated[str, typer.Option("--queue", help="The Volcano queue.")] = "default",
+    hccl: Annotated[
+        list[str], typer.Option("--hccl", help="An HCCL variable for every pod, NAME=VALUE (checked by the launch rules).")
+    ] = [],  # noqa: B006
+    kube_version: Annotated[str, typer.Option("--kube-version", help="Kubernetes version of the schemas checked against.")] = (
+        "1.30"
+    ),
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force", help="Write into a folder holding files envkit did not write (kept: never replaced nor deleted)."
+        ),
+    ] = False,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the result as one JSON document.")] = False,
+) -> None:
+    """Write a kustomize base: a smoke Job per node, an AscendJob / Volcano Job / PyTorchJob or a vLLM Ascend server.
+
+    Every document is checked before anything is written (Kubernetes schemas, the CRDs, envkit's rules).
+    Exit 0 when written, 1 when a rendered document breaks a check, 2 on bad input (with what to do next).
+    """
+    from envkit.errors import BadInput
+    from envkit.export.k8s import K8sOptions
+    from envkit.k8s.render import format_result, render_k8s
+
+    pairs = []
+    for item in hccl:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise BadInput(f"--hccl {item[:60]!r} is not NAME=VALUE", hint="e.g. --hccl HCCL_CONNECT_TIMEOUT=600")
+        pairs.append((key, value))
+    opts = K8sOptions(
+        image=image,
+        nodes=tuple(node),
+        node_count=node_count,
+        namespace=namespace,
+        engine=engine,
+        scheduler=scheduler,
+        resource=resource,
+        serving=serving,
+        npus_per_node=npus_per_node,
+        name=name,
+        script=script,
+        launcher=launcher,
+        model=model,
+        accelerator_type=accelerator_type,
+        super_pod=super_pod,
+        queue=queue,
+        hccl=tuple(pairs),
+        kube_version=kube_version,
+    )
+    result = render_k8s(lock, out, opts, force=force)
+    if json_out:
+        console.emit_json(result.to_dict())
+    else:
+        for line in format_result(result):
+            console.out.print(line, markup=False)
+
+
+EXAMPLE = "envkit k8s render --lock envkit.lock --image registry.local/envkit/910b:v1 --node node-a --node node-b -o k8s/"
+
+
+def register(app: typer.Typer) -> None:
+    group = typer.Typer(
+        help="Kubernetes manifests from the lock: smoke per node, training (AscendJob, Volcano, PyTorchJob), serving.",
+        no_args_is_help=True,
+        epilog=example(EXAMPLE),
+    )
+    group.command(
+        "render",
+        epilog=example(
+            EXAMPLE, "envkit k8s render --lock serve.lock --image registry.local/envkit/a3:serve --node-count 2 -o k8s-serve/"
+        ),
+    )(render)
+    app.add_typer(group, name="k8s")

@@ -1,0 +1,30 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.launch.conftest import resolve_lock
+
+DIGEST = "sha256:" + "0123456789abcdef" * 4
+IMAGE = f"registry.local/envkit/npu@{DIGEST}"
+
+
+def resolve(chip: str, out: Path, *extra: str) -> Path:
+    from envkit.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["-q", "resolve", "--chip", chip, "--arch", "aarch64", *extra, "-o", str(out)])
+    assert exc.value.code in (0, None), f"resolve --chip {chip} {extra} failed"
+    return out
+
+
+@pytest.fixture(scope="session")
+def k8s_locks(tmp_path_factory) -> dict[str, Path]:
+    """A training and a serving lock per chip: {"910b": ..., "910b-serve": ...}."""
+    base = tmp_path_factory.mktemp("k8s-locks")
+    out: dict[str, Path] = {}
+    for chip in ("910b", "a3", "310p", "950"):
+        out[chip] = resolve_lock(chip, base / f"{chip}.lock")
+        out[f"{chip}-serve"] = resolve(chip, base / f"{chip}-serve.lock", "--workload", "serving")
+    return out
