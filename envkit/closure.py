@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from envkit.errors import BadInput, CannotRun, Where
+from envkit.lockgate import SCHEMA_ONLY, LockCheck
 from envkit.models.lock import ClosurePackage, ClosureTarget, Lock, PythonClosure
 from envkit.wheels import normalize, tag_order, wheel_rank
 
@@ -765,6 +766,7 @@ def lock_python(
     torch_index_url: str | None = None,
     index_for: tuple[str, ...] = (),
     on_progress: Callable[[str], None] | None = None,
+    lock_check: LockCheck = SCHEMA_ONLY,
 ) -> LockedPython:
     """`envkit lock`: resolve the full closure for the lock's target and envkit's for the controller, and write
     the lock with both (`output`, default the lock itself). Each pin that names an index (torch, triton-ascend)
@@ -775,7 +777,7 @@ def lock_python(
     from envkit.lockfile import read_lock, write_lock
 
     say = on_progress or (lambda _line: None)
-    lk = read_lock(lock_path)
+    lk = read_lock(lock_path, lock_check)
     py = target_python or lk.stack.python
     arch = target_arch or lk.stack.arch
     if py != lk.stack.python or arch != lk.stack.arch:

@@ -1,17 +1,17 @@
 """Read and write the lock: canonical text, atomic writes, strict parsing. Models only: deriving a lock from the
 matrix is `envkit.locking`; the jobs import this module and the lock model, never the matrix or the resolver.
 
-The gate. `read_lock` holds every lock to the schema (a grammar for every string, `envkit.models.safe`) and then
-to each registered gate: a function `(lock, filename) -> Edited | None` that names the fields an edit changed.
-The jobs cannot compare a lock with the matrix themselves (they never import it); the side that can registers
-its check here instead (dependency inversion): the `envkit` command line registers `envkit.locking.gate` before
-it runs any command, so every command that reads a lock re-derives what the matrix derives and refuses an
-edited lock (BadInput, exit 2, naming the fields) unless `--accept-edited-lock` turns that into a warning.
-A library caller that reads locks someone else made registers the gate too:
+The check. `read_lock` holds every lock to the schema (a grammar for every string, `envkit.models.safe`) and then
+to the `LockCheck` its caller passes (`envkit.lockgate`): a gate `(lock, filename) -> Edited | None` that names the
+fields an edit changed, the upgrade of older schemas, and whether an edit is refused or only warned about.
+The jobs cannot compare a lock with the matrix themselves (they never import it); the side that can builds the
+check (dependency inversion): the `envkit` command line passes `envkit.locking`'s matrix gate to every lock a
+command reads, so an edited lock is refused (`EditedLock`, exit 2, naming the fields) unless
+`--accept-edited-lock` turns that into a warning. A library caller chooses:
 
     from envkit import lockfile, locking
-    lockfile.add_gate(locking.gate)           # for the process, or, for a block:
-    with lockfile.gated(locking.gate): ...
+    lock = lockfile.read_lock(path, check=locking.matrix_check())   # held to the matrix as the CLI does
+    lock = lockfile.read_lock(path)                                   # the schema alone (SCHEMA_ONLY)
 
 A lock's closures (python.closure, python.controller: wheels, URLs, hashes resolved from an index) are not
 derivable: the schema and its URL policy (https, or under a mirror the closure records) are all that holds them.
@@ -28,18 +28,13 @@ from pydantic import ValidationError
 
 from envkit.errors import BadInput, Where
 from envkit.fsutil import atomic_write_text
-from envkit.lockgate import (  # re-exported: the gate registry is part of this module's interface
+from envkit.lockgate import (  # re-exported: the check is part of this module's interface
+    SCHEMA_ONLY,
     Edited,
+    EditedLock,
+    LockCheck,
     LockGate,
     LockUpgrade,
-    accept_edited,
-    accepting_edited,
-    add_gate,
-    check_gates,
-    gated,
-    registered_upgrade,
-    remove_gate,
-    set_upgrade,
 )
 from envkit.models.lock import LOCK_SCHEMA_VERSION, Lock
 from envkit.yamlio import load_text
@@ -93,8 +88,8 @@ UPGRADABLE = (2,)
 
 def upgrade_lock(data: dict[str, Any], filename: str, upgrade: LockUpgrade | None) -> tuple[dict[str, Any], str | None]:
     """The migration seam: a lock of an UPGRADABLE schema read as the current one, and the notice naming what was
-    derived (`parse_lock` prints it once the lifted lock holds to the schema), where an upgrade is registered (the
-    command line registers `envkit.locking.upgrade`); else (data, None)."""
+    derived (`parse_lock` prints it once the lifted lock holds to the schema), where an upgrade is given (the
+    command line's check carries `envkit.locking.upgrade`); else (data, None)."""
     found = data.get("schema_version")
     if upgrade is None or type(found) is not int or found not in UPGRADABLE:
         return data, None
@@ -112,10 +107,10 @@ def upgrade_lock(data: dict[str, Any], filename: str, upgrade: LockUpgrade | Non
 
 
 def parse_lock(data: Any, lines: dict[str, int], filename: str, *, upgrade: LockUpgrade | None = None) -> Lock:
-    """The lock in `data`, held to the schema; an older lock is lifted by `upgrade` (default: the registered one)."""
+    """The lock in `data`, held to the schema; an older lock is lifted by `upgrade` (None: refused)."""
     if not isinstance(data, dict):
         raise BadInput(f"{filename} is not a lock (a YAML mapping)", where=Where(filename, 1))
-    data, notice = upgrade_lock(data, filename, upgrade or registered_upgrade())
+    data, notice = upgrade_lock(data, filename, upgrade)
     found = data.get("schema_version")
     if found != LOCK_SCHEMA_VERSION:
         older = isinstance(found, int) and not isinstance(found, bool) and 0 < found < LOCK_SCHEMA_VERSION
@@ -156,14 +151,14 @@ def parse_lock(data: Any, lines: dict[str, int], filename: str, *, upgrade: Lock
     return lock
 
 
-def read_lock(path: Path) -> Lock:
-    """The lock at `path`, held to the schema and then to every registered gate."""
+def read_lock(path: Path, check: LockCheck = SCHEMA_ONLY) -> Lock:
+    """The lock at `path`, held to the schema and then to `check` (default: the schema alone)."""
     from envkit.yamlio import read_text
 
-    return load_lock(read_text(Path(path)), str(path))
+    return load_lock(read_text(Path(path)), str(path), check)
 
 
-def load_lock(text: str, filename: str) -> Lock:
+def load_lock(text: str, filename: str, check: LockCheck = SCHEMA_ONLY) -> Lock:
     """A lock from its text (for callers that keep the very bytes they validated, e.g. to copy them into a
     bundle). A valid lock parses with the C loader; only a bad one is parsed again with line tracking, so that
     the error names file:line."""
@@ -175,32 +170,27 @@ def load_lock(text: str, filename: str) -> Lock:
     lock: Lock | None = None
     if getattr(yaml, "CSafeLoader", None) is not None:
         try:  # the C loader; anything yamlio's caps would look at (aliases, tags, size) falls back
-            lock = parse_lock(fast_load_text(text), {}, filename)
+            lock = parse_lock(fast_load_text(text), {}, filename, upgrade=check.upgrade)
         except (yaml.YAMLError, EnvkitError):
             lock = None
     if lock is None:
         data, lines = load_text(text, filename)
-        lock = parse_lock(data, lines, filename)
-    check_gates(lock, filename)
+        lock = parse_lock(data, lines, filename, upgrade=check.upgrade)
+    check.run(lock, filename)
     return lock
 
 
 __all__ = [
+    "SCHEMA_ONLY",
     "Edited",
+    "EditedLock",
+    "LockCheck",
     "LockGate",
     "LockUpgrade",
-    "accept_edited",
-    "accepting_edited",
-    "add_gate",
-    "check_gates",
     "dump_lock",
-    "gated",
     "load_lock",
     "parse_lock",
     "read_lock",
-    "registered_upgrade",
-    "remove_gate",
-    "set_upgrade",
     "upgrade_lock",
     "write_lock",
 ]

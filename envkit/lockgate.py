@@ -1,15 +1,17 @@
-"""The registry of lock gates: checks that `envkit.lockfile.read_lock` runs on every lock after its schema.
+"""The lock check: what `envkit.lockfile.read_lock` holds a lock to after its schema, passed in by the caller.
 
-A module of its own, with nothing heavy imported, so that the command line can register the gate (and
-`--accept-edited-lock`) for every command without loading the lock model or the matrix: those load only when a
-command really reads a lock. `envkit.lockfile` re-exports these names.
+A `LockCheck` is plain data: a gate (`(lock, filename) -> Edited | None`, naming the fields an edit changed), an
+upgrade for locks of an older schema, and whether an edit is accepted (a warning) or refused (`EditedLock`, exit 2).
+No state is kept in this module: the command line builds the check of each invocation (`envkit.cli.lockcheck`,
+the matrix gate of `envkit.locking` and `--accept-edited-lock`) and passes it to every lock it reads; a library
+caller chooses its own (`envkit.locking.matrix_check()`, or `SCHEMA_ONLY`). Nothing heavy is imported here, so
+that building a check loads neither the lock model nor the matrix: those load only when a lock is read.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from envkit.errors import BadInput, Where
@@ -29,77 +31,53 @@ class Edited:
 
 LockGate = Callable[["Lock", str], "Edited | None"]
 # An upgrade: the data of a lock of an older schema -> that of the current one (what it derived, for the notice), or
-# None where the new fields cannot be derived. The side that can derive (envkit.locking) registers it, as the gate.
+# None where the new fields cannot be derived. The side that can derive (envkit.locking) provides it, as the gate.
 LockUpgrade = Callable[[dict[str, Any], str], "tuple[dict[str, Any], list[str]] | None"]
-_gates: list[LockGate] = []
-_upgrades: list[LockUpgrade] = []
-_accept = {"edited": False}
 
 
-def set_upgrade(upgrade: LockUpgrade | None) -> None:
-    """The one upgrade `read_lock` applies to a lock of an older schema (None: refuse older locks)."""
-    _upgrades[:] = [] if upgrade is None else [upgrade]
+class EditedLock(BadInput):
+    """A lock whose derived fields differ from what its check derives for its stack (exit 2); `edited` names
+    them, so that a library caller can tell this refusal from any other bad input."""
+
+    def __init__(self, message: str, *, edited: Edited, where: Where | None = None, hint: str | None = None) -> None:
+        super().__init__(message, where=where, hint=hint, details={"fields": list(edited.fields)})
+        self.edited = edited
 
 
-def registered_upgrade() -> LockUpgrade | None:
-    return _upgrades[0] if _upgrades else None
+@dataclass(frozen=True)
+class LockCheck:
+    """What a lock is held to after its schema: `gate` (None: nothing more), `upgrade` (None: an older schema is
+    refused), and `accept_edited` (an edit the gate finds is a warning on stderr instead of `EditedLock`)."""
 
+    gate: LockGate | None = None
+    upgrade: LockUpgrade | None = None
+    accept_edited: bool = False
 
-def add_gate(gate: LockGate) -> None:
-    """Run `gate` on every lock `read_lock` reads from now on (once, however often it is added)."""
-    if gate not in _gates:
-        _gates.append(gate)
+    def accepting(self, accept: bool = True) -> LockCheck:
+        """The same check with edits accepted (or not)."""
+        return replace(self, accept_edited=accept)
 
-
-def remove_gate(gate: LockGate) -> None:
-    if gate in _gates:
-        _gates.remove(gate)
-
-
-def accepting_edited() -> bool:
-    """Whether `--accept-edited-lock` is in force (provision passes it on to the hosts' `envkit doctor`)."""
-    return _accept["edited"]
-
-
-def accept_edited(value: bool) -> None:
-    """`--accept-edited-lock`: a gate's finding is a warning on stderr, not a refusal."""
-    _accept["edited"] = value
-
-
-@contextmanager
-def gated(gate: LockGate, *, accept: bool = False, upgrade: LockUpgrade | None = None) -> Iterator[None]:
-    """`gate` registered (and edits accepted or not, and `upgrade` in force where given) for the block; what was
-    registered before is kept."""
-    had, was, before = gate in _gates, _accept["edited"], list(_upgrades)
-    add_gate(gate)
-    accept_edited(accept)
-    if upgrade is not None:
-        set_upgrade(upgrade)
-    try:
-        yield
-    finally:
-        accept_edited(was)
-        _upgrades[:] = before
-        if not had:
-            remove_gate(gate)
-
-
-def check_gates(lock: Lock, filename: str) -> None:
-    """Each registered gate on `lock`: BadInput (exit 2) naming the edited fields, or a warning when accepted."""
-    for gate in list(_gates):
-        edited = gate(lock, filename)
+    def run(self, lock: Lock, filename: str) -> Edited | None:
+        """The gate on `lock`: None when nothing derivable was edited; the finding, warned about, when edits are
+        accepted; `EditedLock` otherwise."""
+        edited = None if self.gate is None else self.gate(lock, filename)
         if edited is None or not edited.fields:
-            continue
-        fields = ", ".join(edited.fields[:24]) + (f" and {len(edited.fields) - 24} more" if len(edited.fields) > 24 else "")
-        what = f"{filename} was edited: {fields} differ from what the matrix derives for its stack"
+            return None
+        shown = ", ".join(edited.fields[:24])
+        more = f" and {len(edited.fields) - 24} more" if len(edited.fields) > 24 else ""
+        what = f"{filename} was edited: {shown}{more} differ from what the matrix derives for its stack"
         what += f"; {edited.note}" if edited.note else ""
-        if _accept["edited"]:
+        if self.accept_edited:
             from envkit import console
 
             console.err.print(f"warning: {what} (accepted: --accept-edited-lock)", markup=False)
-            continue
-        raise BadInput(
+            return edited
+        raise EditedLock(
             what,
+            edited=edited,
             where=Where(filename, None, edited.fields[0]),
             hint=f"Re-lock with `{lock.generated_by}` (or pass --accept-edited-lock if you edited it on purpose).",
         )
+
+
+SCHEMA_ONLY = LockCheck()  # the schema alone: no gate, no upgrade of older locks

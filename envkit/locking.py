@@ -6,8 +6,9 @@ start-up of `envkit resolve` about 80 ms. A test validates every derived lock ag
 
 This is the one place where a lock meets the matrix; `envkit.lockfile` only reads and writes the lock, and the
 jobs (image, bundle, provision) read the lock alone. `check_lock` derives a lock again from a lock's stack and names
-every field that differs; `gate` is that check as `envkit.lockfile`'s gate, which the command line registers so that
-every command that reads a lock refuses an edited one.
+every field that differs (what it derives is remembered per matrix digest and stack); `gate` is that check as the
+gate of a `LockCheck`, and `matrix_check()` the check the command line passes to every lock it reads, so that every
+command that reads a lock refuses an edited one.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 
 from envkit import __version__, versions
 from envkit.errors import BadInput
-from envkit.lockfile import Edited
+from envkit.lockfile import Edited, LockCheck
 from envkit.matrix import LoadedMatrix, known, load_matrix
 from envkit.models.base import Confidence, Sourced
 from envkit.models.lock import (
@@ -445,14 +446,38 @@ def check_lock(lock: Lock, where: str, lm: LoadedMatrix | None = None) -> list[s
     (`artifacts.driver.zip.sha256`, `platform.glibc`, `python.indexes.pypi`); ["stack"] when the stack itself is
     not valid for this matrix. Empty: nothing derivable was edited."""
     lm = lm or load_matrix()
-    want = derive_lock(lm, lock, where)
+    want = _derived(lm, lock, where)
     if want is None:
         return ["stack"]
-    return differ(want.model_dump(mode="json", exclude=NOT_DERIVED), lock.model_dump(mode="json", exclude=NOT_DERIVED))
+    return differ(want, lock.model_dump(mode="json", exclude=NOT_DERIVED))
+
+
+# What the matrix derives for a stack, remembered per matrix digest and stack: a job that reads the same lock twice
+# (or several locks of one stack) derives it once. Only the compared part is kept (NOT_DERIVED left out), which the
+# stack alone decides; `where` only names the file in an error, so a failure is never remembered.
+_DERIVED: dict[tuple[str, tuple[tuple[str, Any], ...]], dict[str, Any] | None] = {}
+_DERIVED_MAX = 64
+
+
+def _derived(lm: LoadedMatrix, lock: Lock, where: str) -> dict[str, Any] | None:
+    key = (lm.digest, tuple(sorted(lock.stack.model_dump().items())))
+    if key not in _DERIVED:
+        want = derive_lock(lm, lock, where)
+        if len(_DERIVED) >= _DERIVED_MAX:
+            _DERIVED.pop(next(iter(_DERIVED)))
+        _DERIVED[key] = None if want is None else want.model_dump(mode="json", exclude=NOT_DERIVED)
+    return _DERIVED[key]
+
+
+def matrix_check(*, accept_edited: bool = False) -> LockCheck:
+    """The check the command line passes to every lock it reads: the lock compared with what this envkit's matrix
+    derives for its stack (`gate`), a lock of an older schema lifted (`upgrade`), an edit refused unless
+    `accept_edited`."""
+    return LockCheck(gate=gate, upgrade=upgrade, accept_edited=accept_edited)
 
 
 def gate(lock: Lock, where: str) -> Edited | None:
-    """`check_lock` as a gate of `envkit.lockfile.read_lock` (registered by the command line)."""
+    """`check_lock` as the gate of a `LockCheck` (`matrix_check`)."""
     lm = load_matrix()
     other = (
         f"the lock comes from another matrix ({lock.matrix_digest[:19]}…, this envkit has {lm.digest[:19]}…)"

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from envkit.errors import BadInput, Where
 from envkit.fsutil import sha256_file
-from envkit.lockfile import accepting_edited
+from envkit.lockgate import SCHEMA_ONLY, LockCheck
 from envkit.models.lock import Artifact, Lock
 from envkit.wheels import FOLDER_REQUIREMENTS as REQUIREMENTS_NAME
 from envkit.wheels import BundleLayout, parse_requirements
@@ -287,8 +287,10 @@ def render_vars(
     bundle: BundlePaths,
     staged: list[Staged] | None = None,
     wheels_archive: Path | None = None,
+    accept_edited: bool = False,
 ) -> dict[str, Any]:
-    """The vars file: everything the roles need from the lock and the bundle, role-prefixed."""
+    """The vars file: everything the roles need from the lock and the bundle, role-prefixed (`accept_edited`: the
+    hosts' `envkit smoke` reads the lock with --accept-edited-lock, as this run did)."""
     staged = staged if staged is not None else stage_artifacts(lock, bundle.vendor)
     by_comp = {s.component: s for s in staged}
     details = _hdk_details(lock)
@@ -355,7 +357,7 @@ def render_vars(
         "envkit_python_cann_env": dict(sorted(lock.layout.env.items())),
         "envkit_smoke_lock_src": str(lock_path),
         "envkit_smoke_lock_sha1": hashlib.sha1(Path(lock_path).read_bytes()).hexdigest(),  # noqa: S324 - as the copy module
-        "envkit_smoke_accept_edited_lock": accepting_edited(),
+        "envkit_smoke_accept_edited_lock": accept_edited,
     }
 
 
@@ -465,6 +467,7 @@ class ProvisionRequest:
     serial: int | None = None
     forks: int | None = None
     extra_vars: tuple[str, ...] = ()
+    lock_check: LockCheck = SCHEMA_ONLY  # what the lock is held to after its schema (the CLI: the matrix's gate)
 
 
 @dataclass(frozen=True)
@@ -500,7 +503,7 @@ def run(req: ProvisionRequest, on_event: Callable[[dict[str, Any]], None] | None
     inv_path = Path(req.inventory)
     if "," not in req.inventory and not inv_path.exists():
         raise BadInput(f"-i {req.inventory}: no such inventory", hint="Give an inventory file or a comma-separated host list.")
-    lock = read_lock(req.lock)
+    lock = read_lock(req.lock, req.lock_check)
     paths = locate_bundle(req.bundle, req.artifacts, req.wheels)
     out = req.out.resolve()
     inputs = [req.lock, inv_path if inv_path.exists() else None, req.bundle, paths.vendor, paths.wheels, paths.requirements]
@@ -520,7 +523,9 @@ def run(req: ProvisionRequest, on_event: Callable[[dict[str, Any]], None] | None
         staged = pack_wheels(paths.wheels, stage, paths.requirements)
         archive = out / staged.name
         before.staged(staged.name, staged)
-    variables = render_vars(lock, lock_path=req.lock.resolve(), bundle=paths, wheels_archive=archive)
+    variables = render_vars(
+        lock, lock_path=req.lock.resolve(), bundle=paths, wheels_archive=archive, accept_edited=req.lock_check.accept_edited
+    )
     vars_file = out / "vars.yml"
     before.text("vars.yml", dump_vars(variables, f"envkit provision --lock {req.lock}"))
     before.commit(keep=True)

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from envkit.airgap.archive import ARCHIVES, is_archive
 from envkit.errors import BadInput
+from envkit.lockgate import SCHEMA_ONLY, LockCheck
 
 if TYPE_CHECKING:
     from envkit.airgap.plan import BundlePlan
@@ -46,6 +47,7 @@ class BuildRequest:
     controller_glibc: str | None = None
     jobs: int = 8  # parallel downloads
     force: bool = False  # replace what is at `output` even when envkit did not write it
+    lock_check: LockCheck = SCHEMA_ONLY  # what the lock is held to after its schema (the CLI: the matrix's gate)
 
 
 @dataclass(frozen=True)
@@ -113,7 +115,7 @@ def build(request: BuildRequest, on_progress: Progress | None = None) -> BuildRe
     from envkit.yamlio import read_text
 
     lock_text = read_text(r.lock)  # read once: the bundle carries the very bytes that were validated
-    lk = load_lock(lock_text, str(r.lock))
+    lk = load_lock(lock_text, str(r.lock), r.lock_check)
     from envkit.export.image import check_variant
 
     check_variant(lk, r.variant)  # before anything is fetched: a serving context needs a serving lock

@@ -19,6 +19,8 @@ from envkit.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EnvkitError
 if TYPE_CHECKING:
     import typer
 
+    from envkit.lockgate import LockCheck
+
 HELP = "Resolve, build, bundle, provision and prove Ascend NPU PyTorch stacks."
 
 # Each module registers its commands on the app through `register(app)`, in this order.
@@ -164,11 +166,15 @@ def _root_args(args: list[str]) -> list[str]:
     return args[:i]
 
 
-def _gated(args: list[str]):  # noqa: ANN202
-    """The block in which the command runs: the lock gate registered, edits accepted with --accept-edited-lock."""
-    from envkit import lockgate  # the registry alone: the lock model loads only when a command reads a lock
+def lock_check(ctx: typer.Context) -> LockCheck:
+    """The check every lock a command reads is held to (`envkit.lockfile.read_lock(path, check)`): what the matrix
+    derives for its stack (`envkit.locking.gate`), older schemas lifted (`envkit.locking.upgrade`), an edit a warning
+    with --accept-edited-lock. Built from the invocation's root options (`ctx`, the command's context); neither the
+    lock model nor the matrix loads until a lock is read."""
+    from envkit.lockgate import LockCheck
 
-    return lockgate.gated(_matrix_gate, accept=ACCEPT_EDITED in _root_args(args), upgrade=_matrix_upgrade)
+    accept = bool(ctx.find_root().params.get("accept_edited_lock"))
+    return LockCheck(gate=_matrix_gate, upgrade=_matrix_upgrade, accept_edited=accept)
 
 
 def _matrix_upgrade(data, where):  # noqa: ANN001, ANN202
@@ -186,9 +192,8 @@ def _matrix_gate(lock, where):  # noqa: ANN001, ANN202
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Entry point of the console script. Exits with the error's own code. Before any command runs, the lock gate
-    (`envkit.locking.gate`) is registered with `envkit.lockfile`: every lock a command reads is compared with what
-    the matrix derives for its stack."""
+    """Entry point of the console script. Exits with the error's own code. Every command that reads a lock passes
+    `lock_check(ctx)` with it: the lock is compared with what the matrix derives for its stack."""
     args = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in args
     try:
@@ -197,9 +202,8 @@ def main(argv: list[str] | None = None) -> None:
             import typer.main
 
             command = typer.main.get_command(build_app(_modules_for(args)))
-            with _gated(args):
-                # standalone mode: click prints usage errors itself and exits 2; our errors pass through.
-                command.main(args=args, prog_name="envkit", standalone_mode=True)
+            # standalone mode: click prints usage errors itself and exits 2; our errors pass through.
+            command.main(args=args, prog_name="envkit", standalone_mode=True)
     except KeyboardInterrupt:  # Ctrl-C: the shell's 130, as typer gives it, no traceback
         if debug:
             raise

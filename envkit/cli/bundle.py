@@ -22,6 +22,7 @@ def _csv(value: Optional[str]) -> list[str]:
 
 
 def lock_cmd(
+    ctx: typer.Context,
     lock: Annotated[Path, Opt("--lock", "-l", help="The lock to complete (from `envkit resolve`).")] = Path("envkit.lock"),
     output: Annotated[Optional[Path], Opt("-o", "--output", help="Where to write (default: the lock itself).")] = None,
     target_python: Annotated[Optional[str], Opt("--target-python", help="Target Python (default: the lock's).")] = None,
@@ -60,6 +61,7 @@ def lock_cmd(
     json_out: Annotated[bool, Opt("--json", help="Machine-readable output.")] = False,
 ) -> None:
     """Record the full Python closure (every wheel: URL, sha256, size) for the target and the controller."""
+    from envkit.cli import lock_check
     from envkit.closure import lock_python
 
     done = lock_python(
@@ -78,6 +80,7 @@ def lock_cmd(
         find_links=tuple(find_links or ()),
         torch_index_url=torch_index_url,
         index_for=tuple(index_for or ()),
+        lock_check=lock_check(ctx),
         on_progress=console.progress,
     )
     summary = done.to_dict()
@@ -108,6 +111,7 @@ def lock_cmd(
 
 
 def build_cmd(
+    ctx: typer.Context,
     lock: Annotated[Path, Opt("--lock", "-l", help="The lock with its closure (`envkit lock`).")] = Path("envkit.lock"),
     output: Annotated[Path, Opt("-o", "--output", help="A folder, or an archive ending in .tar / .tar.gz.")] = Path(
         "envkit-bundle.tar"
@@ -142,6 +146,7 @@ def build_cmd(
 ) -> None:
     """Download every wheel into the cache, check the vendor packages, and write the bundle."""
     from envkit import airgap
+    from envkit.cli import lock_check
 
     result = airgap.build(
         airgap.BuildRequest(
@@ -158,6 +163,7 @@ def build_cmd(
             controller_glibc=controller_glibc,
             jobs=jobs,
             force=force,
+            lock_check=lock_check(ctx),
         ),
         on_progress=console.progress,
     )

@@ -19,6 +19,7 @@ def register(app: typer.Typer) -> None:
         ),
     )
     def doctor(
+        ctx: typer.Context,
         lock: Annotated[
             Optional[Path], typer.Option("--lock", help="Report drift from this lock file (e.g. envkit.lock).")
         ] = None,
@@ -117,7 +118,9 @@ def register(app: typer.Typer) -> None:
 
             if not lock.is_file():
                 raise BadInput(f"--lock {lock}: no such file", hint="Create one with `envkit resolve`.")
-            lock_stack = read_lock(lock).stack.model_dump()
+            from envkit.cli import lock_check
+
+            lock_stack = read_lock(lock, lock_check(ctx)).stack.model_dump()
         if not json_out:
             console.progress(f"probing {root} ...")
         report = run_doctor(

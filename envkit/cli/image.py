@@ -32,6 +32,7 @@ def _command(
 
 
 def _plan(
+    ctx: typer.Context,
     lock: Path,
     base: Optional[str],
     artifacts: Optional[Path],
@@ -39,11 +40,12 @@ def _plan(
     generated_by: str,  # noqa: ANN202
     variant: str = "base",
 ):
+    from envkit.cli import lock_check
     from envkit.export.image import plan_build
     from envkit.lockfile import read_lock
 
     return plan_build(
-        read_lock(lock),
+        read_lock(lock, lock_check(ctx)),
         generated_by=generated_by,
         base=base,
         artifacts=artifacts,
@@ -98,6 +100,7 @@ def register(app: typer.Typer) -> None:
 
     @image_app.command("render", epilog=example("envkit image render --lock envkit.lock --artifacts vendor/ -o image/"))
     def render_cmd(
+        ctx: typer.Context,
         lock: LockOpt = Path("envkit.lock"),
         output: Annotated[Path, Opt("-o", "--output", help="Folder of the build context.")] = Path("image"),
         base: BaseOpt = None,
@@ -111,6 +114,7 @@ def register(app: typer.Typer) -> None:
         from envkit.export.render import write_context
 
         plan = _plan(
+            ctx,
             lock,
             base,
             artifacts,
@@ -125,6 +129,7 @@ def register(app: typer.Typer) -> None:
         "build", epilog=example("envkit image build --lock envkit.lock --artifacts vendor/ --tag envkit/stack:dev")
     )
     def build_cmd(
+        ctx: typer.Context,
         lock: LockOpt = Path("envkit.lock"),
         tag: Annotated[
             Optional[str], Opt("--tag", "-t", help="Image tag (default: envkit/<chip>:cann<ver>-torch<ver>-py<ver>).")
@@ -148,6 +153,7 @@ def register(app: typer.Typer) -> None:
         from envkit.export.render import write_context
 
         plan = _plan(
+            ctx,
             lock,
             base,
             artifacts,
@@ -165,12 +171,15 @@ def register(app: typer.Typer) -> None:
         engine = Engine()
         emulated = engine.announce(plan.platform, console.progress)
         with tempfile.TemporaryDirectory(prefix="envkit-image-") as tmp:
-            ctx = context or Path(tmp)
-            write_context(plan, ctx, force=force, inputs=(lock, artifacts, requirements))
-            console.progress(f"building {tag} for {plan.platform} from {ctx}")
+            build_dir = context or Path(tmp)
+            write_context(plan, build_dir, force=force, inputs=(lock, artifacts, requirements))
+            console.progress(f"building {tag} for {plan.platform} from {build_dir}")
             t0 = time.monotonic()
             result = engine.build(
-                ctx, tag, on_line=lambda line: console.progress("  " + line) if line.strip() else None, platform=plan.platform
+                build_dir,
+                tag,
+                on_line=lambda line: console.progress("  " + line) if line.strip() else None,
+                platform=plan.platform,
             )
             took = time.monotonic() - t0
         summary = {
@@ -188,6 +197,7 @@ def register(app: typer.Typer) -> None:
 
     @image_app.command("run-args", epilog=example("envkit image run-args --chip 910b --devices 0-3 --format compose"))
     def run_args_cmd(
+        ctx: typer.Context,
         chip: Annotated[Optional[str], Opt("--chip", help="Chip: 910b, 910, a3, 310p, 950 (its facts from the matrix).")] = None,
         lock: Annotated[Optional[Path], Opt("--lock", help="Or: the chip of this lock (its facts from the lock).")] = None,
         devices: Annotated[
@@ -212,9 +222,10 @@ def register(app: typer.Typer) -> None:
                 raise BadInput(f"unknown chip {chip!r}", hint="Known chips: " + ", ".join(lm.chips))
             facts = chip_from_row(row)
         elif lock is not None:
+            from envkit.cli import lock_check
             from envkit.lockfile import read_lock
 
-            facts = chip_from_lock(read_lock(lock))
+            facts = chip_from_lock(read_lock(lock, lock_check(ctx)))
         ra = run_args(facts, devices)
         if fmt == "json":
             console.emit_json(ra.to_json())

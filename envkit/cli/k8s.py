@@ -10,6 +10,7 @@ from envkit.cli.examples import example
 
 
 def render(
+    ctx: typer.Context,
     lock: Annotated[Path, typer.Option("--lock", help="The lock: chip, image environment, device-plugin resource.")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Folder of the kustomize base (nothing is written elsewhere).")],
     image: Annotated[
@@ -76,6 +77,7 @@ def render(
     Every document is checked before anything is written (Kubernetes schemas, the CRDs, envkit's rules).
     Exit 0 when written, 1 when a rendered document breaks a check, 2 on bad input (with what to do next).
     """
+    from envkit.cli import lock_check
     from envkit.errors import BadInput
     from envkit.export.k8s import K8sOptions
     from envkit.k8s.render import format_result, render_k8s
@@ -106,7 +108,7 @@ def render(
         hccl=tuple(pairs),
         kube_version=kube_version,
     )
-    result = render_k8s(lock, out, opts, force=force)
+    result = render_k8s(lock, out, opts, force=force, lock_check=lock_check(ctx))
     if json_out:
         console.emit_json(result.to_dict())
     else:

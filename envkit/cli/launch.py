@@ -10,6 +10,7 @@ from envkit.cli.examples import example
 
 
 def render(
+    ctx: typer.Context,
     inventory: Annotated[
         Path, typer.Option("--inventory", "-i", help="Ansible INI inventory; each host sets envkit_hccn_conf=PATH.")
     ],
@@ -27,9 +28,10 @@ def render(
 
     Exit 0 when written, 2 when an input breaks a rule (the message names the rule and its source).
     """
+    from envkit.cli import lock_check
     from envkit.launch.render import format_result, render_launch
 
-    result = render_launch(inventory, lock, out, force=force)
+    result = render_launch(inventory, lock, out, force=force, lock_check=lock_check(ctx))
     if json_out:
         console.emit_json(result.to_dict())
     else:

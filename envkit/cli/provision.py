@@ -27,6 +27,7 @@ def _progress(ev: dict) -> None:
 
 
 def provision(
+    ctx: typer.Context,
     inventory: Annotated[str, typer.Option("-i", "--inventory", help="Ansible inventory (file or host list).")],
     lock: Annotated[Path, typer.Option("--lock", help="The lock to provision (envkit.lock).")] = Path("envkit.lock"),
     bundle: Annotated[
@@ -58,6 +59,7 @@ def provision(
 
     Exit 0 when every host converged, 1 when a host failed or was unreachable, 2 on bad input.
     """
+    from envkit.cli import lock_check
     from envkit.errors import CheckFailed
     from envkit.provision import ProvisionRequest, format_plan, format_table, format_warnings, run
 
@@ -73,6 +75,7 @@ def provision(
         serial=serial,
         forks=forks,
         extra_vars=tuple(extra_vars or ()),
+        lock_check=lock_check(ctx),
     )
     if not json_out:
         console.progress(f"{'planning' if check else 'provisioning'} from {lock} (vars: {out.resolve() / 'vars.yml'})")

@@ -14,6 +14,7 @@ from typing import Any
 from envkit.export.k8s import K8sOptions, K8sPlan, plan_k8s, texts
 from envkit.export.k8s_check import check, sources
 from envkit.fsutil import K8S_BASE, claim_output
+from envkit.lockgate import SCHEMA_ONLY, LockCheck
 
 
 @dataclass
@@ -43,10 +44,10 @@ class K8sResult:
         }
 
 
-def render_k8s(lock: Path, out: Path, opts: K8sOptions, *, force: bool = False) -> K8sResult:
+def render_k8s(lock: Path, out: Path, opts: K8sOptions, *, force: bool = False, lock_check: LockCheck = SCHEMA_ONLY) -> K8sResult:
     from envkit.lockfile import read_lock
 
-    locked = read_lock(Path(lock))
+    locked = read_lock(Path(lock), lock_check)
     plan = plan_k8s(locked, opts)
     check(plan.files, kube_version=plan.kube_version, image=plan.image, resource=plan.resource)
     files = texts(plan)

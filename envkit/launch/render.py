@@ -32,6 +32,7 @@ from envkit.fleet.data import cite, from_lock
 from envkit.fleet.env import EnvPlan, plan_env
 from envkit.fleet.inventory import Host, Inventory, read_hccn_conf, read_inventory
 from envkit.fsutil import LAUNCH_SET, claim_output
+from envkit.lockgate import SCHEMA_ONLY, LockCheck
 
 DEFAULT_PORT = 29500
 DEFAULT_SCRIPT = "train.py"
@@ -133,7 +134,9 @@ def _plan(host: Host, inv: Inventory, version: str) -> RT.ServerPlan:
     )
 
 
-def render_launch(inventory: Path, lock: Path, out: Path, *, force: bool = False) -> LaunchResult:
+def render_launch(
+    inventory: Path, lock: Path, out: Path, *, force: bool = False, lock_check: LockCheck = SCHEMA_ONLY
+) -> LaunchResult:
     """Validate and write the launch set; BadInput (exit 2) names the broken rule and its source.
 
     The set is written into `out` (`envkit.fsutil.claim_output`): the files of an earlier launch set are replaced
@@ -141,7 +144,7 @@ def render_launch(inventory: Path, lock: Path, out: Path, *, force: bool = False
     inputs (the inventory, its hccn.conf files, the lock) are never touched, nothing is written outside `out`."""
     from envkit.lockfile import read_lock
 
-    locked = read_lock(Path(lock))
+    locked = read_lock(Path(lock), lock_check)
     chip = locked.stack.chip
     data = from_lock(chip, locked.platform.hccl)  # the lock alone: its chip's HCCL facts (schema 3)
     row = data.rank_table(chip)

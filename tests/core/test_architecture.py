@@ -378,12 +378,9 @@ def test_a_schema_2_lock_is_upgraded_on_read_with_a_notice(run_cli, tmp_path):
         assert r.code == 0, (argv, r.out, r.err)
         assert r.err.count(f"notice: {old} is a lock of schema 2; read as schema 3") == 1, argv
         assert "platform.device_plugin_resource, platform.hccl derived" in r.err
-    from envkit.cli import _matrix_upgrade
-    from envkit.lockfile import gated
-    from envkit.locking import gate
+    from envkit.locking import matrix_check
 
-    with gated(gate, upgrade=_matrix_upgrade):
-        lifted = read_lock(old)
+    lifted = read_lock(old, matrix_check())
     assert lifted.schema_version == 3 and lifted.platform.device_plugin_resource == facts["device_plugin_resource"]
     assert lifted.platform.hccl.model_dump(mode="json") == facts["hccl"]
     with pytest.raises(BadInput, match="is a lock of schema 2, made by an older envkit: re-lock it"):

@@ -9,7 +9,7 @@ import yaml
 
 from envkit import lockfile
 from envkit.errors import BadInput, Where
-from envkit.lockfile import dump_lock, gated, load_lock, parse_lock, read_lock, write_lock
+from envkit.lockfile import LockCheck, dump_lock, load_lock, parse_lock, read_lock, write_lock
 from envkit.models.lock import Lock
 
 FN = "dir/envkit.lock"
@@ -33,12 +33,6 @@ def locks(lm):
         assert res is not None, name
         out[name] = build_lock(lm, res, f"envkit resolve {name}")
     return out
-
-
-@pytest.fixture(autouse=True)
-def _no_gates(monkeypatch):
-    """Only the gates a test registers itself (the command line registers `locking.gate` process-wide)."""
-    monkeypatch.setattr("envkit.lockgate._gates", [])
 
 
 @pytest.fixture
@@ -117,8 +111,7 @@ def test_write_lock_writes_the_dump(locks, tmp_path):
 def test_a_valid_lock_loads_on_the_fast_path_and_meets_the_gates(locks, slow_loads):
     seen = []
     lk = locks["serving"]
-    with gated(lambda lock, filename: seen.append((lock, filename))):
-        got = load_lock(dump_lock(lk), FN)
+    got = load_lock(dump_lock(lk), FN, LockCheck(gate=lambda lock, filename: seen.append((lock, filename))))
     assert isinstance(got, Lock) and got.model_dump() == lk.model_dump()
     assert slow_loads == []
     assert seen == [(got, FN)]
@@ -155,8 +148,7 @@ def test_read_lock_names_the_path(locks, tmp_path):
     path = tmp_path / "envkit.lock"
     write_lock(locks["plain"], path)
     seen = []
-    with gated(lambda lock, filename: seen.append(filename)):
-        got = read_lock(path)
+    got = read_lock(path, LockCheck(gate=lambda lock, filename: seen.append(filename)))
     assert got.model_dump() == locks["plain"].model_dump()
     assert seen == [str(path)]
     path.write_text("- a list\n")

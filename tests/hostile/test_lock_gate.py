@@ -92,17 +92,42 @@ def test_validate_names_the_same_fields(edited, run_cli):
     assert "cann-toolkit: zip.sha256" in res.out and "layout fields home" in res.out, res.out
 
 
-def test_library_callers_choose_the_gate(edited, lock_doc, tmp_path):
-    """read_lock alone holds the schema; with the gate registered it refuses; main() leaves no gate behind."""
+def test_library_callers_choose_the_check(edited, lock_doc, tmp_path):
+    """read_lock alone holds the schema; with the matrix check it refuses (a typed EditedLock naming the fields),
+    or warns with edits accepted; a command run in-process leaves nothing behind for the next caller."""
     from envkit import lockfile, locking
+    from envkit.cli import main
 
     assert lockfile.read_lock(edited).layout.home == "/opt/elsewhere"
-    with lockfile.gated(locking.gate):
-        with pytest.raises(BadInput) as exc:
-            lockfile.read_lock(edited)
-        assert exc.value.exit_code == 2 and "layout.home" in exc.value.message
-        assert lockfile.read_lock(_write(tmp_path, lock_doc, "clean.lock")).layout.home != "/opt/elsewhere"
-    assert lockfile.read_lock(edited)  # the block is over: no gate
+    check = locking.matrix_check()
+    with pytest.raises(lockfile.EditedLock) as exc:
+        lockfile.read_lock(edited, check)
+    assert exc.value.exit_code == 2 and "layout.home" in exc.value.message
+    assert "layout.home" in exc.value.edited.fields and exc.value.details["fields"] == list(exc.value.edited.fields)
+    assert isinstance(exc.value, BadInput)
+    assert lockfile.read_lock(_write(tmp_path, lock_doc, "clean.lock"), check).layout.home != "/opt/elsewhere"
+    assert lockfile.read_lock(edited, check.accepting()).layout.home == "/opt/elsewhere"  # a warning, not a refusal
+    with pytest.raises(SystemExit):
+        main(["--accept-edited-lock", "image", "run-args", "--lock", str(edited)])
+    assert lockfile.read_lock(edited).layout.home == "/opt/elsewhere"  # no gate left in force by the command line
+    with pytest.raises(lockfile.EditedLock):  # nor an acceptance
+        lockfile.read_lock(edited, locking.matrix_check())
+
+
+def test_the_check_derives_a_stack_once(edited, lock_doc, tmp_path, monkeypatch):
+    """What the matrix derives for a stack is remembered (per matrix digest and stack): a job that reads the same
+    lock twice, or two locks of one stack, derives it once."""
+    from envkit import lockfile, locking
+
+    calls = []
+    real = locking.derive_lock
+    monkeypatch.setattr(locking, "derive_lock", lambda *a: calls.append(a[1].stack.chip) or real(*a))
+    monkeypatch.setattr(locking, "_DERIVED", {})
+    check = locking.matrix_check(accept_edited=True)
+    clean = _write(tmp_path, lock_doc, "clean.lock")
+    for path in (clean, clean, edited):
+        lockfile.read_lock(path, check)
+    assert len(calls) == 1
 
 
 def test_check_lock_compares_every_derived_section_by_name(lock_doc, tmp_path):

@@ -289,8 +289,7 @@ def test_launch_reads_the_chips_hccl_facts_from_the_lock(site, locks, tmp_path):
     not matrices/hccl.yaml, is what launch reads."""
     import yaml
 
-    from envkit.lockfile import gated
-    from envkit.locking import gate
+    from envkit.locking import matrix_check
 
     doc = yaml.safe_load(locks["910b"].read_text())
     assert doc["schema_version"] == 3 and doc["platform"]["hccl"]["rank_table"]["version"] == "1.0"
@@ -298,11 +297,9 @@ def test_launch_reads_the_chips_hccl_facts_from_the_lock(site, locks, tmp_path):
     doc["platform"]["hccl"]["rank_table"]["version"] = "1.2"
     edited = tmp_path / "edited.lock"
     edited.write_text(yaml.safe_dump(doc, sort_keys=False))
-    with gated(gate):
-        with pytest.raises(BadInput, match="platform.hccl.rank_table.version"):
-            render_launch(write_inventory(site, A2_INV), edited, tmp_path / "o")
-    with gated(gate, accept=True):
-        res = render_launch(write_inventory(site, A2_INV), edited, tmp_path / "o")
+    with pytest.raises(BadInput, match="platform.hccl.rank_table.version"):
+        render_launch(write_inventory(site, A2_INV), edited, tmp_path / "o", lock_check=matrix_check())
+    res = render_launch(write_inventory(site, A2_INV), edited, tmp_path / "o", lock_check=matrix_check(accept_edited=True))
     assert res.version == "1.2"
 
 
