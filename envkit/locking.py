@@ -30,6 +30,7 @@ from envkit.models.lock import (
     HcclIpPlan,
     HcclOpExpansion,
     HcclRankTable,
+    KubernetesFacts,
     Lock,
     Platform,
     Provenance,
@@ -183,6 +184,34 @@ def build_platform(lm: LoadedMatrix, stack: dict[str, str]) -> Platform:
         base_image=base,
         device_plugin_resource=chip.device_plugin_resource,
         hccl=build_hccl(lm, chip.id),
+        kubernetes=build_kubernetes(lm, chip.id, stack["arch"]),
+    )
+
+
+# weakest last: a fact drawn from two rows is as sure as the less sure of them
+_CONFIDENCE_ORDER: tuple[Confidence, ...] = ("stated", "derived", "inferred")
+
+
+def build_kubernetes(lm: LoadedMatrix, chip_id: str, arch: str) -> KubernetesFacts | None:
+    """The chip's MindCluster facts (`chips[].kubernetes`) and the arch's `host-arch` label (`arches[].kubernetes`),
+    with both rows' sources and the weaker confidence; None where the chip has none."""
+    k8s = lm.chips[chip_id].kubernetes
+    if k8s is None:
+        return None
+    arch_row = next((a for a in lm.model.arches if a.id == arch), None)
+    host = arch_row.kubernetes if arch_row is not None else None
+    rows: list[Sourced] = [k8s] if host is None else [k8s, host]
+    return KubernetesFacts.model_construct(
+        source=[line for row in rows for line in row.sources],
+        confidence=max((row.confidence for row in rows), key=_CONFIDENCE_ORDER.index),
+        accelerator=k8s.accelerator,
+        accelerator_type=dict(k8s.accelerator_type),
+        host_arch=None if host is None else host.host_arch,
+        ring_controller=k8s.ring_controller,
+        pod_npus=list(k8s.pod_npus),
+        multi_node_pod_npus=list(k8s.multi_node_pod_npus),
+        sp_block=k8s.sp_block,
+        note=k8s.note,
     )
 
 
@@ -211,8 +240,9 @@ def build_hccl(lm: LoadedMatrix, chip: str) -> HcclFacts:
 
 
 def upgrade(data: dict[str, Any], filename: str) -> tuple[dict[str, Any], list[str]] | None:
-    """Schema 2 -> 3 (the lock module's migration seam calls it): `platform.device_plugin_resource` and
-    `platform.hccl` derived from the lock's chip; None where the chip is unknown (the schema check then refuses)."""
+    """Schema 2 -> 3 (the lock module's migration seam calls it): `platform.device_plugin_resource`,
+    `platform.hccl` and (where the matrix has them) `platform.kubernetes` derived from the lock's chip and arch;
+    None where the chip is unknown (the schema check then refuses)."""
     from envkit.lockfile import _plain
     from envkit.matrix import load_matrix
 
@@ -225,7 +255,13 @@ def upgrade(data: dict[str, Any], filename: str) -> tuple[dict[str, Any], list[s
     if chip is None:
         return None
     lifted = {**platform, "device_plugin_resource": chip.device_plugin_resource, "hccl": _plain(build_hccl(lm, chip.id))}
-    return {**data, "schema_version": 3, "platform": lifted}, ["platform.device_plugin_resource", "platform.hccl"]
+    fields = ["platform.device_plugin_resource", "platform.hccl"]
+    arch = stack.get("arch")
+    k8s = build_kubernetes(lm, chip.id, arch) if isinstance(arch, str) else None
+    if k8s is not None:  # optional in schema 3 (a chip without them has none): lifted where the matrix has them
+        lifted["kubernetes"] = _plain(k8s)
+        fields.append("platform.kubernetes")
+    return {**data, "schema_version": 3, "platform": lifted}, fields
 
 
 def build_layout(lm: LoadedMatrix, cann_version: str) -> CannLayout:

@@ -1,10 +1,10 @@
 """Kubernetes manifests from the lock: a kustomize base of plain data (dicts), rendered with a safe YAML dumper.
 
-Part of the export layer (pure: no file is read but envkit's own data, nothing is written). What a pod needs comes
+Part of the export layer (pure: no file is read, nothing is written). What a pod needs comes
 from the lock through `ContainerFacts` (devices, mounts, environment, the device plugin's resource); the launch
 (torchrun or Accelerate) and the HCCL environment from the same functions `envkit launch render` uses
-(`envkit.export.launch`, `envkit.fleet.env`); the chip's node labels and the NPUs a pod may take from
-envkit/data/k8s/chips.yaml (MindCluster's documented values, each row sourced).
+(`envkit.export.launch`, `envkit.fleet.env`); the chip's node labels and the NPUs a pod may take from the lock's
+`platform.kubernetes` (MindCluster's documented values, sourced in matrices/platform.yaml and copied by resolve).
 
 Documents:
   smoke/<node>.yaml       one batch/v1 Job per named node: pinned to it, all its NPUs, `envkit smoke --device npu --json`
@@ -18,7 +18,6 @@ shell line (LWS's Ray start) quotes each word with `shlex.quote`.
 
 from __future__ import annotations
 
-import functools
 import re
 import shlex
 from dataclasses import dataclass, field
@@ -57,11 +56,12 @@ _K8S_VERSION = re.compile(r"^1\.[0-9]{2}$")
 
 @dataclass(frozen=True)
 class ChipK8s:
-    """One row of envkit/data/k8s/chips.yaml."""
+    """The lock's `platform.kubernetes` as the plan uses it (NPU counts as numbers, the sources as one line)."""
 
     chip: str
     accelerator: str
     accelerator_type: dict[int, str]
+    host_arch: str | None
     ring_controller: str
     pod_npus: tuple[int, ...]
     multi_node_pod_npus: tuple[int, ...]
@@ -69,34 +69,27 @@ class ChipK8s:
     source: str
 
 
-@functools.lru_cache(maxsize=1)
-def _chip_data() -> dict[str, Any]:
-    from importlib import resources
-
-    text = resources.files("envkit").joinpath("data/k8s/chips.yaml").read_text()
-    data: dict[str, Any] = yaml.safe_load(text)
-    return data
-
-
-def chip_k8s(chip: str) -> ChipK8s | None:
-    row = _chip_data()["chips"].get(chip)
-    if row is None:
-        return None
+def chip_k8s(lock: Lock) -> ChipK8s:
+    """The Kubernetes facts the lock carries for its chip and arch; BadInput (exit 2) where it carries none."""
+    k = lock.platform.kubernetes
+    if k is None:
+        raise _bad(
+            f"the lock carries no Kubernetes facts for chip {lock.stack.chip} (platform.kubernetes: node labels, NPUs per pod)",
+            f"A lock from an older envkit lacks them: resolve it again with this envkit (`{lock.generated_by}`) and "
+            "render from the new lock. If that lock has none either, envkit has no MindCluster facts for the chip.",
+            "platform.kubernetes",
+        )
     return ChipK8s(
-        chip=chip,
-        accelerator=row["accelerator"],
-        accelerator_type={int(k): v for k, v in row["accelerator_type"].items()},
-        ring_controller=row["ring_controller"],
-        pod_npus=tuple(row["pod_npus"]),
-        multi_node_pod_npus=tuple(row["multi_node_pod_npus"]),
-        sp_block=row["sp_block"],
-        source=row["source"],
+        chip=lock.stack.chip,
+        accelerator=k.accelerator,
+        accelerator_type={int(n): v for n, v in k.accelerator_type.items()},
+        host_arch=k.host_arch,
+        ring_controller=k.ring_controller,
+        pod_npus=tuple(k.pod_npus),
+        multi_node_pod_npus=tuple(k.multi_node_pod_npus),
+        sp_block=k.sp_block,
+        source="; ".join(k.source),
     )
-
-
-def host_arch_label(arch: str) -> str | None:
-    value: str | None = _chip_data()["host_arch"].get(arch)
-    return value
 
 
 @dataclass(frozen=True)
@@ -291,9 +284,8 @@ class _Pod:
     def __init__(self, lock: Lock, opts: K8sOptions, facts: ContainerFacts, chip: ChipK8s, resource: str, npn: int) -> None:
         self.lock, self.opts, self.facts, self.chip, self.resource, self.npn = lock, opts, facts, chip, resource, npn
         self.node_selector: dict[str, str] = {"accelerator": chip.accelerator}
-        arch = host_arch_label(lock.stack.arch)
-        if arch:
-            self.node_selector["host-arch"] = arch
+        if chip.host_arch:
+            self.node_selector["host-arch"] = chip.host_arch
         acc_type = opts.accelerator_type or chip.accelerator_type.get(npn)
         if acc_type:
             self.node_selector["accelerator-type"] = acc_type
@@ -664,13 +656,7 @@ def _serving(plan: K8sPlan, pod: _Pod, opts: K8sOptions, nodes: int, sp_block: i
 def plan_k8s(lock: Lock, opts: K8sOptions) -> K8sPlan:
     """The base for `lock` (pure: the same lock and options give the same documents)."""
     _check_options(lock, opts)
-    chip = chip_k8s(lock.stack.chip)
-    if chip is None:
-        raise _bad(
-            f"chip {lock.stack.chip} has no Kubernetes facts in envkit (node labels, NPUs per pod)",
-            "Kubernetes manifests are rendered for " + ", ".join(sorted(_chip_data()["chips"])) + ".",
-            "stack.chip",
-        )
+    chip = chip_k8s(lock)
     serving = is_serving_lock(lock) if opts.serving is None else opts.serving
     if serving and not is_serving_lock(lock):
         raise _bad(

@@ -13,7 +13,10 @@ from envkit.models.safe import (
     EnvValue,
     Flag,
     Ident,
+    LabelValue,
     NameGlob,
+    NpuCount,
+    NpuCountKey,
     PipName,
     PlainName,
     ProjectName,
@@ -294,7 +297,27 @@ class HcclFacts(StrictModel):
     env: list[HcclEnvRule] = Field(max_length=32, description="the HCCL environment variables' rules")
 
 
-class Platform(StrictModel):
+class KubernetesFacts(LockSourced):
+    """MindCluster's names for the lock's chip and arch (matrices/platform.yaml `chips[].kubernetes`,
+    `arches[].kubernetes`): what `envkit k8s render` needs besides the device-plugin resource, so that it reads
+    the lock alone."""
+
+    accelerator: LabelValue = Field(description="the `accelerator` node label")
+    accelerator_type: dict[NpuCountKey, LabelValue] = Field(
+        max_length=16,
+        description="the `accelerator-type` node label of a server with N NPUs, by N; empty: it differs per product",
+    )
+    host_arch: LabelValue | None = Field(description="the `host-arch` node label of the lock's arch; null: not sourced")
+    ring_controller: LabelValue = Field(description="the `ring-controller.atlas` label of a job and its rank table")
+    pod_npus: list[NpuCount] = Field(min_length=1, max_length=64, description="the NPUs one pod may request")
+    multi_node_pod_npus: list[NpuCount] = Field(
+        max_length=64, description="the NPUs per pod of a training job across nodes; empty: one node only"
+    )
+    sp_block: NpuCount | None = Field(description="the SuperPoD `sp-block` annotation; null: not a SuperPoD")
+    note: Text | None = None
+
+
+class Platform(OmitsAbsent):
     """Facts of the lock's chip and OS that the jobs need (image, provision, launch, Kubernetes), copied from the
     matrix."""
 
@@ -311,6 +334,14 @@ class Platform(StrictModel):
         description="the Kubernetes extended resource of Huawei's device plugin for the chip; null: not sourced",
     )
     hccl: HcclFacts
+    kubernetes: KubernetesFacts | None = Field(
+        None,
+        description="MindCluster's node labels and NPUs per pod for the chip (`envkit k8s render`); absent: the "
+        "matrix has none for the chip, or the lock is older (resolve it again)",
+    )
+
+    # absent unless set: the lock of a chip without Kubernetes facts dumps exactly as before they existed
+    dump_drop_none: ClassVar[frozenset[str]] = frozenset({"kubernetes"})
 
 
 LOCK_SCHEMA_VERSION = 3

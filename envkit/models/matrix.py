@@ -4,10 +4,11 @@ import re
 from collections.abc import Callable
 from typing import Annotated, Literal, TypeVar
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from envkit.models.base import Sourced, StrictModel
 from envkit.models.hccl import HcclData
+from envkit.models.safe import LabelValue, NpuCount, NpuCountKey
 from envkit.versions import InvalidVersion, parse, parse_ranges
 from envkit.versions import satisfies as versions_satisfies
 
@@ -25,6 +26,44 @@ def _checked(check: Callable[[_T], object], value: _T) -> _T:
 
 def _check_version(value: str) -> str:
     return _checked(parse, value)
+
+
+class ChipKubernetes(Sourced):
+    """How MindCluster (Huawei's Kubernetes device plugin, Volcano plugin and Ascend Operator) names and schedules
+    the chip: the node labels a pod selects, the rank-table ConfigMap's label, the NPUs a pod may request. With
+    its own source: `envkit k8s render` quotes it when it refuses a layout."""
+
+    accelerator: LabelValue = Field(description="value of the `accelerator` node label the device plugin sets")
+    accelerator_type: dict[NpuCountKey, LabelValue] = Field(
+        {},
+        description='value of the `accelerator-type` node label of a server with N NPUs, by N ("8", "16"): a pod '
+        "that takes N selects it; empty: it differs per product (`envkit k8s render --accelerator-type`)",
+    )
+    ring_controller: LabelValue = Field(
+        description="value of the `ring-controller.atlas` label of the job and its rank-table ConfigMap"
+    )
+    pod_npus: list[NpuCount] = Field(min_length=1, max_length=64, description="the NPUs one pod may request on one node")
+    multi_node_pod_npus: list[NpuCount] = Field(
+        [], max_length=64, description="the NPUs per pod of a training job across nodes; empty: one node only"
+    )
+    sp_block: NpuCount | None = Field(
+        None, description="the SuperPoD `sp-block` annotation (NPUs per pod with it); null: not a SuperPoD"
+    )
+
+    @model_validator(mode="after")
+    def _counts_agree(self) -> "ChipKubernetes":
+        allowed = set(self.pod_npus)
+        for what, counts in (
+            ("multi_node_pod_npus", self.multi_node_pod_npus),
+            ("accelerator_type", [int(k) for k in self.accelerator_type]),
+            ("sp_block", [] if self.sp_block is None else [self.sp_block]),
+        ):
+            extra = sorted(set(counts) - allowed)
+            if extra:
+                raise ValueError(f"{what} names NPU counts a pod cannot request (pod_npus): {extra}")
+        if self.pod_npus != sorted(set(self.pod_npus)) or self.multi_node_pod_npus != sorted(set(self.multi_node_pod_npus)):
+            raise ValueError("pod_npus and multi_node_pod_npus are ascending, each count once")
+        return self
 
 
 class Chip(Sourced):
@@ -59,6 +98,9 @@ class Chip(Sourced):
         pattern=r"^[a-z0-9.-]{1,63}/[A-Za-z0-9._-]{1,63}$",
         description="the extended resource Huawei's device plugin offers for it (Kubernetes); null: not sourced",
     )
+    kubernetes: ChipKubernetes | None = Field(
+        None, description="MindCluster's node labels and NPUs per pod for it (`envkit k8s render`); null: not sourced"
+    )
 
     @field_validator("npu_smi_patterns", "npu_smi_multi_die", "package_patterns")
     @classmethod
@@ -71,9 +113,18 @@ class Chip(Sourced):
         return value
 
 
+class ArchKubernetes(Sourced):
+    """How MindCluster labels a node of the arch, with its source."""
+
+    host_arch: LabelValue = Field(description="value of the `host-arch` node label")
+
+
 class Arch(Sourced):
     id: Literal["aarch64", "x86_64"]
     hdk_file_arch: str = Field(description="arch spelling in HDK zip names (x86-64 vs x86_64)")
+    kubernetes: ArchKubernetes | None = Field(
+        None, description="MindCluster's node label for the arch (`envkit k8s render`); null: not sourced"
+    )
 
 
 class OperatingSystem(Sourced):

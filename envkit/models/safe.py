@@ -44,6 +44,12 @@ Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
 Url = Annotated[str, Field(pattern=r"^(https?|file)://[A-Za-z0-9._~:/?#\[\]@!&'()*+,;=%-]{1,2000}$", max_length=2048)]
 # an absolute POSIX path without `..`, spaces or metacharacters (the CANN home, set_env.sh)
 AbsPath = Annotated[str, Field(pattern=r"^(/[A-Za-z0-9_+-][A-Za-z0-9._+-]*)+/?$", max_length=1024)]
+# a Kubernetes label value (node labels, `ring-controller.atlas`): at most 63, alphanumerics at both ends
+LABEL_VALUE = r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
+LabelValue = Annotated[str, Field(pattern=LABEL_VALUE, max_length=63)]
+# NPUs one pod requests on one node, and the same count as a mapping key (a string: JSON keeps keys as strings)
+NpuCount = Annotated[int, Field(ge=1, le=64)]
+NpuCountKey = Annotated[str, Field(pattern=r"^[1-9][0-9]?$")]
 EnvKey = Annotated[str, Field(pattern=r"^[A-Z_][A-Z0-9_]{0,127}$")]
 # an environment value: paths and path lists, with ${VAR} references to other variables, nothing else
 EnvValue = Annotated[str, Field(pattern=r"^[A-Za-z0-9_./:,+=@${}-]{0,4096}$")]

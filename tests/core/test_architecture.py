@@ -358,9 +358,9 @@ def test_the_checks_see_a_crossing_and_a_circle():
 
 
 def test_a_schema_2_lock_is_upgraded_on_read_with_a_notice(run_cli, tmp_path):
-    """Schema 3 adds platform.device_plugin_resource and platform.hccl, both derived from the stack's chip: a schema-2
-    lock is read as schema 3 (the lock module's one migration seam) by every command, saying so; a library caller
-    that registers no upgrade gets the re-lock refusal."""
+    """Schema 3 adds platform.device_plugin_resource and platform.hccl (and the optional platform.kubernetes), derived
+    from the stack's chip: a schema-2 lock is read as schema 3 (the lock module's one migration seam) by every
+    command, saying so; a library caller that registers no upgrade gets the re-lock refusal."""
     import yaml
 
     from envkit.errors import BadInput
@@ -370,19 +370,20 @@ def test_a_schema_2_lock_is_upgraded_on_read_with_a_notice(run_cli, tmp_path):
     assert run_cli("resolve", "--chip", "a3", "-o", str(new)).code == 0
     doc = yaml.safe_load(new.read_text())
     doc["schema_version"], new_version = 2, doc["envkit_version"]
-    facts = {k: doc["platform"].pop(k) for k in ("device_plugin_resource", "hccl")}
+    facts = {k: doc["platform"].pop(k) for k in ("device_plugin_resource", "hccl", "kubernetes")}
     old = tmp_path / "old.lock"
     old.write_text(yaml.safe_dump(doc, sort_keys=False))
     for argv in (("validate", str(old)), ("image", "run-args", "--lock", str(old), "--format", "json")):
         r = run_cli(*argv)
         assert r.code == 0, (argv, r.out, r.err)
         assert r.err.count(f"notice: {old} is a lock of schema 2; read as schema 3") == 1, argv
-        assert "platform.device_plugin_resource, platform.hccl derived" in r.err
+        assert "platform.device_plugin_resource, platform.hccl, platform.kubernetes derived" in r.err
     from envkit.locking import matrix_check
 
     lifted = read_lock(old, matrix_check())
     assert lifted.schema_version == 3 and lifted.platform.device_plugin_resource == facts["device_plugin_resource"]
     assert lifted.platform.hccl.model_dump(mode="json") == facts["hccl"]
+    assert lifted.platform.kubernetes is not None and lifted.platform.kubernetes.model_dump(mode="json") == facts["kubernetes"]
     with pytest.raises(BadInput, match="is a lock of schema 2, made by an older envkit: re-lock it"):
         read_lock(old)
     doc["envkit_version"] = "not a version"  # lifted, then refused by the schema: an error, no notice

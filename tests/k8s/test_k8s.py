@@ -364,6 +364,43 @@ def test_a_lock_without_an_image_reference_is_exit_2(k8s_locks, run_cli, tmp_pat
     assert not (tmp_path / "out").exists()
 
 
+def test_the_facts_come_from_the_lock_and_a_lock_without_them_is_exit_2(k8s_locks, run_cli, tmp_path):
+    """Node labels and NPUs per pod are the lock's `platform.kubernetes` (copied from matrices/platform.yaml by
+    resolve): edited there, they change the manifests; an older lock without them is refused with what to do."""
+    lock = read_lock(k8s_locks["910b"])
+    k = lock.platform.kubernetes
+    assert k is not None and k.accelerator == "huawei-Ascend910" and k.host_arch == "huawei-arm"
+    assert k.accelerator_type == {"8": "module-910b-8", "16": "module-910b-16"} and k.source
+    edited = lock.model_copy(
+        update={"platform": lock.platform.model_copy(update={"kubernetes": k.model_copy(update={"accelerator": "x-y"})})}
+    )
+    assert plan_k8s(edited, K8sOptions(image=IMAGE, node_count=1)).node_labels["accelerator"] == "x-y"
+    older = lock.model_copy(update={"platform": lock.platform.model_copy(update={"kubernetes": None})})
+    with pytest.raises(BadInput, match="carries no Kubernetes facts") as exc:
+        plan_k8s(older, K8sOptions(image=IMAGE, node_count=1))
+    assert "resolve it again" in (exc.value.hint or "") and lock.generated_by in (exc.value.hint or "")
+    # the same lock as a file an older envkit wrote: the gate names the missing block, and past it the plan does
+    doc = yaml.safe_load(k8s_locks["910b"].read_text())
+    del doc["platform"]["kubernetes"]
+    old = tmp_path / "old.lock"
+    old.write_text(yaml.safe_dump(doc, sort_keys=False))
+    args = ("k8s", "render", "--lock", str(old), "--image", IMAGE, "--node-count", "1", "-o", str(tmp_path / "out"))
+    r = run_cli(*args)
+    assert r.code == 2 and "platform.kubernetes" in r.err and "Traceback" not in r.err, r.err
+    r = run_cli("--accept-edited-lock", *args)
+    assert r.code == 2 and "carries no Kubernetes facts" in r.err and "resolve it again" in r.err, r.err
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_chip_without_kubernetes_facts_locks_as_before(tmp_path):
+    """A chip whose matrix row has no `kubernetes` (910) gets no block: its lock dumps as before the block existed."""
+    from tests.k8s.conftest import resolve
+
+    path = resolve("910", tmp_path / "910.lock")
+    assert "kubernetes" not in yaml.safe_load(path.read_text())["platform"]
+    assert read_lock(path).platform.kubernetes is None
+
+
 def test_render_writes_an_owned_base_and_renders_again(k8s_locks, run_cli, tmp_path):
     out = tmp_path / "base"
     args = ("k8s", "render", "--lock", str(k8s_locks["950"]), "--image", IMAGE, "--node", "n1", "-o", str(out))
@@ -394,3 +431,32 @@ def test_kubectl_kustomize_builds_every_base(case, k8s_locks, tmp_path):
     built = [d for d in yaml.safe_load_all(p.stdout) if d]
     assert len(built) == len(result.plan.files)
     assert {d["metadata"]["namespace"] for d in built} == {"default"}
+
+
+def test_the_matrix_rows_hold_their_npu_counts_together():
+    """`chips[].kubernetes`: the counts of multi-node pods, accelerator-type labels and sp-block are counts a pod may
+    request; each row is sourced (matrices/platform.yaml)."""
+    from pydantic import ValidationError
+
+    from envkit.matrix import load_matrix
+    from envkit.models.matrix import ChipKubernetes
+
+    lm = load_matrix()
+    rows = {c.id: c.kubernetes for c in lm.model.chips if c.kubernetes is not None}
+    assert sorted(rows) == ["310p", "910b", "950", "a3"]
+    assert all(r.sources and r.confidence == "stated" for r in rows.values())
+    assert {a.id: a.kubernetes.host_arch for a in lm.model.arches if a.kubernetes} == {
+        "aarch64": "huawei-arm",
+        "x86_64": "huawei-x86",
+    }
+    good = rows["910b"].model_dump()
+    for bad, match in (
+        ({"multi_node_pod_npus": [12]}, "multi_node_pod_npus"),
+        ({"accelerator_type": {"32": "module-910b-32"}}, "accelerator_type"),
+        ({"sp_block": 9}, "sp_block"),
+        ({"pod_npus": [16, 8, 1]}, "ascending"),
+        ({"accelerator": "bad value"}, "accelerator"),
+        ({"accelerator_type": {"08": "x"}}, "accelerator_type"),
+    ):
+        with pytest.raises(ValidationError, match=match):
+            ChipKubernetes.model_validate({**good, **bad})
