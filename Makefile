@@ -9,7 +9,7 @@ PYTEST_ARGS ?=
 
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: demo test lint venv bench clean schemas mutation
+.PHONY: demo test lint venv bench clean schemas mutation fast-cli
 
 venv: $(VENV)/.installed
 
@@ -67,6 +67,9 @@ test: venv lint
 
 bench: venv
 	$(BIN)/python benchmarks/resolve.py
+
+fast-cli: venv                           # after changing resolve, validate or bundle verify's options
+	$(BIN)/python tools/fast_cli.py
 
 schemas: venv
 	$(BIN)/envkit matrix schema -o envkit/schemas

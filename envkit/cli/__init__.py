@@ -140,22 +140,18 @@ def _report_error(exc: EnvkitError, argv: list[str]) -> int:
 
 
 def _fast(args: list[str]) -> int | None:
-    """`envkit [--debug|--quiet] resolve|validate|bundle verify ...` without typer (envkit.cli.stack,
-    envkit.cli.bundle_verify); None: use typer."""
+    """`envkit [--debug|--quiet] resolve|validate|bundle verify ...` without typer: the start-up path generated from
+    the typer commands (`envkit.cli.fast`); None: use typer."""
     i = len(_root_args(args))
     if i >= len(args):
         return None
+    from envkit.cli import fast
+
+    if not fast.is_fast(args[i:]):
+        return None
     console.set_debug("--debug" in args[:i])
     console.set_quiet(any(a in ("--quiet", "-q") for a in args[:i]))
-    if COMMANDS.get(args[i]) == "stack":
-        from envkit.cli.stack import fast_main
-
-        return fast_main(args[i:])
-    if args[i : i + 2] == ["bundle", "verify"]:  # reads no lock: no gate to register
-        from envkit.cli.bundle_verify import fast_main as verify_main
-
-        return verify_main(args[i + 2 :])
-    return None
+    return fast.run(args[i:])
 
 
 def _root_args(args: list[str]) -> list[str]:

@@ -197,7 +197,7 @@ def verify_cmd(
     """Check every file against the manifest; refuse unsafe archives without extracting anything."""
     from envkit.cli.bundle_verify import verify
 
-    code = verify(bundle, expect_digest, json_out)
+    code = verify(bundle=bundle, expect_digest=expect_digest, json_out=json_out)
     if code:
         raise typer.Exit(code)
 

@@ -1,6 +1,7 @@
-"""`envkit bundle verify`: the command's body, without typer, so that `main()` can run an ordinary call on an
-argparse start-up path (as `resolve` and `validate` do): verify is often timed against `sha256sum`, and typer's
-import would be a third of its run. Help and unusual input go to typer (envkit.cli.bundle)."""
+"""`envkit bundle verify`: the command's body, without typer, so that `main()` can run an ordinary call on the
+generated start-up path (`envkit.cli.fast`, as `resolve` and `validate` do): verify is often timed against
+`sha256sum`, and typer's import would be a third of its run. The command itself is defined once, in
+envkit.cli.bundle; help and unusual input go to typer."""
 
 from pathlib import Path
 from typing import Optional
@@ -9,7 +10,7 @@ from envkit import console
 from envkit.errors import EXIT_FAILED
 
 
-def verify(bundle: Path, expect_digest: Optional[str], json_out: bool) -> int:
+def verify(*, bundle: Path, expect_digest: Optional[str], json_out: bool) -> int:
     """Check every file against the manifest; refuse unsafe archives without extracting anything."""
     from envkit import airgap
 
@@ -36,22 +37,3 @@ def verify(bundle: Path, expect_digest: Optional[str], json_out: bool) -> int:
     for p in rep.extra:
         out.print(f"  extra:    {p} (not in the manifest)", markup=False)
     return EXIT_FAILED
-
-
-def fast_main(args: list[str]) -> Optional[int]:
-    """`verify BUNDLE [--expect-digest D] [--json]` with argparse; None when typer should handle argv."""
-    import argparse
-
-    if not args or any(a in ("--help", "-h") or a.startswith("--help") for a in args):
-        return None
-    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False, exit_on_error=False)
-    parser.add_argument("bundle", type=Path)
-    parser.add_argument("--expect-digest", dest="expect_digest")
-    parser.add_argument("--json", dest="json_out", action="store_true")
-    try:
-        ns, extra = parser.parse_known_args(args)
-    except (argparse.ArgumentError, SystemExit):
-        return None
-    if extra:
-        return None
-    return verify(ns.bundle, ns.expect_digest, ns.json_out)

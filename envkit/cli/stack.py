@@ -1,9 +1,10 @@
 """`envkit resolve` and `envkit validate`.
 
-The commands are plain functions over one option table, so that two front ends share them: typer (help,
-completion-grade usage errors) and a start-up path with argparse that `main()` takes for an ordinary
-`envkit resolve` / `envkit validate` call (no typer import: the whole process costs about what importing
-pydantic and yaml costs). Anything unusual (help, an unknown option) goes to typer.
+One definition: the typer commands below (`resolve`'s signature built from the option tables). Their bodies are
+plain functions (`run_resolve`, `run_validate`) called with the parameters by name, so that the start-up path
+`main()` takes for an ordinary call (`envkit.cli.fast`, no typer import) calls the same body with what its parser,
+generated from these very commands (`envkit/cli/_fastspec.py`, `make fast-cli`), read. Anything unusual (help, an
+option the generated parser does not take) goes to typer.
 """
 
 import shlex
@@ -181,35 +182,15 @@ def validate(file: Path, json_out: bool) -> int:
     return 0 if report.valid else EXIT_FAILED
 
 
-# --- the start-up path (no typer) ------------------------------------------------------------------
-def fast_main(args: list[str]) -> Optional[int]:
-    """Run `resolve ...` / `validate ...` with argparse; None when typer should handle argv (help, odd input)."""
-    import argparse
+def run_resolve(*, file: Optional[Path], output: Path, json_out: bool, workload: Optional[str], **pins: Optional[str]) -> int:
+    """`envkit resolve`'s body, called with the command's parameters by name (typer, and the generated start-up
+    path `envkit.cli.fast`): the pins are the PIN_OPTIONS keys."""
+    return resolve(file, output, json_out, {key: pins.get(key) for key, _ in PIN_OPTIONS}, workload)
 
-    if not args or args[0] not in ("resolve", "validate") or any(a in ("--help", "-h") or a.startswith("--help") for a in args):
-        return None
-    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False, exit_on_error=False)
-    if args[0] == "resolve":
-        decls, _ = RESOLVE_OPTIONS["file"]
-        parser.add_argument(*decls, dest="file", type=Path)
-        decls, _ = RESOLVE_OPTIONS["output"]
-        parser.add_argument(*decls, dest="output", type=Path, default=Path("envkit.lock"))
-        decls, _ = RESOLVE_OPTIONS["workload"]
-        parser.add_argument(*decls, dest="workload")
-        for key, _ in PIN_OPTIONS:
-            parser.add_argument(_flag(key), dest=key)
-    else:
-        parser.add_argument("file", type=Path)
-    parser.add_argument("--json", dest="json_out", action="store_true")
-    try:
-        ns, extra = parser.parse_known_args(args[1:])
-    except (argparse.ArgumentError, SystemExit):
-        return None
-    if extra:
-        return None
-    if args[0] == "validate":
-        return validate(ns.file, ns.json_out)
-    return resolve(ns.file, ns.output, ns.json_out, {key: getattr(ns, key) for key, _ in PIN_OPTIONS}, ns.workload)
+
+def run_validate(*, file: Path, json_out: bool) -> int:
+    """`envkit validate`'s body, called with the command's parameters by name (typer and `envkit.cli.fast`)."""
+    return validate(file, json_out)
 
 
 # --- typer ----------------------------------------------------------------------------------------
@@ -226,8 +207,7 @@ def register(app) -> None:  # noqa: ANN001 - a typer.Typer
             raise typer.Exit(code)
 
     def resolve_cmd(**kw) -> None:  # noqa: ANN003
-        pins = {key: kw.pop(key) for key, _ in PIN_OPTIONS}
-        _exit(resolve(kw["file"], kw["output"], kw["json_out"], pins, kw["workload"]))
+        _exit(run_resolve(**kw))
 
     resolve_cmd.__doc__ = resolve.__doc__
 
@@ -253,7 +233,7 @@ def register(app) -> None:  # noqa: ANN001 - a typer.Typer
         file: Path = typer.Argument(..., help=VALIDATE_HELP["file"]),
         json_out: bool = typer.Option(False, "--json", help=VALIDATE_HELP["json_out"]),
     ) -> None:
-        _exit(validate(file, json_out))
+        _exit(run_validate(file=file, json_out=json_out))
 
     validate_cmd.__doc__ = validate.__doc__
     app.command("validate", epilog=example("envkit validate envkit.lock", "envkit validate stack.yaml --json"))(validate_cmd)

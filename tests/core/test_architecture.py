@@ -201,7 +201,8 @@ def test_resolve_and_validate_start_without_typer(tmp_path):
     ],
 )
 def test_the_start_up_path_and_typer_agree(argv, monkeypatch, capsys):
-    """The argparse path `main()` takes and the typer command give the same output and exit code."""
+    """The start-up path `main()` takes (generated from the typer commands, envkit.cli.fast) reads argv as typer
+    does: the same output and exit code."""
     import envkit.cli as cli
 
     monkeypatch.chdir(ROOT)
