@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -507,10 +508,11 @@ def _training(plan: K8sPlan, pod: _Pod, opts: K8sOptions, chip: ChipK8s, nodes: 
         meta["labels"].update({"framework": "pytorch", "ring-controller.atlas": chip.ring_controller})
         if annotations:
             meta["annotations"] = annotations
-        replicas: dict[str, Any] = {"Master": {"replicas": 1, "restartPolicy": "Never", "template": template()}}
-        if nodes > 1:
-            replicas["Worker"] = {"replicas": nodes - 1, "restartPolicy": "Never", "template": template()}
-        spec: dict[str, Any] = {"replicaSpecs": replicas, "runPolicy": {"backoffLimit": 0}, "successPolicy": "AllWorkers"}
+        spec: dict[str, Any] = {
+            "replicaSpecs": _master_workers(template, nodes),
+            "runPolicy": {"backoffLimit": 0},
+            "successPolicy": "AllWorkers",
+        }
         if opts.scheduler == "volcano":
             spec["schedulerName"] = "volcano"
             spec["runPolicy"]["schedulingPolicy"] = {"minAvailable": nodes, "queue": opts.queue}
@@ -542,10 +544,11 @@ def _training(plan: K8sPlan, pod: _Pod, opts: K8sOptions, chip: ChipK8s, nodes: 
         meta = _meta(plan, plan.name, "training")
         if annotations:
             meta["annotations"] = annotations
-        replicas = {"Master": {"replicas": 1, "restartPolicy": "Never", "template": template()}}
-        if nodes > 1:
-            replicas["Worker"] = {"replicas": nodes - 1, "restartPolicy": "Never", "template": template()}
-        spec = {"nprocPerNode": str(npn), "pytorchReplicaSpecs": replicas, "runPolicy": {"backoffLimit": 0}}
+        spec = {
+            "nprocPerNode": str(npn),
+            "pytorchReplicaSpecs": _master_workers(template, nodes),
+            "runPolicy": {"backoffLimit": 0},
+        }
         if opts.scheduler == "volcano":
             spec["runPolicy"]["schedulingPolicy"] = {"minAvailable": nodes, "queue": opts.queue}
         plan.files["training/pytorchjob.yaml"] = {
@@ -554,6 +557,14 @@ def _training(plan: K8sPlan, pod: _Pod, opts: K8sOptions, chip: ChipK8s, nodes: 
             "metadata": meta,
             "spec": spec,
         }
+
+
+def _master_workers(template: Callable[[], dict[str, Any]], nodes: int) -> dict[str, Any]:
+    """The one Master and the Workers of an AscendJob's or a PyTorchJob's replica specs, never restarted."""
+    replicas: dict[str, Any] = {"Master": {"replicas": 1, "restartPolicy": "Never", "template": template()}}
+    if nodes > 1:
+        replicas["Worker"] = {"replicas": nodes - 1, "restartPolicy": "Never", "template": template()}
+    return replicas
 
 
 # --- serving --------------------------------------------------------------------------------------------------------
