@@ -18,6 +18,7 @@ from envkit.errors import BadInput, CheckFailed, Where
 from envkit.export.container import ASCEND, DRIVER, LOCK_IN_IMAGE, NPU_SERVING_ENV, SERVING_ENTRYPOINT, VENV
 from envkit.fsutil import sha256_file
 from envkit.models.lock import Artifact, ClosurePackage, Lock
+from envkit.sdistbuild import BUILD_ENV, target_takes
 from envkit.wheels import Requirement, merge, normalize, parse_requirements, parse_wheel_name, wheel_name
 
 LABEL_PREFIX = "io.envkit"
@@ -287,6 +288,8 @@ def check_closure(lock: Lock, reqs: list[Requirement], origin: str) -> None:
         r = by.get(normalize(pin.name))
         if r is None:
             raise BadInput(f"{origin} lacks {pin.name}=={pin.version} of the lock", hint="Add it (with its hash).")
+        if normalize(pin.name) in BUILD_ENV and r.version.split("+", 1)[0] == pin.version:
+            continue  # built from the sdist of the pinned version: vLLM's build adds `+empty`
         if not versions.same(r.version, pin.version) or ("+" in pin.version) != ("+" in r.version):
             raise BadInput(
                 f"{origin} pins {pin.name}=={r.version}, the lock {pin.version}",
@@ -359,8 +362,15 @@ def closure_files(lock: Lock) -> list[ClosurePackage]:
     for pkg in closure.packages:
         by_name.setdefault(normalize(pkg.name), []).append(pkg)
     chosen = []
+    target = make_target(s.python, s.arch, lock.platform.glibc)
+
+    def rank(p: ClosurePackage) -> int | None:
+        if p.built is not None:  # built by `envkit lock` for this target (`linux_<arch>`: setuptools' tag)
+            return 0 if target_takes(p.filename, target) else None
+        return wheel_rank(p.filename, order)
+
     for name, pkgs in sorted(by_name.items()):
-        fits = sorted((wheel_rank(p.filename, order), p.filename, p) for p in pkgs if wheel_rank(p.filename, order) is not None)
+        fits = sorted((rank(p), p.filename, p) for p in pkgs if rank(p) is not None)
         if not fits:
             raise BadInput(
                 f"the lock's Python closure has no file of {name} for Python {s.python} on {s.os} {s.arch}: "
