@@ -301,8 +301,20 @@ def check_closure(lock: Lock, reqs: list[Requirement], origin: str) -> None:
         r = by.get(normalize(m[1]))
         if r is None:
             raise BadInput(f"{origin} lacks {m[1]}, a Python dependency of CANN ({spec})", hint="Add it (with its hash).")
+        if m[2] and normalize(m[1]) in _yielded(lock):
+            continue  # `envkit lock` let the built vLLM's bound decide (`closure.cann_runtime_yields`): as recorded
         if m[2] and not versions.satisfies(r.version, m[2]):
             raise BadInput(f"{origin} pins {r.name}=={r.version}, CANN needs {spec}")
+
+
+def _yielded(lock: Lock) -> set[str]:
+    """CANN's pinned requirements the lock's closure resolved by name alone (its roots record the bare name where
+    `envkit lock` let a built wheel's bound decide: CANN's protobuf==3.20.0 against vLLM's protobuf>=5.29.6)."""
+    closure = lock.python.closure
+    if closure is None or not any(p.built is not None for p in closure.packages):
+        return set()
+    bare = {normalize(r.strip()) for r in closure.roots if re.fullmatch(r"\s*[A-Za-z0-9][A-Za-z0-9._-]*\s*", r)}
+    return {normalize(re.split(r"[<>=!~; \[]", spec, maxsplit=1)[0]) for spec in lock.python.cann_runtime} & bare
 
 
 def _wheelhouse(artifacts: Path | None) -> list[Path]:

@@ -61,7 +61,8 @@ def real_serving(tmp_path_factory):
     from envkit.lockfile import dump_lock, read_lock
 
     lock = read_lock(path)
-    pins = [p.model_copy(update={"version": "2.13.0"}) if p.name == "torch" else p for p in lock.python.requirements]
+    cpu_pin = "2.13.0+cpu" if "+cpu" in next(p.version for p in lock.python.requirements if p.name == "torch") else "2.13.0"
+    pins = [p.model_copy(update={"version": cpu_pin}) if p.name == "torch" else p for p in lock.python.requirements]
     path.write_text(dump_lock(lock.model_copy(update={"python": lock.python.model_copy(update={"requirements": pins})})))
     seconds = {}
     with Server(cpu, simple_index=True) as c:
@@ -131,3 +132,18 @@ def test_the_real_serving_bundle_installs_offline_and_vllm_imports_with_plugins_
     assert r.stdout.split()[-3:] == ["0.23.0+empty", "0.23.0", "2.13.0+cpu"], r.stdout
     r = subprocess.run(["unshare", "-n", "--", "true"], capture_output=True)
     assert r.returncode == 0
+
+
+def test_the_image_takes_the_built_wheel_of_the_real_lock(real_serving):
+    """The image's pip picks the built `linux_x86_64` wheel (setuptools' tag for the empty build) for vllm, and the
+    image's pins accept `0.23.0+empty` for the lock's vllm==0.23.0."""
+    from envkit.export.image import check_closure, closure_files
+    from envkit.lockfile import read_lock
+    from envkit.wheels import Requirement
+
+    lock = read_lock(real_serving[0])
+    files = {p.name: p for p in closure_files(lock)}
+    assert files["vllm"].filename.endswith("-cp311-cp311-linux_x86_64.whl") and files["vllm"].built is not None
+    reqs = [Requirement(p.name, p.version, (p.sha256,)) for p in files.values()]
+    pins = [p for p in lock.python.requirements if p.name.replace("_", "-") not in LEFT_OUT]
+    check_closure(lock.model_copy(update={"python": lock.python.model_copy(update={"requirements": pins})}), reqs, "the closure")
