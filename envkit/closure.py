@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from envkit.errors import BadInput, CannotRun, Where
+from envkit.errors import BadInput, CannotRun, CheckFailed, Where
 from envkit.lockgate import SCHEMA_ONLY, LockCheck
 from envkit.models.lock import ClosurePackage, ClosureTarget, Lock, PythonClosure
 from envkit.wheels import normalize, tag_order, wheel_rank
@@ -58,16 +58,24 @@ class ClosurePlan:
     overrides: tuple[str, ...] = field(default=())
     pinned: tuple[tuple[str, str], ...] = ()  # (project, index URL): taken from that index alone
     pinned_ids: tuple[tuple[str, str], ...] = ()  # (project, the lock's id of that index), for error messages
+    built: tuple[ClosurePackage, ...] = ()  # wheels envkit built from their sdist (`envkit.sdistbuild`): not resolved
+    built_requires: tuple[str, ...] = ()  # their Requires-Dist, resolved in their place
+
+    @property
+    def resolve_roots(self) -> tuple[str, ...]:
+        """What uv resolves: the roots, each built project replaced by what its built wheel requires."""
+        built = {p.name for p in self.built}
+        return tuple(r for r in self.roots if req_name(r) not in built) + self.built_requires
 
     def requirements_in(self) -> str:
-        return "".join(f"{r}\n" for r in self.roots)
+        return "".join(f"{r}\n" for r in self.resolve_roots)
 
     def project_toml(self) -> str:
         """The roots as a project whose `tool.uv.sources` pin each `pinned` project to its own explicit index."""
         import json
 
         text = '[project]\nname = "envkit-closure"\nversion = "0"\ndependencies = [\n'
-        text += "".join(f"  {json.dumps(r)},\n" for r in self.roots) + "]\n\n[tool.uv.sources]\n"
+        text += "".join(f"  {json.dumps(r)},\n" for r in self.resolve_roots) + "]\n\n[tool.uv.sources]\n"
         text += "".join(f'{json.dumps(n)} = {{ index = "envkit-pinned-{i}" }}\n' for i, (n, _) in enumerate(self.pinned))
         for i, (_, url) in enumerate(self.pinned):
             text += f'\n[[tool.uv.index]]\nname = "envkit-pinned-{i}"\nurl = {json.dumps(url)}\nexplicit = true\n'
@@ -88,7 +96,9 @@ class ClosurePlan:
 
     def overrides_in(self) -> str:
         # an override with a marker that is never true removes the project and what only it needs
-        lines = list(self.overrides) + [f"{n} ; sys_platform == 'never'" for n in self.excluded]
+        # so are the built projects: no package may pull the index's own build of them (PyPI's CUDA vllm)
+        gone = [*self.excluded, *(p.name for p in self.built)]
+        lines = list(self.overrides) + [f"{n} ; sys_platform == 'never'" for n in gone]
         return "".join(f"{x}\n" for x in lines)
 
 
@@ -477,6 +487,7 @@ def closure_from_pylock(
                     sha256_from="download" if computed else None,
                 )
             )
+        packages += list(plan.built)
         packages.sort(key=lambda p: (p.name, p.version, p.filename))
         return _closure(plan, resolver, packages)
     except ValidationError as exc:  # e.g. an index that sends a wheel to an http host it was not given as
@@ -655,14 +666,29 @@ def pinned_failure(plan: ClosurePlan, err: str) -> None:
 
 # --- no CUDA wheel in an Ascend closure ------------------------------------------------------------
 CUDA_NAME = re.compile(r"^(nvidia-.*|cuda-.*|triton|pytorch-triton.*|.*nccl.*)$")
+TORCH_FAMILY = ("torch", "torchvision", "torchaudio")  # PyPI's x86_64 builds of these are CUDA builds
+
+
+def cuda_torch(p: ClosurePackage, arch: str) -> bool:
+    """A CUDA (or ROCm) build of torch, torchvision or torchaudio: a `+cu…`/`+rocm…` local version anywhere, and on
+    x86_64 any build without `+cpu` (PyPI's default x86_64 torch is the CUDA build; the PyTorch CPU index labels
+    its builds `+cpu`). On aarch64 PyPI's torch is the CPU build."""
+    if p.name not in TORCH_FAMILY:
+        return False
+    local = p.version.partition("+")[2].lower()
+    if local.startswith(("cu", "rocm")):
+        return True
+    return arch == "x86_64" and not local.startswith("cpu")
 
 
 def cuda_packages(closure: PythonClosure) -> list[ClosurePackage]:
-    return [p for p in closure.packages if CUDA_NAME.match(normalize(p.name))]
+    arch = closure.target.arch
+    return [p for p in closure.packages if CUDA_NAME.match(normalize(p.name)) or cuda_torch(p, arch)]
 
 
 def refuse_cuda(closure: PythonClosure, via: dict[str, list[str]]) -> None:
-    """BadInput naming the CUDA wheels of the closure and the packages that pulled them in (uv's `# via`)."""
+    """CheckFailed (exit 1) naming the CUDA wheels of the closure (`cuda_packages`) and the packages that pulled
+    them in (uv's `# via`)."""
     cuda = cuda_packages(closure)
     if not cuda:
         return
@@ -686,10 +712,11 @@ def refuse_cuda(closure: PythonClosure, via: dict[str, list[str]]) -> None:
         or "the roots"
     )
     shown = "; ".join(f"{p.name} {p.version}" + (f" (via {', '.join(via[p.name])})" if via.get(p.name) else "") for p in cuda[:8])
-    raise BadInput(
+    raise CheckFailed(
         f"the closure for Python {closure.target.python} on {closure.target.platform} holds {len(cuda)} CUDA wheel(s), "
         f"which an Ascend stack never uses: {shown}{' ...' if len(cuda) > 8 else ''}; pulled in by {pulled}",
-        hint="torch must be its CPU build, from the index the lock names for it (python.requirements: torch's index). "
+        hint="torch (and torchvision, torchaudio) must be its CPU build (`+cpu` on x86_64), from the index the lock "
+        "names for it (python.requirements: torch's index). "
         "Re-resolve with this envkit (`envkit resolve`), point --torch-index-url at the PyTorch CPU index or its mirror, "
         "or leave the packages out with --exclude.",
     )
@@ -748,6 +775,65 @@ class LockedPython:
         }
 
 
+def cann_runtime_yields(lk: Lock, roots: list[str], requires: list[str], say: Callable[[str], None]) -> list[str]:
+    """CANN's own Python requirements (python.cann_runtime, e.g. protobuf==3.20.0 from its install guide) that a built
+    wheel also requires are left to its bound (`protobuf`): the vendor's serving image installs vLLM after CANN, and
+    pip then takes vLLM's protobuf>=5.29.6. The lock's own pins never yield."""
+    cann = {req_name(r): r for r in lk.python.cann_runtime}
+    pinned = {normalize(p.name) for p in lk.python.requirements}
+    wanted = {req_name(r) for r in requires}
+    out = []
+    for r in roots:
+        name = req_name(r)
+        if name in wanted and name not in pinned and cann.get(name) == r and r.strip() != name:
+            say(f"{r} (CANN's install guide) yields to what the built wheel requires: {name} resolved by its bound")
+            r = name
+        out.append(r)
+    return out
+
+
+def build_from_sdists(
+    lk: Lock, roots: list[str], target: ClosureTarget, pinned: dict[str, str], sources: dict[str, Any], say: Callable[[str], None]
+) -> list[Any]:
+    """The roots envkit builds from their sdist (`envkit.sdistbuild.BUILD_ENV`: vLLM), each built (or taken from the
+    built-wheel cache) against the lock's CPU torch from its own index."""
+    from envkit.models.lock import mirror_refusal
+    from envkit.sdistbuild import BUILD_ENV, build_wheel, find_sdist
+
+    wanted = [r for r in roots if req_name(r) in BUILD_ENV]
+    if not wanted:
+        return []
+    torch = next((r for r in roots if req_name(r) == "torch"), None)
+    if torch is None or "torch" not in pinned:
+        raise BadInput(
+            f"{', '.join(req_name(r) for r in wanted)} is built from its sdist against the lock's CPU torch, and the "
+            "closure has no torch from the index the lock names for it",
+            hint="Keep torch in the closure (no --exclude torch / --only without it), or leave "
+            f"{req_name(wanted[0])} out with --exclude {req_name(wanted[0])}.",
+        )
+    mirrors = ClosurePlan(roots=(), target=target, pinned=tuple(pinned.items()), **sources).mirrors
+    indexes = [sources["index_url"], *sources["extra_index_urls"]]
+    out = []
+    for req in wanted:
+        name, _, version = req.partition("==")
+        if not version:
+            raise BadInput(f"{req!r}: a project built from its sdist needs an exact pin (name==version)")
+        sdist = find_sdist(name.strip(), version.strip(), indexes, lambda u: mirror_refusal(u, mirrors))
+        b = build_wheel(
+            sdist,
+            target=target,
+            torch=torch,
+            torch_index=pinned["torch"],
+            index_url=sources["index_url"],
+            extra_index_urls=sources["extra_index_urls"],
+            find_links=sources["find_links"],
+            say=say,
+        )
+        say(f"{b.package.filename}: {'taken from the build cache' if b.cached else 'built'} from {sdist.filename}")
+        out.append(b)
+    return out
+
+
 def lock_python(
     lock_path: Path,
     *,
@@ -798,12 +884,18 @@ def lock_python(
     roots = target_roots(lk, list(only or []), list(excluded))
     sourced = pinned_sources(lk, roots, torch_index_url, index_overrides(lk, tuple(index_for), torch_index_url))
     pinned = tuple((n, u) for n, _, u in sourced)
+    built = build_from_sdists(lk, roots, target, dict((n, u) for n, u in pinned), sources, say)
+    if built:  # a serving closure: upstream triton never (the vendor uninstalls it; triton-ascend is the one)
+        excluded = tuple(sorted({*excluded, "triton"}))
+        roots = cann_runtime_yields(lk, roots, [r for b in built for r in b.requires], say)
     tplan = ClosurePlan(
         roots=tuple(roots + ek_roots),
         target=target,
         excluded=excluded,
         pinned=pinned,
         pinned_ids=tuple((n, i) for n, i, _ in sourced),
+        built=tuple(b.package for b in built),
+        built_requires=tuple(r for b in built for r in b.requires),
         **sources,
     )
     cplan = ClosurePlan(roots=tuple(envkit_roots()), target=ctl_target, **sources)

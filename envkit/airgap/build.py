@@ -144,6 +144,7 @@ def build(request: BuildRequest, on_progress: Progress | None = None) -> BuildRe
         )
 
     plan = plan_with(r.image_archive)
+    ensure_built_wheels(lk, cache, say)  # a wheel `envkit lock` built from its sdist: into the cache, or built again
     status = fetch_with_progress(plan.fetch, cache, jobs=r.jobs)
     if r.image:
         plan = plan_with(build_image(plan, cache.base, say))
@@ -170,6 +171,34 @@ def build(request: BuildRequest, on_progress: Progress | None = None) -> BuildRe
     if archive_sha256 is not None and fast_key is not None:
         uptodate.remember_result(state, r.output, fast_key, result.to_dict())
     return result
+
+
+def ensure_built_wheels(lk: Lock, cache: Any, say: Callable[[str], None]) -> None:
+    """Each wheel of the target closure that `envkit lock` built from its sdist (vLLM for Ascend) into the wheel
+    cache: there already (the lock ran here), else built again from the sdist the lock records and checked against
+    the lock's sha256 (`envkit.sdistbuild.ensure_built`)."""
+    closure = lk.python.closure
+    if closure is None:
+        return
+    built = [p for p in closure.packages if p.built is not None]
+    if not built:
+        return
+    from envkit.sdistbuild import ensure_built
+
+    torch = next((p for p in closure.packages if p.name == "torch"), None)
+    for p in built:
+        how = ensure_built(
+            p,
+            target=closure.target,
+            torch=torch,
+            index_url=closure.index_url,
+            extra_index_urls=tuple(closure.extra_index_urls),
+            find_links=tuple(closure.find_links),
+            cache=cache,
+            say=say,
+        )
+        if how == "built":
+            say(f"{p.filename}: built again from {p.built.sdist if p.built else '?'}, the same bytes as the lock's")
 
 
 def bundle_listing(folder: Path) -> dict[str, dict] | None:

@@ -18,6 +18,7 @@ from envkit.errors import BadInput, CheckFailed, Where
 from envkit.export.container import ASCEND, DRIVER, LOCK_IN_IMAGE, NPU_SERVING_ENV, SERVING_ENTRYPOINT, VENV
 from envkit.fsutil import sha256_file
 from envkit.models.lock import Artifact, ClosurePackage, Lock
+from envkit.sdistbuild import BUILD_ENV, target_takes
 from envkit.wheels import Requirement, merge, normalize, parse_requirements, parse_wheel_name, wheel_name
 
 LABEL_PREFIX = "io.envkit"
@@ -299,6 +300,8 @@ def check_closure(lock: Lock, reqs: list[Requirement], origin: str) -> None:
         r = by.get(normalize(pin.name))
         if r is None:
             raise BadInput(f"{origin} lacks {pin.name}=={pin.version} of the lock", hint="Add it (with its hash).")
+        if normalize(pin.name) in BUILD_ENV and r.version.split("+", 1)[0] == pin.version:
+            continue  # built from the sdist of the pinned version: vLLM's build adds `+empty`
         if not versions.same(r.version, pin.version) or ("+" in pin.version) != ("+" in r.version):
             raise BadInput(
                 f"{origin} pins {pin.name}=={r.version}, the lock {pin.version}",
@@ -310,8 +313,20 @@ def check_closure(lock: Lock, reqs: list[Requirement], origin: str) -> None:
         r = by.get(normalize(m[1]))
         if r is None:
             raise BadInput(f"{origin} lacks {m[1]}, a Python dependency of CANN ({spec})", hint="Add it (with its hash).")
+        if m[2] and normalize(m[1]) in _yielded(lock):
+            continue  # `envkit lock` let the built vLLM's bound decide (`closure.cann_runtime_yields`): as recorded
         if m[2] and not versions.satisfies(r.version, m[2]):
             raise BadInput(f"{origin} pins {r.name}=={r.version}, CANN needs {spec}")
+
+
+def _yielded(lock: Lock) -> set[str]:
+    """CANN's pinned requirements the lock's closure resolved by name alone (its roots record the bare name where
+    `envkit lock` let a built wheel's bound decide: CANN's protobuf==3.20.0 against vLLM's protobuf>=5.29.6)."""
+    closure = lock.python.closure
+    if closure is None or not any(p.built is not None for p in closure.packages):
+        return set()
+    bare = {normalize(r.strip()) for r in closure.roots if re.fullmatch(r"\s*[A-Za-z0-9][A-Za-z0-9._-]*\s*", r)}
+    return {normalize(re.split(r"[<>=!~; \[]", spec, maxsplit=1)[0]) for spec in lock.python.cann_runtime} & bare
 
 
 def _wheelhouse(artifacts: Path | None) -> list[Path]:
@@ -371,8 +386,15 @@ def closure_files(lock: Lock) -> list[ClosurePackage]:
     for pkg in closure.packages:
         by_name.setdefault(normalize(pkg.name), []).append(pkg)
     chosen = []
+    target = make_target(s.python, s.arch, lock.platform.glibc)
+
+    def rank(p: ClosurePackage) -> int | None:
+        if p.built is not None:  # built by `envkit lock` for this target (`linux_<arch>`: setuptools' tag)
+            return 0 if target_takes(p.filename, target) else None
+        return wheel_rank(p.filename, order)
+
     for name, pkgs in sorted(by_name.items()):
-        fits = sorted((wheel_rank(p.filename, order), p.filename, p) for p in pkgs if wheel_rank(p.filename, order) is not None)
+        fits = sorted((rank(p), p.filename, p) for p in pkgs if rank(p) is not None)
         if not fits:
             raise BadInput(
                 f"the lock's Python closure has no file of {name} for Python {s.python} on {s.os} {s.arch}: "

@@ -138,6 +138,18 @@ class ClosureTarget(StrictModel):
     platform: str = Field(pattern=r"^[a-z0-9_]{1,64}$", description="the most specific platform tag, e.g. manylinux_2_28_aarch64")
 
 
+class BuiltFrom(StrictModel):
+    """A wheel `envkit lock` built from its sdist, as the vendor builds it (vLLM for Ascend: `VLLM_TARGET_DEVICE=empty`,
+    `envkit.sdistbuild`): the package's `url` is the sdist's; its sha256 and size are the built wheel's."""
+
+    sdist: PlainName = Field(description="the sdist's file name")
+    sdist_sha256: Sha256
+    env: dict[EnvKey, EnvValue] = Field(max_length=16, description="the build settings (VLLM_TARGET_DEVICE, SOURCE_DATE_EPOCH)")
+    command: Text = Field(description="how it was built, e.g. pip wheel --no-build-isolation --no-deps")
+    torch: Version = Field(description="the torch the build ran against (the lock's CPU torch)")
+    torch_sha256: Sha256 | None = Field(None, description="that torch wheel's sha256 (null: pip did not report it)")
+
+
 class ClosurePackage(OmitsAbsent):
     """One wheel of the closure, exactly the file to download and install."""
 
@@ -153,8 +165,14 @@ class ClosurePackage(OmitsAbsent):
         "none); `envkit lock` computed it from the file it downloaded (trust on first use). Absent: the index's own.",
     )
 
+    built: BuiltFrom | None = Field(
+        None,
+        description="set: envkit built this wheel from the sdist at `url` with these settings (`envkit lock`); "
+        "absent: the index's own wheel",
+    )
+
     # absent unless set: a closure from an index that publishes every sha256 dumps exactly as before
-    dump_drop_none: ClassVar[frozenset[str]] = frozenset({"sha256_from"})
+    dump_drop_none: ClassVar[frozenset[str]] = frozenset({"sha256_from", "built"})
 
     @model_validator(mode="after")
     def _file_is_the_package(self) -> "ClosurePackage":

@@ -17,11 +17,13 @@ def make_handler(root: Path, rate: float | None = None, simple_index: bool = Fal
             pass
 
         def do_GET(self):  # noqa: N802
-            rel = self.path.split("?")[0].lstrip("/")
+            from urllib.parse import unquote
+
+            rel = unquote(self.path.split("?")[0]).lstrip("/")  # pip asks for `torch-2.10.0%2Bcpu-...`
             if simple_index and rel.startswith("simple/"):
                 return self._index(rel[len("simple/") :].strip("/"))
             path = root / rel
-            if not path.is_file():
+            if ".." in rel.split("/") or not path.is_file():
                 self.send_error(404)
                 return
             size = path.stat().st_size
@@ -61,7 +63,11 @@ def make_handler(root: Path, rate: float | None = None, simple_index: bool = Fal
             else:
                 import hashlib
 
-                files = [f for f in sorted(root.iterdir()) if f.suffix == ".whl" and normalize(f.name.split("-")[0]) == project]
+                files = [
+                    f
+                    for f in sorted(root.iterdir())
+                    if f.name.endswith((".whl", ".tar.gz")) and normalize(f.name.split("-")[0]) == project
+                ]
                 if not files:
                     self.send_error(404)
                     return

@@ -2,8 +2,8 @@
 
 Three indexes on 127.0.0.1 (tests/airgap/torchindex.py, httpserve.py), given to `envkit lock` as mirrors of the indexes
 the lock records (`--index-for pytorch-cpu=...`, `--index-for ascend-pypi=...`):
-- "PyPI": every other root, vllm as the vendor builds it (VLLM_TARGET_DEVICE=empty: no torch, no triton in its
-  Requires-Dist; PyPI's own vllm wheel is a CUDA build), vllm-ascend (manylinux_2_34, Requires-Dist torch-npu, the
+- "PyPI": every other root, vllm's sdist (`envkit lock` builds it as the vendor does, VLLM_TARGET_DEVICE=empty: no
+  torch, no triton in its Requires-Dist) beside PyPI's own vllm wheel, a CUDA build (never taken), vllm-ascend (manylinux_2_34, Requires-Dist torch-npu, the
   `vllm.platform_plugins` entry point), torch_npu (stand-in; a real one is never installed), and the traps: PyPI's
   CUDA torch, upstream triton, and triton-ascend 3.2.0 (PyPI holds no 3.2.2);
 - the PyTorch CPU index: torch X+cpu; the Ascend index: triton-ascend 3.2.2.
@@ -30,7 +30,7 @@ def serving_stack(tmp_path, monkeypatch, cli):
     from envkit.errors import CannotRun
     from envkit.lockfile import read_lock
     from tests.airgap.httpserve import Server
-    from tests.airgap.torchindex import stack_indexes, standin_wheel
+    from tests.airgap.torchindex import stack_indexes, standin_sdist, standin_wheel
 
     try:
         find_uv()
@@ -48,7 +48,10 @@ def serving_stack(tmp_path, monkeypatch, cli):
     stack_indexes(pypi, cpu, roots, s.torch, s.python, s.arch)
     ascend.mkdir()
     cp = "cp" + s.python.replace(".", "")
-    standin_wheel(pypi, "vllm", s.vllm, "py3-none-any", ["transformers", "numpy", "requests"])
+    # vLLM as the vendor builds it: from its sdist (`envkit lock` builds it, VLLM_TARGET_DEVICE=empty); PyPI's own
+    # wheel is the CUDA build (a trap: never taken)
+    standin_sdist(pypi, "vllm", s.vllm, ["transformers", "numpy", "requests"])
+    standin_wheel(pypi, "vllm", s.vllm, f"cp38-abi3-manylinux_2_28_{s.arch}", [f"torch=={s.torch}", "triton==3.7.0"])
     standin_wheel(
         pypi,
         "vllm_ascend",
@@ -100,7 +103,14 @@ def test_the_serving_closure_holds_the_vendors_order_and_no_triton_or_cuda(servi
     roots = [req_name(x) for x in closure.roots]
     assert [n for n in roots if n in SERVING] == SERVING  # vllm, then vllm-ascend, then triton-ascend
     got = {p.name: p for p in closure.packages}
-    assert (got["vllm"].version, got["vllm-ascend"].version, got["triton-ascend"].version) == ("0.23.0", "0.23.0", "3.2.2")
+    assert (got["vllm"].version, got["vllm-ascend"].version, got["triton-ascend"].version) == ("0.23.0+empty", "0.23.0", "3.2.2")
+    # vllm built from its sdist as the vendor builds it, against the lock's CPU torch; PyPI's CUDA wheel never taken
+    vllm = got["vllm"]
+    assert vllm.built is not None and vllm.filename == "vllm-0.23.0+empty-py3-none-any.whl"
+    assert vllm.url.endswith("/vllm-0.23.0.tar.gz") and vllm.built.sdist == "vllm-0.23.0.tar.gz"
+    assert vllm.built.env == {"VLLM_TARGET_DEVICE": "empty", "SOURCE_DATE_EPOCH": "315532800"}
+    assert vllm.built.torch == got["torch"].version and vllm.built.torch_sha256 == got["torch"].sha256
+    assert "triton" in closure.excluded  # xgrammar's upstream triton: the vendor uninstalls it
     assert got["triton-ascend"].url.startswith(ascend.rsplit("/simple", 1)[0])  # from the Ascend index's mirror alone
     assert got["torch"].version == lock.stack.torch and got["torch"].url.startswith(cpu.rsplit("/simple", 1)[0])
     assert got["torch-npu"].version == lock.stack.torch_npu
@@ -275,3 +285,72 @@ def test_the_bundle_installs_offline_with_the_locked_versions(serving_bundle, tm
     code = "from importlib.metadata import entry_points; print([e.value for e in entry_points(group='vllm.platform_plugins')])"
     r = subprocess.run([str(venv / "bin/python"), "-I", "-c", code], capture_output=True, text=True)
     assert r.stdout.strip() == "['vllm_ascend:register']", r.stdout + r.stderr
+
+
+@pytest.mark.slow
+def test_a_second_lock_builds_nothing_and_a_bundle_elsewhere_builds_the_same_bytes(serving_bundle, tmp_path, cli):
+    """The built wheel is cached by its sdist's sha256: `envkit lock` again builds nothing and writes the same lock.
+    On a machine whose cache lacks it, `bundle build` builds it again from the sdist the lock records (the build is
+    reproducible: SOURCE_DATE_EPOCH) and checks it against the lock's sha256; other bytes are refused (exit 1)."""
+    import os
+    import shutil
+
+    from envkit.download import WheelCache
+    from envkit.lockfile import dump_lock, read_lock
+
+    path, pypi, cpu, ascend = serving_bundle
+    before = path.read_text()
+    r = _lock(cli, path, pypi, cpu, ascend)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "taken from the build cache" in r.stderr and "building vllm" not in r.stderr, r.stderr
+    assert path.read_text() == before
+    vllm = next(p for p in read_lock(path).python.closure.packages if p.name == "vllm")
+    cache = WheelCache()  # the fixture's ENVKIT_CACHE_DIR
+    os.unlink(cache.path(vllm.sha256))
+    shutil.rmtree(cache.base / "built")
+    r = cli("bundle", "build", "--lock", str(path), "-o", str(tmp_path / "again"), "--json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "built again from vllm-0.23.0.tar.gz, the same bytes" in r.stderr, r.stderr
+    assert (tmp_path / "again" / "wheels" / "target" / vllm.filename).read_bytes() == cache.path(vllm.sha256).read_bytes()
+    # a lock that pins other bytes than the build gives: refused, nothing bundled
+    lock = read_lock(path)
+    packages = [p.model_copy(update={"sha256": "f" * 64}) if p.name == "vllm" else p for p in lock.python.closure.packages]
+    closure = lock.python.closure.model_copy(update={"packages": packages})
+    path.write_text(dump_lock(lock.model_copy(update={"python": lock.python.model_copy(update={"closure": closure})})))
+    r = cli("--accept-edited-lock", "bundle", "build", "--lock", str(path), "-o", str(tmp_path / "other"), "--json")
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "built again from vllm-0.23.0.tar.gz hashes to" in r.stderr and "f" * 64 in r.stderr, r.stderr
+    assert not (tmp_path / "other").exists()
+
+
+def test_a_built_package_round_trips_and_a_plain_one_dumps_as_before():
+    from envkit.models.lock import BuiltFrom, ClosurePackage
+
+    plain = ClosurePackage(
+        name="vllm",
+        version="0.23.0",
+        filename="vllm-0.23.0-py3-none-any.whl",
+        url="https://x.example/v.whl",
+        sha256="0" * 64,
+        size=1,
+    )
+    assert "built" not in plain.model_dump()  # absent: a lock without built wheels dumps exactly as before
+    built = plain.model_copy(
+        update={
+            "version": "0.23.0+empty",
+            "filename": "vllm-0.23.0+empty-cp311-cp311-linux_x86_64.whl",
+            "url": "https://x.example/vllm-0.23.0.tar.gz",
+            "built": BuiltFrom(
+                sdist="vllm-0.23.0.tar.gz",
+                sdist_sha256="1" * 64,
+                env={"VLLM_TARGET_DEVICE": "empty", "SOURCE_DATE_EPOCH": "315532800"},
+                command="pip wheel --no-build-isolation --no-deps",
+                torch="2.13.0+cpu",
+                torch_sha256="2" * 64,
+            ),
+        }
+    )
+    again = ClosurePackage.model_validate(built.model_dump(mode="json"))
+    assert again == built and again.built is not None and again.built.env["VLLM_TARGET_DEVICE"] == "empty"
+    with pytest.raises(ValueError):
+        BuiltFrom.model_validate({**built.built.model_dump(), "unknown": 1})  # strict: extra="forbid"

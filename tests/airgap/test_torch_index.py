@@ -13,7 +13,7 @@ import tarfile
 
 import pytest
 
-from envkit.errors import BadInput
+from envkit.errors import CheckFailed
 
 CUDA = ("nvidia-", "cuda-", "triton", "nccl")
 
@@ -101,7 +101,7 @@ def test_a_closure_with_a_cuda_wheel_is_refused_naming_it_and_what_pulled_it(cpu
     old = lock.model_copy(update={"python": lock.python.model_copy(update={"requirements": pins, "indexes": {"pypi": pypi}})})
     path.write_text(dump_lock(old))
     r = cli("--accept-edited-lock", "lock", "--lock", str(path), "--index-url", pypi)  # an old lock, edited on purpose
-    assert r.returncode == 2, r.stdout + r.stderr
+    assert r.returncode == 1, r.stdout + r.stderr  # a check failed: the closure holds CUDA wheels
     assert "CUDA wheel" in r.stderr and "nvidia-cublas-cu13" in r.stderr and "triton" in r.stderr
     assert "pulled in by torch 2.12.0" in r.stderr and "--torch-index-url" in r.stderr
 
@@ -162,12 +162,50 @@ def test_refuse_cuda_names_the_wheels_and_the_package_that_pulled_them():
         "torch==2.12.0             # via torch-npu, envkit-closure (pyproject.toml)\n"
     )
     assert via["nvidia-cublas"] == ["nvidia-cudnn-cu13", "torch"]
-    with pytest.raises(BadInput) as exc:
+    with pytest.raises(CheckFailed) as exc:
         refuse_cuda(closure, via)
     msg = exc.value.message
     assert "2 CUDA wheel(s)" in msg and "nvidia-cublas 13.1.1.3 (via nvidia-cudnn-cu13, torch)" in msg
     assert msg.endswith("pulled in by torch 2.12.0 (from files.example)")
     refuse_cuda(closure.model_copy(update={"packages": closure.packages[2:]}), via)  # none left: no error
+
+
+@pytest.mark.parametrize(
+    ("arch", "name", "version", "cuda"),
+    [
+        ("x86_64", "torch", "2.13.0+cpu", False),  # the PyTorch CPU index's build
+        ("x86_64", "torchvision", "0.28.0+cpu", False),
+        ("aarch64", "torch", "2.13.0", False),  # PyPI's aarch64 torch is the CPU build
+        ("x86_64", "torch", "2.13.0", True),  # PyPI's x86_64 torch: the CUDA build
+        ("x86_64", "torchvision", "0.25.0", True),  # vllm-ascend's torchvision==0.25.0 from PyPI: a CUDA build
+        ("x86_64", "torchaudio", "2.10.0", True),
+        ("aarch64", "torch", "2.13.0+cu130", True),
+        ("x86_64", "torch", "2.13.0+rocm6.4", True),
+        ("x86_64", "torch-npu", "2.10.0.post4", False),  # not a torch build
+    ],
+)
+def test_a_cuda_torch_is_a_cuda_wheel_and_a_cpu_one_is_not(arch, name, version, cuda):
+    from envkit.closure import cuda_packages, make_target, refuse_cuda
+    from envkit.models.lock import ClosurePackage, PythonClosure
+
+    fn = f"{name.replace('-', '_')}-{version}-cp311-cp311-manylinux_2_28_{arch}.whl"
+    closure = PythonClosure(
+        target=make_target("3.11", arch),
+        roots=["vllm-ascend==0.23.0"],
+        index_url="https://pypi.org/simple",
+        resolver="test",
+        packages=[
+            ClosurePackage(name=name, version=version, filename=fn, url=f"https://files.example/{fn}", sha256="0" * 64, size=1)
+        ],
+    )
+    assert bool(cuda_packages(closure)) is cuda
+    if not cuda:
+        refuse_cuda(closure, {})
+        return
+    with pytest.raises(CheckFailed) as exc:  # exit 1, naming the wheel and what pulled it
+        refuse_cuda(closure, {name: ["vllm-ascend"]})
+    assert exc.value.exit_code == 1
+    assert f"{name} {version} (via vllm-ascend)" in exc.value.message and "pulled in by vllm-ascend" in exc.value.message
 
 
 def test_online_without_a_closure_the_torch_layer_installs_from_the_cpu_index(cpu_stack, tmp_path):

@@ -63,6 +63,63 @@ def standin_wheel(
     return path
 
 
+STANDIN_BACKEND = """\
+# A PEP 517 backend standing in for vLLM's setup.py: the wheel's version gets `+<VLLM_TARGET_DEVICE>` as vLLM's does
+# (`0.23.0+empty`), the build imports torch (the build venv's, as vLLM's setup.py does) and records its version and
+# the device in the package; SOURCE_DATE_EPOCH fixes the members' time.
+import io, os, time, zipfile
+
+NAME, VERSION, REQUIRES = {name!r}, {version!r}, {requires!r}
+
+
+def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
+    import torch
+
+    device = os.environ.get("VLLM_TARGET_DEVICE", "cuda")
+    version = f"{{VERSION}}+{{device}}"
+    dist = f"{{NAME}}-{{version}}"
+    meta = f"Metadata-Version: 2.1\\nName: {{NAME}}\\nVersion: {{version}}\\n" + "".join(
+        f"Requires-Dist: {{r}}\\n" for r in REQUIRES
+    )
+    files = {{
+        f"{{NAME}}/__init__.py": f"__version__ = {{version!r}}\\n",
+        f"{{NAME}}/_build.py": f"DEVICE = {{device!r}}\\nTORCH = {{torch.__version__!r}}\\n",
+        f"{{dist}}.dist-info/METADATA": meta,
+        f"{{dist}}.dist-info/WHEEL": "Wheel-Version: 1.0\\nRoot-Is-Purelib: true\\nTag: py3-none-any\\n",
+    }}
+    files[f"{{dist}}.dist-info/RECORD"] = "".join(f"{{n}},,\\n" for n in files) + f"{{dist}}.dist-info/RECORD,,\\n"
+    when = time.gmtime(int(os.environ.get("SOURCE_DATE_EPOCH", time.time())))[:6]
+    name = f"{{dist}}-py3-none-any.whl"
+    with zipfile.ZipFile(os.path.join(wheel_directory, name), "w") as zf:
+        for n, text in files.items():
+            zf.writestr(zipfile.ZipInfo(n, date_time=max(when, (1980, 1, 1, 0, 0, 0))), text)
+    return name
+"""
+
+
+def standin_sdist(folder: Path, name: str, version: str, requires: list[str]) -> Path:
+    """A stand-in sdist `name-version.tar.gz` built by an in-tree PEP 517 backend (`STANDIN_BACKEND`) that needs
+    nothing but torch: what `envkit.sdistbuild` builds as vLLM's (`VLLM_TARGET_DEVICE=empty`)."""
+    import tarfile
+
+    base = f"{name}-{version}"
+    files = {
+        "pyproject.toml": '[build-system]\nrequires = []\nbuild-backend = "standin_backend"\nbackend-path = ["."]\n',
+        "standin_backend.py": STANDIN_BACKEND.format(name=name, version=version, requires=list(requires)),
+        "PKG-INFO": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
+    }
+    path = folder / f"{base}.tar.gz"
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz", format=tarfile.PAX_FORMAT) as tf:
+        for n, text in sorted(files.items()):
+            data = text.encode()
+            info = tarfile.TarInfo(f"{base}/{n}")
+            info.size, info.mtime, info.mode = len(data), 315532800, 0o644
+            tf.addfile(info, io.BytesIO(data))
+    path.write_bytes(buf.getvalue())
+    return path
+
+
 def _version_for(reqs: list[Requirement]) -> str:
     """A version every specifier of `reqs` accepts (their own bounds first, then a plain 1.0 or 99.0)."""
     candidates = [s.version for r in reqs for s in r.specifier if s.operator in ("==", ">=", "~=", "===")] + ["1.0", "99.0"]
