@@ -253,7 +253,7 @@ class Validation(StrictModel):
     cann_hdk: bool = Field(description="CANN and HDK as in the vendor's version mapping")
 
 
-class BaseImage(StrictModel):
+class BaseImage(OmitsAbsent):
     """The base image of the lock's OS, as the matrix pins it (null digest: none published)."""
 
     image: str = Field(pattern=r"^[a-z0-9][a-z0-9._/:-]{0,254}$", description="repository:tag")
