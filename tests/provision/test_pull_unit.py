@@ -243,3 +243,20 @@ def test_the_cli_refuses_a_bad_url_before_writing_anything(bundle, lock, tmp_pat
     )
     assert p.returncode == 2, p.stderr
     assert "credentials in a URL are refused" in p.stderr and not out.exists()
+
+
+def test_the_benchmark_model_counts_the_copies_of_the_busiest_sender():
+    """benchmarks/pull.py's model: push and pull send every copy from one machine, a mirror per group ceil(H/G),
+    fan-out G + ceil(H/G) - 1 on its longest path; the fixed cost once per batch of forks hosts."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bench_pull", ROOT / "benchmarks" / "pull.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    gb = 1e9
+    at_8gbps = {m: bench.model(gb, 0, 50, 100, 8, m, 10) for m in bench.MODES}  # 1 GB takes 1 s at 8 Gb/s
+    assert at_8gbps == {"push": 100, "pull": 100, "pull-groups": 10, "fan-out": 19}
+    assert bench.model(gb, 0, 50, 101, 8, "pull-groups", 10) == 11  # ceil
+    assert bench.model(0, 60, 50, 50, 8, "push", 10) == 60 and bench.model(0, 60, 50, 51, 8, "push", 10) == 120
+    p = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "pull.py"), "--help"], capture_output=True, text=True)
+    assert p.returncode == 0 and "--pad-mb" in p.stdout
