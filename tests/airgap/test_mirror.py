@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -62,7 +63,12 @@ def test_whole_file_and_head(mirror, bundle):
     assert (status, body, headers["content-length"]) == (200, b"", str(SIZE))
     assert get(mirror, "/manifest.json")[0] == 200
     assert get(mirror, "/wheels/target/empty.txt")[:3:2] == (200, b"")
-    assert mirror.stats.sent["127.0.0.1"] == SIZE + len((bundle / "manifest.json").read_bytes())
+    want = SIZE + len((bundle / "manifest.json").read_bytes())
+    # counted after each write returns: the client may have the bytes a moment before the count does
+    deadline = time.monotonic() + 5
+    while mirror.stats.sent.get("127.0.0.1") != want and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert mirror.stats.sent["127.0.0.1"] == want
 
 
 @pytest.mark.parametrize(
@@ -171,11 +177,12 @@ def test_the_cli_serves_until_sigterm_and_refuses_a_tampered_bundle(bundle):
         r = conn.getresponse()
         assert (r.status, r.read()) == (206, b"heel")
         conn.close()
+        # logged once the answer is complete (a line per request, with the bytes sent)
+        assert p.stderr.readline() == '127.0.0.1 "GET /wheels/target/x-1.0-py3-none-any.whl HTTP/1.1" 206 4\n'
     finally:
         p.send_signal(signal.SIGTERM)
         out, err = p.communicate(timeout=20)
     assert p.returncode == 0, err
-    assert '127.0.0.1 "GET /wheels/target/x-1.0-py3-none-any.whl HTTP/1.1" 206 4\n' in err  # 4 bytes sent
     (bundle / "wheels" / "target" / "x-1.0-py3-none-any.whl").write_bytes(b"wheeL")
     p = _cli(str(bundle), "--port", "0")
     out, err = p.communicate(timeout=60)
@@ -183,3 +190,27 @@ def test_the_cli_serves_until_sigterm_and_refuses_a_tampered_bundle(bundle):
     p = _cli(str(bundle), "--bind", "nowhere", "--port", "0")
     out, err = p.communicate(timeout=60)
     assert p.returncode == 2 and "not an IP address" in err
+
+
+def test_a_silent_client_is_dropped_after_the_client_timeout(bundle, monkeypatch):
+    """CLIENT_TIMEOUT on both sides: a client that sends its request within it is served, one silent past it is
+    dropped (the thread serving it is freed)."""
+    import socket
+
+    from envkit.airgap import serve
+
+    monkeypatch.setattr(serve._Handler, "timeout", 0.5)
+    server = open_mirror(ServeRequest(bundle=bundle, port=0), log=None)
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    try:
+        with socket.create_connection(server.server_address[:2], timeout=10) as s:
+            time.sleep(0.2)  # within the timeout
+            s.sendall(b"GET /wheels/target/x-1.0-py3-none-any.whl HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            assert s.recv(4096).startswith(b"HTTP/1.1 200")
+        with socket.create_connection(server.server_address[:2], timeout=10) as s:
+            t0 = time.monotonic()
+            assert s.recv(4096) == b""  # silent past the timeout: closed by the server
+            assert 0.4 < time.monotonic() - t0 < 5
+    finally:
+        server.shutdown()
+        server.server_close()
