@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from envkit.errors import BadInput, Where
+from envkit.errors import BadInput, CheckFailed, Where
 from envkit.fsutil import sha256_file
 from envkit.lockgate import SCHEMA_ONLY, LockCheck
 from envkit.models.lock import Artifact, Lock
@@ -241,6 +241,166 @@ def pack_wheels(wheels: Path, dest: Path, requirements: Path | None = None) -> P
     return target
 
 
+# --- pull mode: the hosts fetch the bundle from mirrors ----------------------------------------------
+MAX_URL = 2048
+_GROUP = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$", re.S)
+# the characters a URL may hold unencoded (RFC 3986) less the quote: no space, control character, brace (so no
+# `{{`), backslash or quote; the same classes as envkit_preflight's check of the URLs it is given (vars/main.yml)
+_URL_HOST = re.compile(r"[A-Za-z0-9._~:\[\]%-]")
+_URL_PATH = re.compile(r"[A-Za-z0-9._~!$&()*+,;=:@%/-]")
+
+
+@dataclass(frozen=True)
+class Mirror:
+    """One `--bundle-url`: a mirror's root URL (the bundle folder's root), for every host or for one group."""
+
+    url: str
+    group: str | None = None
+
+
+def parse_mirror(value: str) -> Mirror:
+    """`URL` or `GROUP=URL` (GROUP: an inventory group name). The URL is untrusted: http or https, a host, no
+    credentials (they would land in vars.yml, the logs and every host's process list), no query or fragment (file
+    paths are appended to it), only the characters a URL may hold, at most MAX_URL characters. BadInput otherwise."""
+    from urllib.parse import urlsplit
+
+    group = None
+    m = _GROUP.match(value)
+    if m and "://" not in m.group(1):
+        group, value = m.group(1), m.group(2)
+
+    def bad(why: str) -> BadInput:
+        shown = value if len(value) <= 120 else value[:117] + "..."
+        return BadInput(
+            f"--bundle-url {shown!r}: {why}",
+            hint="Give a mirror's root URL, e.g. --bundle-url http://10.0.0.5:8080 or, for one inventory group, "
+            "--bundle-url rack1=http://10.0.1.5:8080 (envkit bundle serve DIR, or any static web server of the bundle).",
+        )
+
+    if not value:
+        raise bad("empty")
+    if len(value) > MAX_URL:
+        raise bad(f"longer than {MAX_URL} characters")
+    scheme, sep, rest = value.partition("://")
+    if not sep or scheme not in ("http", "https"):
+        raise bad("not an http:// or https:// URL")
+    if "?" in rest or "#" in rest:
+        raise bad("a query or fragment: the bundle's paths are appended to the URL")
+    netloc, _, path = rest.partition("/")
+    if "@" in netloc:
+        raise bad("credentials in a URL are refused (they would be written to vars.yml and the logs)")
+    for part, pattern in ((netloc, _URL_HOST), ("/" + path, _URL_PATH)):
+        c = next((ch for ch in part if not pattern.fullmatch(ch)), None)
+        if c is not None or not part:
+            raise bad(f"the character {c!r} has no place there (percent-encode it)" if c else "no host")
+    parts = urlsplit(value)
+    try:
+        port = parts.port
+    except ValueError:
+        raise bad("its port is not a number from 0 to 65535") from None
+    if not parts.hostname or port == 0:
+        raise bad("no host" if not parts.hostname else "port 0")
+    try:
+        from envkit.urlpath import decoded_path
+
+        decoded_path(value)
+    except ValueError as exc:
+        raise bad(str(exc)) from None
+    return Mirror(url=value.rstrip("/"), group=group)
+
+
+def parse_mirrors(values: Iterable[str]) -> tuple[Mirror, ...]:
+    """Every `--bundle-url`, in the order given (the order each host tries them in), without repeats."""
+    out: list[Mirror] = []
+    for v in values:
+        m = parse_mirror(v)
+        if m not in out:
+            out.append(m)
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class PullPlan:
+    """What a pull-mode host fetches: the bundle's paths of its files (relative to a mirror's root) and their
+    sha256, from the bundle's manifest (the bundle verified on the controller first)."""
+
+    mirrors: tuple[Mirror, ...]
+    vendor: str  # the vendor folder in the bundle, e.g. "vendor"
+    wheels: tuple[tuple[str, str], ...]  # (path, sha256) of each wheel
+    requirements: str  # the hashed requirements file's path ("" without wheels)
+
+
+def plan_pull(bundle: Path | None, paths: BundlePaths, mirrors: tuple[Mirror, ...], staged: list[Staged]) -> PullPlan:
+    """The pull plan of a bundle folder with a manifest. Every file a host will fetch is checked here first: the
+    vendor files `stage_artifacts` found (their sha256, from the lock or SHA256SUMS, already matched) must be the
+    manifest's, and each wheel and the requirements file must hash to the manifest's sha256.
+
+    BadInput: no --bundle folder with a valid manifest.json, or vendor/wheels outside it; CheckFailed: a file is not
+    the manifest's (the bundle was altered: `envkit bundle verify` names every difference)."""
+    from pydantic import ValidationError
+
+    from envkit.models.bundle import BundleManifest
+
+    manifest_path = Path(BundleLayout(bundle).manifest) if bundle is not None else None
+    if bundle is None or manifest_path is None or not manifest_path.is_file():
+        raise BadInput(
+            "--bundle-url needs --bundle DIR, the folder the mirror serves, with its manifest.json",
+            hint="Pass the same bundle folder the mirror serves (envkit bundle build -o DIR writes one): the hosts "
+            "check each file they fetch against its sha256.",
+        )
+    root = bundle.resolve()
+    try:
+        manifest = BundleManifest.model_validate_json(manifest_path.read_bytes())
+    except ValidationError as exc:
+        raise BadInput(
+            f"{manifest_path}: not a bundle manifest ({str(exc).splitlines()[0]})", where=Where(str(manifest_path))
+        ) from None
+    sha = {f.path: f.sha256 for f in manifest.files}
+
+    def rel(path: Path, what: str) -> str:
+        if not path.is_relative_to(root):
+            raise BadInput(
+                f"{what} {path} lies outside --bundle {bundle}: a mirror serves the bundle folder alone",
+                hint="Drop --artifacts/--wheels with --bundle-url: the bundle's own vendor/ and wheels are fetched.",
+            )
+        return path.relative_to(root).as_posix()
+
+    vendor = rel(paths.vendor, "the vendor folder")
+    checked = {f"{vendor}/{s.src}": s.sha256 for s in staged}  # hashed by stage_artifacts
+    wheels: list[tuple[str, str]] = []
+    requirements = ""
+    if paths.wheels is not None and paths.requirements is not None:
+        requirements = rel(paths.requirements, "the requirements file")
+        folder = rel(paths.wheels, "the wheels folder") + "/"
+        names = sorted(p.name for p in paths.wheels.iterdir() if p.is_file() and p.name.endswith(".whl"))
+        for path in [*(folder + n for n in names), requirements]:
+            checked[path] = sha256_file(root / path)
+        wheels = [(folder + n, checked[folder + n]) for n in names]
+    bad = sorted(p for p, h in checked.items() if sha.get(p) != h)
+    if bad:
+        raise CheckFailed(
+            f"{bundle}: {', '.join(bad[:5])}{' ...' if len(bad) > 5 else ''} not as the bundle's manifest lists "
+            "(missing from it or another sha256): no host is told to fetch them",
+            where=Where(str(bundle), key=bad[0]),
+            hint="Run `envkit bundle verify` on it, then get the bundle again from its source.",
+        )
+    return PullPlan(mirrors=mirrors, vendor=vendor, wheels=tuple(wheels), requirements=requirements)
+
+
+def pull_vars(plan: PullPlan | None) -> dict[str, Any]:
+    """The pull-mode vars (empty: push mode, every file copied from the controller)."""
+    if plan is None:
+        return {}
+    return {
+        "envkit_preflight_bundle_urls": [m.url for m in plan.mirrors if m.group is None],
+        "envkit_preflight_bundle_group_urls": [{"group": m.group, "url": m.url} for m in plan.mirrors if m.group is not None],
+        "envkit_hdk_bundle_dir": plan.vendor,
+        "envkit_cann_bundle_dir": plan.vendor,
+        "envkit_python_bundle_wheels": [{"path": p, "sha256": h} for p, h in plan.wheels],
+        "envkit_python_bundle_requirements": plan.requirements,
+    }
+
+
 # --- the vars file ------------------------------------------------------------------------------
 def _hdk_details(lock: Lock) -> dict[str, dict[str, Any]]:
     """package_version (as version.info writes it), firmware Version and compatible range, from the lock."""
@@ -288,9 +448,11 @@ def render_vars(
     staged: list[Staged] | None = None,
     wheels_archive: Path | None = None,
     accept_edited: bool = False,
+    pull: PullPlan | None = None,
 ) -> dict[str, Any]:
     """The vars file: everything the roles need from the lock and the bundle, role-prefixed (`accept_edited`: the
-    hosts' `envkit smoke` reads the lock with --accept-edited-lock, as this run did)."""
+    hosts' `envkit smoke` reads the lock with --accept-edited-lock, as this run did; `pull`: the hosts fetch the
+    bundle's files from its mirrors instead of receiving them from the controller)."""
     staged = staged if staged is not None else stage_artifacts(lock, bundle.vendor)
     by_comp = {s.component: s for s in staged}
     details = _hdk_details(lock)
@@ -358,6 +520,7 @@ def render_vars(
         "envkit_smoke_lock_src": str(lock_path),
         "envkit_smoke_lock_sha1": hashlib.sha1(Path(lock_path).read_bytes()).hexdigest(),  # noqa: S324 - as the copy module
         "envkit_smoke_accept_edited_lock": accept_edited,
+        **pull_vars(pull),
     }
 
 
@@ -467,6 +630,7 @@ class ProvisionRequest:
     serial: int | None = None
     forks: int | None = None
     extra_vars: tuple[str, ...] = ()
+    bundle_urls: tuple[str, ...] = ()  # --bundle-url URL | GROUP=URL: pull mode (the hosts fetch from these mirrors)
     lock_check: LockCheck = SCHEMA_ONLY  # what the lock is held to after its schema (the CLI: the matrix's gate)
 
 
@@ -503,8 +667,11 @@ def run(req: ProvisionRequest, on_event: Callable[[dict[str, Any]], None] | None
     inv_path = Path(req.inventory)
     if "," not in req.inventory and not inv_path.exists():
         raise BadInput(f"-i {req.inventory}: no such inventory", hint="Give an inventory file or a comma-separated host list.")
+    mirrors = parse_mirrors(req.bundle_urls)
     lock = read_lock(req.lock, req.lock_check)
     paths = locate_bundle(req.bundle, req.artifacts, req.wheels)
+    staged_files = stage_artifacts(lock, paths.vendor)
+    pull = plan_pull(req.bundle, paths, mirrors, staged_files) if mirrors else None
     out = req.out.resolve()
     inputs = [req.lock, inv_path if inv_path.exists() else None, req.bundle, paths.vendor, paths.wheels, paths.requirements]
     claim = claim_output(out, PROVISION, inputs=inputs)  # an earlier run's folder, or a new one: nothing else
@@ -512,19 +679,28 @@ def run(req: ProvisionRequest, on_event: Callable[[dict[str, Any]], None] | None
     stage = claim.stage()  # the run's logs, until the run ends
     before = claim.writer()
     archive = None
-    if paths.wheels:
-        for rel in claim.ours:  # an earlier archive is reused when the wheels are unchanged
-            if re.fullmatch(r"wheels-[0-9a-f]{16}\.tar", rel):
+    push_wheels = paths.wheels is not None and pull is None  # pull mode: the hosts fetch the wheels, nothing is packed
+    for rel in claim.ours:  # an earlier archive is reused when the wheels are unchanged (and dropped in pull mode)
+        if re.fullmatch(r"wheels-[0-9a-f]{16}\.tar", rel):
+            if push_wheels:
                 try:
                     os.link(out / rel, stage / rel)
                 except OSError:
                     pass  # packed again
-                before.remove(rel)
+            before.remove(rel)
+    if push_wheels:
+        assert paths.wheels is not None
         staged = pack_wheels(paths.wheels, stage, paths.requirements)
         archive = out / staged.name
         before.staged(staged.name, staged)
     variables = render_vars(
-        lock, lock_path=req.lock.resolve(), bundle=paths, wheels_archive=archive, accept_edited=req.lock_check.accept_edited
+        lock,
+        lock_path=req.lock.resolve(),
+        bundle=paths,
+        staged=staged_files,
+        wheels_archive=archive,
+        accept_edited=req.lock_check.accept_edited,
+        pull=pull,
     )
     vars_file = out / "vars.yml"
     before.text("vars.yml", dump_vars(variables, f"envkit provision --lock {req.lock}"))

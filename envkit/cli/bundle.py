@@ -202,9 +202,39 @@ def verify_cmd(
         raise typer.Exit(code)
 
 
+def serve_cmd(
+    bundle: Annotated[Path, Arg(help="A bundle folder (what `envkit bundle build -o DIR` writes).")],
+    bind: Annotated[str, Opt("--bind", help="The address to listen on (0.0.0.0: every interface).")] = "127.0.0.1",
+    port: Annotated[int, Opt("--port", help="The TCP port (0: a free one, printed).")] = 8080,
+    expect_digest: Annotated[Optional[str], Opt("--expect-digest", help="sha256 of manifest.json as published.")] = None,
+) -> None:
+    """Serve a verified bundle read-only over HTTP: the mirror `envkit provision --bundle-url` hosts pull from.
+
+    Refuses to start (exit 1) on a bundle that does not verify; exit 2 on bad input. Only the manifest's files
+    are served (byte ranges too); one access-log line per request goes to stderr. Stops on Ctrl-C or SIGTERM.
+    """
+    import signal
+
+    from envkit.airgap.serve import ServeRequest, open_mirror
+
+    server = open_mirror(ServeRequest(bundle=bundle, bind=bind, port=port, expect_digest=expect_digest))
+
+    def stop(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, stop)
+    console.out.print(f"serving {bundle} ({len(server.files)} files) at {server.url}", markup=False)
+    try:
+        server.serve_forever(poll_interval=0.2)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+
+
 def register(app: typer.Typer) -> None:
     bundle_app = typer.Typer(
-        help="Air-gapped bundles: build, verify.",
+        help="Air-gapped bundles: build, verify, serve.",
         no_args_is_help=True,
         rich_markup_mode=None,
         epilog=example(
@@ -225,3 +255,4 @@ def register(app: typer.Typer) -> None:
     bundle_app.command("verify", epilog=example("envkit bundle verify out/bundle.tar --expect-digest sha256:DIGEST --json"))(
         verify_cmd
     )
+    bundle_app.command("serve", epilog=example("envkit bundle serve out/bundle --bind 10.0.0.5 --port 8080"))(serve_cmd)

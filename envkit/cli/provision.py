@@ -40,6 +40,15 @@ def provision(
         Optional[Path],
         typer.Option("--wheels", help="Folder of wheels with a hashed requirements.txt (instead of DIR/wheels)."),
     ] = None,
+    bundle_url: Annotated[
+        Optional[list[str]],
+        typer.Option(
+            "--bundle-url",
+            help="Pull mode: the hosts fetch the bundle's files from this mirror (the root URL of the --bundle folder, "
+            "e.g. `envkit bundle serve`); GROUP=URL: for the hosts of one inventory group. Repeat it: the hosts try "
+            "their group's mirrors, then the others, in order.",
+        ),
+    ] = None,
     check: Annotated[bool, typer.Option("--check", help="Print the plan per host; change nothing.")] = False,
     limit: Annotated[Optional[str], typer.Option("--limit", help="Only these hosts (an Ansible pattern).")] = None,
     serial: Annotated[
@@ -75,6 +84,7 @@ def provision(
         serial=serial,
         forks=forks,
         extra_vars=tuple(extra_vars or ()),
+        bundle_urls=tuple(bundle_url or ()),
         lock_check=lock_check(ctx),
     )
     if not json_out:
@@ -109,5 +119,7 @@ def register(app: typer.Typer) -> None:
         epilog=example(
             "envkit provision -i hosts.ini --lock envkit.lock --bundle bundle/ --check",
             "envkit provision -i hosts.ini --lock envkit.lock --bundle bundle/ --serial 2",
+            "envkit provision -i hosts.ini --lock envkit.lock --bundle bundle/ --bundle-url rack1=http://10.0.1.5:8080 "
+            "--bundle-url http://10.0.0.5:8080",
         ),
     )(provision)

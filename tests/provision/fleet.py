@@ -29,6 +29,13 @@ def envkit_bin() -> str:
     return str(Path(sys.executable).parent / "envkit")
 
 
+def envkit_env(**extra: str) -> dict[str, str]:
+    """The environment of an `envkit_bin()` subprocess that runs this checkout's envkit (and its playbooks), also
+    where the interpreter's envkit is an editable install of another checkout (a git worktree)."""
+    path = os.environ.get("PYTHONPATH")
+    return {**os.environ, "PYTHONPATH": str(ROOT) + (os.pathsep + path if path else ""), **extra}
+
+
 def resolve_lock(path: Path, *args: str) -> Path:
     subprocess.run(
         [envkit_bin(), "-q", "resolve", "--arch", "x86_64", "--python", "3.11", *args, "-o", str(path)],
@@ -214,7 +221,7 @@ def provision(
         "envkit_preflight_min_free_gb=1",
         *args,
     ]
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=envkit_env())
     try:
         data = json.loads(p.stdout)
     except json.JSONDecodeError:

@@ -1,0 +1,137 @@
+"""Mirrors on the fleet's bridge for pull-mode tests and the benchmark: `envkit bundle serve` as a process, a
+mirror that drips, and a sealed bundle folder (real files: a mirror serves no link)."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import socket
+import subprocess
+import threading
+import time
+from collections import defaultdict
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+from tests.airgap.mirror import seal
+from tests.provision.fleet import envkit_bin, envkit_env, wheelhouse, write_vendor
+
+BRIDGE = "10.231.2.1"  # this machine on the fleet's bridge (tests/integration/setup/nspawn.sh)
+_LOG = re.compile(r'^(\S+) "(\S+) (\S+) [^"]*" (\d+) (\d+)$')
+
+
+def sealed_bundle(dest: Path, lock: Path, pad_mb: int = 0) -> Path:
+    """dest/vendor (fixture installers, each .run padded to `pad_mb` MB of random bytes after its `exit 0`, as a
+    makeself archive carries its payload: a bundle of a realistic size), dest/wheels (a copy of the wheelhouse) and
+    dest/manifest.json."""
+    if dest.exists():
+        shutil.rmtree(dest)
+    dest.mkdir(parents=True)
+    vendor = dest / "vendor"
+    write_vendor(lock, vendor)
+    if pad_mb:
+        import hashlib
+        import os
+
+        runs = sorted(vendor.glob("*.run"))
+        for run in runs:
+            with open(run, "ab") as fh:
+                fh.write(b"\nexit 0\n")
+                for _ in range(pad_mb):
+                    fh.write(os.urandom(1 << 20))
+        sums = [
+            f"{hashlib.sha256(p.read_bytes()).hexdigest()}  {p.name}" for p in sorted(vendor.iterdir()) if p.name != "SHA256SUMS"
+        ]
+        (vendor / "SHA256SUMS").write_text("\n".join(sums) + "\n")
+    shutil.copytree(wheelhouse(), dest / "wheels")
+    return seal(dest)
+
+
+class Serve:
+    """`envkit bundle serve DIR --bind BRIDGE --port 0` in its own process; its access log gives the bytes sent."""
+
+    def __init__(self, bundle: Path, log: Path, bind: str = BRIDGE) -> None:
+        self.log = log
+        self.err = open(log, "w")  # noqa: SIM115 - closed in stop()
+        self.proc = subprocess.Popen(
+            [envkit_bin(), "bundle", "serve", str(bundle), "--bind", bind, "--port", "0"],
+            stdout=subprocess.PIPE,
+            stderr=self.err,
+            text=True,
+            env=envkit_env(),
+        )
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        m = re.search(r" at (http://\S+?)/?$", line.strip())
+        if not m:
+            self.stop()
+            raise RuntimeError(f"envkit bundle serve did not start: {line!r} {log.read_text()}")
+        self.url = m.group(1)
+
+    def sent(self) -> dict[str, int]:
+        """Bytes of content sent per client address so far."""
+        out: dict[str, int] = defaultdict(int)
+        for line in self.log.read_text().splitlines():
+            m = _LOG.match(line)
+            if m:
+                out[m.group(1)] += int(m.group(5))
+        return dict(out)
+
+    def requests(self) -> list[tuple[str, str, int]]:
+        """(client, path, status) of every request so far."""
+        return [(m[1], m[3], int(m[4])) for m in map(_LOG.match, self.log.read_text().splitlines()) if m]
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout=20)
+        self.err.close()
+
+
+class Drip:
+    """A mirror that answers every GET with a large file's headers, then one byte a second, for ever (until the
+    client goes away): only a deadline on the whole download stops it."""
+
+    def __init__(self, bind: str = BRIDGE) -> None:
+        self.clients: list[str] = []
+        drip = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format, *args):  # noqa: A002, ANN001, ANN002
+                pass
+
+            def do_GET(self) -> None:
+                drip.clients.append(self.client_address[0])
+                self.send_response(200)
+                self.send_header("Content-Length", str(1 << 30))
+                self.end_headers()
+                try:
+                    while not drip.stopping.is_set():
+                        self.wfile.write(b"x")
+                        self.wfile.flush()
+                        time.sleep(1)
+                except OSError:
+                    pass
+
+        self.stopping = threading.Event()
+        self.server = ThreadingHTTPServer((bind, 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://{bind}:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True)
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def free_port(bind: str = BRIDGE) -> int:
+    with socket.socket() as s:
+        s.bind((bind, 0))
+        return s.getsockname()[1]

@@ -1,0 +1,180 @@
+"""Pull mode on the nspawn fleet (issue 27): the nodes fetch the bundle from a mirror on their own bridge
+(`envkit bundle serve` of a copy of the bundle, on this machine's bridge address), not from the controller over SSH.
+
+The session's fleet is shared (tests/provision/conftest.py); the tests run in file order. The first removes what an
+earlier module installed (the fixture installers' files, the venv, the staged files), so that every node needs the
+whole bundle: converge from the mirror (no artifact from the controller: no copy task runs, no wheels archive is
+made; the mirror sent each node exactly the files it installs), then a no-op. The next two make each node want the
+driver alone again (an older version.info, the staged file removed): a byte flipped on the mirror is refused on
+every node before use -> a mirror that drips is stopped at the deadline and the next mirror serves.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.provision.fleet import FLEET_MARKS, Fleet, provision, resolve_lock
+from tests.provision.mirrors import Drip, Serve, sealed_bundle
+
+pytestmark = FLEET_MARKS
+
+FORGET = (
+    "rm -rf /usr/local/Ascend /etc/ascend_install.info /usr/local/bin/npu-smi /opt/envkit/venv /var/cache/envkit "
+    "/etc/envkit /etc/profile.d/envkit.sh /var/run/ascend-firmware-reboot-required"
+)
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("prov-pull")
+
+
+@pytest.fixture(scope="module")
+def lock(work) -> Path:
+    return resolve_lock(work / "pull.lock", "--cann", "8.3.RC1")
+
+
+@pytest.fixture(scope="module")
+def bundle(work, lock) -> Path:
+    return sealed_bundle(work / "bundle", lock)
+
+
+@pytest.fixture(scope="module")
+def served(work, bundle) -> Path:
+    """The mirror's copy of the bundle (another machine's disk in a real air gap)."""
+    return Path(shutil.copytree(bundle, work / "mirror-bundle"))
+
+
+@pytest.fixture(scope="module")
+def mirror(work, served):
+    s = Serve(served, work / "mirror.log")
+    yield s
+    s.stop()
+
+
+def _forget(fleet: Fleet) -> None:
+    for i in range(1, fleet.n + 1):
+        fleet.ssh(i, FORGET)
+
+
+def _driver(bundle: Path) -> Path:
+    return next(p for p in (bundle / "vendor").iterdir() if "driver" in p.name.lower())
+
+
+def _want_the_driver(fleet: Fleet, name: str) -> None:
+    """Each node's driver an older one (its plan: the driver alone) and its staged copy gone (it must be fetched)."""
+    for i in range(1, fleet.n + 1):
+        fleet.ssh(
+            i,
+            "sed -i 's/^package_version=.*/package_version=25.2.0/' /usr/local/Ascend/driver/version.info && "
+            f"rm -f /var/cache/envkit/vendor/{name}",
+        )
+
+
+def _hosts(data: dict) -> dict[str, dict]:
+    return {h["host"]: h for h in data.get("hosts", [])}
+
+
+def _events(out: Path) -> list[dict]:
+    return [json.loads(line) for line in (out / "events.jsonl").read_text().splitlines() if line.strip()]
+
+
+def test_pull_converges_from_the_mirror_with_no_artifact_from_the_controller(fleet, lock, bundle, mirror, work):
+    _forget(fleet)
+    before = mirror.sent()
+    out = work / "out-pull"
+    rc, data, err = provision(fleet, lock, bundle, out, "--bundle-url", mirror.url)
+    assert rc == 0, err + json.dumps(data.get("hosts", data), indent=1)[:4000]
+    hosts = _hosts(data)
+    assert sorted(hosts) == ["node1", "node2", "node3"]
+    for h in hosts.values():
+        comps = [line.split()[0] for line in h["plan"]]
+        assert comps == ["driver", "firmware", "cann-toolkit", "cann-kernels", "cann-nnal", "python"], h["plan"]
+    for i in range(1, fleet.n + 1):
+        assert fleet.ssh(i, "/opt/envkit/venv/bin/envkit --version").stdout.startswith("envkit ")
+    # the controller sent no artifact: no wheels archive was packed, no push-mode copy ran on any host
+    v = yaml.safe_load((out / "vars.yml").read_text().replace("!unsafe ", ""))
+    assert v["envkit_python_wheels_archive"] == "" and v["envkit_preflight_bundle_urls"] == [mirror.url]
+    assert not list(out.glob("wheels-*.tar"))
+    statuses: dict[str, set[str]] = {}
+    for ev in _events(out):
+        if ev.get("event") == "result" and "(push mode)" in ev.get("task", ""):
+            statuses.setdefault(ev["task"], set()).add(ev.get("status"))
+    assert statuses and all(s == {"skipped"} for s in statuses.values()), statuses
+    # the mirror sent each node exactly the files it installs: every vendor file and every wheel, once
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    want = sum(f["size"] for f in manifest["files"] if f["path"] != "vendor/SHA256SUMS")
+    sent = mirror.sent()
+    for i in range(1, fleet.n + 1):
+        ip = fleet.ip(i)
+        assert sent.get(ip, 0) - before.get(ip, 0) == want, (ip, sent, want)
+    # a converged fleet fetches nothing
+    rc, data, err = provision(fleet, lock, bundle, work / "out-pull-2", "--bundle-url", mirror.url)
+    assert rc == 0, err
+    assert {h: v["changed"] for h, v in _hosts(data).items()} == {"node1": 0, "node2": 0, "node3": 0}
+    assert mirror.sent() == sent
+
+
+def test_a_byte_flipped_on_the_mirror_is_refused_on_every_node_before_use(fleet, lock, bundle, served, mirror, work):
+    driver = _driver(served)
+    _want_the_driver(fleet, driver.name)
+    original = driver.read_bytes()
+    data_ = bytearray(original)
+    data_[len(data_) // 2] ^= 0x01
+    driver.write_bytes(bytes(data_))  # the server was started on the verified bundle: it serves the file as it is now
+    try:
+        rc, data, err = provision(
+            fleet, lock, bundle, work / "out-tampered", "--bundle-url", mirror.url, "-e", "envkit_preflight_fetch_attempts=1"
+        )
+    finally:
+        driver.write_bytes(original)
+    # the controller's own copy is intact: every node refuses the mirror's
+    assert rc == 1, err
+    hosts = _hosts(data)
+    assert {h["status"] for h in hosts.values()} == {"failed"}, hosts
+    for h in hosts.values():
+        assert h["plan"] == ["driver 25.2.0 -> 25.3.rc1"], h["plan"]
+        assert any("checksum" in e and driver.name in e for e in h["errors"]), h["errors"]
+    for i in range(1, fleet.n + 1):
+        # nothing of it was kept, nothing installed
+        assert fleet.ssh(i, f"ls /var/cache/envkit/vendor/{driver.name}", check=False).returncode != 0
+        assert "package_version=25.2.0" in fleet.ssh(i, "cat /usr/local/Ascend/driver/version.info").stdout
+    served = [r for r in mirror.requests() if r[1].endswith(driver.name)]
+    assert {r[0] for r in served} >= {fleet.ip(i) for i in range(1, fleet.n + 1)}
+
+
+def test_a_dripping_group_mirror_is_stopped_at_the_deadline_then_the_next_serves(fleet, lock, bundle, mirror, work):
+    _want_the_driver(fleet, _driver(bundle).name)
+    drip = Drip()
+    try:
+        start = time.monotonic()
+        rc, data, err = provision(
+            fleet,
+            lock,
+            bundle,
+            work / "out-drip",
+            "--bundle-url",
+            f"ascend={drip.url}",  # the fleet's inventory group: its mirror is tried first
+            "--bundle-url",
+            mirror.url,
+            "-e",
+            "envkit_preflight_fetch_deadline=6",
+            "-e",
+            "envkit_preflight_fetch_attempts=1",
+        )
+        took = time.monotonic() - start
+    finally:
+        drip.stop()
+    assert rc == 0, err + json.dumps(data.get("hosts", data), indent=1)[:4000]
+    assert [h["plan"] for h in data["hosts"]] == [["driver 25.2.0 -> 25.3.rc1"]] * fleet.n
+    # each node asked the dripping mirror once (one try), gave up at the deadline, then fetched from the next
+    assert sorted(drip.clients) == sorted(fleet.ip(i) for i in range(1, fleet.n + 1))
+    for i in range(1, fleet.n + 1):
+        assert "package_version=25.3.rc1" in fleet.ssh(i, "cat /usr/local/Ascend/driver/version.info").stdout
+    assert took < 300
