@@ -18,8 +18,9 @@ from typing import Any
 from envkit import __version__, versions
 from envkit.errors import BadInput
 from envkit.lockfile import Edited, LockCheck
-from envkit.matrix import LoadedMatrix, known, load_matrix
-from envkit.models.base import Confidence, Sourced
+from envkit.matrix import LoadedMatrix, SourcedRow, known, load_matrix
+from envkit.matrix_records import VendorArtifact
+from envkit.models.base import Confidence
 from envkit.models.lock import (
     Artifact,
     BaseImage,
@@ -40,7 +41,6 @@ from envkit.models.lock import (
     Validation,
     ZipEdition,
 )
-from envkit.models.matrix import VendorArtifact
 from envkit.models.stack import ALL_KEYS, FRAMEWORK_KEYS, STACK_KEYS, FullStack
 from envkit.resolve import Pin, Resolution, hints_for, solve
 
@@ -200,7 +200,7 @@ def build_kubernetes(lm: LoadedMatrix, chip_id: str, arch: str) -> KubernetesFac
         return None
     arch_row = next((a for a in lm.model.arches if a.id == arch), None)
     host = arch_row.kubernetes if arch_row is not None else None
-    rows: list[Sourced] = [k8s] if host is None else [k8s, host]
+    rows: list[SourcedRow] = [k8s] if host is None else [k8s, host]
     return KubernetesFacts.model_construct(
         source=[line for row in rows for line in row.sources],
         confidence=max((row.confidence for row in rows), key=_CONFIDENCE_ORDER.index),
@@ -223,7 +223,7 @@ def build_hccl(lm: LoadedMatrix, chip: str) -> HcclFacts:
     """The chip's HCCL facts (matrices/hccl.yaml): its rank table, op expansion modes, IP plan, and the env rules."""
     h = lm.model.hccl
 
-    def src(row: Sourced) -> dict[str, Any]:
+    def src(row: SourcedRow) -> dict[str, Any]:
         return {"source": row.sources, "confidence": row.confidence}
 
     rt, op, ip = h.rank_table(chip), h.op_modes(chip), h.ip_plan(chip)
@@ -235,7 +235,7 @@ def build_hccl(lm: LoadedMatrix, chip: str) -> HcclFacts:
             values=list(op.values), default=op.default, on_unsupported=op.on_unsupported, **src(op)
         ),
         ip_plan=None if ip is None else HcclIpPlan.model_construct(rule=ip.rule, ports=ip.ports, **src(ip)),
-        env=[HcclEnvRule.model_construct(**r.model_dump(include=_ENV_FIELDS), **src(r)) for r in h.env],
+        env=[HcclEnvRule.model_construct(**{f: getattr(r, f) for f in _ENV_FIELDS}, **src(r)) for r in h.env],
     )
 
 

@@ -92,7 +92,7 @@ def render_report(report, title: str) -> None:  # noqa: ANN001 - ValidationRepor
 def render_stack(stack: dict[str, str], provenance: dict | None = None) -> None:  # noqa: ANN001
     from rich.table import Table
 
-    from envkit.models.stack import ALL_KEYS
+    from envkit.stackkeys import ALL_KEYS
 
     table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
     table.add_column("key")

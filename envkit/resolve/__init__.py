@@ -28,11 +28,12 @@ from envkit.models.report import ValidationReport
 from envkit.resolve.explain import explain, pin_checks
 from envkit.resolve.hints import hints_for, suggest
 from envkit.resolve.pins import Pin, PinOrigin, pins_from_mapping
-from envkit.resolve.search import _CONSTRAINT_CACHE, WORKLOADS, Resolution, framework_keys, solve
+from envkit.resolve.search import _CONSTRAINT_CACHE, WORKLOADS, Chosen, Resolution, framework_keys, solve
 
 # What other modules and tests import from `envkit.resolve` (`_CONSTRAINT_CACHE`: the determinism test clears it).
 __all__ = [
     "_CONSTRAINT_CACHE",
+    "Chosen",
     "Pin",
     "Resolution",
     "WORKLOADS",

@@ -11,6 +11,7 @@ functions too) and, for the resolver side, dynamic (what importing the module re
 from __future__ import annotations
 
 import ast
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -29,6 +30,7 @@ RESOLVER_SIDE = (
     "envkit.validation",
     "envkit.stackfile",
     "envkit.models.matrix",
+    "envkit.matrix_records",
 )
 # The jobs and what they stand on. A package named here counts with every module in it.
 JOBS = (
@@ -224,6 +226,26 @@ def test_the_start_up_path_and_typer_agree(argv, monkeypatch, capsys):
     fast, slow = run(True), run(False)
     assert fast == slow
     assert fast[0] in (0, 1, 2) and "Traceback" not in fast[2]
+
+
+def test_resolve_with_a_warm_matrix_store_loads_no_matrix_model(tmp_path):
+    """`envkit resolve` reads the compiled matrix store (plain records): the pydantic matrix models, which validate
+    matrices/*.yaml, load only when the store misses."""
+    env = {**os.environ, "ENVKIT_CACHE_DIR": str(tmp_path / "cache")}
+    code = (
+        "import sys\n"
+        "from envkit.cli import main\n"
+        "try:\n    main(['resolve', '-o', sys.argv[1]])\nexcept SystemExit as e:\n    assert not e.code, e.code\n"
+        "print('LOADED', sorted(m for m in sys.modules if m in ('envkit.models.matrix', 'envkit.models.hccl')))\n"
+    )
+    runs = [
+        subprocess.run(
+            [sys.executable, "-c", code, str(tmp_path / "l.lock")], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+        )
+        for _ in range(2)
+    ]
+    assert "'envkit.models.matrix'" in runs[0].stdout, runs[0].stdout + runs[0].stderr  # the first run builds the store
+    assert "LOADED []" in runs[1].stdout, runs[1].stdout + runs[1].stderr
 
 
 def test_bundle_verify_starts_without_typer_or_the_lock_gate(tmp_path):

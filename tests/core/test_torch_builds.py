@@ -7,6 +7,7 @@ consistent with the x86_64 `+cpu` pins of the torch_npu wheels.
 from __future__ import annotations
 
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -94,7 +95,7 @@ def test_matrix_check_names_a_wrong_or_missing_row(tmp_path, old, new, problem):
 
 def test_without_a_row_the_torch_npu_x86_64_pin_still_decides():
     lm = load_matrix()
-    lm2 = type(lm)(model=lm.model.model_copy(update={"torch_builds": []}), digest=lm.digest, files=lm.files)
+    lm2 = type(lm)(model=replace(lm.model, **{"torch_builds": []}), digest=lm.digest, files=lm.files)
     stack = {"torch": "2.11.0", "torch_npu": "2.11.0", "arch": "x86_64"}
     assert torch_spec(lm2, stack) == ("2.11.0+cpu", "pytorch-cpu")
     assert torch_spec(lm2, {**stack, "arch": "aarch64"}) == ("2.11.0", None)
