@@ -9,14 +9,52 @@ that is read (and a test holds every derived lock to it).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
+from envkit.records import Record
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class FullStack:
+_set = object.__setattr__
+
+
+class FullStack(Record):
     """The plain record of `envkit.models.stack.FullStack`."""
 
+    __slots__ = (
+        "chip",
+        "arch",
+        "os",
+        "python",
+        "driver",
+        "firmware",
+        "cann",
+        "torch",
+        "torch_npu",
+        "numpy",
+        "transformers",
+        "accelerate",
+        "vllm",
+        "vllm_ascend",
+        "triton_ascend",
+        "mindspeed",
+    )
+    _fields = (
+        "chip",
+        "arch",
+        "os",
+        "python",
+        "driver",
+        "firmware",
+        "cann",
+        "torch",
+        "torch_npu",
+        "numpy",
+        "transformers",
+        "accelerate",
+        "vllm",
+        "vllm_ascend",
+        "triton_ascend",
+        "mindspeed",
+    )
     chip: str
     arch: str
     os: str
@@ -29,106 +67,382 @@ class FullStack:
     numpy: str
     transformers: str
     accelerate: str
-    vllm: str | None = None
-    vllm_ascend: str | None = None
-    triton_ascend: str | None = None
-    mindspeed: str | None = None
+    vllm: str | None
+    vllm_ascend: str | None
+    triton_ascend: str | None
+    mindspeed: str | None
+
+    def __init__(
+        self,
+        *,
+        chip: str,
+        arch: str,
+        os: str,
+        python: str,
+        driver: str,
+        firmware: str,
+        cann: str,
+        torch: str,
+        torch_npu: str,
+        numpy: str,
+        transformers: str,
+        accelerate: str,
+        vllm: str | None = None,
+        vllm_ascend: str | None = None,
+        triton_ascend: str | None = None,
+        mindspeed: str | None = None,
+    ) -> None:
+        _set(self, "chip", chip)
+        _set(self, "arch", arch)
+        _set(self, "os", os)
+        _set(self, "python", python)
+        _set(self, "driver", driver)
+        _set(self, "firmware", firmware)
+        _set(self, "cann", cann)
+        _set(self, "torch", torch)
+        _set(self, "torch_npu", torch_npu)
+        _set(self, "numpy", numpy)
+        _set(self, "transformers", transformers)
+        _set(self, "accelerate", accelerate)
+        _set(self, "vllm", vllm)
+        _set(self, "vllm_ascend", vllm_ascend)
+        _set(self, "triton_ascend", triton_ascend)
+        _set(self, "mindspeed", mindspeed)
 
     dump_drop_none: ClassVar[frozenset[str]] = frozenset({"mindspeed", "triton_ascend", "vllm", "vllm_ascend"})
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Validation:
+class Validation(Record):
     """The plain record of `envkit.models.lock.Validation`."""
 
+    __slots__ = (
+        "torch_npu_cann",
+        "cann_hdk",
+    )
+    _fields = (
+        "torch_npu_cann",
+        "cann_hdk",
+    )
     torch_npu_cann: bool
     cann_hdk: bool
 
+    def __init__(
+        self,
+        *,
+        torch_npu_cann: bool,
+        cann_hdk: bool,
+    ) -> None:
+        _set(self, "torch_npu_cann", torch_npu_cann)
+        _set(self, "cann_hdk", cann_hdk)
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Provenance:
+
+class Provenance(Record):
     """The plain record of `envkit.models.lock.Provenance`."""
 
+    __slots__ = (
+        "declared",
+        "origin",
+        "rule",
+        "source",
+        "confidence",
+    )
+    _fields = (
+        "declared",
+        "origin",
+        "rule",
+        "source",
+        "confidence",
+    )
     declared: bool
     origin: Literal["declared", "observed", "default", "derived"]
-    rule: str | None = None
-    source: str | None = None
-    confidence: Literal["stated", "derived", "inferred"] | None = None
+    rule: str | None
+    source: str | None
+    confidence: Literal["stated", "derived", "inferred"] | None
+
+    def __init__(
+        self,
+        *,
+        declared: bool,
+        origin: Literal["declared", "observed", "default", "derived"],
+        rule: str | None = None,
+        source: str | None = None,
+        confidence: Literal["stated", "derived", "inferred"] | None = None,
+    ) -> None:
+        _set(self, "declared", declared)
+        _set(self, "origin", origin)
+        _set(self, "rule", rule)
+        _set(self, "source", source)
+        _set(self, "confidence", confidence)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class BaseImage:
+class BaseImage(Record):
     """The plain record of `envkit.models.lock.BaseImage`."""
 
+    __slots__ = (
+        "image",
+        "digest",
+        "platform_digest",
+        "python",
+        "source",
+        "note",
+    )
+    _fields = (
+        "image",
+        "digest",
+        "platform_digest",
+        "python",
+        "source",
+        "note",
+    )
     image: str
-    digest: str | None = None
-    platform_digest: str | None = None
-    python: str | None = None
+    digest: str | None
+    platform_digest: str | None
+    python: str | None
     source: str
-    note: str | None = None
+    note: str | None
+
+    def __init__(
+        self,
+        *,
+        image: str,
+        digest: str | None = None,
+        platform_digest: str | None = None,
+        python: str | None = None,
+        source: str,
+        note: str | None = None,
+    ) -> None:
+        _set(self, "image", image)
+        _set(self, "digest", digest)
+        _set(self, "platform_digest", platform_digest)
+        _set(self, "python", python)
+        _set(self, "source", source)
+        _set(self, "note", note)
 
     dump_drop_none: ClassVar[frozenset[str]] = frozenset({"platform_digest"})
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class HcclRankTable:
+class HcclRankTable(Record):
     """The plain record of `envkit.models.lock.HcclRankTable`."""
 
+    __slots__ = (
+        "source",
+        "confidence",
+        "version",
+    )
+    _fields = (
+        "source",
+        "confidence",
+        "version",
+    )
     source: list[str]
     confidence: Literal["stated", "derived", "inferred"]
     version: Literal["1.0", "1.2", "2.0"]
 
+    def __init__(
+        self,
+        *,
+        source: list[str],
+        confidence: Literal["stated", "derived", "inferred"],
+        version: Literal["1.0", "1.2", "2.0"],
+    ) -> None:
+        _set(self, "source", source)
+        _set(self, "confidence", confidence)
+        _set(self, "version", version)
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class HcclOpExpansion:
+
+class HcclOpExpansion(Record):
     """The plain record of `envkit.models.lock.HcclOpExpansion`."""
 
+    __slots__ = (
+        "source",
+        "confidence",
+        "values",
+        "default",
+        "on_unsupported",
+    )
+    _fields = (
+        "source",
+        "confidence",
+        "values",
+        "default",
+        "on_unsupported",
+    )
     source: list[str]
     confidence: Literal["stated", "derived", "inferred"]
     values: list[str]
     default: str
     on_unsupported: Literal["error", "default"]
 
+    def __init__(
+        self,
+        *,
+        source: list[str],
+        confidence: Literal["stated", "derived", "inferred"],
+        values: list[str],
+        default: str,
+        on_unsupported: Literal["error", "default"],
+    ) -> None:
+        _set(self, "source", source)
+        _set(self, "confidence", confidence)
+        _set(self, "values", values)
+        _set(self, "default", default)
+        _set(self, "on_unsupported", on_unsupported)
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class HcclIpPlan:
+
+class HcclIpPlan(Record):
     """The plain record of `envkit.models.lock.HcclIpPlan`."""
 
+    __slots__ = (
+        "source",
+        "confidence",
+        "rule",
+        "ports",
+    )
+    _fields = (
+        "source",
+        "confidence",
+        "rule",
+        "ports",
+    )
     source: list[str]
     confidence: Literal["stated", "derived", "inferred"]
     rule: Literal["same_subnet", "die_pairs_differ"]
     ports: int
 
+    def __init__(
+        self,
+        *,
+        source: list[str],
+        confidence: Literal["stated", "derived", "inferred"],
+        rule: Literal["same_subnet", "die_pairs_differ"],
+        ports: int,
+    ) -> None:
+        _set(self, "source", source)
+        _set(self, "confidence", confidence)
+        _set(self, "rule", rule)
+        _set(self, "ports", ports)
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class HcclEnvRule:
+
+class HcclEnvRule(Record):
     """The plain record of `envkit.models.lock.HcclEnvRule`."""
 
+    __slots__ = (
+        "source",
+        "confidence",
+        "name",
+        "kind",
+        "min",
+        "max",
+        "aiv_max",
+        "default",
+        "same_on_all_nodes",
+    )
+    _fields = (
+        "source",
+        "confidence",
+        "name",
+        "kind",
+        "min",
+        "max",
+        "aiv_max",
+        "default",
+        "same_on_all_nodes",
+    )
     source: list[str]
     confidence: Literal["stated", "derived", "inferred"]
     name: str
     kind: Literal["int", "choice", "ip", "ifname"]
-    min: int | None = None
-    max: int | None = None
-    aiv_max: int | None = None
-    default: str | None = None
+    min: int | None
+    max: int | None
+    aiv_max: int | None
+    default: str | None
     same_on_all_nodes: bool
 
+    def __init__(
+        self,
+        *,
+        source: list[str],
+        confidence: Literal["stated", "derived", "inferred"],
+        name: str,
+        kind: Literal["int", "choice", "ip", "ifname"],
+        min: int | None = None,
+        max: int | None = None,
+        aiv_max: int | None = None,
+        default: str | None = None,
+        same_on_all_nodes: bool,
+    ) -> None:
+        _set(self, "source", source)
+        _set(self, "confidence", confidence)
+        _set(self, "name", name)
+        _set(self, "kind", kind)
+        _set(self, "min", min)
+        _set(self, "max", max)
+        _set(self, "aiv_max", aiv_max)
+        _set(self, "default", default)
+        _set(self, "same_on_all_nodes", same_on_all_nodes)
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class HcclFacts:
+
+class HcclFacts(Record):
     """The plain record of `envkit.models.lock.HcclFacts`."""
 
+    __slots__ = (
+        "rank_table",
+        "op_expansion",
+        "ip_plan",
+        "env",
+    )
+    _fields = (
+        "rank_table",
+        "op_expansion",
+        "ip_plan",
+        "env",
+    )
     rank_table: HcclRankTable | None
     op_expansion: HcclOpExpansion | None
     ip_plan: HcclIpPlan | None
     env: list[HcclEnvRule]
 
+    def __init__(
+        self,
+        *,
+        rank_table: HcclRankTable | None,
+        op_expansion: HcclOpExpansion | None,
+        ip_plan: HcclIpPlan | None,
+        env: list[HcclEnvRule],
+    ) -> None:
+        _set(self, "rank_table", rank_table)
+        _set(self, "op_expansion", op_expansion)
+        _set(self, "ip_plan", ip_plan)
+        _set(self, "env", env)
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class KubernetesFacts:
+
+class KubernetesFacts(Record):
     """The plain record of `envkit.models.lock.KubernetesFacts`."""
 
+    __slots__ = (
+        "source",
+        "confidence",
+        "accelerator",
+        "accelerator_type",
+        "host_arch",
+        "ring_controller",
+        "pod_npus",
+        "multi_node_pod_npus",
+        "sp_block",
+        "note",
+    )
+    _fields = (
+        "source",
+        "confidence",
+        "accelerator",
+        "accelerator_type",
+        "host_arch",
+        "ring_controller",
+        "pod_npus",
+        "multi_node_pod_npus",
+        "sp_block",
+        "note",
+    )
     source: list[str]
     confidence: Literal["stated", "derived", "inferred"]
     accelerator: str
@@ -138,136 +452,500 @@ class KubernetesFacts:
     pod_npus: list[int]
     multi_node_pod_npus: list[int]
     sp_block: int | None
-    note: str | None = None
+    note: str | None
+
+    def __init__(
+        self,
+        *,
+        source: list[str],
+        confidence: Literal["stated", "derived", "inferred"],
+        accelerator: str,
+        accelerator_type: dict[str, str],
+        host_arch: str | None,
+        ring_controller: str,
+        pod_npus: list[int],
+        multi_node_pod_npus: list[int],
+        sp_block: int | None,
+        note: str | None = None,
+    ) -> None:
+        _set(self, "source", source)
+        _set(self, "confidence", confidence)
+        _set(self, "accelerator", accelerator)
+        _set(self, "accelerator_type", accelerator_type)
+        _set(self, "host_arch", host_arch)
+        _set(self, "ring_controller", ring_controller)
+        _set(self, "pod_npus", pod_npus)
+        _set(self, "multi_node_pod_npus", multi_node_pod_npus)
+        _set(self, "sp_block", sp_block)
+        _set(self, "note", note)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Platform:
+class Platform(Record):
     """The plain record of `envkit.models.lock.Platform`."""
 
+    __slots__ = (
+        "os_family",
+        "glibc",
+        "npu_smi_names",
+        "davinci_devices",
+        "mount_driver_dir",
+        "base_image",
+        "device_plugin_resource",
+        "hccl",
+        "kubernetes",
+    )
+    _fields = (
+        "os_family",
+        "glibc",
+        "npu_smi_names",
+        "davinci_devices",
+        "mount_driver_dir",
+        "base_image",
+        "device_plugin_resource",
+        "hccl",
+        "kubernetes",
+    )
     os_family: Literal["debian", "rhel"]
     glibc: str
     npu_smi_names: list[str]
     davinci_devices: int | None
     mount_driver_dir: bool
-    base_image: BaseImage | None = None
+    base_image: BaseImage | None
     device_plugin_resource: str | None
     hccl: HcclFacts
-    kubernetes: KubernetesFacts | None = None
+    kubernetes: KubernetesFacts | None
+
+    def __init__(
+        self,
+        *,
+        os_family: Literal["debian", "rhel"],
+        glibc: str,
+        npu_smi_names: list[str],
+        davinci_devices: int | None,
+        mount_driver_dir: bool,
+        base_image: BaseImage | None = None,
+        device_plugin_resource: str | None,
+        hccl: HcclFacts,
+        kubernetes: KubernetesFacts | None = None,
+    ) -> None:
+        _set(self, "os_family", os_family)
+        _set(self, "glibc", glibc)
+        _set(self, "npu_smi_names", npu_smi_names)
+        _set(self, "davinci_devices", davinci_devices)
+        _set(self, "mount_driver_dir", mount_driver_dir)
+        _set(self, "base_image", base_image)
+        _set(self, "device_plugin_resource", device_plugin_resource)
+        _set(self, "hccl", hccl)
+        _set(self, "kubernetes", kubernetes)
 
     dump_drop_none: ClassVar[frozenset[str]] = frozenset({"kubernetes"})
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class CannLayout:
+class CannLayout(Record):
     """The plain record of `envkit.models.lock.CannLayout`."""
 
+    __slots__ = (
+        "kind",
+        "home",
+        "set_env",
+        "env",
+    )
+    _fields = (
+        "kind",
+        "home",
+        "set_env",
+        "env",
+    )
     kind: Literal["toolkit-latest", "cann-versioned"]
     home: str
     set_env: list[str]
     env: dict[str, str]
 
+    def __init__(
+        self,
+        *,
+        kind: Literal["toolkit-latest", "cann-versioned"],
+        home: str,
+        set_env: list[str],
+        env: dict[str, str],
+    ) -> None:
+        _set(self, "kind", kind)
+        _set(self, "home", home)
+        _set(self, "set_env", set_env)
+        _set(self, "env", env)
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RunFile:
+
+class RunFile(Record):
     """The plain record of `envkit.models.lock.RunFile`."""
 
+    __slots__ = (
+        "file",
+        "pattern",
+        "sha256",
+        "flags",
+    )
+    _fields = (
+        "file",
+        "pattern",
+        "sha256",
+        "flags",
+    )
     file: str | None
     pattern: str
-    sha256: str | None = None
+    sha256: str | None
     flags: list[str]
 
+    def __init__(
+        self,
+        *,
+        file: str | None,
+        pattern: str,
+        sha256: str | None = None,
+        flags: list[str],
+    ) -> None:
+        _set(self, "file", file)
+        _set(self, "pattern", pattern)
+        _set(self, "sha256", sha256)
+        _set(self, "flags", flags)
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ZipEdition:
+
+class ZipEdition(Record):
     """The plain record of `envkit.models.lock.ZipEdition`."""
 
+    __slots__ = (
+        "file",
+        "sha256",
+        "url",
+        "source",
+    )
+    _fields = (
+        "file",
+        "sha256",
+        "url",
+        "source",
+    )
     file: str
     sha256: str
     url: str
     source: str
 
+    def __init__(
+        self,
+        *,
+        file: str,
+        sha256: str,
+        url: str,
+        source: str,
+    ) -> None:
+        _set(self, "file", file)
+        _set(self, "sha256", sha256)
+        _set(self, "url", url)
+        _set(self, "source", source)
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Artifact:
+
+class Artifact(Record):
     """The plain record of `envkit.models.lock.Artifact`."""
 
+    __slots__ = (
+        "component",
+        "version",
+        "order",
+        "run",
+        "zip",
+        "firmware_version",
+        "package_version",
+        "compatible",
+    )
+    _fields = (
+        "component",
+        "version",
+        "order",
+        "run",
+        "zip",
+        "firmware_version",
+        "package_version",
+        "compatible",
+    )
     component: Literal["driver", "firmware", "cann-toolkit", "cann-ops", "cann-kernels", "cann-nnal"]
     version: str
     order: int
     run: RunFile
-    zip: ZipEdition | None = None
-    firmware_version: str | None = None
-    package_version: str | None = None
-    compatible: str | None = None
+    zip: ZipEdition | None
+    firmware_version: str | None
+    package_version: str | None
+    compatible: str | None
+
+    def __init__(
+        self,
+        *,
+        component: Literal["driver", "firmware", "cann-toolkit", "cann-ops", "cann-kernels", "cann-nnal"],
+        version: str,
+        order: int,
+        run: RunFile,
+        zip: ZipEdition | None = None,
+        firmware_version: str | None = None,
+        package_version: str | None = None,
+        compatible: str | None = None,
+    ) -> None:
+        _set(self, "component", component)
+        _set(self, "version", version)
+        _set(self, "order", order)
+        _set(self, "run", run)
+        _set(self, "zip", zip)
+        _set(self, "firmware_version", firmware_version)
+        _set(self, "package_version", package_version)
+        _set(self, "compatible", compatible)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class PythonPin:
+class PythonPin(Record):
     """The plain record of `envkit.models.lock.PythonPin`."""
 
+    __slots__ = (
+        "name",
+        "version",
+        "index",
+    )
+    _fields = (
+        "name",
+        "version",
+        "index",
+    )
     name: str
     version: str
-    index: str | None = None
+    index: str | None
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        version: str,
+        index: str | None = None,
+    ) -> None:
+        _set(self, "name", name)
+        _set(self, "version", version)
+        _set(self, "index", index)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ClosureTarget:
+class ClosureTarget(Record):
     """The plain record of `envkit.models.lock.ClosureTarget`."""
 
+    __slots__ = (
+        "python",
+        "arch",
+        "glibc",
+        "platform",
+    )
+    _fields = (
+        "python",
+        "arch",
+        "glibc",
+        "platform",
+    )
     python: str
     arch: Literal["aarch64", "x86_64"]
     glibc: str
     platform: str
 
+    def __init__(
+        self,
+        *,
+        python: str,
+        arch: Literal["aarch64", "x86_64"],
+        glibc: str,
+        platform: str,
+    ) -> None:
+        _set(self, "python", python)
+        _set(self, "arch", arch)
+        _set(self, "glibc", glibc)
+        _set(self, "platform", platform)
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ClosurePackage:
+
+class ClosurePackage(Record):
     """The plain record of `envkit.models.lock.ClosurePackage`."""
 
+    __slots__ = (
+        "name",
+        "version",
+        "filename",
+        "url",
+        "sha256",
+        "size",
+        "sha256_from",
+    )
+    _fields = (
+        "name",
+        "version",
+        "filename",
+        "url",
+        "sha256",
+        "size",
+        "sha256_from",
+    )
     name: str
     version: str
     filename: str
     url: str
     sha256: str
     size: int
-    sha256_from: Literal["download"] | None = None
+    sha256_from: Literal["download"] | None
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        version: str,
+        filename: str,
+        url: str,
+        sha256: str,
+        size: int,
+        sha256_from: Literal["download"] | None = None,
+    ) -> None:
+        _set(self, "name", name)
+        _set(self, "version", version)
+        _set(self, "filename", filename)
+        _set(self, "url", url)
+        _set(self, "sha256", sha256)
+        _set(self, "size", size)
+        _set(self, "sha256_from", sha256_from)
 
     dump_drop_none: ClassVar[frozenset[str]] = frozenset({"sha256_from"})
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class PythonClosure:
+class PythonClosure(Record):
     """The plain record of `envkit.models.lock.PythonClosure`."""
 
+    __slots__ = (
+        "target",
+        "roots",
+        "index_url",
+        "extra_index_urls",
+        "find_links",
+        "excluded",
+        "resolver",
+        "packages",
+        "mirrors",
+    )
+    _fields = (
+        "target",
+        "roots",
+        "index_url",
+        "extra_index_urls",
+        "find_links",
+        "excluded",
+        "resolver",
+        "packages",
+        "mirrors",
+    )
     target: ClosureTarget
     roots: list[str]
     index_url: str
-    extra_index_urls: list[str] = field(default_factory=list)
-    find_links: list[str] = field(default_factory=list)
-    excluded: list[str] = field(default_factory=list)
+    extra_index_urls: list[str]
+    find_links: list[str]
+    excluded: list[str]
     resolver: str
     packages: list[ClosurePackage]
-    mirrors: list[str] = field(default_factory=list)
+    mirrors: list[str]
+
+    def __init__(
+        self,
+        *,
+        target: ClosureTarget,
+        roots: list[str],
+        index_url: str,
+        extra_index_urls: list[str] | None = None,
+        find_links: list[str] | None = None,
+        excluded: list[str] | None = None,
+        resolver: str,
+        packages: list[ClosurePackage],
+        mirrors: list[str] | None = None,
+    ) -> None:
+        _set(self, "target", target)
+        _set(self, "roots", roots)
+        _set(self, "index_url", index_url)
+        _set(self, "extra_index_urls", [] if extra_index_urls is None else extra_index_urls)
+        _set(self, "find_links", [] if find_links is None else find_links)
+        _set(self, "excluded", [] if excluded is None else excluded)
+        _set(self, "resolver", resolver)
+        _set(self, "packages", packages)
+        _set(self, "mirrors", [] if mirrors is None else mirrors)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class PythonSection:
+class PythonSection(Record):
     """The plain record of `envkit.models.lock.PythonSection`."""
 
+    __slots__ = (
+        "python",
+        "indexes",
+        "requirements",
+        "cann_runtime",
+        "closure",
+        "controller",
+    )
+    _fields = (
+        "python",
+        "indexes",
+        "requirements",
+        "cann_runtime",
+        "closure",
+        "controller",
+    )
     python: str
     indexes: dict[str, str]
     requirements: list[PythonPin]
     cann_runtime: list[str]
-    closure: PythonClosure | None = None
-    controller: PythonClosure | None = None
+    closure: PythonClosure | None
+    controller: PythonClosure | None
+
+    def __init__(
+        self,
+        *,
+        python: str,
+        indexes: dict[str, str],
+        requirements: list[PythonPin],
+        cann_runtime: list[str],
+        closure: PythonClosure | None = None,
+        controller: PythonClosure | None = None,
+    ) -> None:
+        _set(self, "python", python)
+        _set(self, "indexes", indexes)
+        _set(self, "requirements", requirements)
+        _set(self, "cann_runtime", cann_runtime)
+        _set(self, "closure", closure)
+        _set(self, "controller", controller)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Lock:
+class Lock(Record):
     """The plain record of `envkit.models.lock.Lock`."""
 
-    schema_version: Literal[3] = 3
+    __slots__ = (
+        "schema_version",
+        "envkit_version",
+        "matrix_digest",
+        "generated_by",
+        "stack",
+        "validated",
+        "provenance",
+        "platform",
+        "layout",
+        "artifacts",
+        "python",
+        "hints",
+    )
+    _fields = (
+        "schema_version",
+        "envkit_version",
+        "matrix_digest",
+        "generated_by",
+        "stack",
+        "validated",
+        "provenance",
+        "platform",
+        "layout",
+        "artifacts",
+        "python",
+        "hints",
+    )
+    schema_version: Literal[3]
     envkit_version: str
     matrix_digest: str
     generated_by: str
@@ -278,4 +956,33 @@ class Lock:
     layout: CannLayout
     artifacts: list[Artifact]
     python: PythonSection
-    hints: list[str] = field(default_factory=list)
+    hints: list[str]
+
+    def __init__(
+        self,
+        *,
+        schema_version: Literal[3] = 3,
+        envkit_version: str,
+        matrix_digest: str,
+        generated_by: str,
+        stack: FullStack,
+        validated: Validation,
+        provenance: dict[str, Provenance],
+        platform: Platform,
+        layout: CannLayout,
+        artifacts: list[Artifact],
+        python: PythonSection,
+        hints: list[str] | None = None,
+    ) -> None:
+        _set(self, "schema_version", schema_version)
+        _set(self, "envkit_version", envkit_version)
+        _set(self, "matrix_digest", matrix_digest)
+        _set(self, "generated_by", generated_by)
+        _set(self, "stack", stack)
+        _set(self, "validated", validated)
+        _set(self, "provenance", provenance)
+        _set(self, "platform", platform)
+        _set(self, "layout", layout)
+        _set(self, "artifacts", artifacts)
+        _set(self, "python", python)
+        _set(self, "hints", [] if hints is None else hints)

@@ -9,25 +9,80 @@ store loader follows to rebuild the nested records from plain JSON.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Literal
 
+from envkit.records import Record
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ChipKubernetes:
+_set = object.__setattr__
+
+
+class ChipKubernetes(Record):
     """The plain record of `envkit.models.matrix.ChipKubernetes`."""
 
+    __slots__ = (
+        "source",
+        "confidence",
+        "validated",
+        "note",
+        "disagreement",
+        "accelerator",
+        "accelerator_type",
+        "ring_controller",
+        "pod_npus",
+        "multi_node_pod_npus",
+        "sp_block",
+    )
+    _fields = (
+        "source",
+        "confidence",
+        "validated",
+        "note",
+        "disagreement",
+        "accelerator",
+        "accelerator_type",
+        "ring_controller",
+        "pod_npus",
+        "multi_node_pod_npus",
+        "sp_block",
+    )
     source: str | list[str]
     confidence: Literal["stated", "derived", "inferred"]
-    validated: bool = False
-    note: str | None = None
-    disagreement: str | None = None
+    validated: bool
+    note: str | None
+    disagreement: str | None
     accelerator: str
-    accelerator_type: dict[str, str] = field(default_factory=dict)
+    accelerator_type: dict[str, str]
     ring_controller: str
     pod_npus: list[int]
-    multi_node_pod_npus: list[int] = field(default_factory=list)
-    sp_block: int | None = None
+    multi_node_pod_npus: list[int]
+    sp_block: int | None
+
+    def __init__(
+        self,
+        *,
+        source: str | list[str],
+        confidence: Literal["stated", "derived", "inferred"],
+        validated: bool = False,
+        note: str | None = None,
+        disagreement: str | None = None,
+        accelerator: str,
+        accelerator_type: dict[str, str] | None = None,
+        ring_controller: str,
+        pod_npus: list[int],
+        multi_node_pod_npus: list[int] | None = None,
+        sp_block: int | None = None,
+    ) -> None:
+        _set(self, "source", source)
+        _set(self, "confidence", confidence)
+        _set(self, "validated", validated)
+        _set(self, "note", note)
+        _set(self, "disagreement", disagreement)
+        _set(self, "accelerator", accelerator)
+        _set(self, "accelerator_type", {} if accelerator_type is None else accelerator_type)
+        _set(self, "ring_controller", ring_controller)
+        _set(self, "pod_npus", pod_npus)
+        _set(self, "multi_node_pod_npus", [] if multi_node_pod_npus is None else multi_node_pod_npus)
+        _set(self, "sp_block", sp_block)
 
     @property
     def sources(self) -> list[str]:
@@ -38,37 +93,153 @@ class ChipKubernetes:
         return "; ".join(self.sources)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Chip:
+class Chip(Record):
     """The plain record of `envkit.models.matrix.Chip`."""
 
+    __slots__ = (
+        "source",
+        "confidence",
+        "validated",
+        "note",
+        "disagreement",
+        "id",
+        "name",
+        "products",
+        "npu_smi_names",
+        "driver_file",
+        "firmware_file",
+        "hdk_zip_token",
+        "kernels_file",
+        "ops_file",
+        "soc_version",
+        "image_tag",
+        "davinci_devices",
+        "mount_driver_dir",
+        "aliases",
+        "npu_smi_patterns",
+        "npu_smi_multi_die",
+        "npu_smi_caveats",
+        "soc_names",
+        "package_patterns",
+        "hint",
+        "device_plugin_resource",
+        "kubernetes",
+    )
+    _fields = (
+        "source",
+        "confidence",
+        "validated",
+        "note",
+        "disagreement",
+        "id",
+        "name",
+        "products",
+        "npu_smi_names",
+        "driver_file",
+        "firmware_file",
+        "hdk_zip_token",
+        "kernels_file",
+        "ops_file",
+        "soc_version",
+        "image_tag",
+        "davinci_devices",
+        "mount_driver_dir",
+        "aliases",
+        "npu_smi_patterns",
+        "npu_smi_multi_die",
+        "npu_smi_caveats",
+        "soc_names",
+        "package_patterns",
+        "hint",
+        "device_plugin_resource",
+        "kubernetes",
+    )
     source: str | list[str]
     confidence: Literal["stated", "derived", "inferred"]
-    validated: bool = False
-    note: str | None = None
-    disagreement: str | None = None
+    validated: bool
+    note: str | None
+    disagreement: str | None
     id: str
     name: str
     products: list[str]
     npu_smi_names: list[str]
-    driver_file: str | None = None
-    firmware_file: str | None = None
-    hdk_zip_token: str | None = None
-    kernels_file: str | None = None
-    ops_file: str | None = None
-    soc_version: str | None = None
-    image_tag: str | None = None
+    driver_file: str | None
+    firmware_file: str | None
+    hdk_zip_token: str | None
+    kernels_file: str | None
+    ops_file: str | None
+    soc_version: str | None
+    image_tag: str | None
     davinci_devices: int | None
-    mount_driver_dir: bool = False
-    aliases: list[str] = field(default_factory=list)
-    npu_smi_patterns: list[str] = field(default_factory=list)
-    npu_smi_multi_die: list[str] = field(default_factory=list)
-    npu_smi_caveats: dict[str, str] = field(default_factory=dict)
-    soc_names: list[str] = field(default_factory=list)
-    package_patterns: list[str] = field(default_factory=list)
-    hint: str | None = None
-    device_plugin_resource: str | None = None
-    kubernetes: ChipKubernetes | None = None
+    mount_driver_dir: bool
+    aliases: list[str]
+    npu_smi_patterns: list[str]
+    npu_smi_multi_die: list[str]
+    npu_smi_caveats: dict[str, str]
+    soc_names: list[str]
+    package_patterns: list[str]
+    hint: str | None
+    device_plugin_resource: str | None
+    kubernetes: ChipKubernetes | None
+
+    def __init__(
+        self,
+        *,
+        source: str | list[str],
+        confidence: Literal["stated", "derived", "inferred"],
+        validated: bool = False,
+        note: str | None = None,
+        disagreement: str | None = None,
+        id: str,
+        name: str,
+        products: list[str],
+        npu_smi_names: list[str],
+        driver_file: str | None = None,
+        firmware_file: str | None = None,
+        hdk_zip_token: str | None = None,
+        kernels_file: str | None = None,
+        ops_file: str | None = None,
+        soc_version: str | None = None,
+        image_tag: str | None = None,
+        davinci_devices: int | None,
+        mount_driver_dir: bool = False,
+        aliases: list[str] | None = None,
+        npu_smi_patterns: list[str] | None = None,
+        npu_smi_multi_die: list[str] | None = None,
+        npu_smi_caveats: dict[str, str] | None = None,
+        soc_names: list[str] | None = None,
+        package_patterns: list[str] | None = None,
+        hint: str | None = None,
+        device_plugin_resource: str | None = None,
+        kubernetes: ChipKubernetes | None = None,
+    ) -> None:
+        _set(self, "source", source)
+        _set(self, "confidence", confidence)
+        _set(self, "validated", validated)
+        _set(self, "note", note)
+        _set(self, "disagreement", disagreement)
+        _set(self, "id", id)
+        _set(self, "name", name)
+        _set(self, "products", products)
+        _set(self, "npu_smi_names", npu_smi_names)
+        _set(self, "driver_file", driver_file)
+        _set(self, "firmware_file", firmware_file)
+        _set(self, "hdk_zip_token", hdk_zip_token)
+        _set(self, "kernels_file", kernels_file)
+        _set(self, "ops_file", ops_file)
+        _set(self, "soc_version", soc_version)
+        _set(self, "image_tag", image_tag)
+        _set(self, "davinci_devices", davinci_devices)
+        _set(self, "mount_driver_dir", mount_driver_dir)
+        _set(self, "aliases", [] if aliases is None else aliases)
+        _set(self, "npu_smi_patterns", [] if npu_smi_patterns is None else npu_smi_patterns)
+        _set(self, "npu_smi_multi_die", [] if npu_smi_multi_die is None else npu_smi_multi_die)
+        _set(self, "npu_smi_caveats", {} if npu_smi_caveats is None else npu_smi_caveats)
+        _set(self, "soc_names", [] if soc_names is None else soc_names)
+        _set(self, "package_patterns", [] if package_patterns is None else package_patterns)
+        _set(self, "hint", hint)
+        _set(self, "device_plugin_resource", device_plugin_resource)
+        _set(self, "kubernetes", kubernetes)
 
     @property
     def sources(self) -> list[str]:
@@ -79,17 +250,49 @@ class Chip:
         return "; ".join(self.sources)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ArchKubernetes:
+class ArchKubernetes(Record):
     """The plain record of `envkit.models.matrix.ArchKubernetes`."""
 
+    __slots__ = (
+        "source",
+        "confidence",
+        "validated",
+        "note",
+        "disagreement",
+        "host_arch",
+    )
+    _fields = (
+        "source",
+        "confidence",
+        "validated",
+        "note",
+        "disagreement",
+        "host_arch",
+    )
     source: str | list[str]
     confidence: Literal["stated", "derived", "inferred"]
-    validated: bool = False
-    note: str | None = None
-    disagreement: str | None = None
+    validated: bool
+    note: str | None
+    disagreement: str | None
     host_arch: str
 
+    def __init__(
+        self,
+        *,
+        source: str | list[str],
+        confidence: Literal["stated", "derived", "inferred"],
+        validated: bool = False,
+        note: str | None = None,
+        disagreement: str | None = None,
+        host_arch: str,
+    ) -> None:
+        _set(self, "source", source)
+        _set(self, "confidence", confidence)
+        _set(self, "validated", validated)
+        _set(self, "note", note)
+        _set(self, "disagreement", disagreement)
+        _set(self, "host_arch", host_arch)
+
     @property
     def sources(self) -> list[str]:
         return [self.source] if isinstance(self.source, str) else list(self.source)
@@ -99,18 +302,58 @@ class ArchKubernetes:
         return "; ".join(self.sources)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Arch:
+class Arch(Record):
     """The plain record of `envkit.models.matrix.Arch`."""
 
+    __slots__ = (
+        "source",
+        "confidence",
+        "validated",
+        "note",
+        "disagreement",
+        "id",
+        "hdk_file_arch",
+        "kubernetes",
+    )
+    _fields = (
+        "source",
+        "confidence",
+        "validated",
+        "note",
+        "disagreement",
+        "id",
+        "hdk_file_arch",
+        "kubernetes",
+    )
     source: str | list[str]
     confidence: Literal["stated", "derived", "inferred"]
-    validated: bool = False
-    note: str | None = None
-    disagreement: str | None = None
+    validated: bool
+    note: str | None
+    disagreement: str | None
     id: Literal["aarch64", "x86_64"]
     hdk_file_arch: str
-    kubernetes: ArchKubernetes | None = None
+    kubernetes: ArchKubernetes | None
+
+    def __init__(
+        self,
+        *,
+        source: str | list[str],
+        confidence: Literal["stated", "derived", "inferred"],
+        validated: bool = False,
+        note: str | None = None,
+        disagreement: str | None = None,
+        id: Literal["aarch64", "x86_64"],
+        hdk_file_arch: str,
+        kubernetes: ArchKubernetes | None = None,
+    ) -> None:
+        _set(self, "source", source)
+        _set(self, "confidence", confidence)
+        _set(self, "validated", validated)
+        _set(self, "note", note)
+        _set(self, "disagreement", disagreement)
+        _set(self, "id", id)
+        _set(self, "hdk_file_arch", hdk_file_arch)
+        _set(self, "kubernetes", kubernetes)
 
     @property
     def sources(self) -> list[str]:
@@ -121,22 +364,74 @@ class Arch:
         return "; ".join(self.sources)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class OperatingSystem:
+class OperatingSystem(Record):
     """The plain record of `envkit.models.matrix.OperatingSystem`."""
 
+    __slots__ = (
+        "source",
+        "confidence",
+        "validated",
+        "note",
+        "disagreement",
+        "id",
+        "name",
+        "family",
+        "glibc",
+        "system_python",
+        "arches",
+    )
+    _fields = (
+        "source",
+        "confidence",
+        "validated",
+        "note",
+        "disagreement",
+        "id",
+        "name",
+        "family",
+        "glibc",
+        "system_python",
+        "arches",
+    )
     source: str | list[str]
     confidence: Literal["stated", "derived", "inferred"]
-    validated: bool = False
-    note: str | None = None
-    disagreement: str | None = None
+    validated: bool
+    note: str | None
+    disagreement: str | None
     id: str
     name: str
     family: Literal["debian", "rhel"]
     glibc: str
-    system_python: str | None = None
+    system_python: str | None
     arches: list[str]
 
+    def __init__(
+        self,
+        *,
+        source: str | list[str],
+        confidence: Literal["stated", "derived", "inferred"],
+        validated: bool = False,
+        note: str | None = None,
+        disagreement: str | None = None,
+        id: str,
+        name: str,
+        family: Literal["debian", "rhel"],
+        glibc: str,
+        system_python: str | None = None,
+        arches: list[str],
+    ) -> None:
+        _set(self, "source", source)
+        _set(self, "confidence", confidence)
+        _set(self, "validated", validated)
+        _set(self, "note", note)
+        _set(self, "disagreement", disagreement)
+        _set(self, "id", id)
+        _set(self, "name", name)
+        _set(self, "family", family)
+        _set(self, "glibc", glibc)
+        _set(self, "system_python", system_python)
+        _set(self, "arches", arches)
+
     @property
     def sources(self) -> list[str]:
         return [self.source] if isinstance(self.source, str) else list(self.source)
@@ -146,16 +441,48 @@ class OperatingSystem:
         return "; ".join(self.sources)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class PythonRelease:
+class PythonRelease(Record):
     """The plain record of `envkit.models.matrix.PythonRelease`."""
 
+    __slots__ = (
+        "source",
+        "confidence",
+        "validated",
+        "note",
+        "disagreement",
+        "version",
+    )
+    _fields = (
+        "source",
+        "confidence",
+        "validated",
+        "note",
+        "disagreement",
+        "version",
+    )
     source: str | list[str]
     confidence: Literal["stated", "derived", "inferred"]
-    validated: bool = False
-    note: str | None = None
-    disagreement: str | None = None
+    validated: bool
+    note: str | None
+    disagreement: str | None
     version: str
+
+    def __init__(
+        self,
+        *,
+        source: str | list[str],
+        confidence: Literal["stated", "derived", "inferred"],
+        validated: bool = False,
+        note: str | None = None,
+        disagreement: str | None = None,
+        version: str,
+    ) -> None:
+        _set(self, "source", source)
+        _set(self, "confidence", confidence)
+        _set(self, "validated", validated)
+        _set(self, "note", note)
+        _set(self, "disagreement", disagreement)
+        _set(self, "version", version)
 
     @property
     def sources(self) -> list[str]:
@@ -166,18 +493,58 @@ class PythonRelease:
         return "; ".join(self.sources)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class HdkPatch:
+class HdkPatch(Record):
     """The plain record of `envkit.models.matrix.HdkPatch`."""
 
+    __slots__ = (
+        "source",
+        "confidence",
+        "validated",
+        "note",
+        "disagreement",
+        "version",
+        "chips",
+        "compatible_firmware",
+    )
+    _fields = (
+        "source",
+        "confidence",
+        "validated",
+        "note",
+        "disagreement",
+        "version",
+        "chips",
+        "compatible_firmware",
+    )
     source: str | list[str]
     confidence: Literal["stated", "derived", "inferred"]
-    validated: bool = False
-    note: str | None = None
-    disagreement: str | None = None
+    validated: bool
+    note: str | None
+    disagreement: str | None
     version: str
-    chips: list[str] = field(default_factory=list)
-    compatible_firmware: str | None = None
+    chips: list[str]
+    compatible_firmware: str | None
+
+    def __init__(
+        self,
+        *,
+        source: str | list[str],
+        confidence: Literal["stated", "derived", "inferred"],
+        validated: bool = False,
+        note: str | None = None,
+        disagreement: str | None = None,
+        version: str,
+        chips: list[str] | None = None,
+        compatible_firmware: str | None = None,
+    ) -> None:
+        _set(self, "source", source)
+        _set(self, "confidence", confidence)
+        _set(self, "validated", validated)
+        _set(self, "note", note)
+        _set(self, "disagreement", disagreement)
+        _set(self, "version", version)
+        _set(self, "chips", [] if chips is None else chips)
+        _set(self, "compatible_firmware", compatible_firmware)
 
     @property
     def sources(self) -> list[str]:
@@ -188,24 +555,88 @@ class HdkPatch:
         return "; ".join(self.sources)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class HdkRelease:
+class HdkRelease(Record):
     """The plain record of `envkit.models.matrix.HdkRelease`."""
 
+    __slots__ = (
+        "source",
+        "confidence",
+        "validated",
+        "note",
+        "disagreement",
+        "version",
+        "aliases",
+        "package_version",
+        "chip_package_versions",
+        "chips",
+        "firmware_version",
+        "compatible_firmware",
+        "compatible_driver",
+        "patches",
+    )
+    _fields = (
+        "source",
+        "confidence",
+        "validated",
+        "note",
+        "disagreement",
+        "version",
+        "aliases",
+        "package_version",
+        "chip_package_versions",
+        "chips",
+        "firmware_version",
+        "compatible_firmware",
+        "compatible_driver",
+        "patches",
+    )
     source: str | list[str]
     confidence: Literal["stated", "derived", "inferred"]
-    validated: bool = False
-    note: str | None = None
-    disagreement: str | None = None
+    validated: bool
+    note: str | None
+    disagreement: str | None
     version: str
-    aliases: list[str] = field(default_factory=list)
-    package_version: str | None = None
-    chip_package_versions: dict[str, str] = field(default_factory=dict)
+    aliases: list[str]
+    package_version: str | None
+    chip_package_versions: dict[str, str]
     chips: list[str]
-    firmware_version: str | None = None
-    compatible_firmware: str | None = None
-    compatible_driver: str | None = None
-    patches: list[HdkPatch] = field(default_factory=list)
+    firmware_version: str | None
+    compatible_firmware: str | None
+    compatible_driver: str | None
+    patches: list[HdkPatch]
+
+    def __init__(
+        self,
+        *,
+        source: str | list[str],
+        confidence: Literal["stated", "derived", "inferred"],
+        validated: bool = False,
+        note: str | None = None,
+        disagreement: str | None = None,
+        version: str,
+        aliases: list[str] | None = None,
+        package_version: str | None = None,
+        chip_package_versions: dict[str, str] | None = None,
+        chips: list[str],
+        firmware_version: str | None = None,
+        compatible_firmware: str | None = None,
+        compatible_driver: str | None = None,
+        patches: list[HdkPatch] | None = None,
+    ) -> None:
+        _set(self, "source", source)
+        _set(self, "confidence", confidence)
+        _set(self, "validated", validated)
+        _set(self, "note", note)
+        _set(self, "disagreement", disagreement)
+        _set(self, "version", version)
+        _set(self, "aliases", [] if aliases is None else aliases)
+        _set(self, "package_version", package_version)
+        _set(self, "chip_package_versions", {} if chip_package_versions is None else chip_package_versions)
+        _set(self, "chips", chips)
+        _set(self, "firmware_version", firmware_version)
+        _set(self, "compatible_firmware", compatible_firmware)
+        _set(self, "compatible_driver", compatible_driver)
+        _set(self, "patches", [] if patches is None else patches)
 
     @property
     def sources(self) -> list[str]:
@@ -216,25 +647,93 @@ class HdkRelease:
         return "; ".join(self.sources)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class CannRelease:
+class CannRelease(Record):
     """The plain record of `envkit.models.matrix.CannRelease`."""
 
+    __slots__ = (
+        "source",
+        "confidence",
+        "validated",
+        "note",
+        "disagreement",
+        "version",
+        "file_version",
+        "chips",
+        "hdk_paired",
+        "hdk_compatible",
+        "python",
+        "layout",
+        "operator_package",
+        "nnal",
+        "prerelease",
+    )
+    _fields = (
+        "source",
+        "confidence",
+        "validated",
+        "note",
+        "disagreement",
+        "version",
+        "file_version",
+        "chips",
+        "hdk_paired",
+        "hdk_compatible",
+        "python",
+        "layout",
+        "operator_package",
+        "nnal",
+        "prerelease",
+    )
     source: str | list[str]
     confidence: Literal["stated", "derived", "inferred"]
-    validated: bool = False
-    note: str | None = None
-    disagreement: str | None = None
+    validated: bool
+    note: str | None
+    disagreement: str | None
     version: str
-    file_version: str | None = None
+    file_version: str | None
     chips: list[str]
     hdk_paired: list[str]
-    hdk_compatible: list[str] = field(default_factory=list)
-    python: str | None = None
+    hdk_compatible: list[str]
+    python: str | None
     layout: Literal["toolkit-latest", "cann-versioned"]
     operator_package: Literal["kernels", "ops"]
-    nnal: bool = True
-    prerelease: bool = False
+    nnal: bool
+    prerelease: bool
+
+    def __init__(
+        self,
+        *,
+        source: str | list[str],
+        confidence: Literal["stated", "derived", "inferred"],
+        validated: bool = False,
+        note: str | None = None,
+        disagreement: str | None = None,
+        version: str,
+        file_version: str | None = None,
+        chips: list[str],
+        hdk_paired: list[str],
+        hdk_compatible: list[str] | None = None,
+        python: str | None = None,
+        layout: Literal["toolkit-latest", "cann-versioned"],
+        operator_package: Literal["kernels", "ops"],
+        nnal: bool = True,
+        prerelease: bool = False,
+    ) -> None:
+        _set(self, "source", source)
+        _set(self, "confidence", confidence)
+        _set(self, "validated", validated)
+        _set(self, "note", note)
+        _set(self, "disagreement", disagreement)
+        _set(self, "version", version)
+        _set(self, "file_version", file_version)
+        _set(self, "chips", chips)
+        _set(self, "hdk_paired", hdk_paired)
+        _set(self, "hdk_compatible", [] if hdk_compatible is None else hdk_compatible)
+        _set(self, "python", python)
+        _set(self, "layout", layout)
+        _set(self, "operator_package", operator_package)
+        _set(self, "nnal", nnal)
+        _set(self, "prerelease", prerelease)
 
     @property
     def sources(self) -> list[str]:
@@ -245,19 +744,59 @@ class CannRelease:
         return "; ".join(self.sources)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class TorchNpuLine:
+class TorchNpuLine(Record):
     """The plain record of `envkit.models.matrix.TorchNpuLine`."""
 
+    __slots__ = (
+        "source",
+        "confidence",
+        "validated",
+        "note",
+        "disagreement",
+        "line",
+        "cann_compatible",
+        "chips",
+    )
+    _fields = (
+        "source",
+        "confidence",
+        "validated",
+        "note",
+        "disagreement",
+        "line",
+        "cann_compatible",
+        "chips",
+    )
     source: str | list[str]
     confidence: Literal["stated", "derived", "inferred"]
-    validated: bool = False
-    note: str | None = None
-    disagreement: str | None = None
+    validated: bool
+    note: str | None
+    disagreement: str | None
     line: str
     cann_compatible: list[str]
     chips: list[str]
 
+    def __init__(
+        self,
+        *,
+        source: str | list[str],
+        confidence: Literal["stated", "derived", "inferred"],
+        validated: bool = False,
+        note: str | None = None,
+        disagreement: str | None = None,
+        line: str,
+        cann_compatible: list[str],
+        chips: list[str],
+    ) -> None:
+        _set(self, "source", source)
+        _set(self, "confidence", confidence)
+        _set(self, "validated", validated)
+        _set(self, "note", note)
+        _set(self, "disagreement", disagreement)
+        _set(self, "line", line)
+        _set(self, "cann_compatible", cann_compatible)
+        _set(self, "chips", chips)
+
     @property
     def sources(self) -> list[str]:
         return [self.source] if isinstance(self.source, str) else list(self.source)
@@ -267,24 +806,88 @@ class TorchNpuLine:
         return "; ".join(self.sources)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class TorchNpuRelease:
+class TorchNpuRelease(Record):
     """The plain record of `envkit.models.matrix.TorchNpuRelease`."""
 
+    __slots__ = (
+        "source",
+        "confidence",
+        "validated",
+        "note",
+        "disagreement",
+        "version",
+        "line",
+        "torch",
+        "cann",
+        "prerelease",
+        "python",
+        "manylinux",
+        "x86_64_torch_local",
+        "on_pypi",
+    )
+    _fields = (
+        "source",
+        "confidence",
+        "validated",
+        "note",
+        "disagreement",
+        "version",
+        "line",
+        "torch",
+        "cann",
+        "prerelease",
+        "python",
+        "manylinux",
+        "x86_64_torch_local",
+        "on_pypi",
+    )
     source: str | list[str]
     confidence: Literal["stated", "derived", "inferred"]
-    validated: bool = False
-    note: str | None = None
-    disagreement: str | None = None
+    validated: bool
+    note: str | None
+    disagreement: str | None
     version: str
     line: str | None
     torch: str
-    cann: str | None = None
-    prerelease: bool = False
-    python: list[str] | None = None
+    cann: str | None
+    prerelease: bool
+    python: list[str] | None
     manylinux: dict[str, str]
-    x86_64_torch_local: str | None = None
-    on_pypi: bool = True
+    x86_64_torch_local: str | None
+    on_pypi: bool
+
+    def __init__(
+        self,
+        *,
+        source: str | list[str],
+        confidence: Literal["stated", "derived", "inferred"],
+        validated: bool = False,
+        note: str | None = None,
+        disagreement: str | None = None,
+        version: str,
+        line: str | None,
+        torch: str,
+        cann: str | None = None,
+        prerelease: bool = False,
+        python: list[str] | None = None,
+        manylinux: dict[str, str],
+        x86_64_torch_local: str | None = None,
+        on_pypi: bool = True,
+    ) -> None:
+        _set(self, "source", source)
+        _set(self, "confidence", confidence)
+        _set(self, "validated", validated)
+        _set(self, "note", note)
+        _set(self, "disagreement", disagreement)
+        _set(self, "version", version)
+        _set(self, "line", line)
+        _set(self, "torch", torch)
+        _set(self, "cann", cann)
+        _set(self, "prerelease", prerelease)
+        _set(self, "python", python)
+        _set(self, "manylinux", manylinux)
+        _set(self, "x86_64_torch_local", x86_64_torch_local)
+        _set(self, "on_pypi", on_pypi)
 
     @property
     def sources(self) -> list[str]:
@@ -295,18 +898,54 @@ class TorchNpuRelease:
         return "; ".join(self.sources)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Index:
+class Index(Record):
     """The plain record of `envkit.models.matrix.Index`."""
 
+    __slots__ = (
+        "source",
+        "confidence",
+        "validated",
+        "note",
+        "disagreement",
+        "id",
+        "url",
+    )
+    _fields = (
+        "source",
+        "confidence",
+        "validated",
+        "note",
+        "disagreement",
+        "id",
+        "url",
+    )
     source: str | list[str]
     confidence: Literal["stated", "derived", "inferred"]
-    validated: bool = False
-    note: str | None = None
-    disagreement: str | None = None
+    validated: bool
+    note: str | None
+    disagreement: str | None
     id: str
     url: str
 
+    def __init__(
+        self,
+        *,
+        source: str | list[str],
+        confidence: Literal["stated", "derived", "inferred"],
+        validated: bool = False,
+        note: str | None = None,
+        disagreement: str | None = None,
+        id: str,
+        url: str,
+    ) -> None:
+        _set(self, "source", source)
+        _set(self, "confidence", confidence)
+        _set(self, "validated", validated)
+        _set(self, "note", note)
+        _set(self, "disagreement", disagreement)
+        _set(self, "id", id)
+        _set(self, "url", url)
+
     @property
     def sources(self) -> list[str]:
         return [self.source] if isinstance(self.source, str) else list(self.source)
@@ -316,20 +955,64 @@ class Index:
         return "; ".join(self.sources)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class TorchBuild:
+class TorchBuild(Record):
     """The plain record of `envkit.models.matrix.TorchBuild`."""
 
+    __slots__ = (
+        "source",
+        "confidence",
+        "validated",
+        "note",
+        "disagreement",
+        "torch",
+        "arch",
+        "index",
+        "local",
+    )
+    _fields = (
+        "source",
+        "confidence",
+        "validated",
+        "note",
+        "disagreement",
+        "torch",
+        "arch",
+        "index",
+        "local",
+    )
     source: str | list[str]
     confidence: Literal["stated", "derived", "inferred"]
-    validated: bool = False
-    note: str | None = None
-    disagreement: str | None = None
+    validated: bool
+    note: str | None
+    disagreement: str | None
     torch: str
     arch: Literal["aarch64", "x86_64"]
     index: str
     local: str | None
 
+    def __init__(
+        self,
+        *,
+        source: str | list[str],
+        confidence: Literal["stated", "derived", "inferred"],
+        validated: bool = False,
+        note: str | None = None,
+        disagreement: str | None = None,
+        torch: str,
+        arch: Literal["aarch64", "x86_64"],
+        index: str,
+        local: str | None,
+    ) -> None:
+        _set(self, "source", source)
+        _set(self, "confidence", confidence)
+        _set(self, "validated", validated)
+        _set(self, "note", note)
+        _set(self, "disagreement", disagreement)
+        _set(self, "torch", torch)
+        _set(self, "arch", arch)
+        _set(self, "index", index)
+        _set(self, "local", local)
+
     @property
     def sources(self) -> list[str]:
         return [self.source] if isinstance(self.source, str) else list(self.source)
@@ -339,18 +1022,54 @@ class TorchBuild:
         return "; ".join(self.sources)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class PackagePolicy:
+class PackagePolicy(Record):
     """The plain record of `envkit.models.matrix.PackagePolicy`."""
 
+    __slots__ = (
+        "source",
+        "confidence",
+        "validated",
+        "note",
+        "disagreement",
+        "name",
+        "recommended",
+    )
+    _fields = (
+        "source",
+        "confidence",
+        "validated",
+        "note",
+        "disagreement",
+        "name",
+        "recommended",
+    )
     source: str | list[str]
     confidence: Literal["stated", "derived", "inferred"]
-    validated: bool = False
-    note: str | None = None
-    disagreement: str | None = None
+    validated: bool
+    note: str | None
+    disagreement: str | None
     name: str
     recommended: list[str]
 
+    def __init__(
+        self,
+        *,
+        source: str | list[str],
+        confidence: Literal["stated", "derived", "inferred"],
+        validated: bool = False,
+        note: str | None = None,
+        disagreement: str | None = None,
+        name: str,
+        recommended: list[str],
+    ) -> None:
+        _set(self, "source", source)
+        _set(self, "confidence", confidence)
+        _set(self, "validated", validated)
+        _set(self, "note", note)
+        _set(self, "disagreement", disagreement)
+        _set(self, "name", name)
+        _set(self, "recommended", recommended)
+
     @property
     def sources(self) -> list[str]:
         return [self.source] if isinstance(self.source, str) else list(self.source)
@@ -360,16 +1079,48 @@ class PackagePolicy:
         return "; ".join(self.sources)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class PythonDeps:
+class PythonDeps(Record):
     """The plain record of `envkit.models.matrix.PythonDeps`."""
 
+    __slots__ = (
+        "source",
+        "confidence",
+        "validated",
+        "note",
+        "disagreement",
+        "requirements",
+    )
+    _fields = (
+        "source",
+        "confidence",
+        "validated",
+        "note",
+        "disagreement",
+        "requirements",
+    )
     source: str | list[str]
     confidence: Literal["stated", "derived", "inferred"]
-    validated: bool = False
-    note: str | None = None
-    disagreement: str | None = None
+    validated: bool
+    note: str | None
+    disagreement: str | None
     requirements: list[str]
+
+    def __init__(
+        self,
+        *,
+        source: str | list[str],
+        confidence: Literal["stated", "derived", "inferred"],
+        validated: bool = False,
+        note: str | None = None,
+        disagreement: str | None = None,
+        requirements: list[str],
+    ) -> None:
+        _set(self, "source", source)
+        _set(self, "confidence", confidence)
+        _set(self, "validated", validated)
+        _set(self, "note", note)
+        _set(self, "disagreement", disagreement)
+        _set(self, "requirements", requirements)
 
     @property
     def sources(self) -> list[str]:
@@ -380,19 +1131,59 @@ class PythonDeps:
         return "; ".join(self.sources)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Installer:
+class Installer(Record):
     """The plain record of `envkit.models.matrix.Installer`."""
 
+    __slots__ = (
+        "source",
+        "confidence",
+        "validated",
+        "note",
+        "disagreement",
+        "component",
+        "flags",
+        "order",
+    )
+    _fields = (
+        "source",
+        "confidence",
+        "validated",
+        "note",
+        "disagreement",
+        "component",
+        "flags",
+        "order",
+    )
     source: str | list[str]
     confidence: Literal["stated", "derived", "inferred"]
-    validated: bool = False
-    note: str | None = None
-    disagreement: str | None = None
+    validated: bool
+    note: str | None
+    disagreement: str | None
     component: Literal["driver", "firmware", "cann-toolkit", "cann-ops", "cann-kernels", "cann-nnal"]
     flags: list[str]
     order: int
 
+    def __init__(
+        self,
+        *,
+        source: str | list[str],
+        confidence: Literal["stated", "derived", "inferred"],
+        validated: bool = False,
+        note: str | None = None,
+        disagreement: str | None = None,
+        component: Literal["driver", "firmware", "cann-toolkit", "cann-ops", "cann-kernels", "cann-nnal"],
+        flags: list[str],
+        order: int,
+    ) -> None:
+        _set(self, "source", source)
+        _set(self, "confidence", confidence)
+        _set(self, "validated", validated)
+        _set(self, "note", note)
+        _set(self, "disagreement", disagreement)
+        _set(self, "component", component)
+        _set(self, "flags", flags)
+        _set(self, "order", order)
+
     @property
     def sources(self) -> list[str]:
         return [self.source] if isinstance(self.source, str) else list(self.source)
@@ -402,20 +1193,64 @@ class Installer:
         return "; ".join(self.sources)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class CannLayoutRule:
+class CannLayoutRule(Record):
     """The plain record of `envkit.models.matrix.CannLayoutRule`."""
 
+    __slots__ = (
+        "source",
+        "confidence",
+        "validated",
+        "note",
+        "disagreement",
+        "kind",
+        "home",
+        "set_env",
+        "env",
+    )
+    _fields = (
+        "source",
+        "confidence",
+        "validated",
+        "note",
+        "disagreement",
+        "kind",
+        "home",
+        "set_env",
+        "env",
+    )
     source: str | list[str]
     confidence: Literal["stated", "derived", "inferred"]
-    validated: bool = False
-    note: str | None = None
-    disagreement: str | None = None
+    validated: bool
+    note: str | None
+    disagreement: str | None
     kind: Literal["toolkit-latest", "cann-versioned"]
     home: str
     set_env: list[str]
     env: dict[str, str]
 
+    def __init__(
+        self,
+        *,
+        source: str | list[str],
+        confidence: Literal["stated", "derived", "inferred"],
+        validated: bool = False,
+        note: str | None = None,
+        disagreement: str | None = None,
+        kind: Literal["toolkit-latest", "cann-versioned"],
+        home: str,
+        set_env: list[str],
+        env: dict[str, str],
+    ) -> None:
+        _set(self, "source", source)
+        _set(self, "confidence", confidence)
+        _set(self, "validated", validated)
+        _set(self, "note", note)
+        _set(self, "disagreement", disagreement)
+        _set(self, "kind", kind)
+        _set(self, "home", home)
+        _set(self, "set_env", set_env)
+        _set(self, "env", env)
+
     @property
     def sources(self) -> list[str]:
         return [self.source] if isinstance(self.source, str) else list(self.source)
@@ -425,21 +1260,73 @@ class CannLayoutRule:
         return "; ".join(self.sources)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Rule:
+class Rule(Record):
     """The plain record of `envkit.models.matrix.Rule`."""
 
+    __slots__ = (
+        "source",
+        "confidence",
+        "validated",
+        "note",
+        "disagreement",
+        "id",
+        "when",
+        "requires",
+        "forbid",
+        "message",
+        "severity",
+    )
+    _fields = (
+        "source",
+        "confidence",
+        "validated",
+        "note",
+        "disagreement",
+        "id",
+        "when",
+        "requires",
+        "forbid",
+        "message",
+        "severity",
+    )
     source: str | list[str]
     confidence: Literal["stated", "derived", "inferred"]
-    validated: bool = False
-    note: str | None = None
-    disagreement: str | None = None
+    validated: bool
+    note: str | None
+    disagreement: str | None
     id: str
     when: dict[str, str | list[str]]
-    requires: dict[str, str | list[str]] = field(default_factory=dict)
-    forbid: bool = False
+    requires: dict[str, str | list[str]]
+    forbid: bool
     message: str
-    severity: Literal["error", "hint"] = "error"
+    severity: Literal["error", "hint"]
+
+    def __init__(
+        self,
+        *,
+        source: str | list[str],
+        confidence: Literal["stated", "derived", "inferred"],
+        validated: bool = False,
+        note: str | None = None,
+        disagreement: str | None = None,
+        id: str,
+        when: dict[str, str | list[str]],
+        requires: dict[str, str | list[str]] | None = None,
+        forbid: bool = False,
+        message: str,
+        severity: Literal["error", "hint"] = "error",
+    ) -> None:
+        _set(self, "source", source)
+        _set(self, "confidence", confidence)
+        _set(self, "validated", validated)
+        _set(self, "note", note)
+        _set(self, "disagreement", disagreement)
+        _set(self, "id", id)
+        _set(self, "when", when)
+        _set(self, "requires", {} if requires is None else requires)
+        _set(self, "forbid", forbid)
+        _set(self, "message", message)
+        _set(self, "severity", severity)
 
     @property
     def sources(self) -> list[str]:
@@ -450,35 +1337,127 @@ class Rule:
         return "; ".join(self.sources)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class VendorArtifact:
+class VendorArtifact(Record):
     """The plain record of `envkit.models.matrix.VendorArtifact`."""
 
+    __slots__ = (
+        "component",
+        "release",
+        "kind",
+        "chip",
+        "arch",
+        "file",
+        "sha256",
+        "url",
+        "source",
+    )
+    _fields = (
+        "component",
+        "release",
+        "kind",
+        "chip",
+        "arch",
+        "file",
+        "sha256",
+        "url",
+        "source",
+    )
     component: Literal["cann", "hdk"]
     release: str
     kind: str
-    chip: str | None = None
-    arch: str | None = None
+    chip: str | None
+    arch: str | None
     file: str
     sha256: str
     url: str
     source: str
 
+    def __init__(
+        self,
+        *,
+        component: Literal["cann", "hdk"],
+        release: str,
+        kind: str,
+        chip: str | None = None,
+        arch: str | None = None,
+        file: str,
+        sha256: str,
+        url: str,
+        source: str,
+    ) -> None:
+        _set(self, "component", component)
+        _set(self, "release", release)
+        _set(self, "kind", kind)
+        _set(self, "chip", chip)
+        _set(self, "arch", arch)
+        _set(self, "file", file)
+        _set(self, "sha256", sha256)
+        _set(self, "url", url)
+        _set(self, "source", source)
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class BaseImage:
+
+class BaseImage(Record):
     """The plain record of `envkit.models.matrix.BaseImage`."""
 
+    __slots__ = (
+        "source",
+        "confidence",
+        "validated",
+        "note",
+        "disagreement",
+        "os",
+        "image",
+        "digest",
+        "platforms",
+        "python",
+    )
+    _fields = (
+        "source",
+        "confidence",
+        "validated",
+        "note",
+        "disagreement",
+        "os",
+        "image",
+        "digest",
+        "platforms",
+        "python",
+    )
     source: str | list[str]
     confidence: Literal["stated", "derived", "inferred"]
-    validated: bool = False
-    note: str | None = None
-    disagreement: str | None = None
+    validated: bool
+    note: str | None
+    disagreement: str | None
     os: str
     image: str
     digest: str | None
-    platforms: dict[Literal["aarch64", "x86_64"], str] = field(default_factory=dict)
-    python: str | None = None
+    platforms: dict[Literal["aarch64", "x86_64"], str]
+    python: str | None
+
+    def __init__(
+        self,
+        *,
+        source: str | list[str],
+        confidence: Literal["stated", "derived", "inferred"],
+        validated: bool = False,
+        note: str | None = None,
+        disagreement: str | None = None,
+        os: str,
+        image: str,
+        digest: str | None,
+        platforms: dict[Literal["aarch64", "x86_64"], str] | None = None,
+        python: str | None = None,
+    ) -> None:
+        _set(self, "source", source)
+        _set(self, "confidence", confidence)
+        _set(self, "validated", validated)
+        _set(self, "note", note)
+        _set(self, "disagreement", disagreement)
+        _set(self, "os", os)
+        _set(self, "image", image)
+        _set(self, "digest", digest)
+        _set(self, "platforms", {} if platforms is None else platforms)
+        _set(self, "python", python)
 
     @property
     def sources(self) -> list[str]:
@@ -489,17 +1468,49 @@ class BaseImage:
         return "; ".join(self.sources)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class TransformersRequirement:
+class TransformersRequirement(Record):
     """The plain record of `envkit.models.matrix.TransformersRequirement`."""
 
+    __slots__ = (
+        "source",
+        "confidence",
+        "validated",
+        "note",
+        "disagreement",
+        "spec",
+    )
+    _fields = (
+        "source",
+        "confidence",
+        "validated",
+        "note",
+        "disagreement",
+        "spec",
+    )
     source: str | list[str]
     confidence: Literal["stated", "derived", "inferred"]
-    validated: bool = False
-    note: str | None = None
-    disagreement: str | None = None
+    validated: bool
+    note: str | None
+    disagreement: str | None
     spec: str
 
+    def __init__(
+        self,
+        *,
+        source: str | list[str],
+        confidence: Literal["stated", "derived", "inferred"],
+        validated: bool = False,
+        note: str | None = None,
+        disagreement: str | None = None,
+        spec: str,
+    ) -> None:
+        _set(self, "source", source)
+        _set(self, "confidence", confidence)
+        _set(self, "validated", validated)
+        _set(self, "note", note)
+        _set(self, "disagreement", disagreement)
+        _set(self, "spec", spec)
+
     @property
     def sources(self) -> list[str]:
         return [self.source] if isinstance(self.source, str) else list(self.source)
@@ -509,17 +1520,53 @@ class TransformersRequirement:
         return "; ".join(self.sources)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class VllmAscendPlatforms:
+class VllmAscendPlatforms(Record):
     """The plain record of `envkit.models.matrix.VllmAscendPlatforms`."""
 
+    __slots__ = (
+        "source",
+        "confidence",
+        "validated",
+        "note",
+        "disagreement",
+        "chips",
+        "without_triton_ascend",
+    )
+    _fields = (
+        "source",
+        "confidence",
+        "validated",
+        "note",
+        "disagreement",
+        "chips",
+        "without_triton_ascend",
+    )
     source: str | list[str]
     confidence: Literal["stated", "derived", "inferred"]
-    validated: bool = False
-    note: str | None = None
-    disagreement: str | None = None
+    validated: bool
+    note: str | None
+    disagreement: str | None
     chips: list[str]
-    without_triton_ascend: list[str] = field(default_factory=list)
+    without_triton_ascend: list[str]
+
+    def __init__(
+        self,
+        *,
+        source: str | list[str],
+        confidence: Literal["stated", "derived", "inferred"],
+        validated: bool = False,
+        note: str | None = None,
+        disagreement: str | None = None,
+        chips: list[str],
+        without_triton_ascend: list[str] | None = None,
+    ) -> None:
+        _set(self, "source", source)
+        _set(self, "confidence", confidence)
+        _set(self, "validated", validated)
+        _set(self, "note", note)
+        _set(self, "disagreement", disagreement)
+        _set(self, "chips", chips)
+        _set(self, "without_triton_ascend", [] if without_triton_ascend is None else without_triton_ascend)
 
     @property
     def sources(self) -> list[str]:
@@ -530,28 +1577,108 @@ class VllmAscendPlatforms:
         return "; ".join(self.sources)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class VllmAscendRelease:
+class VllmAscendRelease(Record):
     """The plain record of `envkit.models.matrix.VllmAscendRelease`."""
 
+    __slots__ = (
+        "source",
+        "confidence",
+        "validated",
+        "note",
+        "disagreement",
+        "version",
+        "vllm",
+        "cann",
+        "torch",
+        "torch_npu",
+        "triton_ascend",
+        "transformers",
+        "python",
+        "manylinux",
+        "prerelease",
+        "sdist_only",
+        "needs",
+        "runs_on",
+    )
+    _fields = (
+        "source",
+        "confidence",
+        "validated",
+        "note",
+        "disagreement",
+        "version",
+        "vllm",
+        "cann",
+        "torch",
+        "torch_npu",
+        "triton_ascend",
+        "transformers",
+        "python",
+        "manylinux",
+        "prerelease",
+        "sdist_only",
+        "needs",
+        "runs_on",
+    )
     source: str | list[str]
     confidence: Literal["stated", "derived", "inferred"]
-    validated: bool = False
-    note: str | None = None
-    disagreement: str | None = None
+    validated: bool
+    note: str | None
+    disagreement: str | None
     version: str
     vllm: str
-    cann: str | None = None
+    cann: str | None
     torch: str
-    torch_npu: str | None = None
-    triton_ascend: str | None = None
-    transformers: TransformersRequirement | None = None
+    torch_npu: str | None
+    triton_ascend: str | None
+    transformers: TransformersRequirement | None
     python: str
-    manylinux: dict[Literal["aarch64", "x86_64"], str] | None = None
-    prerelease: bool = False
-    sdist_only: bool = False
-    needs: list[str] = field(default_factory=list)
-    runs_on: VllmAscendPlatforms | None = None
+    manylinux: dict[Literal["aarch64", "x86_64"], str] | None
+    prerelease: bool
+    sdist_only: bool
+    needs: list[str]
+    runs_on: VllmAscendPlatforms | None
+
+    def __init__(
+        self,
+        *,
+        source: str | list[str],
+        confidence: Literal["stated", "derived", "inferred"],
+        validated: bool = False,
+        note: str | None = None,
+        disagreement: str | None = None,
+        version: str,
+        vllm: str,
+        cann: str | None = None,
+        torch: str,
+        torch_npu: str | None = None,
+        triton_ascend: str | None = None,
+        transformers: TransformersRequirement | None = None,
+        python: str,
+        manylinux: dict[Literal["aarch64", "x86_64"], str] | None = None,
+        prerelease: bool = False,
+        sdist_only: bool = False,
+        needs: list[str] | None = None,
+        runs_on: VllmAscendPlatforms | None = None,
+    ) -> None:
+        _set(self, "source", source)
+        _set(self, "confidence", confidence)
+        _set(self, "validated", validated)
+        _set(self, "note", note)
+        _set(self, "disagreement", disagreement)
+        _set(self, "version", version)
+        _set(self, "vllm", vllm)
+        _set(self, "cann", cann)
+        _set(self, "torch", torch)
+        _set(self, "torch_npu", torch_npu)
+        _set(self, "triton_ascend", triton_ascend)
+        _set(self, "transformers", transformers)
+        _set(self, "python", python)
+        _set(self, "manylinux", manylinux)
+        _set(self, "prerelease", prerelease)
+        _set(self, "sdist_only", sdist_only)
+        _set(self, "needs", [] if needs is None else needs)
+        _set(self, "runs_on", runs_on)
 
     @property
     def sources(self) -> list[str]:
@@ -562,23 +1689,83 @@ class VllmAscendRelease:
         return "; ".join(self.sources)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class TritonAscendRelease:
+class TritonAscendRelease(Record):
     """The plain record of `envkit.models.matrix.TritonAscendRelease`."""
 
+    __slots__ = (
+        "source",
+        "confidence",
+        "validated",
+        "note",
+        "disagreement",
+        "version",
+        "cann",
+        "chips",
+        "python",
+        "manylinux",
+        "index",
+        "excludes",
+        "prerelease",
+    )
+    _fields = (
+        "source",
+        "confidence",
+        "validated",
+        "note",
+        "disagreement",
+        "version",
+        "cann",
+        "chips",
+        "python",
+        "manylinux",
+        "index",
+        "excludes",
+        "prerelease",
+    )
     source: str | list[str]
     confidence: Literal["stated", "derived", "inferred"]
-    validated: bool = False
-    note: str | None = None
-    disagreement: str | None = None
+    validated: bool
+    note: str | None
+    disagreement: str | None
     version: str
     cann: list[str]
     chips: list[str]
-    python: str | None = None
-    manylinux: dict[Literal["aarch64", "x86_64"], str] | None = None
+    python: str | None
+    manylinux: dict[Literal["aarch64", "x86_64"], str] | None
     index: str
-    excludes: list[str] = field(default_factory=lambda: ["triton"])
-    prerelease: bool = False
+    excludes: list[str]
+    prerelease: bool
+
+    def __init__(
+        self,
+        *,
+        source: str | list[str],
+        confidence: Literal["stated", "derived", "inferred"],
+        validated: bool = False,
+        note: str | None = None,
+        disagreement: str | None = None,
+        version: str,
+        cann: list[str],
+        chips: list[str],
+        python: str | None = None,
+        manylinux: dict[Literal["aarch64", "x86_64"], str] | None = None,
+        index: str,
+        excludes: list[str] | None = None,
+        prerelease: bool = False,
+    ) -> None:
+        _set(self, "source", source)
+        _set(self, "confidence", confidence)
+        _set(self, "validated", validated)
+        _set(self, "note", note)
+        _set(self, "disagreement", disagreement)
+        _set(self, "version", version)
+        _set(self, "cann", cann)
+        _set(self, "chips", chips)
+        _set(self, "python", python)
+        _set(self, "manylinux", manylinux)
+        _set(self, "index", index)
+        _set(self, "excludes", ["triton"] if excludes is None else excludes)
+        _set(self, "prerelease", prerelease)
 
     @property
     def sources(self) -> list[str]:
@@ -589,20 +1776,68 @@ class TritonAscendRelease:
         return "; ".join(self.sources)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class MindSpeedRelease:
+class MindSpeedRelease(Record):
     """The plain record of `envkit.models.matrix.MindSpeedRelease`."""
 
+    __slots__ = (
+        "source",
+        "confidence",
+        "validated",
+        "note",
+        "disagreement",
+        "version",
+        "torch_npu_lines",
+        "cann",
+        "torch",
+        "python",
+    )
+    _fields = (
+        "source",
+        "confidence",
+        "validated",
+        "note",
+        "disagreement",
+        "version",
+        "torch_npu_lines",
+        "cann",
+        "torch",
+        "python",
+    )
     source: str | list[str]
     confidence: Literal["stated", "derived", "inferred"]
-    validated: bool = False
-    note: str | None = None
-    disagreement: str | None = None
+    validated: bool
+    note: str | None
+    disagreement: str | None
     version: str
     torch_npu_lines: list[str]
     cann: list[str]
-    torch: list[str] = field(default_factory=list)
-    python: str | None = None
+    torch: list[str]
+    python: str | None
+
+    def __init__(
+        self,
+        *,
+        source: str | list[str],
+        confidence: Literal["stated", "derived", "inferred"],
+        validated: bool = False,
+        note: str | None = None,
+        disagreement: str | None = None,
+        version: str,
+        torch_npu_lines: list[str],
+        cann: list[str],
+        torch: list[str] | None = None,
+        python: str | None = None,
+    ) -> None:
+        _set(self, "source", source)
+        _set(self, "confidence", confidence)
+        _set(self, "validated", validated)
+        _set(self, "note", note)
+        _set(self, "disagreement", disagreement)
+        _set(self, "version", version)
+        _set(self, "torch_npu_lines", torch_npu_lines)
+        _set(self, "cann", cann)
+        _set(self, "torch", [] if torch is None else torch)
+        _set(self, "python", python)
 
     @property
     def sources(self) -> list[str]:
@@ -613,18 +1848,54 @@ class MindSpeedRelease:
         return "; ".join(self.sources)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RankTableRow:
+class RankTableRow(Record):
     """The plain record of `envkit.models.hccl.RankTableRow`."""
 
+    __slots__ = (
+        "source",
+        "confidence",
+        "validated",
+        "note",
+        "disagreement",
+        "chip",
+        "version",
+    )
+    _fields = (
+        "source",
+        "confidence",
+        "validated",
+        "note",
+        "disagreement",
+        "chip",
+        "version",
+    )
     source: str | list[str]
     confidence: Literal["stated", "derived", "inferred"]
-    validated: bool = False
-    note: str | None = None
-    disagreement: str | None = None
+    validated: bool
+    note: str | None
+    disagreement: str | None
     chip: str
     version: Literal["1.0", "1.2", "2.0"]
 
+    def __init__(
+        self,
+        *,
+        source: str | list[str],
+        confidence: Literal["stated", "derived", "inferred"],
+        validated: bool = False,
+        note: str | None = None,
+        disagreement: str | None = None,
+        chip: str,
+        version: Literal["1.0", "1.2", "2.0"],
+    ) -> None:
+        _set(self, "source", source)
+        _set(self, "confidence", confidence)
+        _set(self, "validated", validated)
+        _set(self, "note", note)
+        _set(self, "disagreement", disagreement)
+        _set(self, "chip", chip)
+        _set(self, "version", version)
+
     @property
     def sources(self) -> list[str]:
         return [self.source] if isinstance(self.source, str) else list(self.source)
@@ -634,22 +1905,78 @@ class RankTableRow:
         return "; ".join(self.sources)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class EnvRule:
+class EnvRule(Record):
     """The plain record of `envkit.models.hccl.EnvRule`."""
 
+    __slots__ = (
+        "source",
+        "confidence",
+        "validated",
+        "note",
+        "disagreement",
+        "name",
+        "kind",
+        "min",
+        "max",
+        "aiv_max",
+        "default",
+        "same_on_all_nodes",
+    )
+    _fields = (
+        "source",
+        "confidence",
+        "validated",
+        "note",
+        "disagreement",
+        "name",
+        "kind",
+        "min",
+        "max",
+        "aiv_max",
+        "default",
+        "same_on_all_nodes",
+    )
     source: str | list[str]
     confidence: Literal["stated", "derived", "inferred"]
-    validated: bool = False
-    note: str | None = None
-    disagreement: str | None = None
+    validated: bool
+    note: str | None
+    disagreement: str | None
     name: str
     kind: Literal["int", "choice", "ip", "ifname"]
-    min: int | None = None
-    max: int | None = None
-    aiv_max: int | None = None
-    default: str | None = None
+    min: int | None
+    max: int | None
+    aiv_max: int | None
+    default: str | None
     same_on_all_nodes: bool
+
+    def __init__(
+        self,
+        *,
+        source: str | list[str],
+        confidence: Literal["stated", "derived", "inferred"],
+        validated: bool = False,
+        note: str | None = None,
+        disagreement: str | None = None,
+        name: str,
+        kind: Literal["int", "choice", "ip", "ifname"],
+        min: int | None = None,
+        max: int | None = None,
+        aiv_max: int | None = None,
+        default: str | None = None,
+        same_on_all_nodes: bool,
+    ) -> None:
+        _set(self, "source", source)
+        _set(self, "confidence", confidence)
+        _set(self, "validated", validated)
+        _set(self, "note", note)
+        _set(self, "disagreement", disagreement)
+        _set(self, "name", name)
+        _set(self, "kind", kind)
+        _set(self, "min", min)
+        _set(self, "max", max)
+        _set(self, "aiv_max", aiv_max)
+        _set(self, "default", default)
+        _set(self, "same_on_all_nodes", same_on_all_nodes)
 
     @property
     def sources(self) -> list[str]:
@@ -660,20 +1987,64 @@ class EnvRule:
         return "; ".join(self.sources)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class OpExpansionRow:
+class OpExpansionRow(Record):
     """The plain record of `envkit.models.hccl.OpExpansionRow`."""
 
+    __slots__ = (
+        "source",
+        "confidence",
+        "validated",
+        "note",
+        "disagreement",
+        "chip",
+        "values",
+        "default",
+        "on_unsupported",
+    )
+    _fields = (
+        "source",
+        "confidence",
+        "validated",
+        "note",
+        "disagreement",
+        "chip",
+        "values",
+        "default",
+        "on_unsupported",
+    )
     source: str | list[str]
     confidence: Literal["stated", "derived", "inferred"]
-    validated: bool = False
-    note: str | None = None
-    disagreement: str | None = None
+    validated: bool
+    note: str | None
+    disagreement: str | None
     chip: str
     values: list[str]
     default: str
     on_unsupported: Literal["error", "default"]
 
+    def __init__(
+        self,
+        *,
+        source: str | list[str],
+        confidence: Literal["stated", "derived", "inferred"],
+        validated: bool = False,
+        note: str | None = None,
+        disagreement: str | None = None,
+        chip: str,
+        values: list[str],
+        default: str,
+        on_unsupported: Literal["error", "default"],
+    ) -> None:
+        _set(self, "source", source)
+        _set(self, "confidence", confidence)
+        _set(self, "validated", validated)
+        _set(self, "note", note)
+        _set(self, "disagreement", disagreement)
+        _set(self, "chip", chip)
+        _set(self, "values", values)
+        _set(self, "default", default)
+        _set(self, "on_unsupported", on_unsupported)
+
     @property
     def sources(self) -> list[str]:
         return [self.source] if isinstance(self.source, str) else list(self.source)
@@ -683,19 +2054,59 @@ class OpExpansionRow:
         return "; ".join(self.sources)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class IpPlanRow:
+class IpPlanRow(Record):
     """The plain record of `envkit.models.hccl.IpPlanRow`."""
 
+    __slots__ = (
+        "source",
+        "confidence",
+        "validated",
+        "note",
+        "disagreement",
+        "chip",
+        "rule",
+        "ports",
+    )
+    _fields = (
+        "source",
+        "confidence",
+        "validated",
+        "note",
+        "disagreement",
+        "chip",
+        "rule",
+        "ports",
+    )
     source: str | list[str]
     confidence: Literal["stated", "derived", "inferred"]
-    validated: bool = False
-    note: str | None = None
-    disagreement: str | None = None
+    validated: bool
+    note: str | None
+    disagreement: str | None
     chip: str
     rule: Literal["same_subnet", "die_pairs_differ"]
     ports: int
 
+    def __init__(
+        self,
+        *,
+        source: str | list[str],
+        confidence: Literal["stated", "derived", "inferred"],
+        validated: bool = False,
+        note: str | None = None,
+        disagreement: str | None = None,
+        chip: str,
+        rule: Literal["same_subnet", "die_pairs_differ"],
+        ports: int,
+    ) -> None:
+        _set(self, "source", source)
+        _set(self, "confidence", confidence)
+        _set(self, "validated", validated)
+        _set(self, "note", note)
+        _set(self, "disagreement", disagreement)
+        _set(self, "chip", chip)
+        _set(self, "rule", rule)
+        _set(self, "ports", ports)
+
     @property
     def sources(self) -> list[str]:
         return [self.source] if isinstance(self.source, str) else list(self.source)
@@ -705,20 +2116,64 @@ class IpPlanRow:
         return "; ".join(self.sources)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ErrorCode:
+class ErrorCode(Record):
     """The plain record of `envkit.models.hccl.ErrorCode`."""
 
+    __slots__ = (
+        "source",
+        "confidence",
+        "validated",
+        "note",
+        "disagreement",
+        "code",
+        "title",
+        "cause",
+        "fix",
+    )
+    _fields = (
+        "source",
+        "confidence",
+        "validated",
+        "note",
+        "disagreement",
+        "code",
+        "title",
+        "cause",
+        "fix",
+    )
     source: str | list[str]
     confidence: Literal["stated", "derived", "inferred"]
-    validated: bool = False
-    note: str | None = None
-    disagreement: str | None = None
+    validated: bool
+    note: str | None
+    disagreement: str | None
     code: str
     title: str
     cause: str
     fix: str
 
+    def __init__(
+        self,
+        *,
+        source: str | list[str],
+        confidence: Literal["stated", "derived", "inferred"],
+        validated: bool = False,
+        note: str | None = None,
+        disagreement: str | None = None,
+        code: str,
+        title: str,
+        cause: str,
+        fix: str,
+    ) -> None:
+        _set(self, "source", source)
+        _set(self, "confidence", confidence)
+        _set(self, "validated", validated)
+        _set(self, "note", note)
+        _set(self, "disagreement", disagreement)
+        _set(self, "code", code)
+        _set(self, "title", title)
+        _set(self, "cause", cause)
+        _set(self, "fix", fix)
+
     @property
     def sources(self) -> list[str]:
         return [self.source] if isinstance(self.source, str) else list(self.source)
@@ -728,15 +2183,43 @@ class ErrorCode:
         return "; ".join(self.sources)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class HcclData:
+class HcclData(Record):
     """The plain record of `envkit.models.hccl.HcclData`."""
 
+    __slots__ = (
+        "rank_tables",
+        "env",
+        "op_expansion_modes",
+        "ip_plans",
+        "error_codes",
+    )
+    _fields = (
+        "rank_tables",
+        "env",
+        "op_expansion_modes",
+        "ip_plans",
+        "error_codes",
+    )
     rank_tables: list[RankTableRow]
     env: list[EnvRule]
     op_expansion_modes: list[OpExpansionRow]
     ip_plans: list[IpPlanRow]
     error_codes: list[ErrorCode]
+
+    def __init__(
+        self,
+        *,
+        rank_tables: list[RankTableRow],
+        env: list[EnvRule],
+        op_expansion_modes: list[OpExpansionRow],
+        ip_plans: list[IpPlanRow],
+        error_codes: list[ErrorCode],
+    ) -> None:
+        _set(self, "rank_tables", rank_tables)
+        _set(self, "env", env)
+        _set(self, "op_expansion_modes", op_expansion_modes)
+        _set(self, "ip_plans", ip_plans)
+        _set(self, "error_codes", error_codes)
 
     def rank_table(self, chip: str) -> RankTableRow | None:
         return next((r for r in self.rank_tables if r.chip == chip), None)
@@ -754,11 +2237,60 @@ class HcclData:
         return next((r for r in self.error_codes if r.code == code), None)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Matrix:
+class Matrix(Record):
     """The plain record of `envkit.models.matrix.Matrix`."""
 
-    schema_version: Literal[1] = 1
+    __slots__ = (
+        "schema_version",
+        "chips",
+        "arches",
+        "operating_systems",
+        "pythons",
+        "hdk",
+        "cann",
+        "torch_npu_lines",
+        "torch_npu",
+        "indexes",
+        "torch_builds",
+        "packages",
+        "cann_python_deps",
+        "installers",
+        "cann_layouts",
+        "rules",
+        "artifacts",
+        "defaults",
+        "images",
+        "vllm_ascend",
+        "triton_ascend",
+        "mindspeed",
+        "hccl",
+    )
+    _fields = (
+        "schema_version",
+        "chips",
+        "arches",
+        "operating_systems",
+        "pythons",
+        "hdk",
+        "cann",
+        "torch_npu_lines",
+        "torch_npu",
+        "indexes",
+        "torch_builds",
+        "packages",
+        "cann_python_deps",
+        "installers",
+        "cann_layouts",
+        "rules",
+        "artifacts",
+        "defaults",
+        "images",
+        "vllm_ascend",
+        "triton_ascend",
+        "mindspeed",
+        "hccl",
+    )
+    schema_version: Literal[1]
     chips: list[Chip]
     arches: list[Arch]
     operating_systems: list[OperatingSystem]
@@ -768,7 +2300,7 @@ class Matrix:
     torch_npu_lines: list[TorchNpuLine]
     torch_npu: list[TorchNpuRelease]
     indexes: list[Index]
-    torch_builds: list[TorchBuild] = field(default_factory=list)
+    torch_builds: list[TorchBuild]
     packages: list[PackagePolicy]
     cann_python_deps: PythonDeps
     installers: list[Installer]
@@ -776,11 +2308,62 @@ class Matrix:
     rules: list[Rule]
     artifacts: list[VendorArtifact]
     defaults: dict[str, str]
-    images: list[BaseImage] = field(default_factory=list)
-    vllm_ascend: list[VllmAscendRelease] = field(default_factory=list)
-    triton_ascend: list[TritonAscendRelease] = field(default_factory=list)
-    mindspeed: list[MindSpeedRelease] = field(default_factory=list)
+    images: list[BaseImage]
+    vllm_ascend: list[VllmAscendRelease]
+    triton_ascend: list[TritonAscendRelease]
+    mindspeed: list[MindSpeedRelease]
     hccl: HcclData
+
+    def __init__(
+        self,
+        *,
+        schema_version: Literal[1] = 1,
+        chips: list[Chip],
+        arches: list[Arch],
+        operating_systems: list[OperatingSystem],
+        pythons: list[PythonRelease],
+        hdk: list[HdkRelease],
+        cann: list[CannRelease],
+        torch_npu_lines: list[TorchNpuLine],
+        torch_npu: list[TorchNpuRelease],
+        indexes: list[Index],
+        torch_builds: list[TorchBuild] | None = None,
+        packages: list[PackagePolicy],
+        cann_python_deps: PythonDeps,
+        installers: list[Installer],
+        cann_layouts: list[CannLayoutRule],
+        rules: list[Rule],
+        artifacts: list[VendorArtifact],
+        defaults: dict[str, str],
+        images: list[BaseImage] | None = None,
+        vllm_ascend: list[VllmAscendRelease] | None = None,
+        triton_ascend: list[TritonAscendRelease] | None = None,
+        mindspeed: list[MindSpeedRelease] | None = None,
+        hccl: HcclData,
+    ) -> None:
+        _set(self, "schema_version", schema_version)
+        _set(self, "chips", chips)
+        _set(self, "arches", arches)
+        _set(self, "operating_systems", operating_systems)
+        _set(self, "pythons", pythons)
+        _set(self, "hdk", hdk)
+        _set(self, "cann", cann)
+        _set(self, "torch_npu_lines", torch_npu_lines)
+        _set(self, "torch_npu", torch_npu)
+        _set(self, "indexes", indexes)
+        _set(self, "torch_builds", [] if torch_builds is None else torch_builds)
+        _set(self, "packages", packages)
+        _set(self, "cann_python_deps", cann_python_deps)
+        _set(self, "installers", installers)
+        _set(self, "cann_layouts", cann_layouts)
+        _set(self, "rules", rules)
+        _set(self, "artifacts", artifacts)
+        _set(self, "defaults", defaults)
+        _set(self, "images", [] if images is None else images)
+        _set(self, "vllm_ascend", [] if vllm_ascend is None else vllm_ascend)
+        _set(self, "triton_ascend", [] if triton_ascend is None else triton_ascend)
+        _set(self, "mindspeed", [] if mindspeed is None else mindspeed)
+        _set(self, "hccl", hccl)
 
 
 # record -> its fields that hold records: (field, how: one | optional | list, record)

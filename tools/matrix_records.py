@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
-"""Write envkit/matrix_records.py and envkit/lock_records.py: plain frozen dataclasses mirroring the pydantic
+"""Write envkit/matrix_records.py and envkit/lock_records.py: plain frozen records mirroring the pydantic
 matrix and lock models.
 
 The pydantic models of envkit/models/matrix.py (and the HCCL models they hold) stay the schema of matrices/*.yaml:
 they validate the files and give the JSON Schema. The resolver's side works on plain records instead, built from
 a validated matrix or from the compiled matrix store (`envkit.matrix`), without importing pydantic. This script
-writes those records from the models themselves: one dataclass per model (same name, same fields and defaults,
+writes those records from the models themselves: one record class per model (same name, same fields and defaults,
 the model's own public methods and properties copied), the table of nested records the store loader follows, and
 the list of source files whose text keys the store (the models and what their validators call). The lock's records
 are what `envkit.locking` derives and `envkit resolve` writes without pydantic; the pydantic Lock model still holds
@@ -44,8 +44,11 @@ store loader follows to rebuild the nested records from plain JSON.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Literal
+
+from envkit.records import Record
+
+_set = object.__setattr__
 
 
 '''
@@ -61,8 +64,11 @@ that is read (and a test holds every derived lock to it).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import ClassVar, Literal
+
+from envkit.records import Record
+
+_set = object.__setattr__
 
 
 '''
@@ -137,15 +143,18 @@ def nesting(tp: Any, *, loadable: bool = True) -> tuple[str, str] | None:
     return None
 
 
-def _default(info: Any) -> str | None:
+def _default(info: Any) -> tuple[str, str | None] | None:
+    """(the parameter's default, the value it stands for when it is a fresh list or dict), or None: required."""
     from pydantic_core import PydanticUndefined
 
     if info.default is PydanticUndefined:
         return None
     value = info.default
     if isinstance(value, (list, dict)):
-        return f"field(default_factory=lambda: {_lit(value)})" if value else f"field(default_factory={type(value).__name__})"
-    return _lit(value)
+        if type(None) in typing.get_args(info.annotation):
+            raise SystemExit(f"tools/matrix_records.py: {info!r}: a list or dict default on an optional field")
+        return "None", _lit(value) if value else ("[]" if isinstance(value, list) else "{}")
+    return _lit(value), None
 
 
 def _lit(value: Any) -> str:
@@ -154,6 +163,8 @@ def _lit(value: Any) -> str:
         return json.dumps(value)
     if isinstance(value, list):
         return "[" + ", ".join(_lit(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{_lit(k)}: {_lit(v)}" for k, v in value.items()) + "}"
     if isinstance(value, tuple):
         return "(" + ", ".join(_lit(v) for v in value) + ("," if len(value) == 1 else "") + ")"
     if value is None or isinstance(value, (bool, int)):
@@ -182,11 +193,26 @@ def _methods(cls: type) -> list[str]:
 
 
 def _fields_text(cls: type) -> list[str]:
-    lines = []
-    for name, info in cls.model_fields.items():  # type: ignore[attr-defined]
-        default = _default(info)
+    """The record's slots, field annotations and `__init__` (keyword-only, as the model's fields)."""
+    model_fields = cls.model_fields  # type: ignore[attr-defined]
+    names = list(model_fields)
+    listed = "".join(f"        {_lit(n)},\n" for n in names)
+    lines = [f"    __slots__ = (\n{listed}    )", f"    _fields = (\n{listed}    )"]
+    params, body = [], []
+    for name, info in model_fields.items():
         ann = render_type(info.annotation)
-        lines.append(f"    {name}: {ann}" + ("" if default is None else f" = {default}"))
+        lines.append(f"    {name}: {ann}")
+        default = _default(info)
+        if default is None:
+            params.append(f"{name}: {ann}")
+            body.append(f"        _set(self, {_lit(name)}, {name})")
+        elif default[1] is None:
+            params.append(f"{name}: {ann} = {default[0]}")
+            body.append(f"        _set(self, {_lit(name)}, {name})")
+        else:
+            params.append(f"{name}: {ann} | None = None")
+            body.append(f"        _set(self, {_lit(name)}, {default[1]} if {name} is None else {name})")
+    lines += ["", "    def __init__(", "        self,", "        *,", *(f"        {p}," for p in params), "    ) -> None:", *body]
     return lines
 
 
@@ -236,9 +262,7 @@ def _records(models: list[type], header: str, *, loadable: bool) -> str:
         methods = _methods(cls)
         if methods:
             body += [""] + "\n\n".join(methods).splitlines()
-        parts.append(
-            "@dataclass(frozen=True, slots=True, kw_only=True)\nclass " + cls.__name__ + ":\n" + "\n".join(body) + "\n\n\n"
-        )
+        parts.append("class " + cls.__name__ + "(Record):\n" + "\n".join(body) + "\n\n\n")
         for name, info in cls.model_fields.items():  # type: ignore[attr-defined]
             how = nesting(info.annotation, loadable=loadable)
             if how is not None and loadable:

@@ -167,7 +167,7 @@ def register(app: typer.Typer) -> None:
         section, columns = COMPONENTS[name]
         rows = getattr(load_matrix().model, section)
         if json_out:
-            from dataclasses import asdict
+            from envkit.records import asdict
 
             console.emit_json([asdict(r) for r in rows])
             return

@@ -1,10 +1,9 @@
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pytest
 
 from envkit.matrix import LoadedMatrix, load_matrix
+from envkit.records import replace
 
 
 @pytest.fixture(scope="session")

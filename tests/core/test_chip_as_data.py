@@ -3,7 +3,6 @@ doctor's parsers (npu-smi, operator packages, kernel folders) and given its devi
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +18,7 @@ from envkit.doctor.parsers import (
 from envkit.export.runargs import chip_from_lock, chip_from_row, run_args
 from envkit.matrix import LoadedMatrix, check_matrix, load_matrix, plain
 from envkit.models.matrix import Matrix
+from envkit.records import asdict
 
 NEW = "960x"
 SAMPLES = Path(__file__).resolve().parents[1] / "fixtures" / "samples"

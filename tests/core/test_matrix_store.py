@@ -11,13 +11,13 @@ import os
 import shutil
 import subprocess
 import sys
-from dataclasses import asdict, fields
 from pathlib import Path
 
 import pytest
 
 from envkit import matrix_records
 from envkit.matrix import _cache_dir, _store_path, load_matrix_from, plain, record
+from envkit.records import Record, asdict, fields
 from envkit.resources import matrices_dir
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -40,10 +40,10 @@ def test_each_record_has_its_models_fields_and_methods():
 
     for name in dir(matrix_records):
         rec = getattr(matrix_records, name)
-        if not (isinstance(rec, type) and hasattr(rec, "__dataclass_fields__")):
+        if not (isinstance(rec, type) and issubclass(rec, Record)) or rec is Record:
             continue
         model = getattr(schema, name, None) or getattr(hccl, name)
-        assert [f.name for f in fields(rec)] == list(model.model_fields), name
+        assert list(fields(rec)) == list(model.model_fields), name
     lm = load_matrix_from(matrices_dir())
     row = lm.model.torch_npu[0]
     assert row.sources == [row.source] if isinstance(row.source, str) else list(row.source)
@@ -175,3 +175,27 @@ def test_a_store_hit_imports_no_pydantic_and_no_matrix_model(tmp_path):
     ]
     assert "envkit.models.matrix" in runs[0].stdout, runs[0].stdout + runs[0].stderr  # a miss validates the YAML
     assert "LOADED []" in runs[1].stdout, runs[1].stdout + runs[1].stderr
+
+
+def test_records_are_frozen_compared_by_value_and_copied_with_replace():
+    import copy
+
+    from envkit.records import Record, asdict, replace
+
+    row = load_matrix_from(matrices_dir()).model.cann[0]
+    assert isinstance(row, Record)
+    with pytest.raises(AttributeError, match="frozen"):
+        row.version = "0.0"  # type: ignore[misc]
+    with pytest.raises(AttributeError, match="frozen"):
+        del row.version
+    other = replace(row, version="0.0")
+    assert other.version == "0.0" and row.version != "0.0" and other != row
+    assert replace(other, version=row.version) == row
+    with pytest.raises(TypeError, match="no field nope"):
+        replace(row, nope=1)
+    assert copy.deepcopy(row) == row and copy.copy(row) == row
+    assert asdict(row)["version"] == row.version and list(asdict(row)) == list(type(row)._fields)
+    assert repr(row).startswith("CannRelease(source=")
+    with pytest.raises(TypeError):
+        hash(row)
+    assert matrix_records.Index(id="a", url="u", source="s", confidence="stated") != "a"

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import itertools
 import json
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +39,7 @@ from envkit.constraints import (
     vllm_ascend_torch_npu,
 )
 from envkit.matrix import LoadedMatrix, with_bounds
+from envkit.records import replace
 from envkit.resolve.pins import torch_versions, vllm_versions
 
 GOLDEN = Path(__file__).parents[1] / "golden" / "constraints"

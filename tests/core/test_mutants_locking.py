@@ -11,7 +11,6 @@ memory reaches the branches no row of the shipped matrix takes.
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -19,6 +18,7 @@ import pytest
 from envkit.locking import _flags, _framework_provenance, build_layout, build_lock, derive_lock, differ, framework_pins
 from envkit.matrix import LoadedMatrix, load_matrix
 from envkit.models.lock import Lock
+from envkit.records import asdict, replace
 from envkit.resolve import pins_from_mapping, solve
 from envkit.resolve.search import framework_keys
 
@@ -144,7 +144,7 @@ def test_derive_lock_reads_the_lock_s_stack_as_declared_in_the_file():
     lock = _lock(lm, {"vllm_ascend": "0.25.1rc1"}).model_copy(update={"generated_by": "someone"})
     again = derive_lock(lm, lock, "my.lock")
     assert again is not None and again.generated_by == "someone"
-    assert again.provenance["cann"].model_dump() == {
+    assert asdict(again.provenance["cann"]) == {
         "declared": True,
         "origin": "declared",
         "rule": None,

@@ -5,12 +5,11 @@ edge of constraints.EDGES that relates them refuses a stack that really breaks i
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pytest
 
 from envkit import constraints
 from envkit.matrix import check_matrix, load_matrix
+from envkit.records import replace
 from envkit.resolve import framework_keys, pins_from_mapping, solve, validate_pins, validate_stack
 from envkit.resolve.search import initial_domains
 

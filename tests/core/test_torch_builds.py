@@ -7,13 +7,13 @@ consistent with the x86_64 `+cpu` pins of the torch_npu wheels.
 from __future__ import annotations
 
 import shutil
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from envkit.locking import build_lock, torch_spec
 from envkit.matrix import check_matrix, load_matrix, load_matrix_from
+from envkit.records import replace
 from envkit.resolve import pins_from_mapping, solve
 from envkit.resources import matrices_dir
 

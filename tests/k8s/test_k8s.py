@@ -436,12 +436,11 @@ def test_kubectl_kustomize_builds_every_base(case, k8s_locks, tmp_path):
 def test_the_matrix_rows_hold_their_npu_counts_together():
     """`chips[].kubernetes`: the counts of multi-node pods, accelerator-type labels and sp-block are counts a pod may
     request; each row is sourced (matrices/platform.yaml)."""
-    from dataclasses import asdict
-
     from pydantic import ValidationError
 
     from envkit.matrix import load_matrix
     from envkit.models.matrix import ChipKubernetes
+    from envkit.records import asdict
 
     lm = load_matrix()
     rows = {c.id: c.kubernetes for c in lm.model.chips if c.kubernetes is not None}
