@@ -9,7 +9,7 @@ PYTEST_ARGS ?=
 
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: demo test lint venv bench clean schemas mutation fast-cli
+.PHONY: demo test lint venv bench clean schemas mutation fast-cli matrix-records
 
 venv: $(VENV)/.installed
 
@@ -70,6 +70,9 @@ bench: venv
 
 fast-cli: venv                           # after changing resolve, validate or bundle verify's options
 	$(BIN)/python tools/fast_cli.py
+
+matrix-records: venv                     # after changing a matrix model (envkit/models/matrix.py, hccl.py)
+	$(BIN)/python tools/matrix_records.py
 
 schemas: venv
 	$(BIN)/envkit matrix schema -o envkit/schemas

@@ -16,9 +16,8 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from envkit import versions
-from envkit.matrix import LoadedMatrix, known
-from envkit.models.base import Sourced
-from envkit.models.matrix import (
+from envkit.matrix import LoadedMatrix, SourcedRow, known
+from envkit.matrix_records import (
     MindSpeedRelease,
     Rule,
     TorchNpuLine,
@@ -30,7 +29,7 @@ from envkit.verdict import Verdict
 Assignment = dict[str, str]
 
 
-def _row(rule: str, row: Sourced | None, text: str) -> Verdict:
+def _row(rule: str, row: SourcedRow | None, text: str) -> Verdict:
     if row is None:
         return Verdict(message=text, rule=rule, source="envkit matrix", confidence=None)
     if row.disagreement:
@@ -665,7 +664,7 @@ def _spec_relation(
     other: str,
     ok_other: Callable[[_Framework, str], bool],
     said: Callable[[_Framework], str],
-    cite: Callable[[_Framework], Sourced | None] | None = None,
+    cite: Callable[[_Framework], SourcedRow | None] | None = None,
 ) -> Relation:
     """A framework release (`key`) that allows only some values of `other`, as its row says (`field`). `cite`: the
     part of the row that carries its own source (the statement then names that part and its source)."""
@@ -674,7 +673,7 @@ def _spec_relation(
     def row(v: str) -> _Framework:
         return known(lookup(v), f"{what} {v}")
 
-    def cited(v: str) -> tuple[str, Sourced | None]:
+    def cited(v: str) -> tuple[str, SourcedRow | None]:
         r = lookup(v)
         if cite is None or r is None:
             return f"{key}/{v}", r

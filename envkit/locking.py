@@ -1,8 +1,9 @@
 """Derive a lock from a resolution: the stack's artifacts, layout, Python pins, platform facts and provenance.
 
-The models are built with `model_construct` (no validation): their values come from the matrix, which envkit
-trusts and checks itself (`envkit matrix check`), and building the lock model's validators would cost the
-start-up of `envkit resolve` about 80 ms. A test validates every derived lock against the schema.
+The lock is built as plain records (`envkit.lock_records`, generated from the lock models) from the matrix rows the
+resolution chose: no pydantic on `envkit resolve`'s path. Their values come from the matrix, which envkit trusts and
+checks itself (`envkit matrix check`); a test validates every derived lock against the pydantic schema
+(`envkit.models.lock.Lock`), which holds every lock that is read.
 
 This is the one place where a lock meets the matrix; `envkit.lockfile` only reads and writes the lock, and the
 jobs (image, bundle, provision) read the lock alone. `check_lock` derives a lock again from a lock's stack and names
@@ -13,18 +14,15 @@ command that reads a lock refuses an edited one.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from envkit import __version__, versions
 from envkit.errors import BadInput
-from envkit.lockfile import Edited, LockCheck
-from envkit.matrix import LoadedMatrix, known, load_matrix
-from envkit.models.base import Confidence, Sourced
-from envkit.models.lock import (
+from envkit.lock_records import (
     Artifact,
     BaseImage,
     CannLayout,
-    ComponentName,
+    FullStack,
     HcclEnvRule,
     HcclFacts,
     HcclIpPlan,
@@ -40,9 +38,19 @@ from envkit.models.lock import (
     Validation,
     ZipEdition,
 )
-from envkit.models.matrix import VendorArtifact
-from envkit.models.stack import ALL_KEYS, FRAMEWORK_KEYS, STACK_KEYS, FullStack
+from envkit.locktext import plain
+from envkit.matrix import LoadedMatrix, SourcedRow, known, load_matrix
+from envkit.matrix_records import VendorArtifact
+from envkit.records import fields, replace
 from envkit.resolve import Pin, Resolution, hints_for, solve
+from envkit.stackkeys import ALL_KEYS, FRAMEWORK_KEYS, STACK_KEYS
+from envkit.verdict import Confidence
+
+if TYPE_CHECKING:
+    from envkit.lockfile import Edited, LockCheck
+    from envkit.models.lock import Lock as LockModel
+
+ComponentName = Literal["driver", "firmware", "cann-toolkit", "cann-ops", "cann-kernels", "cann-nnal"]
 
 
 def hdk_file_version(lm: LoadedMatrix, hdk_version: str, chip: str) -> str:
@@ -66,7 +74,7 @@ def _zip(lm: LoadedMatrix, component: str, release: str, kind: str, chip: str | 
 
 
 def _edition(a: VendorArtifact) -> ZipEdition:
-    return ZipEdition.model_construct(file=a.file, sha256=a.sha256, url=a.url, source=a.source)
+    return ZipEdition(file=a.file, sha256=a.sha256, url=a.url, source=a.source)
 
 
 def _flags(lm: LoadedMatrix, component: str) -> tuple[list[str], int]:
@@ -87,11 +95,11 @@ def _artifact(
 ) -> Artifact:
     """One installer of the lock: its `.run` (exact name and glob), install flags and order, and the signed zip."""
     flags, order = _flags(lm, component)
-    return Artifact.model_construct(
+    return Artifact(
         component=component,
         version=version,
         order=order,
-        run=RunFile.model_construct(file=file, pattern=pattern, flags=flags),
+        run=RunFile(file=file, pattern=pattern, flags=flags),
         zip=zip,
         firmware_version=firmware_version,
     )
@@ -114,11 +122,7 @@ def build_artifacts(lm: LoadedMatrix, stack: dict[str, str]) -> list[Artifact]:
             chip.driver_file.format(version="*", hdk_arch=hdk_arch),
             zip_drv,
         )
-        out.append(
-            drv.model_copy(
-                update={"package_version": driver_v.lower(), "compatible": lm.hdk_row(stack["driver"]).compatible_firmware}
-            )
-        )
+        out.append(replace(drv, package_version=driver_v.lower(), compatible=lm.hdk_row(stack["driver"]).compatible_firmware))
     if chip.firmware_file:
         fw_version = lm.hdk_row(stack["firmware"]).firmware_version
         zip_fw = _zip(lm, "hdk", stack["firmware"], "npu", chip.hdk_zip_token, arch) if chip.hdk_zip_token else None
@@ -132,10 +136,9 @@ def build_artifacts(lm: LoadedMatrix, stack: dict[str, str]) -> list[Artifact]:
                 chip.firmware_file.format(firmware="*"),
                 zip_fw,
                 firmware_version=fw_version,
-            ).model_copy(
-                update={"package_version": (fw.package_version or fw.version).lower(), "compatible": fw.compatible_driver}
             )
         )
+        out[-1] = replace(out[-1], package_version=(fw.package_version or fw.version).lower(), compatible=fw.compatible_driver)
     # CANN: the toolkit, the operator package of the chip, NNAL; file name templates take {version} and {arch}
     cann = lm.cann_row(stack["cann"])
     file_version = cann.file_version or cann.version
@@ -167,7 +170,7 @@ def build_platform(lm: LoadedMatrix, stack: dict[str, str]) -> Platform:
     row = next((i for i in lm.model.images if i.os == osrow.id), None)
     base = None
     if row is not None:
-        base = BaseImage.model_construct(
+        base = BaseImage(
             image=row.image,
             digest=row.digest,
             platform_digest=row.platforms.get(stack["arch"]),  # type: ignore[call-overload]
@@ -175,7 +178,7 @@ def build_platform(lm: LoadedMatrix, stack: dict[str, str]) -> Platform:
             source=row.source_text,
             note=row.note,
         )
-    return Platform.model_construct(
+    return Platform(
         os_family=osrow.family,
         glibc=osrow.glibc,
         npu_smi_names=list(chip.npu_smi_names or []),
@@ -200,8 +203,8 @@ def build_kubernetes(lm: LoadedMatrix, chip_id: str, arch: str) -> KubernetesFac
         return None
     arch_row = next((a for a in lm.model.arches if a.id == arch), None)
     host = arch_row.kubernetes if arch_row is not None else None
-    rows: list[Sourced] = [k8s] if host is None else [k8s, host]
-    return KubernetesFacts.model_construct(
+    rows: list[SourcedRow] = [k8s] if host is None else [k8s, host]
+    return KubernetesFacts(
         source=[line for row in rows for line in row.sources],
         confidence=max((row.confidence for row in rows), key=_CONFIDENCE_ORDER.index),
         accelerator=k8s.accelerator,
@@ -216,26 +219,24 @@ def build_kubernetes(lm: LoadedMatrix, chip_id: str, arch: str) -> KubernetesFac
 
 
 # an env rule's own fields, which the lock copies from the matrix row (its source and confidence: `src` below)
-_ENV_FIELDS = set(HcclEnvRule.model_fields) - {"source", "confidence"}
+_ENV_FIELDS = set(fields(HcclEnvRule)) - {"source", "confidence"}
 
 
 def build_hccl(lm: LoadedMatrix, chip: str) -> HcclFacts:
     """The chip's HCCL facts (matrices/hccl.yaml): its rank table, op expansion modes, IP plan, and the env rules."""
     h = lm.model.hccl
 
-    def src(row: Sourced) -> dict[str, Any]:
+    def src(row: SourcedRow) -> dict[str, Any]:
         return {"source": row.sources, "confidence": row.confidence}
 
     rt, op, ip = h.rank_table(chip), h.op_modes(chip), h.ip_plan(chip)
-    return HcclFacts.model_construct(
-        rank_table=None if rt is None else HcclRankTable.model_construct(version=rt.version, **src(rt)),
+    return HcclFacts(
+        rank_table=None if rt is None else HcclRankTable(version=rt.version, **src(rt)),
         op_expansion=None
         if op is None
-        else HcclOpExpansion.model_construct(
-            values=list(op.values), default=op.default, on_unsupported=op.on_unsupported, **src(op)
-        ),
-        ip_plan=None if ip is None else HcclIpPlan.model_construct(rule=ip.rule, ports=ip.ports, **src(ip)),
-        env=[HcclEnvRule.model_construct(**r.model_dump(include=_ENV_FIELDS), **src(r)) for r in h.env],
+        else HcclOpExpansion(values=list(op.values), default=op.default, on_unsupported=op.on_unsupported, **src(op)),
+        ip_plan=None if ip is None else HcclIpPlan(rule=ip.rule, ports=ip.ports, **src(ip)),
+        env=[HcclEnvRule(**{f: getattr(r, f) for f in _ENV_FIELDS}, **src(r)) for r in h.env],
     )
 
 
@@ -243,7 +244,6 @@ def upgrade(data: dict[str, Any], filename: str) -> tuple[dict[str, Any], list[s
     """Schema 2 -> 3 (the lock module's migration seam calls it): `platform.device_plugin_resource`,
     `platform.hccl` and (where the matrix has them) `platform.kubernetes` derived from the lock's chip and arch;
     None where the chip is unknown (the schema check then refuses)."""
-    from envkit.lockfile import _plain
     from envkit.matrix import load_matrix
 
     stack, platform = data.get("stack"), data.get("platform")
@@ -254,12 +254,12 @@ def upgrade(data: dict[str, Any], filename: str) -> tuple[dict[str, Any], list[s
     chip = lm.chips.get(chip_id) if isinstance(chip_id, str) else None
     if chip is None:
         return None
-    lifted = {**platform, "device_plugin_resource": chip.device_plugin_resource, "hccl": _plain(build_hccl(lm, chip.id))}
+    lifted = {**platform, "device_plugin_resource": chip.device_plugin_resource, "hccl": plain(build_hccl(lm, chip.id))}
     fields = ["platform.device_plugin_resource", "platform.hccl"]
     arch = stack.get("arch")
     k8s = build_kubernetes(lm, chip.id, arch) if isinstance(arch, str) else None
     if k8s is not None:  # optional in schema 3 (a chip without them has none): lifted where the matrix has them
-        lifted["kubernetes"] = _plain(k8s)
+        lifted["kubernetes"] = plain(k8s)
         fields.append("platform.kubernetes")
     return {**data, "schema_version": 3, "platform": lifted}, fields
 
@@ -268,7 +268,7 @@ def build_layout(lm: LoadedMatrix, cann_version: str) -> CannLayout:
     cann = lm.cann_row(cann_version)
     rule = next(r for r in lm.model.cann_layouts if r.kind == cann.layout)
     home = rule.home.format(version=cann.version)
-    return CannLayout.model_construct(
+    return CannLayout(
         kind=rule.kind,
         home=home,
         set_env=[s.format(version=cann.version) for s in rule.set_env],
@@ -314,32 +314,30 @@ def framework_pins(lm: LoadedMatrix, stack: dict[str, str]) -> list[PythonPin]:
     its row names: 3.2.1/3.2.2 only on the Ascend index). MindSpeed installs from its git release: no pin."""
     pins = []
     if stack.get("vllm"):
-        pins.append(PythonPin.model_construct(name="vllm", version=stack["vllm"]))
+        pins.append(PythonPin(name="vllm", version=stack["vllm"]))
     if stack.get("vllm_ascend"):
-        pins.append(PythonPin.model_construct(name="vllm-ascend", version=stack["vllm_ascend"]))
+        pins.append(PythonPin(name="vllm-ascend", version=stack["vllm_ascend"]))
     if stack.get("triton_ascend"):
         row = known(lm.triton_ascend(stack["triton_ascend"]), f"triton-ascend {stack['triton_ascend']}")
-        pins.append(
-            PythonPin.model_construct(name="triton-ascend", version=row.version, index=None if row.index == "pypi" else row.index)
-        )
+        pins.append(PythonPin(name="triton-ascend", version=row.version, index=None if row.index == "pypi" else row.index))
     return pins
 
 
 def build_python(lm: LoadedMatrix, stack: dict[str, str]) -> PythonSection:
     torch_version, torch_index = torch_spec(lm, stack)
     pins = [
-        PythonPin.model_construct(name="torch", version=torch_version, index=torch_index),
-        PythonPin.model_construct(name="torch_npu", version=stack["torch_npu"], index=torch_npu_index(lm, stack)),
-        PythonPin.model_construct(name="numpy", version=stack["numpy"]),
-        PythonPin.model_construct(name="transformers", version=stack["transformers"]),
-        PythonPin.model_construct(name="accelerate", version=stack["accelerate"]),
+        PythonPin(name="torch", version=torch_version, index=torch_index),
+        PythonPin(name="torch_npu", version=stack["torch_npu"], index=torch_npu_index(lm, stack)),
+        PythonPin(name="numpy", version=stack["numpy"]),
+        PythonPin(name="transformers", version=stack["transformers"]),
+        PythonPin(name="accelerate", version=stack["accelerate"]),
     ]
     pins += framework_pins(lm, stack)
     indexes = {"pypi": lm.index_url("pypi")}
     for index in [torch_index, *(p.index for p in pins)]:
         if index:
             indexes[index] = lm.index_url(index)
-    return PythonSection.model_construct(
+    return PythonSection(
         python=stack["python"],
         indexes=indexes,
         requirements=pins,
@@ -369,10 +367,8 @@ def _framework_provenance(lm: LoadedMatrix, s: dict[str, str]) -> dict[str, tupl
 
 def _provenance(lm: LoadedMatrix, res: Resolution) -> dict[str, Provenance]:
     out: dict[str, Provenance] = {}
-    s = res.stack
-    t = lm.torch_npu_row(s["torch_npu"])
-    c = lm.cann_row(s["cann"])
-    h = lm.hdk_row(s["driver"])
+    s, rows = res.stack, res.rows
+    t, c, h, fw, osrow = rows.torch_npu, rows.cann, rows.driver, rows.firmware, rows.os
     derived: dict[str, tuple[str, str, Confidence | None]] = {
         "torch_npu": (f"torch_npu/{t.version}", t.source_text, t.confidence),
         "torch": (f"torch_npu/{t.version} pins torch=={t.torch}" + _torch_build_rule(lm, s), t.source_text, t.confidence),
@@ -384,13 +380,13 @@ def _provenance(lm: LoadedMatrix, res: Resolution) -> dict[str, Provenance]:
         "driver": (f"cann/{c.version} -> HDK {h.version}", h.source_text, h.confidence),
         "firmware": (
             f"hdk/{s['firmware']}: firmware of the same HDK release",
-            lm.hdk_row(s["firmware"]).source_text,
-            lm.hdk_row(s["firmware"]).confidence,
+            fw.source_text,
+            fw.confidence,
         ),
         "python": (
-            (f"the python3 {lm.oses[s['os']].name} ships" if lm.oses[s["os"]].system_python == s["python"] else "newest Python")
+            (f"the python3 {osrow.name} ships" if osrow.system_python == s["python"] else "newest Python")
             + f" with torch_npu {t.version} wheels and CANN {c.version} support",
-            t.source_text + "; " + lm.oses[s["os"]].source_text,
+            t.source_text + "; " + osrow.source_text,
             "derived",
         ),
         "numpy": ("newest recommended numpy that fits the rules", "matrices/python_packages.yaml", None),
@@ -398,7 +394,7 @@ def _provenance(lm: LoadedMatrix, res: Resolution) -> dict[str, Provenance]:
         "accelerate": ("newest recommended Accelerate that fits the rules", "matrices/python_packages.yaml", None),
     }
     derived.update(_framework_provenance(lm, s))
-    va = lm.vllm_ascend(s["vllm_ascend"]) if s.get("vllm_ascend") else None
+    va = rows.vllm_ascend
     line = lm.lines.get(t.line) if t.line else None
     if va is not None and va.runs_on is not None and (line is None or s["chip"] not in line.chips):
         # the chip is outside the TorchNPU line: the torch_npu is taken because the vendor runs vllm-ascend with it there
@@ -411,34 +407,30 @@ def _provenance(lm: LoadedMatrix, res: Resolution) -> dict[str, Provenance]:
     for key in [*STACK_KEYS, *(k for k in FRAMEWORK_KEYS if k in s)]:
         pin = res.pins.get(key)
         if pin is not None:
-            out[key] = Provenance.model_construct(
-                declared=pin.origin == "declared", origin=pin.origin, source=pin.where or "input"
-            )
+            out[key] = Provenance(declared=pin.origin == "declared", origin=pin.origin, source=pin.where or "input")
         elif key in ("chip", "arch", "os"):
             if defaults.get(key) == s[key]:
-                out[key] = Provenance.model_construct(
-                    declared=False, origin="default", rule="defaults", source="matrices/platform.yaml"
-                )
+                out[key] = Provenance(declared=False, origin="default", rule="defaults", source="matrices/platform.yaml")
             else:
-                out[key] = Provenance.model_construct(
-                    declared=False, origin="derived", rule="first that fits", source="matrices/platform.yaml"
-                )
+                out[key] = Provenance(declared=False, origin="derived", rule="first that fits", source="matrices/platform.yaml")
         else:
             rule, source, conf = derived[key]
-            out[key] = Provenance.model_construct(declared=False, origin="derived", rule=rule, source=source, confidence=conf)
+            out[key] = Provenance(declared=False, origin="derived", rule=rule, source=source, confidence=conf)
     return out
 
 
-def build_lock(lm: LoadedMatrix, res: Resolution, generated_by: str) -> Lock:
+def derive(lm: LoadedMatrix, res: Resolution, generated_by: str) -> Lock:
+    """The lock of a resolution as plain records (`envkit.lock_records`): what `envkit resolve` writes
+    (`envkit.locktext`) and the gate compares, without pydantic."""
     stack = dict(res.stack)
     torch_version, _ = torch_spec(lm, stack)
     stack["torch"] = torch_version
-    return Lock.model_construct(
+    return Lock(
         envkit_version=__version__,
         matrix_digest=lm.digest,
         generated_by=generated_by,
-        stack=FullStack.model_construct(None, **stack),
-        validated=Validation.model_construct(torch_npu_cann=res.validated_cann, cann_hdk=res.validated_hdk),
+        stack=FullStack(**stack),
+        validated=Validation(torch_npu_cann=res.validated_cann, cann_hdk=res.validated_hdk),
         provenance=_provenance(lm, res),
         platform=build_platform(lm, stack),
         layout=build_layout(lm, stack["cann"]),
@@ -448,7 +440,15 @@ def build_lock(lm: LoadedMatrix, res: Resolution, generated_by: str) -> Lock:
     )
 
 
-def lock_pins(lm: LoadedMatrix, lock: Lock, filename: str) -> dict[str, Pin]:
+def build_lock(lm: LoadedMatrix, res: Resolution, generated_by: str) -> LockModel:
+    """The lock of a resolution as the pydantic model, held to the schema (for library callers that go on to a job:
+    write it, lock its closure); `derive` gives the plain records."""
+    from envkit.models.lock import Lock as LockModel
+
+    return LockModel.model_validate(plain(derive(lm, res, generated_by)))
+
+
+def lock_pins(lm: LoadedMatrix, lock: LockModel, filename: str) -> dict[str, Pin]:
     from envkit.resolve import pins_from_mapping
 
     return pins_from_mapping(lm, lock.stack.model_dump(), where={k: f"{filename} stack.{k}" for k in ALL_KEYS})
@@ -470,14 +470,14 @@ NOT_DERIVED: dict[str, Any] = {
 _ITEM_KEYS = ("component", "name")
 
 
-def derive_lock(lm: LoadedMatrix, lock: Lock, filename: str) -> Lock | None:
+def derive_lock(lm: LoadedMatrix, lock: LockModel, filename: str) -> Lock | None:
     """The lock the matrix gives for `lock`'s stack (None: the stack is not valid for this matrix). BadInput when
     the stack names a version the matrix does not know."""
     res = solve(lm, lock_pins(lm, lock, filename))
-    return None if res is None else build_lock(lm, res, lock.generated_by)
+    return None if res is None else derive(lm, res, lock.generated_by)
 
 
-def check_lock(lock: Lock, where: str, lm: LoadedMatrix | None = None) -> list[str]:
+def check_lock(lock: LockModel, where: str, lm: LoadedMatrix | None = None) -> list[str]:
     """The dotted paths of the fields of `lock` that differ from what the matrix derives for its stack
     (`artifacts.driver.zip.sha256`, `platform.glibc`, `python.indexes.pypi`); ["stack"] when the stack itself is
     not valid for this matrix. Empty: nothing derivable was edited."""
@@ -495,25 +495,41 @@ _DERIVED: dict[tuple[str, tuple[tuple[str, Any], ...]], dict[str, Any] | None] =
 _DERIVED_MAX = 64
 
 
-def _derived(lm: LoadedMatrix, lock: Lock, where: str) -> dict[str, Any] | None:
+def _derived(lm: LoadedMatrix, lock: LockModel, where: str) -> dict[str, Any] | None:
     key = (lm.digest, tuple(sorted(lock.stack.model_dump().items())))
     if key not in _DERIVED:
         want = derive_lock(lm, lock, where)
         if len(_DERIVED) >= _DERIVED_MAX:
             _DERIVED.pop(next(iter(_DERIVED)))
-        _DERIVED[key] = None if want is None else want.model_dump(mode="json", exclude=NOT_DERIVED)
+        _DERIVED[key] = None if want is None else without(plain(want), NOT_DERIVED)
     return _DERIVED[key]
+
+
+def without(data: dict[str, Any], exclude: dict[str, Any]) -> dict[str, Any]:
+    """A plain dump less the keys `exclude` names (True: the key; a mapping: those keys inside it), as pydantic's
+    `model_dump(exclude=...)` leaves them out."""
+    out = dict(data)
+    for key, inner in exclude.items():
+        if inner is True:
+            out.pop(key, None)
+        elif isinstance(out.get(key), dict):
+            out[key] = without(out[key], inner)
+    return out
 
 
 def matrix_check(*, accept_edited: bool = False) -> LockCheck:
     """The check the command line passes to every lock it reads: the lock compared with what this envkit's matrix
     derives for its stack (`gate`), a lock of an older schema lifted (`upgrade`), an edit refused unless
     `accept_edited`."""
+    from envkit.lockfile import LockCheck
+
     return LockCheck(gate=gate, upgrade=upgrade, accept_edited=accept_edited)
 
 
-def gate(lock: Lock, where: str) -> Edited | None:
+def gate(lock: LockModel, where: str) -> Edited | None:
     """`check_lock` as the gate of a `LockCheck` (`matrix_check`)."""
+    from envkit.lockfile import Edited
+
     lm = load_matrix()
     other = (
         f"the lock comes from another matrix ({lock.matrix_digest[:19]}…, this envkit has {lm.digest[:19]}…)"

@@ -6,18 +6,16 @@ import functools
 import hashlib
 import json
 import os
-import sys
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
-
-from pydantic import BaseModel, ValidationError
+from typing import Any, Literal, Protocol, TypeVar
 
 from envkit import versions
 from envkit.errors import MatrixError, Where
-from envkit.models.matrix import (
+from envkit.matrix_records import (
+    NESTED,
     CannRelease,
     Chip,
     HdkPatch,
@@ -32,9 +30,12 @@ from envkit.models.matrix import (
     TritonAscendRelease,
     VllmAscendRelease,
 )
-from envkit.models.stack import STACK_KEYS
 from envkit.resources import matrices_dir
+from envkit.stackkeys import STACK_KEYS
 from envkit.yamlio import fast_load, load_file
+
+if typing.TYPE_CHECKING:
+    from envkit.models import matrix as schema
 
 # The order in which sections must appear sorted (key function, reverse).
 SORTED_SECTIONS: dict[str, tuple[str, bool]] = {
@@ -47,12 +48,28 @@ SORTED_SECTIONS: dict[str, tuple[str, bool]] = {
 
 
 _Row = TypeVar("_Row")
+
+
+class SourcedRow(Protocol):
+    """A sourced matrix record (every row with source and confidence): what a verdict or a lock cites of it."""
+
+    @property
+    def confidence(self) -> Literal["stated", "derived", "inferred"]: ...
+    @property
+    def disagreement(self) -> str | None: ...
+    @property
+    def sources(self) -> list[str]: ...
+    @property
+    def source_text(self) -> str: ...
+
+
 VersionKey = tuple[tuple[int, int], ...]
 
 
 @dataclass
 class LoadedMatrix:
-    """The matrix with its lookups, its digest and where each section came from."""
+    """The matrix (plain records, `envkit.matrix_records`) with its lookups, its digest and where each section came
+    from."""
 
     model: Matrix
     digest: str
@@ -225,100 +242,83 @@ def _cache_dir() -> Path:
     return Path(base) / "matrix"
 
 
-# --- the trusted cache -----------------------------------------------------------------------
-# The cache holds `model_dump_json()` of a matrix that passed validation. Its name carries the
-# digest of the YAML files and a fingerprint of the models, so a hit is rebuilt with
-# `model_construct` (no validator to build or run); anything unexpected falls back to the YAML.
-@functools.cache
-def _fields_of(cls: type[BaseModel]) -> tuple[tuple[str, str, type[BaseModel] | None], ...]:
-    """(name, how, nested model) per field: how is "model", "optional" (a model or None), "list" (of models) or ""
-    (plain data)."""
-    out = []
-    for name, info in cls.model_fields.items():
-        ann, how, sub = info.annotation, "", None
-        args = typing.get_args(ann)
-        if isinstance(ann, type) and issubclass(ann, BaseModel):
-            how, sub = "model", ann
-        elif typing.get_origin(ann) is list and _is_model(args[0]):
-            how, sub = "list", args[0]
-        elif len(args) == 2 and type(None) in args and _is_model(model := next(a for a in args if a is not type(None))):
-            how, sub = "optional", model
-        elif _mentions_model(ann):  # e.g. `dict[str, Model]`: not used by the matrix
-            raise TypeError(f"{cls.__name__}.{name}: {ann!r} is not supported by the trusted cache")
-        out.append((name, how, sub))
-    return tuple(out)
+# --- the compiled matrix store -----------------------------------------------------------------
+# One JSON file per matrix digest (and per text of the matrix models, `_model_fingerprint`) in the cache dir: a
+# header line (format, key, sha256 of the rest) and the validated matrix as plain data with the file of each
+# section. A hit is one read and plain records (`envkit.matrix_records`): no YAML, no pydantic. Plain JSON only, so
+# loading a file from the cache dir runs no code; anything unexpected (a truncated, edited or foreign file) is a
+# miss, and the YAML path rebuilds the file.
+STORE_FORMAT = "envkit-matrix-store/1"
 
 
-def _is_model(tp: Any) -> bool:
-    return isinstance(tp, type) and issubclass(tp, BaseModel)
+def record(cls: type[_Row], data: Any) -> _Row:
+    """A plain record (and the records it nests, `matrix_records.NESTED`) from its plain data. TypeError, KeyError or
+    ValueError when the data does not have the record's shape."""
+    if not isinstance(data, dict):
+        raise TypeError(f"{cls.__name__}: not a mapping")
+    kwargs = dict(data)
+    for name, how, sub in NESTED.get(cls, ()):
+        value = kwargs[name]
+        if how == "one" or how == "optional" and value is not None:
+            kwargs[name] = record(sub, value)
+        elif how == "list":
+            if not isinstance(value, list):
+                raise TypeError(f"{cls.__name__}.{name}: not a list")
+            kwargs[name] = [record(sub, item) for item in value]
+    return cls(**kwargs)
 
 
-def _mentions_model(tp: Any) -> bool:
-    return _is_model(tp) or any(_mentions_model(a) for a in typing.get_args(tp))
+def plain(model: schema.Matrix) -> Matrix:
+    """The plain records of a validated matrix model (what the store holds, rebuilt the same way)."""
+    return record(Matrix, model.model_dump(mode="json"))
 
 
 @functools.lru_cache(maxsize=1)
 def _model_fingerprint() -> str:
-    """Changes with the matrix models: their fields, the source of their modules (validators), pydantic."""
-    import pydantic
+    """Changes with the text of the matrix models, of what their validators call and of the records."""
+    from envkit.matrix_records import MODEL_SOURCES
 
-    digest = hashlib.sha256(pydantic.VERSION.encode())
-    todo: list[type[BaseModel]] = [Matrix]
-    seen: set[type[BaseModel]] = set()
-    modules = {versions.__name__}
-    while todo:
-        cls = todo.pop()
-        if cls in seen:
-            continue
-        seen.add(cls)
-        modules.add(cls.__module__)
-        digest.update(f"\0{cls.__module__}.{cls.__qualname__}".encode())
-        for name, info in cls.model_fields.items():
-            digest.update(f"\0{name}:{info.annotation!r}={info.default!r}".encode())
-        todo.extend(sub for _, _, sub in _fields_of(cls) if sub is not None)
-    for name in sorted(modules):
+    digest = hashlib.sha256(STORE_FORMAT.encode())
+    base = Path(__file__).parent
+    for rel in (*MODEL_SOURCES, "matrix_records.py"):
         try:
-            digest.update(Path(sys.modules[name].__file__ or "").read_bytes())
-        except (KeyError, OSError):
+            digest.update(b"\0" + rel.encode() + b"\0" + (base / rel).read_bytes())
+        except OSError:
             digest.update(b"?")
     return digest.hexdigest()[:16]
 
 
-def _construct(cls: type[BaseModel], data: Any) -> Any:
-    """A model from its own trusted dump. ValueError when the keys are not exactly the model's."""
-    if not isinstance(data, dict) or data.keys() != cls.model_fields.keys():
-        raise ValueError(f"cache entry does not match {cls.__name__}")
-    for name, how, sub in _fields_of(cls):
-        if sub is None:  # plain data (how == "")
-            continue
-        if how == "model" or how == "optional" and data[name] is not None:
-            data[name] = _construct(sub, data[name])
-        elif how == "list":
-            data[name] = [_construct(sub, item) for item in data[name]]
-    return cls.model_construct(**data)
+def _store_path(digest: str) -> Path:
+    return _cache_dir() / f"{digest.split(':', 1)[1]}-{_model_fingerprint()}.json"
 
 
-def _cache_key(digest: str) -> str:
-    return f"{digest.split(':', 1)[1]}-{_model_fingerprint()}"
-
-
-def _from_cache(digest: str, origin_names: dict[str, str], folder: Path) -> LoadedMatrix | None:
-    path = _cache_dir() / f"{_cache_key(digest)}.json"
+def _from_store(digest: str, folder: Path, names: set[str]) -> LoadedMatrix | None:
+    """The matrix of `digest` from the store; None on a miss (absent, unreadable, corrupt, foreign)."""
+    path = _store_path(digest)
     try:
-        model = _construct(Matrix, json.loads(path.read_bytes()))
-    except (OSError, ValueError, TypeError):
+        head, _, body = path.read_bytes().partition(b"\n")
+        if json.loads(head) != {"format": STORE_FORMAT, "key": path.stem, "sha256": hashlib.sha256(body).hexdigest()}:
+            return None
+        data = json.loads(body)
+        files = {str(section): name for section, name in data["files"].items()}
+        if not all(isinstance(name, str) and name in names for name in files.values()):
+            return None
+        model = record(Matrix, data["matrix"])
+    except (OSError, ValueError, TypeError, KeyError, AttributeError, RecursionError):
         return None
-    return LoadedMatrix(model=model, digest=digest, files={s: folder / n for s, n in origin_names.items()})
+    return LoadedMatrix(model=model, digest=digest, files={s: folder / n for s, n in files.items()})
 
 
-def _to_cache(lm: LoadedMatrix) -> None:
-    cache = _cache_dir()
+def _to_store(digest: str, data: dict[str, Any], origin: dict[str, Path]) -> None:
+    path = _store_path(digest)
+    body = json.dumps({"files": {s: p.name for s, p in origin.items()}, "matrix": data}, separators=(",", ":")).encode()
+    head = json.dumps({"format": STORE_FORMAT, "key": path.stem, "sha256": hashlib.sha256(body).hexdigest()}).encode()
     try:
         from envkit.fsutil import atomic_write_bytes
 
-        atomic_write_bytes(cache / f"{_cache_key(lm.digest)}.json", lm.model.model_dump_json().encode(), fsync=False)
+        atomic_write_bytes(path, head + b"\n" + body, fsync=False)
     except OSError:
-        pass  # a read-only home is fine: the cache is only for speed
+        pass  # a read-only home is fine: the store is only for speed
 
 
 def _digest(files: list[Path]) -> str:
@@ -329,21 +329,16 @@ def _digest(files: list[Path]) -> str:
 
 
 def load_matrix_from(folder: Path, *, use_cache: bool = False) -> LoadedMatrix:
-    """Load and validate every matrices/*.yaml. With use_cache, a JSON copy keyed by the digest skips YAML."""
+    """Load and validate every matrices/*.yaml. With use_cache, the compiled store of the digest skips the YAML
+    and the validation (one read, plain records)."""
     files = sorted(folder.glob("*.yaml"))
     if not files:
         raise MatrixError(f"no matrix files in {folder}", where=Where(str(folder)))
     digest_text = _digest(files)
     if use_cache:
-        index = _cache_dir() / f"{_cache_key(digest_text)}.sections.json"
-        try:
-            names = json.loads(index.read_text())
-        except (OSError, ValueError):
-            names = None
-        if names:
-            cached = _from_cache(digest_text, names, folder)
-            if cached is not None:
-                return cached
+        cached = _from_store(digest_text, folder, {p.name for p in files})
+        if cached is not None:
+            return cached
     merged: dict[str, Any] = {}
     origin: dict[str, Path] = {}
     for path in files:
@@ -369,8 +364,12 @@ def load_matrix_from(folder: Path, *, use_cache: bool = False) -> LoadedMatrix:
                 )
             merged[section] = value
             origin[section] = path
+    from pydantic import ValidationError
+
+    from envkit.models.matrix import Matrix as MatrixModel
+
     try:
-        model = Matrix.model_validate(merged)
+        model = MatrixModel.model_validate(merged)
     except ValidationError as exc:
         first = exc.errors()[0]
         loc = tuple(first["loc"])
@@ -382,17 +381,10 @@ def load_matrix_from(folder: Path, *, use_cache: bool = False) -> LoadedMatrix:
             where=Where(str(src) if src else None, line, ".".join(str(p) for p in loc)),
             hint="Fix the row; every row needs source and confidence (stated | derived | inferred).",
         ) from None
-    lm = LoadedMatrix(model=model, digest=digest_text, files=origin)
+    data = model.model_dump(mode="json")
     if use_cache:
-        _to_cache(lm)
-        try:
-            from envkit.fsutil import atomic_write_bytes
-
-            names = json.dumps({s: p.name for s, p in origin.items()}).encode()
-            atomic_write_bytes(_cache_dir() / f"{_cache_key(digest_text)}.sections.json", names, fsync=False)
-        except OSError:
-            pass
-    return lm
+        _to_store(digest_text, data, origin)
+    return LoadedMatrix(model=record(Matrix, data), digest=digest_text, files=origin)
 
 
 @functools.lru_cache(maxsize=4)

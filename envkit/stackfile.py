@@ -6,7 +6,7 @@ import difflib
 from pathlib import Path
 
 from envkit.errors import BadInput, Where
-from envkit.models.stack import ALL_KEYS
+from envkit.stackkeys import ALL_KEYS
 from envkit.yamlio import load_file
 
 

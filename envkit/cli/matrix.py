@@ -167,7 +167,9 @@ def register(app: typer.Typer) -> None:
         section, columns = COMPONENTS[name]
         rows = getattr(load_matrix().model, section)
         if json_out:
-            console.emit_json([r.model_dump(mode="json") for r in rows])
+            from envkit.records import asdict
+
+            console.emit_json([asdict(r) for r in rows])
             return
         table = Table(title=f"matrix: {name}", box=None, header_style="bold", pad_edge=False)
         cols = columns + (["confidence", "validated", "source"] if sources else ["confidence"])

@@ -92,7 +92,7 @@ def render_report(report, title: str) -> None:  # noqa: ANN001 - ValidationRepor
 def render_stack(stack: dict[str, str], provenance: dict | None = None) -> None:  # noqa: ANN001
     from rich.table import Table
 
-    from envkit.models.stack import ALL_KEYS
+    from envkit.stackkeys import ALL_KEYS
 
     table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
     table.add_column("key")
@@ -115,9 +115,10 @@ def resolve(
 ) -> int:
     """Complete a (partial) stack into the best valid full stack and write the lock."""
     from envkit.fsutil import atomic_write_text
-    from envkit.lockfile import dump_lock
-    from envkit.locking import build_lock
+    from envkit.locking import derive
+    from envkit.locktext import lock_text, plain
     from envkit.matrix import load_matrix
+    from envkit.records import asdict
     from envkit.resolve import framework_keys, pins_from_mapping, solve, validate_pins
     from envkit.stackfile import read_stack_file
 
@@ -144,8 +145,8 @@ def resolve(
         else:
             render_report(report, "requested stack")
         return EXIT_FAILED
-    lock = build_lock(lm, res, shlex.join(cmd))
-    text = dump_lock(lock)
+    lock = derive(lm, res, shlex.join(cmd))
+    text = lock_text(plain(lock))
     if str(output) == "-":
         sys.stdout.write(text)
         return 0
@@ -155,16 +156,16 @@ def resolve(
             {
                 "resolved": True,
                 "lock": str(output),
-                "stack": lock.stack.model_dump(),
-                "validated": lock.validated.model_dump(),
-                "provenance": {k: v.model_dump() for k, v in lock.provenance.items()},
+                "stack": plain(lock.stack),
+                "validated": asdict(lock.validated),
+                "provenance": {k: asdict(v) for k, v in lock.provenance.items()},
                 "hints": lock.hints,
             }
         )
         return 0
     tag = "vendor-validated" if lock.validated.torch_npu_cann and lock.validated.cann_hdk else "compatible"
     console.out.print(f"resolved a {tag} stack -> {output}", markup=False)
-    render_stack(lock.stack.model_dump(), lock.provenance)
+    render_stack(plain(lock.stack), lock.provenance)
     for hint in lock.hints:
         console.out.print(f"hint: {hint}", markup=False)
     return 0

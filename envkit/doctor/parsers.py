@@ -22,7 +22,7 @@ from envkit import bounded
 from envkit.versions import InvalidVersion, parse, parse_ranges
 
 if TYPE_CHECKING:
-    from envkit.models.matrix import Chip
+    from envkit.matrix_records import Chip
 
 MAX_TEXT = 1 << 20  # a version file is a few hundred bytes; anything past 1 MiB is not one
 

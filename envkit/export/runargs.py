@@ -14,7 +14,7 @@ from envkit.export.container import DRIVER
 from envkit.models.lock import Lock
 
 if TYPE_CHECKING:
-    from envkit.models.matrix import Chip
+    from envkit.matrix_records import Chip
 
 
 @dataclass(frozen=True)

@@ -7,26 +7,9 @@ from pydantic import Field
 
 from envkit.models.base import OmitsAbsent, StrictModel
 from envkit.models.safe import Ident, PythonMinor, Version
+from envkit.stackkeys import ALL_KEYS, FRAMEWORK_KEYS, STACK_KEYS
 
-STACK_KEYS: tuple[str, ...] = (
-    "chip",
-    "arch",
-    "os",
-    "python",
-    "driver",
-    "firmware",
-    "cann",
-    "torch",
-    "torch_npu",
-    "numpy",
-    "transformers",
-    "accelerate",
-)
-
-# Optional framework keys: a stack without them is a plain stack (its lock is unchanged); `envkit resolve
-# --workload serving|training-mindspeed` completes them (matrices/serving.yaml).
-FRAMEWORK_KEYS: tuple[str, ...] = ("vllm", "vllm_ascend", "triton_ascend", "mindspeed")
-ALL_KEYS: tuple[str, ...] = STACK_KEYS + FRAMEWORK_KEYS
+__all__ = ["ALL_KEYS", "FRAMEWORK_KEYS", "STACK_KEYS", "FullStack", "Origin", "Stack"]
 
 Origin = Literal["declared", "observed"]
 

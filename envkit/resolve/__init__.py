@@ -23,16 +23,20 @@ This package re-exports what other modules use and validates a stack end to end.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from envkit.matrix import LoadedMatrix, load_matrix
-from envkit.models.report import ValidationReport
-from envkit.resolve.explain import explain, pin_checks
-from envkit.resolve.hints import hints_for, suggest
+from envkit.resolve.hints import hints_for
 from envkit.resolve.pins import Pin, PinOrigin, pins_from_mapping
-from envkit.resolve.search import _CONSTRAINT_CACHE, WORKLOADS, Resolution, framework_keys, solve
+from envkit.resolve.search import _CONSTRAINT_CACHE, WORKLOADS, Chosen, Resolution, framework_keys, solve
+
+if TYPE_CHECKING:
+    from envkit.models.report import ValidationReport
 
 # What other modules and tests import from `envkit.resolve` (`_CONSTRAINT_CACHE`: the determinism test clears it).
 __all__ = [
     "_CONSTRAINT_CACHE",
+    "Chosen",
     "Pin",
     "Resolution",
     "WORKLOADS",
@@ -47,7 +51,12 @@ __all__ = [
 
 def validate_pins(lm: LoadedMatrix, pins: dict[str, Pin], workload: str | None = None) -> ValidationReport:
     """Valid with the resolved stack and its hints, or invalid with every conflict and the nearest valid stacks.
-    `workload` (serving, training-mindspeed) brings its optional keys into play."""
+    `workload` (serving, training-mindspeed) brings its optional keys into play. The report models and the
+    explanation load here: a resolve that succeeds needs neither."""
+    from envkit.models.report import ValidationReport
+    from envkit.resolve.explain import explain, pin_checks
+    from envkit.resolve.hints import suggest
+
     given = {k: p.given for k, p in pins.items()}
     extra = framework_keys(pins, workload)
     pre = pin_checks(lm, pins)

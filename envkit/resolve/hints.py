@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import itertools
+from typing import TYPE_CHECKING
 
 from envkit.constraints import Assignment, RuleConstraint, installs_triton, served_on
 from envkit.matrix import LoadedMatrix
-from envkit.models.report import Conflict, Suggestion
 from envkit.resolve.pins import CHANGE_COST, Pin
 from envkit.resolve.search import solve
 from envkit.versions import in_any_range, parse_ranges, same
+
+if TYPE_CHECKING:
+    from envkit.models.report import Conflict, Suggestion
 
 
 def suggest(
@@ -17,6 +20,8 @@ def suggest(
 ) -> list[Suggestion]:
     """Nearest valid stacks: drop one pin (the cheapest to change first) and re-resolve (with the same optional
     keys in play, `extra`)."""
+    from envkit.models.report import Suggestion
+
     involved = sorted({k for c in conflicts for k in c.pins}, key=lambda k: CHANGE_COST[k])
     out: list[Suggestion] = []
     tried: list[tuple[str, ...]] = [(k,) for k in involved]

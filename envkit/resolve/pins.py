@@ -14,7 +14,7 @@ from typing import Literal, Protocol
 from envkit import versions
 from envkit.errors import BadInput, Where, shown
 from envkit.matrix import LoadedMatrix
-from envkit.models.stack import ALL_KEYS
+from envkit.stackkeys import ALL_KEYS
 
 # Which pin to give up first when suggesting a change (hardware last).
 CHANGE_COST: dict[str, int] = {

@@ -7,14 +7,30 @@ Depth-first with forward checking over the constraints of `envkit.constraints`; 
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from envkit import versions
 from envkit.constraints import ABSENT, Assignment, Constraint, build_constraints
 from envkit.errors import BadInput, CannotRun
-from envkit.matrix import LoadedMatrix, with_bounds
-from envkit.models.stack import FRAMEWORK_KEYS
+from envkit.matrix import LoadedMatrix, known, with_bounds
+from envkit.matrix_records import (
+    Arch,
+    CannRelease,
+    Chip,
+    HdkRelease,
+    MindSpeedRelease,
+    OperatingSystem,
+    TorchBuild,
+    TorchNpuRelease,
+    TritonAscendRelease,
+    VllmAscendRelease,
+)
 from envkit.resolve.pins import Pin, torch_versions, vllm_versions
+from envkit.stackkeys import FRAMEWORK_KEYS
+
+_R = TypeVar("_R")
 
 # The frameworks come before torch_npu: a workload asks for the newest framework release, and the rest follows it.
 SEARCH_ORDER: tuple[str, ...] = (
@@ -234,12 +250,54 @@ def propagate(by_key: dict[str, list[Constraint]], dom: dict[str, list[str]], st
     return dom
 
 
+@dataclass(frozen=True)
+class Chosen:
+    """The matrix rows of a resolved stack: what deriving its lock reads (`envkit.locking`), with no second lookup."""
+
+    chip: Chip
+    arch: Arch
+    os: OperatingSystem
+    driver: HdkRelease
+    firmware: HdkRelease
+    cann: CannRelease
+    torch_npu: TorchNpuRelease
+    torch_build: TorchBuild | None  # torch's CPU build for the arch (`torch_builds`); None: no row
+    vllm_ascend: VllmAscendRelease | None
+    triton_ascend: TritonAscendRelease | None
+    mindspeed: MindSpeedRelease | None
+
+
+def chosen(lm: LoadedMatrix, stack: Assignment) -> Chosen:
+    """The rows of a full stack's values (KeyError for a value the matrix lacks: a resolved stack has none)."""
+
+    def optional(key: str, find: Callable[[str], _R | None]) -> _R | None:
+        value = stack.get(key)
+        return None if value is None else known(find(value), f"{key} {value}")
+
+    return Chosen(
+        chip=lm.chips[stack["chip"]],
+        arch=known(next((a for a in lm.model.arches if a.id == stack["arch"]), None), f"arch {stack['arch']}"),
+        os=lm.oses[stack["os"]],
+        driver=lm.hdk_row(stack["driver"]),
+        firmware=lm.hdk_row(stack["firmware"]),
+        cann=lm.cann_row(stack["cann"]),
+        torch_npu=lm.torch_npu_row(stack["torch_npu"]),
+        torch_build=lm.torch_build(stack["torch"], stack["arch"]),
+        vllm_ascend=optional("vllm_ascend", lm.vllm_ascend),
+        triton_ascend=optional("triton_ascend", lm.triton_ascend),
+        mindspeed=optional("mindspeed", lm.mindspeed),
+    )
+
+
 @dataclass
 class Resolution:
+    """A resolved stack, the passes that found it, the pins it keeps and the matrix rows it chose."""
+
     stack: Assignment
     validated_cann: bool
     validated_hdk: bool
     pins: dict[str, Pin]
+    rows: Chosen
 
 
 def solve(lm: LoadedMatrix, pins: dict[str, Pin], extra: tuple[str, ...] | None = None) -> Resolution | None:
@@ -250,7 +308,8 @@ def solve(lm: LoadedMatrix, pins: dict[str, Pin], extra: tuple[str, ...] | None 
         constraints = pass_constraints(lm, strict_cann, strict_hdk)
         found = _Solver(constraints, initial_domains(lm, pins, strict_cann, extra), lm).solve(list(pins))
         if found is not None:
-            return Resolution(stack_of(found), strict_cann, strict_hdk, pins)
+            stack = stack_of(found)
+            return Resolution(stack, strict_cann, strict_hdk, pins, chosen(lm, stack))
     return None
 
 

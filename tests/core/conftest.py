@@ -3,6 +3,7 @@ from __future__ import annotations
 import pytest
 
 from envkit.matrix import LoadedMatrix, load_matrix
+from envkit.records import replace
 
 
 @pytest.fixture(scope="session")
@@ -12,4 +13,4 @@ def lm():
 
 def edited_matrix(lm: LoadedMatrix, **update) -> LoadedMatrix:
     """The matrix with some sections replaced, in memory and not validated: for branches no shipped row takes."""
-    return LoadedMatrix(model=lm.model.model_copy(update=update), digest=lm.digest, files=lm.files)
+    return LoadedMatrix(model=replace(lm.model, **update), digest=lm.digest, files=lm.files)

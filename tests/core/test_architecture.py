@@ -11,6 +11,7 @@ functions too) and, for the resolver side, dynamic (what importing the module re
 from __future__ import annotations
 
 import ast
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -29,6 +30,7 @@ RESOLVER_SIDE = (
     "envkit.validation",
     "envkit.stackfile",
     "envkit.models.matrix",
+    "envkit.matrix_records",
 )
 # The jobs and what they stand on. A package named here counts with every module in it.
 JOBS = (
@@ -224,6 +226,28 @@ def test_the_start_up_path_and_typer_agree(argv, monkeypatch, capsys):
     fast, slow = run(True), run(False)
     assert fast == slow
     assert fast[0] in (0, 1, 2) and "Traceback" not in fast[2]
+
+
+def test_resolve_with_a_warm_matrix_store_loads_no_pydantic(tmp_path):
+    """`envkit resolve` reads the compiled matrix store (plain records) and writes its lock from plain records: the
+    pydantic models (the matrix's, which validate matrices/*.yaml; the lock's, which hold every lock that is read;
+    the reports') and pydantic itself load only when the store misses or the stack is refused."""
+    env = {**os.environ, "ENVKIT_CACHE_DIR": str(tmp_path / "cache")}
+    code = (
+        "import sys\n"
+        "from envkit.cli import main\n"
+        "try:\n    main(sys.argv[2:] + ['-o', sys.argv[1]])\nexcept SystemExit as e:\n    assert not e.code, e.code\n"
+        "print('LOADED', sorted(m for m in sys.modules if m.split('.')[0] in ('pydantic', 'pydantic_core') "
+        "or m.startswith('envkit.models')))\n"
+    )
+    lock = str(tmp_path / "l.lock")
+    runs = [
+        subprocess.run([sys.executable, "-c", code, lock, *argv], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+        for argv in (["resolve"], ["resolve"], ["resolve", "--workload", "serving", "--json"], ["resolve", "--chip", "a3"])
+    ]
+    assert "'envkit.models.matrix'" in runs[0].stdout, runs[0].stdout + runs[0].stderr  # the first run builds the store
+    for p in runs[1:]:
+        assert "LOADED []" in p.stdout, p.stdout + p.stderr
 
 
 def test_bundle_verify_starts_without_typer_or_the_lock_gate(tmp_path):

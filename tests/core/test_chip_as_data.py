@@ -16,8 +16,9 @@ from envkit.doctor.parsers import (
     parse_npu_smi_info,
 )
 from envkit.export.runargs import chip_from_lock, chip_from_row, run_args
-from envkit.matrix import LoadedMatrix, check_matrix, load_matrix
+from envkit.matrix import LoadedMatrix, check_matrix, load_matrix, plain
 from envkit.models.matrix import Matrix
+from envkit.records import asdict
 
 NEW = "960x"
 SAMPLES = Path(__file__).resolve().parents[1] / "fixtures" / "samples"
@@ -46,7 +47,7 @@ def _listing(node: Any, old: str, new: str) -> None:
 def with_chip() -> LoadedMatrix:
     """The shipped matrix plus one chip, `960x`: the 910b's packages and pairings, its own names everywhere."""
     lm = load_matrix()
-    doc = lm.model.model_dump(mode="json")
+    doc = asdict(lm.model)
     _listing(doc, "910b", NEW)
     base = next(c for c in doc["chips"] if c["id"] == "910b")
     doc["chips"].append(
@@ -66,7 +67,7 @@ def with_chip() -> LoadedMatrix:
             "hint": "a chip made up by this test",
         }
     )
-    return LoadedMatrix(model=Matrix.model_validate(doc), digest=lm.digest, files=lm.files)
+    return LoadedMatrix(model=plain(Matrix.model_validate(doc)), digest=lm.digest, files=lm.files)
 
 
 def test_the_new_chip_row_is_consistent(with_chip):
@@ -112,24 +113,24 @@ def test_run_args_of_its_row(with_chip):
 
 
 def test_a_name_that_means_two_chips_is_a_matrix_problem(with_chip):
-    doc = with_chip.model.model_dump(mode="json")
+    doc = asdict(with_chip.model)
     next(c for c in doc["chips"] if c["id"] == NEW)["aliases"] = ["a2"]  # the 910b's alias
-    lm = LoadedMatrix(model=Matrix.model_validate(doc), digest=with_chip.digest, files=with_chip.files)
+    lm = LoadedMatrix(model=plain(Matrix.model_validate(doc)), digest=with_chip.digest, files=with_chip.files)
     assert any(p.section == "chips" and p.row == "a2" for p in check_matrix(lm))
 
 
 def test_a_pattern_that_is_no_regex_is_refused():
     from pydantic import ValidationError
 
-    doc = load_matrix().model.model_dump(mode="json")
+    doc = asdict(load_matrix().model)
     doc["chips"][0]["npu_smi_patterns"] = ["910b(["]
     with pytest.raises(ValidationError, match="not a regular expression"):
         Matrix.model_validate(doc)
 
 
 def test_ambiguous_npu_smi_name_is_a_note_not_a_guess(with_chip):
-    doc = with_chip.model.model_dump(mode="json")
+    doc = asdict(with_chip.model)
     next(c for c in doc["chips"] if c["id"] == NEW)["npu_smi_patterns"] = [r"910b\d.*"]  # as the 910b's
-    chips = Matrix.model_validate(doc).chips
+    chips = plain(Matrix.model_validate(doc)).chips
     ident = chip_from_npu_smi(_npu_smi("910B3"), chips)
     assert ident.chip is None and "fits 910b, 960x" in (ident.note or "")

@@ -39,6 +39,7 @@ from envkit.constraints import (
     vllm_ascend_torch_npu,
 )
 from envkit.matrix import LoadedMatrix, with_bounds
+from envkit.records import replace
 from envkit.resolve.pins import torch_versions, vllm_versions
 
 GOLDEN = Path(__file__).parents[1] / "golden" / "constraints"
@@ -152,8 +153,8 @@ def test_build_constraints(lm: LoadedMatrix) -> None:
 
 def _changed(lm: LoadedMatrix, section: str, version: str, **update: Any) -> LoadedMatrix:
     """The matrix with one row of `section` changed (no validation: a case the shipped matrix lacks)."""
-    rows = [r.model_copy(update=update) if r.version == version else r for r in getattr(lm.model, section)]
-    return LoadedMatrix(lm.model.model_copy(update={section: rows}), lm.digest, lm.files)
+    rows = [replace(r, **update) if r.version == version else r for r in getattr(lm.model, section)]
+    return LoadedMatrix(replace(lm.model, **{section: rows}), lm.digest, lm.files)
 
 
 def test_helpers(lm: LoadedMatrix) -> None:
@@ -163,18 +164,18 @@ def test_helpers(lm: LoadedMatrix) -> None:
     assert _fmt(nine) == "0, 1, 2, 3, 4, 5, 6, 7, … (9 in all)"
     assert _fmt(nine, limit=2) == "0, 1, … (9 in all)"
     assert _row("r/1", None, "t") == Verdict(message="t", rule="r/1", source="envkit matrix", confidence=None)
-    row = lm.model.cann[0].model_copy(update={"disagreement": "A says x; B says y", "source": ["s1", "s2"]})
+    row = replace(lm.model.cann[0], **{"disagreement": "A says x; B says y", "source": ["s1", "s2"]})
     assert _row("r/1", row, "t") == Verdict(
         message="t (sources disagree: A says x; B says y)", rule="r/1", source="s1; s2", confidence=row.confidence
     )
     # the first disputed line is quoted; a line that lists the chip, or names another, is not disputed
     base = lm.model.torch_npu_lines[0]
     lines = [
-        base.model_copy(update={"line": "L1", "chips": ["910b"], "disagreement": "310P: A lists it"}),
-        base.model_copy(update={"line": "L2", "chips": ["910b"], "disagreement": "310p: B lists it too"}),
-        base.model_copy(update={"line": "L3", "chips": ["310p"], "disagreement": "310P: listed"}),
-        base.model_copy(update={"line": "L4", "chips": [], "disagreement": "910: other"}),
-        base.model_copy(update={"line": "L5", "chips": [], "disagreement": None}),
+        replace(base, **{"line": "L1", "chips": ["910b"], "disagreement": "310P: A lists it"}),
+        replace(base, **{"line": "L2", "chips": ["910b"], "disagreement": "310p: B lists it too"}),
+        replace(base, **{"line": "L3", "chips": ["310p"], "disagreement": "310P: listed"}),
+        replace(base, **{"line": "L4", "chips": [], "disagreement": "910: other"}),
+        replace(base, **{"line": "L5", "chips": [], "disagreement": None}),
     ]
     assert _disputed_lines(lines, "310p") == " (sources disagree for TorchNPU L1, L2: 310P: A lists it)"
     assert _disputed_lines(lines, "950") == ""
@@ -245,7 +246,7 @@ def test_rule_constraints(lm: LoadedMatrix) -> None:
     assert forbid.message({}) == forbid.rule.message
     # a list condition holds for its members only; two conditions are joined with "; "
     listed = RuleConstraint(
-        forbid.rule.model_copy(update={"when": {"cann": ["8.0.0", "8.1.RC1"], "torch": ">=2.1"}, "forbid": True}), lm
+        replace(forbid.rule, **{"when": {"cann": ["8.0.0", "8.1.RC1"], "torch": ">=2.1"}, "forbid": True}), lm
     )
     assert listed.scope == ("cann", "torch")
     assert listed.check({"cann": "8.0.0", "torch": "2.1.0"}) is False

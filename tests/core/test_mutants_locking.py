@@ -18,6 +18,7 @@ import pytest
 from envkit.locking import _flags, _framework_provenance, build_layout, build_lock, derive_lock, differ, framework_pins
 from envkit.matrix import LoadedMatrix, load_matrix
 from envkit.models.lock import Lock
+from envkit.records import asdict, replace
 from envkit.resolve import pins_from_mapping, solve
 from envkit.resolve.search import framework_keys
 
@@ -122,7 +123,7 @@ def test_a_torch_without_a_build_row_has_no_build_rule():
 def test_a_layout_fills_version_and_home_into_its_env():
     lm = load_matrix()
     rule = next(r for r in lm.model.cann_layouts if r.kind == "cann-versioned")
-    edited = rule.model_copy(update={"env": {"B": "{home}/{version}", "A": "v{version}"}, "set_env": ["/x/{version}/set_env.sh"]})
+    edited = replace(rule, **{"env": {"B": "{home}/{version}", "A": "v{version}"}, "set_env": ["/x/{version}/set_env.sh"]})
     layout = build_layout(edited_matrix(lm, cann_layouts=[edited]), "9.1.0")
     assert (layout.home, layout.set_env) == ("/usr/local/Ascend/cann-9.1.0", ["/x/9.1.0/set_env.sh"])
     assert list(layout.env.items()) == [("A", "v9.1.0"), ("B", "/usr/local/Ascend/cann-9.1.0/9.1.0")]
@@ -131,7 +132,7 @@ def test_a_layout_fills_version_and_home_into_its_env():
 def test_the_nnal_installer_takes_its_own_zip():
     lm = load_matrix()
     base = next(a for a in lm.model.artifacts if a.component == "cann" and a.kind == "toolkit" and a.arch == "aarch64")
-    nnal = base.model_copy(update={"kind": "nnal", "release": "9.1.0", "file": "nnal.zip", "sha256": "a" * 64})
+    nnal = replace(base, **{"kind": "nnal", "release": "9.1.0", "file": "nnal.zip", "sha256": "a" * 64})
     lock = _lock(edited_matrix(lm, artifacts=[*lm.model.artifacts, nnal]), {})
     zips = {a.component: a.zip for a in lock.artifacts}
     assert zips["cann-nnal"].model_dump() == {"file": "nnal.zip", "sha256": "a" * 64, "url": base.url, "source": base.source}
@@ -143,7 +144,7 @@ def test_derive_lock_reads_the_lock_s_stack_as_declared_in_the_file():
     lock = _lock(lm, {"vllm_ascend": "0.25.1rc1"}).model_copy(update={"generated_by": "someone"})
     again = derive_lock(lm, lock, "my.lock")
     assert again is not None and again.generated_by == "someone"
-    assert again.provenance["cann"].model_dump() == {
+    assert asdict(again.provenance["cann"]) == {
         "declared": True,
         "origin": "declared",
         "rule": None,

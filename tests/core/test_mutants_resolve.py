@@ -11,7 +11,7 @@ import pytest
 from envkit.constraints import ABSENT, Constraint, Relation, RuleConstraint
 from envkit.errors import BadInput, CannotRun, Where
 from envkit.matrix import LoadedMatrix
-from envkit.models.matrix import Rule
+from envkit.matrix_records import Rule
 from envkit.models.report import Conflict
 from envkit.models.stack import ALL_KEYS
 from envkit.resolve import pins_from_mapping, search, validate_pins, validate_stack
@@ -1084,3 +1084,37 @@ def test_the_os_python_is_tried_first_then_the_others_in_order(lm):
     assert search._Solver([python_numpy({"3.12"})], domains, lm).solve()["python"] == "3.13"
     assert search._Solver([python_numpy({"3.12", "3.13"})], domains, lm).solve()["python"] == "3.11"
     assert search._Solver([python_numpy(set())], domains).solve()["python"] == "3.13"  # no matrix: newest first
+
+
+@pytest.mark.parametrize(
+    "values, workload",
+    [({}, None), ({"chip": "a3"}, None), ({}, "serving"), ({}, "training-mindspeed"), ({"arch": "x86_64"}, None)],
+)
+def test_a_resolution_carries_the_rows_it_chose(lm, values, workload):
+    """Deriving the lock reads the rows the resolution chose (`Resolution.rows`), each the matrix's row of its value."""
+    pins = pins_from_mapping(lm, values)
+    res = solve(lm, pins, framework_keys(pins, workload))
+    assert res is not None
+    rows, s = res.rows, res.stack
+    assert rows.chip is lm.chips[s["chip"]] and rows.os is lm.oses[s["os"]]
+    assert rows.arch.id == s["arch"] and rows.arch in lm.model.arches
+    assert rows.driver is lm.hdk(s["driver"]) and rows.firmware is lm.hdk(s["firmware"])
+    assert rows.cann is lm.cann(s["cann"]) and rows.torch_npu is lm.torch_npu(s["torch_npu"])
+    assert rows.torch_build is lm.torch_build(s["torch"], s["arch"])
+    for key in ("vllm_ascend", "triton_ascend", "mindspeed"):
+        row = getattr(rows, key)
+        assert (row is None) == (key not in s), key
+        if row is not None:
+            assert row is getattr(lm, key)(s[key])
+    if workload == "serving":
+        assert rows.vllm_ascend is not None
+    if workload == "training-mindspeed":
+        assert rows.mindspeed is not None
+
+
+def test_chosen_refuses_a_value_the_matrix_lacks(lm):
+    res = solve(lm, pins_from_mapping(lm, {}))
+    with pytest.raises(KeyError, match="mindspeed 0.0.0"):
+        search.chosen(lm, {**res.stack, "mindspeed": "0.0.0"})
+    with pytest.raises(KeyError, match="arch sparc"):
+        search.chosen(lm, {**res.stack, "arch": "sparc"})

@@ -9,6 +9,7 @@ import pytest
 
 from envkit import constraints
 from envkit.matrix import check_matrix, load_matrix
+from envkit.records import replace
 from envkit.resolve import framework_keys, pins_from_mapping, solve, validate_pins, validate_stack
 from envkit.resolve.search import initial_domains
 
@@ -154,12 +155,12 @@ def test_vllm_ascend_0_11_0_with_another_torch_npu_names_its_pin_and_the_sources
 
 def test_a_row_whose_torch_npu_the_matrix_lacks_says_what_it_needs(lm):
     rows = [
-        r.model_copy(update={"torch_npu": None, "needs": ["torch_npu 9.9.9 (not in matrices/torch_npu.yaml)"]})
+        replace(r, **{"torch_npu": None, "needs": ["torch_npu 9.9.9 (not in matrices/torch_npu.yaml)"]})
         if r.version == "0.23.0"
         else r
         for r in lm.model.vllm_ascend
     ]
-    lm2 = type(lm)(model=lm.model.model_copy(update={"vllm_ascend": rows}), digest=lm.digest, files=lm.files)
+    lm2 = type(lm)(model=replace(lm.model, **{"vllm_ascend": rows}), digest=lm.digest, files=lm.files)
     assert check_matrix(lm2) == []
     report = validate_stack({"vllm_ascend": "0.23.0"}, matrix=lm2)
     assert not report.valid
@@ -331,8 +332,8 @@ def test_a_plain_stack_ignores_the_transformers_of_the_serving_rows(lm):
     from envkit.lockfile import dump_lock
     from envkit.locking import build_lock
 
-    rows = [r.model_copy(update={"transformers": None}) for r in lm.model.vllm_ascend]
-    bare = type(lm)(model=lm.model.model_copy(update={"vllm_ascend": rows}), digest=lm.digest, files=lm.files)
+    rows = [replace(r, **{"transformers": None}) for r in lm.model.vllm_ascend]
+    bare = type(lm)(model=replace(lm.model, **{"vllm_ascend": rows}), digest=lm.digest, files=lm.files)
     for mapping in ({}, {"arch": "x86_64"}, {"python": "3.11"}):
         locks = [dump_lock(build_lock(m, solve(m, pins_from_mapping(m, mapping)), "envkit resolve")) for m in (lm, bare)]
         assert locks[0] == locks[1], mapping
@@ -433,7 +434,7 @@ def test_resolve_never_picks_an_sdist_only_release_unless_it_is_pinned(lm):
 
 def test_runs_on_is_data_a_chip_it_lacks_is_refused_and_the_refusal_names_its_source(lm):
     rows = [
-        r.model_copy(update={"runs_on": r.runs_on.model_copy(update={"chips": ["910b", "a3"], "without_triton_ascend": []})})
+        replace(r, **{"runs_on": replace(r.runs_on, **{"chips": ["910b", "a3"], "without_triton_ascend": []})})
         if r.runs_on is not None
         else r
         for r in lm.model.vllm_ascend
@@ -469,9 +470,7 @@ def test_an_image_without_triton_ascend_is_refused_one(lm):
 
 def test_check_matrix_refuses_a_runs_on_with_an_unknown_chip_or_a_stray_triton_chip(lm):
     rows = [
-        r.model_copy(
-            update={"runs_on": r.runs_on.model_copy(update={"chips": ["910b", "960z"], "without_triton_ascend": ["a3"]})}
-        )
+        replace(r, runs_on=replace(r.runs_on, chips=["910b", "960z"], without_triton_ascend=["a3"]))
         if r.version == "0.23.0"
         else r
         for r in lm.model.vllm_ascend
@@ -479,9 +478,7 @@ def test_check_matrix_refuses_a_runs_on_with_an_unknown_chip_or_a_stray_triton_c
     problems = [p.message for p in check_matrix(edited_matrix(lm, vllm_ascend=rows))]
     assert "unknown chip 960z in runs_on" in problems
     assert "runs_on.without_triton_ascend names a3, which runs_on.chips lacks" in problems
-    rows = [
-        r.model_copy(update={"manylinux": {"x86_64": "2.34"}}) if r.version == "0.23.0.post1" else r for r in lm.model.vllm_ascend
-    ]
+    rows = [replace(r, **{"manylinux": {"x86_64": "2.34"}}) if r.version == "0.23.0.post1" else r for r in lm.model.vllm_ascend]
     assert "an sdist-only release has no wheels, so no manylinux glibc: leave manylinux out" in [
         p.message for p in check_matrix(edited_matrix(lm, vllm_ascend=rows))
     ]

@@ -13,6 +13,7 @@ import pytest
 
 from envkit.locking import build_lock, torch_spec
 from envkit.matrix import check_matrix, load_matrix, load_matrix_from
+from envkit.records import replace
 from envkit.resolve import pins_from_mapping, solve
 from envkit.resources import matrices_dir
 
@@ -94,7 +95,7 @@ def test_matrix_check_names_a_wrong_or_missing_row(tmp_path, old, new, problem):
 
 def test_without_a_row_the_torch_npu_x86_64_pin_still_decides():
     lm = load_matrix()
-    lm2 = type(lm)(model=lm.model.model_copy(update={"torch_builds": []}), digest=lm.digest, files=lm.files)
+    lm2 = type(lm)(model=replace(lm.model, **{"torch_builds": []}), digest=lm.digest, files=lm.files)
     stack = {"torch": "2.11.0", "torch_npu": "2.11.0", "arch": "x86_64"}
     assert torch_spec(lm2, stack) == ("2.11.0+cpu", "pytorch-cpu")
     assert torch_spec(lm2, {**stack, "arch": "aarch64"}) == ("2.11.0", None)

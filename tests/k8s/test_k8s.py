@@ -440,6 +440,7 @@ def test_the_matrix_rows_hold_their_npu_counts_together():
 
     from envkit.matrix import load_matrix
     from envkit.models.matrix import ChipKubernetes
+    from envkit.records import asdict
 
     lm = load_matrix()
     rows = {c.id: c.kubernetes for c in lm.model.chips if c.kubernetes is not None}
@@ -449,7 +450,7 @@ def test_the_matrix_rows_hold_their_npu_counts_together():
         "aarch64": "huawei-arm",
         "x86_64": "huawei-x86",
     }
-    good = rows["910b"].model_dump()
+    good = asdict(rows["910b"])
     for bad, match in (
         ({"multi_node_pod_npus": [12]}, "multi_node_pod_npus"),
         ({"accelerator_type": {"32": "module-910b-32"}}, "accelerator_type"),

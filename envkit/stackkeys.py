@@ -1,0 +1,24 @@
+"""The keys of a stack, as plain data (the resolver's side reads them without the pydantic stack model,
+`envkit.models.stack`, which re-exports them)."""
+
+from __future__ import annotations
+
+STACK_KEYS: tuple[str, ...] = (
+    "chip",
+    "arch",
+    "os",
+    "python",
+    "driver",
+    "firmware",
+    "cann",
+    "torch",
+    "torch_npu",
+    "numpy",
+    "transformers",
+    "accelerate",
+)
+
+# Optional framework keys: a stack without them is a plain stack (its lock is unchanged); `envkit resolve
+# --workload serving|training-mindspeed` completes them (matrices/serving.yaml).
+FRAMEWORK_KEYS: tuple[str, ...] = ("vllm", "vllm_ascend", "triton_ascend", "mindspeed")
+ALL_KEYS: tuple[str, ...] = STACK_KEYS + FRAMEWORK_KEYS

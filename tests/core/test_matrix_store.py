@@ -1,0 +1,201 @@
+"""The compiled matrix store: plain records generated from the pydantic matrix models (tools/matrix_records.py), one
+file per matrix digest in the cache dir, loaded with one read and no pydantic; anything that does not fit is a miss
+that the YAML path rebuilds."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from envkit import matrix_records
+from envkit.matrix import _cache_dir, _store_path, load_matrix_from, plain, record
+from envkit.records import Record, asdict, fields
+from envkit.resources import matrices_dir
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _generator():
+    spec = importlib.util.spec_from_file_location("matrix_records_gen", ROOT / "tools" / "matrix_records.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_committed_records_are_what_the_generator_makes_now():
+    assert (ROOT / "envkit" / "matrix_records.py").read_text() == _generator().render(), "run `make matrix-records`"
+
+
+def test_each_record_has_its_models_fields_and_methods():
+    from envkit.models import hccl
+    from envkit.models import matrix as schema
+
+    for name in dir(matrix_records):
+        rec = getattr(matrix_records, name)
+        if not (isinstance(rec, type) and issubclass(rec, Record)) or rec is Record:
+            continue
+        model = getattr(schema, name, None) or getattr(hccl, name)
+        assert list(fields(rec)) == list(model.model_fields), name
+    lm = load_matrix_from(matrices_dir())
+    row = lm.model.torch_npu[0]
+    assert row.sources == [row.source] if isinstance(row.source, str) else list(row.source)
+    assert lm.model.hccl.rank_table("910b") is not None and lm.model.hccl.rank_table("nope") is None
+
+
+def _copy(tmp_path: Path) -> Path:
+    dst = tmp_path / "matrices"
+    shutil.copytree(matrices_dir(), dst)
+    return dst
+
+
+@pytest.fixture
+def store(tmp_path, monkeypatch):
+    monkeypatch.setenv("ENVKIT_CACHE_DIR", str(tmp_path / "cache"))
+    folder = _copy(tmp_path)
+    validated = load_matrix_from(folder, use_cache=True)
+    return folder, validated
+
+
+def test_a_hit_is_the_validated_matrix_as_plain_records(store, monkeypatch):
+    from envkit.models.matrix import Matrix
+
+    folder, validated = store
+    assert [p.name for p in _cache_dir().iterdir()] == [_store_path(validated.digest).name]  # one file
+
+    def no_yaml(path):
+        raise AssertionError(f"a store hit read {path}")
+
+    monkeypatch.setattr("envkit.matrix.fast_load", no_yaml)
+    cached = load_matrix_from(folder, use_cache=True)
+    assert cached.model is not validated.model and cached.model == validated.model
+    assert type(cached.model.chips[0]) is matrix_records.Chip
+    assert type(cached.model.hccl.env[0]) is matrix_records.EnvRule
+    assert cached.files == validated.files and cached.digest == validated.digest
+    # the records hold what the pydantic model validated, field for field
+    model = Matrix.model_validate(json.loads(json.dumps(asdict(cached.model))))
+    assert asdict(cached.model) == model.model_dump(mode="json")
+    assert plain(model) == cached.model
+
+
+def _resign(path: Path, body: bytes) -> None:
+    head = json.loads(path.read_bytes().partition(b"\n")[0])
+    head["sha256"] = hashlib.sha256(body).hexdigest()
+    path.write_bytes(json.dumps(head).encode() + b"\n" + body)
+
+
+DAMAGE = [
+    "garbage",
+    "empty",
+    "truncated",
+    "body edited",
+    "foreign key",
+    "other format",
+    "missing key",
+    "extra key",
+    "wrong shape",
+    "list of strings",
+    "a section from a file outside the matrix",
+    "pickle",
+]
+
+
+@pytest.mark.parametrize("damage", DAMAGE)
+def test_a_store_file_that_does_not_fit_is_a_miss_and_is_rewritten(store, damage):
+    folder, validated = store
+    path = _store_path(validated.digest)
+    good = path.read_bytes()
+    head, _, body = good.partition(b"\n")
+    data = json.loads(body)
+    if damage == "garbage":
+        path.write_bytes(b"{not json")
+    elif damage == "empty":
+        path.write_bytes(b"")
+    elif damage == "truncated":
+        path.write_bytes(good[: len(good) // 2])
+    elif damage == "body edited":  # the checksum no longer fits
+        path.write_bytes(head + b"\n" + body.replace(b'"910b"', b'"910c"', 1))
+    elif damage == "foreign key":  # another matrix's store under this name
+        h = json.loads(head)
+        h["key"] = "0" * 64 + "-" + h["key"].split("-")[1]
+        path.write_bytes(json.dumps(h).encode() + b"\n" + body)
+    elif damage == "other format":
+        h = json.loads(head)
+        h["format"] = "envkit-matrix-store/0"
+        path.write_bytes(json.dumps(h).encode() + b"\n" + body)
+    elif damage == "pickle":
+        import pickle
+
+        path.write_bytes(pickle.dumps(validated.model.defaults))
+    else:  # well-formed and signed, but not the records' shape
+        if damage == "missing key":
+            del data["matrix"]["chips"][0]["name"]
+        elif damage == "extra key":
+            data["matrix"]["chips"][0]["new_field"] = 1
+        elif damage == "wrong shape":
+            data["matrix"]["chips"] = 3
+        elif damage == "list of strings":
+            data["matrix"]["hdk"][0]["patches"] = "24.1.rc2.2"
+        else:
+            data["files"]["chips"] = "../elsewhere.yaml"
+        _resign(path, json.dumps(data).encode())
+    again = load_matrix_from(folder, use_cache=True)
+    assert again.model == validated.model and again.files == validated.files
+    assert path.read_bytes() == good  # rebuilt from the YAML
+
+
+def test_record_refuses_what_is_not_its_shape():
+    with pytest.raises(TypeError):
+        record(matrix_records.Index, ["pypi"])
+    with pytest.raises(TypeError):
+        record(matrix_records.Index, {"id": "pypi", "url": "u", "source": "s", "confidence": "stated", "extra": 1})
+    assert record(matrix_records.Index, {"id": "pypi", "url": "u", "source": "s", "confidence": "stated"}).id == "pypi"
+
+
+def test_a_store_hit_imports_no_pydantic_and_no_matrix_model(tmp_path):
+    code = (
+        "import sys\n"
+        "from envkit.matrix import load_matrix\n"
+        "lm = load_matrix()\n"
+        "assert lm.model.chips\n"
+        "print('LOADED', sorted(m for m in sys.modules if m.split('.')[0] in ('pydantic', 'pydantic_core') "
+        "or m.startswith('envkit.models')))\n"
+    )
+    env = {**os.environ, "ENVKIT_CACHE_DIR": str(tmp_path / "cache")}
+    runs = [
+        subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+        for _ in range(2)
+    ]
+    assert "envkit.models.matrix" in runs[0].stdout, runs[0].stdout + runs[0].stderr  # a miss validates the YAML
+    assert "LOADED []" in runs[1].stdout, runs[1].stdout + runs[1].stderr
+
+
+def test_records_are_frozen_compared_by_value_and_copied_with_replace():
+    import copy
+
+    from envkit.records import Record, asdict, replace
+
+    row = load_matrix_from(matrices_dir()).model.cann[0]
+    assert isinstance(row, Record)
+    with pytest.raises(AttributeError, match="frozen"):
+        row.version = "0.0"  # type: ignore[misc]
+    with pytest.raises(AttributeError, match="frozen"):
+        del row.version
+    other = replace(row, version="0.0")
+    assert other.version == "0.0" and row.version != "0.0" and other != row
+    assert replace(other, version=row.version) == row
+    with pytest.raises(TypeError, match="no field nope"):
+        replace(row, nope=1)
+    assert copy.deepcopy(row) == row and copy.copy(row) == row
+    assert asdict(row)["version"] == row.version and list(asdict(row)) == list(type(row)._fields)
+    assert repr(row).startswith("CannRelease(source=")
+    with pytest.raises(TypeError):
+        hash(row)
+    assert matrix_records.Index(id="a", url="u", source="s", confidence="stated") != "a"
