@@ -10,6 +10,17 @@ from pathlib import Path
 import pytest
 
 
+def load_tool(name: str):  # noqa: ANN201 - a module
+    """tools/NAME.py as a module (the generators' tests render with it and compare with the committed file)."""
+    import importlib.util
+
+    root = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location(f"envkit_tool_{name}", root / "tools" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 @dataclass
 class Result:
     """What one `envkit` run gave: exit code, stdout, stderr (`run_cli`, smoke's `envkit_subprocess`)."""

@@ -13,15 +13,13 @@ import pytest
 from envkit.cli import fast
 from envkit.cli._fastspec import COMMANDS
 from envkit.cli.stack import PIN_OPTIONS
+from tests.conftest import load_tool
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _generator():
-    spec = importlib.util.spec_from_file_location("fast_cli", ROOT / "tools" / "fast_cli.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_tool("fast_cli")
 
 
 def test_the_committed_table_is_what_the_generator_makes_now():

@@ -5,7 +5,6 @@ that the YAML path rebuilds."""
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 import os
 import shutil
@@ -19,15 +18,13 @@ from envkit import matrix_records
 from envkit.matrix import _cache_dir, _store_path, load_matrix_from, plain, record
 from envkit.records import Record, asdict, fields
 from envkit.resources import matrices_dir
+from tests.conftest import load_tool
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _generator():
-    spec = importlib.util.spec_from_file_location("matrix_records_gen", ROOT / "tools" / "matrix_records.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_tool("matrix_records")
 
 
 def test_the_committed_records_are_what_the_generator_makes_now():
