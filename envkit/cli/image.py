@@ -9,6 +9,7 @@ from typer import Option as Opt
 
 from envkit import console
 from envkit.cli.examples import example
+from envkit.cli.options import ForceOpt
 
 
 def _command(
@@ -74,9 +75,6 @@ VariantOpt = Annotated[
         help="base, or serving: a serving layer after torch (vllm, vllm-ascend, "
         "triton-ascend), the serving environment and `vllm serve` as entry point; same CANN layers.",
     ),
-]
-ForceOpt = Annotated[
-    bool, Opt("--force", help="Write into a folder holding files envkit did not write (kept: never replaced nor deleted).")
 ]
 ReqOpt = Annotated[
     Optional[Path],

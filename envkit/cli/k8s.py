@@ -7,6 +7,7 @@ import typer
 
 from envkit import console
 from envkit.cli.examples import example
+from envkit.cli.options import ForceOpt
 
 
 def render(
@@ -64,12 +65,7 @@ def render(
     kube_version: Annotated[str, typer.Option("--kube-version", help="Kubernetes version of the schemas checked against.")] = (
         "1.30"
     ),
-    force: Annotated[
-        bool,
-        typer.Option(
-            "--force", help="Write into a folder holding files envkit did not write (kept: never replaced nor deleted)."
-        ),
-    ] = False,
+    force: ForceOpt = False,
     json_out: Annotated[bool, typer.Option("--json", help="Print the result as one JSON document.")] = False,
 ) -> None:
     """Write a kustomize base: a smoke Job per node, an AscendJob / Volcano Job / PyTorchJob or a vLLM Ascend server.

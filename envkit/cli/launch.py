@@ -7,6 +7,7 @@ import typer
 
 from envkit import console
 from envkit.cli.examples import example
+from envkit.cli.options import ForceOpt
 
 
 def render(
@@ -16,12 +17,7 @@ def render(
     ],
     lock: Annotated[Path, typer.Option("--lock", help="The lock whose stack.chip picks the rank-table version.")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Folder to write the launch set into (nothing is written elsewhere).")],
-    force: Annotated[
-        bool,
-        typer.Option(
-            "--force", help="Write into a folder holding files envkit did not write (kept: never replaced nor deleted)."
-        ),
-    ] = False,
+    force: ForceOpt = False,
     json_out: Annotated[bool, typer.Option("--json", help="Print the result as one JSON document.")] = False,
 ) -> None:
     """Write rank_table.json (+ schema) and per host accelerate_config.yaml, hccl_env.sh and torchrun.sh.
