@@ -130,6 +130,31 @@ def test_the_check_derives_a_stack_once(edited, lock_doc, tmp_path, monkeypatch)
     assert len(calls) == 1
 
 
+def test_the_remembered_derivations_are_capped(monkeypatch):
+    """At most _DERIVED_MAX stacks are remembered: at the cap every one is still known; one more drops the oldest."""
+    from types import SimpleNamespace
+
+    from envkit import locking
+
+    calls: list[str] = []
+    monkeypatch.setattr(locking, "derive_lock", lambda lm, lock, where: calls.append(lock.stack.model_dump()["chip"]))
+    monkeypatch.setattr(locking, "_DERIVED", {})
+    monkeypatch.setattr(locking, "_DERIVED_MAX", 2)
+    lm = SimpleNamespace(digest="sha256:" + "0" * 64)
+
+    def lock(chip: str) -> SimpleNamespace:
+        return SimpleNamespace(stack=SimpleNamespace(model_dump=lambda: {"chip": chip}))
+
+    for chip in ("a", "b", "a", "b"):  # at the cap: both remembered
+        locking._derived(lm, lock(chip), "x.lock")
+    assert calls == ["a", "b"] and len(locking._DERIVED) == 2
+    locking._derived(lm, lock("c"), "x.lock")  # one past it: the oldest goes
+    assert len(locking._DERIVED) == 2
+    locking._derived(lm, lock("b"), "x.lock")
+    locking._derived(lm, lock("a"), "x.lock")
+    assert calls == ["a", "b", "c", "a"]
+
+
 def test_check_lock_compares_every_derived_section_by_name(lock_doc, tmp_path):
     from envkit import locking
     from envkit.lockfile import read_lock
