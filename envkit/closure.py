@@ -572,6 +572,10 @@ def _uv_compile(plan: ClosurePlan, workdir: Path, out: Path, fmt: list[str]) -> 
         "--only-binary",
         ":all:",
         "--no-python-downloads",
+        # every cached page and metadata revalidated with its index: a lock records what the indexes serve now, and
+        # a static mirror's pages are otherwise fresh for hours by heuristic (10 % of their Last-Modified age), so a
+        # synced or re-pointed mirror would be read as it was (files it no longer serves, releases it now has missed)
+        "--refresh",
         *fmt,
         "--no-header",
         "--quiet",

@@ -115,10 +115,11 @@ def _sha(f: Path, hashlib) -> str:
 
 
 class Threaded:
-    """An HTTP server on 127.0.0.1 (a free port) answering with `handler` in a thread, while the `with` lasts."""
+    """An HTTP server on 127.0.0.1 (a free port, or `port`) answering with `handler` in a thread, while the `with`
+    lasts."""
 
-    def __init__(self, handler: type[http.server.BaseHTTPRequestHandler]) -> None:
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    def __init__(self, handler: type[http.server.BaseHTTPRequestHandler], port: int = 0) -> None:
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", port), handler)
         self.httpd.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
@@ -133,8 +134,8 @@ class Threaded:
 
 
 class Server(Threaded):
-    def __init__(self, root: Path, rate: float | None = None, simple_index: bool = False) -> None:
-        super().__init__(make_handler(Path(root), rate, simple_index))
+    def __init__(self, root: Path, rate: float | None = None, simple_index: bool = False, port: int = 0) -> None:
+        super().__init__(make_handler(Path(root), rate, simple_index), port)
 
 
 if __name__ == "__main__":  # serve a folder for a bounded time: python httpserve.py DIR SECONDS RATE

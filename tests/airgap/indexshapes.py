@@ -313,7 +313,7 @@ class Static(Threaded):
     """A plain static file server of a folder (`http.server`'s own: index.html for a folder, a 301 to a folder's
     path with its `/`, HTML whatever the Accept header asks, GET and HEAD): a bandersnatch mirror behind nginx."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, port: int = 0) -> None:
         root_s = str(root)
 
         class H(http.server.SimpleHTTPRequestHandler):
@@ -323,4 +323,4 @@ class Static(Threaded):
             def log_message(self, *a):  # quiet
                 pass
 
-        super().__init__(H)
+        super().__init__(H, port)

@@ -206,6 +206,34 @@ def test_a_bandersnatch_static_copy_locks(stack, tmp_path, cli, digest):
     _holds_the_files(closure, [pypi, cpu], names)
 
 
+def test_an_index_url_now_served_by_another_mirror_is_read_afresh(stack, tmp_path, cli):
+    """The lock records what the index serves now. A static mirror's pages (Last-Modified a week ago, as nginx
+    serves a bandersnatch tree) are fresh for hours in an HTTP cache by heuristic; the same URL then served by another
+    index (the mirror host re-pointed) must not be read from that cache, or the lock names files nobody serves."""
+    import os
+    import time
+
+    from tests.airgap.httpserve import Server
+
+    path, _, pypi, cpu = stack
+    web = bandersnatch_tree(pypi, tmp_path / "web")
+    week_ago = time.time() - 7 * 86400
+    for f in web.rglob("*"):
+        os.utime(f, (week_ago, week_ago))
+    with _torch_from_pytorch(cpu) as pt:
+        with Static(web) as bs:
+            port = bs.httpd.server_address[1]
+            r = cli("lock", "--lock", str(path), "--index-url", f"{bs.url}/simple", "--torch-index-url", f"{pt.url}/whl/cpu")
+            assert r.returncode == 0, r.stdout + r.stderr
+        with Server(pypi, simple_index=True, port=port) as pi:
+            closure, _, names = _lock_bundle_verify(
+                cli, path, tmp_path, "--index-url", f"{pi.url}/simple", "--torch-index-url", f"{pt.url}/whl/cpu"
+            )
+    others = [p for p in closure.packages if p.name not in ("torch", "envkit")]
+    assert others and all(p.url == f"{pi.url}/{p.filename}" for p in others)  # the new server's flat paths
+    _holds_the_files(closure, [pypi, cpu], names)
+
+
 def test_a_find_links_page_with_relative_hashless_links_locks(stack, tmp_path, cli):
     path, _, pypi, cpu = stack
     with Index(Routes(page_prefix="/simple/")) as empty, Index(flat_routes(pypi)) as fl, _torch_from_pytorch(cpu) as pt:
