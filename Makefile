@@ -63,7 +63,7 @@ lint: venv
 	$(BIN)/mypy
 
 test: venv lint
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python tools/run_tests.py $(PYTEST_ARGS)
 
 bench: venv
 	$(BIN)/python benchmarks/resolve.py

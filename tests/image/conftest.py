@@ -80,6 +80,41 @@ def golden_inputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[P
     return out
 
 
+def _pip(*args: str) -> None:
+    subprocess.run([sys.executable, "-m", "pip", *args], check=True, capture_output=True, text=True)
+
+
+def wheelhouse(cache: Path, reqs: list[str], platforms: list[str], python: str = "3.11") -> list[Path]:
+    """The wheels of `reqs`' closure for `python` on `platforms` (pip `--platform` arguments), as pip picks them from
+    the cached folder `cache` alone: the cache keeps every wheel an earlier run downloaded (older releases, a former
+    envkit's dependencies), and only the picked ones go into a build. What the cache lacks is downloaded into it first.
+    """
+    import json
+    import tempfile
+    from urllib.parse import unquote, urlparse
+
+    cache.mkdir(parents=True, exist_ok=True)
+    where = ["--only-binary=:all:", "--python-version", python, *platforms]
+
+    def pick() -> list[Path]:
+        with tempfile.TemporaryDirectory() as t:
+            report = Path(t) / "report.json"
+            _pip(
+                "--isolated", "install", "-q", "--dry-run", "--ignore-installed", "--report", str(report), "--no-index",
+                "--find-links", str(cache), *where, "--target", str(Path(t) / "target"), *reqs,
+            )  # fmt: skip
+            urls = [i["download_info"]["url"] for i in json.loads(report.read_text())["install"]]
+        files = sorted(Path(unquote(urlparse(u).path)) for u in urls)
+        assert all(f.parent == cache for f in files), files  # nothing but the cache (--isolated: no pip config)
+        return files
+
+    try:
+        return pick()
+    except subprocess.CalledProcessError:
+        _pip("download", "-q", *where, "-d", str(cache), *reqs)
+        return pick()
+
+
 def have(cmd: str) -> bool:
     try:
         subprocess.run([cmd, "--version"], capture_output=True, check=False)

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from .conftest import ROOT, fixture_installers, resolve_lock
+from .conftest import ROOT, _pip, fixture_installers, resolve_lock, wheelhouse
 
 pytestmark = [pytest.mark.podman, pytest.mark.root, pytest.mark.slow]
 
@@ -42,10 +42,6 @@ def _skip_reason() -> str | None:
 
 if _skip_reason():
     pytest.skip(_skip_reason(), allow_module_level=True)
-
-
-def _pip(*args: str) -> None:
-    subprocess.run([sys.executable, "-m", "pip", *args], check=True, capture_output=True, text=True)
 
 
 def _download(dest: Path, *reqs: str, deps: bool = True) -> None:
@@ -85,12 +81,10 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> dict:
     envkit_whl = [str(w) for w in wheels.glob("envkit-*.whl")]
     cann = [r for r in lock["python"]["cann_runtime"]]
     want = [f"torch=={TORCH}", f"torch-npu=={TORCH_NPU}", f"numpy=={lock['stack']['numpy']}", *EXTRA, *cann]
-    marker = wheels / ".complete-2"
-    # the first time everything; later only what the envkit wheel's own dependencies may have changed
-    _download(wheels, *(want if not marker.exists() else []), *envkit_whl)
-    marker.write_text("ok\n")
+    # the closure pip picks from the cached wheelhouse (downloaded into it the first time)
+    all_wheels = wheelhouse(wheels, [*want, *envkit_whl], PLATFORMS)
     got = {}
-    for w in wheels.glob("*.whl"):
+    for w in all_wheels:
         name, ver = w.name.split("-")[:2]
         got[name.lower().replace("_", "-")] = ver
     # an older accelerate (a light, pure-Python wheel) for the Python-only change
@@ -118,7 +112,6 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> dict:
     lock_path = d / "envkit.lock"
     lock_path.write_text(yaml.safe_dump(lock, sort_keys=False))
     arts = fixture_installers(lock_path, d / "artifacts")
-    all_wheels = sorted(wheels.glob("*.whl"))
     _link_wheels(all_wheels, arts / "wheels")
     # the Python-only change: accelerate pinned to the older wheel, the same CANN files
     alt_ver = alt_whl.name.split("-")[1]

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from .conftest import ROOT, fixture_installers, resolve_lock
+from .conftest import ROOT, _pip, fixture_installers, resolve_lock, wheelhouse
 
 pytestmark = [pytest.mark.podman, pytest.mark.root, pytest.mark.slow]
 
@@ -45,10 +45,6 @@ if _skip_reason():
     pytest.skip(_skip_reason(), allow_module_level=True)
 
 
-def _pip(*args: str) -> None:
-    subprocess.run([sys.executable, "-m", "pip", *args], check=True, capture_output=True, text=True)
-
-
 @pytest.fixture(scope="module")
 def aarch64_inputs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """The default lock for Python 3.11 (the arm64 base's python3), its pins cut to numpy and envkit; the fixture
@@ -63,10 +59,7 @@ def aarch64_inputs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path
         old.unlink()
     _pip("wheel", "--no-deps", "-q", "-w", str(wheels), str(ROOT))
     numpy = lock["stack"]["numpy"]
-    _pip(
-        "download", "-q", "--only-binary=:all:", "--python-version", "3.11", *AARCH64, "-d", str(wheels),
-        f"numpy=={numpy}", *map(str, wheels.glob("envkit-*.whl")),
-    )  # fmt: skip
+    picked = wheelhouse(wheels, [f"numpy=={numpy}", *map(str, wheels.glob("envkit-*.whl"))], AARCH64)
     envkit_version = next(wheels.glob("envkit-*.whl")).name.split("-")[1]
     lock["python"]["requirements"] = [
         {"name": "numpy", "version": numpy, "index": None},
@@ -77,7 +70,7 @@ def aarch64_inputs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path
     edited.write_text(yaml.safe_dump(lock, sort_keys=False))
     arts = fixture_installers(edited, d / "artifacts")
     (arts / "wheels").mkdir()
-    for w in sorted(wheels.glob("*.whl")):
+    for w in picked:
         (arts / "wheels" / w.name).symlink_to(w)
     return edited, arts
 
