@@ -27,6 +27,11 @@ def __getattr__(name: str) -> Console:
     return _consoles[name]
 
 
+def has_console(name: str) -> bool:
+    """Whether `console.<name>` has been made (a caller that prints without rich then leaves it to rich)."""
+    return name in _consoles
+
+
 def set_quiet(value: bool) -> None:
     _state["quiet"] = value
 

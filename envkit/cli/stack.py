@@ -56,8 +56,47 @@ def _pins_cli(**opts: Optional[str]) -> tuple[dict[str, str], dict[str, str]]:
     return values, where
 
 
+def _plain_valid(report, title: str) -> list[str] | None:  # noqa: ANN001 - a valid ValidationReport
+    """The lines rich prints for a valid report, written without importing rich (~80 ms: `envkit validate`'s start-up
+    path), or None where rich may print anything else: a terminal, or the environment forcing one (styles, widths),
+    a console already made, text rich would change (control characters, `:emoji:` codes) or a table too wide for
+    the 200 columns a pipe gets. tests/core/test_validate_fast.py holds the lines to rich's."""
+    import os
+    import re
+
+    from envkit.stackkeys import ALL_KEYS
+
+    if console.has_console("out") or "TTY_COMPATIBLE" in os.environ or "FORCE_COLOR" in os.environ:
+        return None
+    try:
+        if sys.stdout.isatty():
+            return None
+    except (AttributeError, ValueError):
+        return None
+    texts = [title, *report.hints]
+    if not all(t.isprintable() and not re.search(r":\S*:", t) for t in texts):
+        return None
+    lines = [f"{title}: valid"]
+    if report.stack:
+        rows = [("key", "version")] + [(k, str(report.stack[k])) for k in ALL_KEYS if k in report.stack]
+        if not all(cell.isascii() and cell.isprintable() and re.fullmatch(r"[^\[\]:]*", cell) for row in rows for cell in row):
+            return None
+        w0, w1 = (max(len(r[i]) for r in rows) for i in (0, 1))
+        if w0 + w1 + 2 > 200:
+            return None
+        lines += [f"{a:<{w0}}  {b:<{w1}}" for a, b in rows]
+    lines += [f"hint: {hint}" for hint in report.hints]
+    return lines
+
+
 def render_report(report, title: str) -> None:  # noqa: ANN001 - ValidationReport
     """Human form of a ValidationReport."""
+    if report.valid:
+        lines = _plain_valid(report, title)
+        if lines is not None:
+            sys.stdout.write("".join(line + "\n" for line in lines))
+            sys.stdout.flush()
+            return
     out = console.out
     if report.valid:
         out.print(f"{title}: valid", markup=False)
@@ -173,11 +212,12 @@ def resolve(
 
 def validate(file: Path, json_out: bool) -> int:
     """Check a stack file or a lock: exit 0 valid, 1 invalid (with the chain of facts), 2 bad input."""
-    from envkit.validation import validate_file
+    from envkit.locktext import plain
+    from envkit.validation import judge_file
 
-    report = validate_file(file)
+    report = judge_file(file)  # the pydantic report, or its plain record for a lock that holds: one dump
     if json_out:
-        console.emit_json(report.model_dump(mode="json"))
+        console.emit_json(plain(report))
     else:
         render_report(report, str(file))
     return 0 if report.valid else EXIT_FAILED
