@@ -30,6 +30,7 @@ from envkit.matrix_records import (
     TritonAscendRelease,
     VllmAscendRelease,
 )
+from envkit.records import fields
 from envkit.resources import matrices_dir
 from envkit.stackkeys import STACK_KEYS
 from envkit.yamlio import fast_load, load_file
@@ -542,26 +543,10 @@ def check_matrix(lm: LoadedMatrix) -> list[Problem]:
             add("defaults", key, f"unknown os {value}")
     check_torch_builds(lm, add)
     check_frameworks(lm, add)
-    for section in (
-        "chips",
-        "arches",
-        "operating_systems",
-        "pythons",
-        "hdk",
-        "cann",
-        "torch_npu_lines",
-        "torch_npu",
-        "indexes",
-        "packages",
-        "rules",
-        "torch_builds",
-        "vllm_ascend",
-        "triton_ascend",
-        "mindspeed",
-    ):
+    for section in sourced_sections():
         for row in getattr(m, section):
             if not row.sources or any(not s.strip() for s in row.sources):
-                add(section, str(getattr(row, "id", getattr(row, "version", "?"))), "row without a source")
+                add(section, _row_name(row), "row without a source")
     # base images (matrices/images.yaml): known OS, one row per OS, a digest only with its source
     dupes("images", [i.os for i in m.images], as_version=False)
     for img in m.images:
@@ -576,6 +561,30 @@ def check_matrix(lm: LoadedMatrix) -> list[Problem]:
         if img.digest is None and not img.note:
             add("images", img.os, "a null digest needs a note saying why none is pinned")
     return problems
+
+
+# sections whose rows `check` holds to their source on their own terms (naming the row by its OS)
+_OWN_SOURCE_CHECK = frozenset({"images"})
+
+
+def sourced_sections() -> tuple[str, ...]:
+    """The matrix's sections of sourced rows, in the model's order: every list of records with `sources` (the
+    generated Matrix record's nested fields, `NESTED`), so that a section added to the model is checked with no
+    change here; less those with their own check (`images`)."""
+    return tuple(
+        name for name, how, rec in NESTED[Matrix] if how == "list" and hasattr(rec, "sources") and name not in _OWN_SOURCE_CHECK
+    )
+
+
+def _row_name(row: Any) -> str:
+    """How a problem names a row: its id or version, else its first text field of its own (a line, a torch
+    release, a package name, a component)."""
+    for attr in ("id", "version"):
+        value = getattr(row, attr, None)
+        if isinstance(value, str):
+            return value
+    own = (f for f in fields(row) if f not in ("source", "confidence", "validated", "note", "disagreement"))
+    return next((v for v in (getattr(row, f) for f in own) if isinstance(v, str)), "?")
 
 
 def check_torch_builds(lm: LoadedMatrix, add: AddProblem) -> None:

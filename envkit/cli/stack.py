@@ -41,9 +41,8 @@ RESOLVE_OPTIONS = {
         ("--workload",),
         "Complete the frameworks of a workload: serving (vllm-ascend, vLLM, triton-ascend) or training-mindspeed (MindSpeed).",
     ),
-    "json_out": (("--json",), "Machine-readable output."),
 }
-VALIDATE_HELP = {"file": "A stack file or a lock.", "json_out": "Machine-readable output."}
+VALIDATE_HELP = {"file": "A stack file or a lock."}
 
 
 def _flag(key: str) -> str:
@@ -242,6 +241,7 @@ def register(app) -> None:  # noqa: ANN001 - a typer.Typer
     import typer
 
     from envkit.cli.examples import example
+    from envkit.cli.options import JsonOpt
 
     def _exit(code: int) -> None:
         if code:
@@ -262,7 +262,7 @@ def register(app) -> None:  # noqa: ANN001 - a typer.Typer
     params += [
         opt("output", Path("envkit.lock"), Path, *RESOLVE_OPTIONS["output"][0], help=RESOLVE_OPTIONS["output"][1]),
         opt("workload", None, Optional[str], *RESOLVE_OPTIONS["workload"][0], help=RESOLVE_OPTIONS["workload"][1]),
-        opt("json_out", False, bool, *RESOLVE_OPTIONS["json_out"][0], help=RESOLVE_OPTIONS["json_out"][1]),
+        inspect.Parameter("json_out", inspect.Parameter.KEYWORD_ONLY, annotation=JsonOpt, default=False),
     ]
     resolve_cmd.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
     app.command(
@@ -272,7 +272,7 @@ def register(app) -> None:  # noqa: ANN001 - a typer.Typer
 
     def validate_cmd(
         file: Path = typer.Argument(..., help=VALIDATE_HELP["file"]),
-        json_out: bool = typer.Option(False, "--json", help=VALIDATE_HELP["json_out"]),
+        json_out: JsonOpt = False,
     ) -> None:
         _exit(run_validate(file=file, json_out=json_out))
 
