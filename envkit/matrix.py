@@ -8,7 +8,6 @@ import json
 import os
 import typing
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol, TypeVar
 
@@ -30,10 +29,12 @@ from envkit.matrix_records import (
     TritonAscendRelease,
     VllmAscendRelease,
 )
-from envkit.records import fields
+from envkit.records import Value, fields
 from envkit.resources import matrices_dir
 from envkit.stackkeys import STACK_KEYS
 from envkit.yamlio import fast_load, load_file
+
+_set = object.__setattr__
 
 if typing.TYPE_CHECKING:
     from envkit.models import matrix as schema
@@ -67,25 +68,38 @@ class SourcedRow(Protocol):
 VersionKey = tuple[tuple[int, int], ...]
 
 
-@dataclass
 class LoadedMatrix:
     """The matrix (plain records, `envkit.matrix_records`) with its lookups, its digest and where each section came
-    from."""
+    from. (A plain class, not a dataclass: see `envkit.records.Value`.)"""
 
     model: Matrix
     digest: str
     files: dict[str, Path]
-    chips: dict[str, Chip] = field(init=False)
-    oses: dict[str, OperatingSystem] = field(init=False)
-    lines: dict[str, TorchNpuLine] = field(init=False)
-    rules: dict[str, Rule] = field(init=False)
+    chips: dict[str, Chip]
+    oses: dict[str, OperatingSystem]
+    lines: dict[str, TorchNpuLine]
+    rules: dict[str, Rule]
 
-    def __post_init__(self) -> None:
+    def __init__(self, model: Matrix, digest: str, files: dict[str, Path]) -> None:
+        self.model = model
+        self.digest = digest
+        self.files = files
         m = self.model
         self.chips = {c.id: c for c in m.chips}
         self.oses = {o.id: o for o in m.operating_systems}
         self.lines = {ln.line: ln for ln in m.torch_npu_lines}
         self.rules = {r.id: r for r in m.rules}
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        assert isinstance(other, LoadedMatrix)
+        return (self.model, self.digest, self.files) == (other.model, other.digest, other.files)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"LoadedMatrix(digest={self.digest!r}, files={self.files!r})"
 
     # --- lookups -------------------------------------------------------------------------------
     @functools.cached_property
@@ -399,11 +413,19 @@ def load_matrix(folder: Path | None = None) -> LoadedMatrix:
 
 
 # --- consistency -----------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Problem:
+class Problem(Value):
+    """One inconsistency `check_matrix` found: the section, the row, what is wrong."""
+
+    __slots__ = ("section", "row", "message")
+    _fields = __slots__
     section: str
     row: str
     message: str
+
+    def __init__(self, section: str, row: str, message: str) -> None:
+        _set(self, "section", section)
+        _set(self, "row", row)
+        _set(self, "message", message)
 
 
 AddProblem = Callable[[str, str, str], None]  # (section, row, message)

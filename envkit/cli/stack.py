@@ -152,7 +152,6 @@ def resolve(
     file: Optional[Path], output: Path, json_out: bool, pins: dict[str, Optional[str]], workload: Optional[str] = None
 ) -> int:
     """Complete a (partial) stack into the best valid full stack and write the lock."""
-    from envkit.fsutil import atomic_write_text
     from envkit.locking import derive
     from envkit.locktext import lock_text, plain
     from envkit.matrix import load_matrix
@@ -188,6 +187,8 @@ def resolve(
     if str(output) == "-":
         sys.stdout.write(text)
         return 0
+    from envkit.fsutil import atomic_write_text  # a lock to stdout needs none of it (dataclasses, tempfile: start-up)
+
     atomic_write_text(output, text)
     if json_out:
         console.emit_json(
