@@ -56,25 +56,13 @@ def _pins_cli(**opts: Optional[str]) -> tuple[dict[str, str], dict[str, str]]:
 
 
 def _plain_valid(report, title: str) -> list[str] | None:  # noqa: ANN001 - a valid ValidationReport
-    """The lines rich prints for a valid report, written without importing rich (~80 ms: `envkit validate`'s start-up
-    path), or None where rich may print anything else: a terminal, or the environment forcing one (styles, widths),
-    a console already made, text rich would change (control characters, `:emoji:` codes) or a table too wide for
-    the 200 columns a pipe gets. tests/core/test_validate_fast.py holds the lines to rich's."""
-    import os
+    """The lines rich prints for a valid report (`console.print_plain` writes them without rich where it prints them
+    the same), or None where the table is not plain ASCII cells rich lays out as here (at most the 200 columns a
+    pipe gets)."""
     import re
 
     from envkit.stackkeys import ALL_KEYS
 
-    if console.has_console("out") or "TTY_COMPATIBLE" in os.environ or "FORCE_COLOR" in os.environ:
-        return None
-    try:
-        if sys.stdout.isatty():
-            return None
-    except (AttributeError, ValueError):
-        return None
-    texts = [title, *report.hints]
-    if not all(t.isprintable() and not re.search(r":\S*:", t) for t in texts):
-        return None
     lines = [f"{title}: valid"]
     if report.stack:
         rows = [("key", "version")] + [(k, str(report.stack[k])) for k in ALL_KEYS if k in report.stack]
@@ -92,9 +80,7 @@ def render_report(report, title: str) -> None:  # noqa: ANN001 - ValidationRepor
     """Human form of a ValidationReport."""
     if report.valid:
         lines = _plain_valid(report, title)
-        if lines is not None:
-            sys.stdout.write("".join(line + "\n" for line in lines))
-            sys.stdout.flush()
+        if lines is not None and console.print_plain(lines):
             return
     out = console.out
     if report.valid:

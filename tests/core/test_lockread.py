@@ -358,11 +358,39 @@ def test_the_valid_report_is_printed_as_rich_prints_it(title, plain_path, monkey
         hints=["one: hint", "x86_64 needs torch 2.6.0+cpu from https://download.pytorch.org/whl/cpu"],
     )
     monkeypatch.setattr(console, "_consoles", {})
-    assert (stack._plain_valid(report, title) is not None) == plain_path
     stack.render_report(report, title)
     ours = capsys.readouterr().out
+    assert ("out" not in console._consoles) == plain_path  # rich was left alone: written by console.print_plain
     rich_console = Console(soft_wrap=True, highlight=False)
     rich_console.width = max(rich_console.width, 200)
     monkeypatch.setattr(console, "_consoles", {"out": rich_console})
     stack.render_report(report, title)
     assert ours == capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "bundle /tmp/b: OK, 12 files, 110.3 MB match the manifest (sha256:" + "a" * 64 + ")",
+        "bundle /tmp/my bundle é…: OK",
+        "bundle /tmp/:bundle:/x: OK",
+        "bundle /tmp/a\tb: OK",
+        "bundle /tmp/[bold]x[/bold]: OK",
+    ],
+)
+def test_print_plain_writes_what_rich_prints_or_leaves_it_to_rich(line, monkeypatch, capsys):
+    from rich.console import Console
+
+    from envkit import console
+
+    monkeypatch.setattr(console, "_consoles", {})
+    wrote = console.print_plain([line])
+    ours = capsys.readouterr().out
+    rich_console = Console(soft_wrap=True, highlight=False)
+    rich_console.width = max(rich_console.width, 200)
+    rich_console.print(line, markup=False)
+    theirs = capsys.readouterr().out
+    assert ours == (theirs if wrote else "")
+    assert wrote == (":" not in line.split("/tmp/")[1].split(": OK")[0] and "\t" not in line)
+    monkeypatch.setenv("FORCE_COLOR", "1")
+    assert not console.print_plain([line])
