@@ -71,7 +71,7 @@ bench: venv
 fast-cli: venv                           # after changing resolve, validate or bundle verify's options
 	$(BIN)/python tools/fast_cli.py
 
-matrix-records: venv                     # after changing a matrix model (envkit/models/matrix.py, hccl.py)
+matrix-records: venv                     # after changing a model of the matrix, the lock or the report (envkit/models/)
 	$(BIN)/python tools/matrix_records.py
 
 schemas: venv

@@ -387,7 +387,7 @@ def complete_from_download(plan: ClosurePlan, cache: Any = None) -> Complete:
     cache, its sha256 computed and every hash the index or uv gave (an md5 fragment, uv's own sha256) checked
     against it. Redirects must stay within the closure's URL policy (https, or under a mirror given)."""
     from envkit.download import WheelCache, head_size, measure
-    from envkit.models.lock import mirror_refusal
+    from envkit.models.rules import mirror_refusal
     from envkit.simpleindex import Published, link_key, project_page, read_page
 
     store = cache or WheelCache()
@@ -451,7 +451,7 @@ def closure_from_pylock(
     as such (`sha256_from: download`)."""
     from pydantic import ValidationError
 
-    from envkit.models.lock import mirror_refusal
+    from envkit.models.rules import mirror_refusal
 
     hint = (
         "Give every http: or file: source explicitly (--index-url, --extra-index-url, --find-links, "
@@ -801,7 +801,7 @@ def build_from_sdists(
 ) -> list[Any]:
     """The roots envkit builds from their sdist (`envkit.sdistbuild.BUILD_ENV`: vLLM), each built (or taken from the
     built-wheel cache) against the lock's CPU torch from its own index."""
-    from envkit.models.lock import mirror_refusal
+    from envkit.models.rules import mirror_refusal
     from envkit.sdistbuild import BUILD_ENV, build_wheel, find_sdist
 
     wanted = [r for r in roots if req_name(r) in BUILD_ENV]

@@ -12,7 +12,6 @@ matrices/python_packages.yaml.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from envkit import versions
@@ -24,6 +23,7 @@ from envkit.matrix_records import (
     TritonAscendRelease,
     VllmAscendRelease,
 )
+from envkit.records import Value
 from envkit.verdict import Verdict
 
 Assignment = dict[str, str]
@@ -207,12 +207,19 @@ class _GlibcConstraint(Constraint):
         return f"{self._what} {a[self._key]} wheels need {need}; {o.name} has glibc {o.glibc}"
 
 
-@dataclass(frozen=True)
-class Strictness:
-    """Which edges a search pass keeps to the vendor's pairings (the validated-first passes of the resolver)."""
+class Strictness(Value):
+    """Which edges a search pass keeps to the vendor's pairings (the validated-first passes of the resolver): `cann`,
+    torch_npu only with the CANN of the vendor's table; `hdk`, CANN only with its paired HDK and a driver only with
+    the firmware of its own HDK release."""
 
-    cann: bool = False  # torch_npu only with the CANN of the vendor's table
-    hdk: bool = False  # CANN only with its paired HDK; driver only with the firmware of its own HDK release
+    __slots__ = ("cann", "hdk")
+    _fields = __slots__
+    cann: bool
+    hdk: bool
+
+    def __init__(self, cann: bool = False, hdk: bool = False) -> None:
+        object.__setattr__(self, "cann", cann)
+        object.__setattr__(self, "hdk", hdk)
 
 
 Edge = Callable[[LoadedMatrix, Strictness], Constraint]

@@ -6,7 +6,6 @@ error (a bug in envkit: the CLI writes the traceback to a file and names it), 13
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 EXIT_OK = 0
@@ -16,13 +15,44 @@ EXIT_INTERNAL = 3
 EXIT_INTERRUPTED = 130
 
 
-@dataclass(frozen=True)
+# Plain classes, not dataclasses: `dataclasses` imports `inspect` (with ast, dis, tokenize), some 15-25 ms that every
+# command paid at start-up, `envkit resolve` and `envkit validate` included (issue 26). They keep what @dataclass gave
+# them: the same constructor, repr, equality, and (Where) frozen and hashable.
 class Where:
     """Where a problem is: a file, a line (1-based) and a dotted key, each optional."""
 
-    file: str | None = None
-    line: int | None = None
-    key: str | None = None
+    __slots__ = ("file", "line", "key")
+    file: str | None
+    line: int | None
+    key: str | None
+
+    def __init__(self, file: str | None = None, line: int | None = None, key: str | None = None) -> None:
+        object.__setattr__(self, "file", file)
+        object.__setattr__(self, "line", line)
+        object.__setattr__(self, "key", key)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"cannot assign to field {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"cannot delete field {name!r}")
+
+    def _astuple(self) -> tuple[str | None, int | None, str | None]:
+        return (self.file, self.line, self.key)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return self._astuple() == other._astuple()
+
+    def __hash__(self) -> int:
+        return hash(self._astuple())
+
+    def __repr__(self) -> str:
+        return f"Where(file={self.file!r}, line={self.line!r}, key={self.key!r})"
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (Where, self._astuple())
 
     def __str__(self) -> str:
         parts = []
@@ -36,18 +66,45 @@ class Where:
         return {"file": self.file, "line": self.line, "key": self.key}
 
 
-@dataclass
-class EnvkitError(Exception):
-    """Base error: what went wrong, where, and what to do next."""
+_NO_DETAILS: Any = object()
 
-    message: str
-    where: Where | None = None
-    hint: str | None = None
-    details: dict[str, Any] = field(default_factory=dict)
+
+class EnvkitError(Exception):
+    """Base error: what went wrong, where, and what to do next. Each subclass sets its own `exit_code` default."""
+
     exit_code: int = EXIT_BAD_INPUT
 
-    def __post_init__(self) -> None:
+    def __init__(
+        self,
+        message: str,
+        where: Where | None = None,
+        hint: str | None = None,
+        details: dict[str, Any] = _NO_DETAILS,
+        exit_code: int | None = None,
+    ) -> None:
+        self.message = message
+        self.where = where
+        self.hint = hint
+        self.details = {} if details is _NO_DETAILS else details
+        if exit_code is not None:
+            self.exit_code = exit_code
         super().__init__(self.message)
+
+    def _fields(self) -> tuple[Any, ...]:
+        return (self.message, self.where, self.hint, self.details, self.exit_code)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return self._fields() == other._fields()
+
+    __hash__ = None  # type: ignore[assignment]  # as @dataclass left it: compared by value, so not hashable
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__qualname__}(message={self.message!r}, where={self.where!r}, hint={self.hint!r}, "
+            f"details={self.details!r}, exit_code={self.exit_code!r})"
+        )
 
     def __str__(self) -> str:
         return self.message
@@ -63,39 +120,34 @@ class EnvkitError(Exception):
         return out
 
 
-@dataclass
 class BadInput(EnvkitError):
     """The user's input is wrong: malformed file, unknown key, unknown version (exit 2)."""
 
-    exit_code: int = EXIT_BAD_INPUT
+    exit_code = EXIT_BAD_INPUT
 
 
-@dataclass
 class CannotRun(EnvkitError):
     """The command cannot run here: a missing device, engine, tool or file (exit 2)."""
 
-    exit_code: int = EXIT_BAD_INPUT
+    exit_code = EXIT_BAD_INPUT
 
 
-@dataclass
 class CheckFailed(EnvkitError):
     """A check ran and failed (exit 1)."""
 
-    exit_code: int = EXIT_FAILED
+    exit_code = EXIT_FAILED
 
 
-@dataclass
 class InternalError(EnvkitError):
     """A bug in envkit (exit 3): never raised; the CLI reports an unexpected exception as one (`--json` included)."""
 
-    exit_code: int = EXIT_INTERNAL
+    exit_code = EXIT_INTERNAL
 
 
-@dataclass
 class MatrixError(EnvkitError):
     """The shipped compatibility matrix itself is inconsistent (exit 1 from `matrix check`)."""
 
-    exit_code: int = EXIT_FAILED
+    exit_code = EXIT_FAILED
 
 
 def shown(value: object, limit: int = 60) -> str:

@@ -81,28 +81,32 @@ SERVER_ANSWER = Limits("an answer", 16 << 20, deadline=120.0)  # the smoke serve
 DOWNLOAD = Limits("a file", 64 << 30, deadline=60.0, idle=60.0, min_rate=16 << 10)  # the cap: a file of unknown size
 
 
-@dataclass
 class HTTPFailure(CannotRun):
     """A request failed: the server cannot be reached, it broke the connection, it missed the deadline, or
-    its answer is refused (too large, encoded, redirected where it may not go). Exit 2."""
+    its answer is refused (too large, encoded, redirected where it may not go). Exit 2. `transient`: another try
+    may work (a broken connection, a deadline, HTTP 429 or 5xx)."""
 
-    url: str = ""
-    transient: bool = False  # another try may work: a broken connection, a deadline, HTTP 429 or 5xx
+    def __init__(self, message: str, *args: Any, url: str = "", transient: bool = False, **kw: Any) -> None:
+        super().__init__(message, *args, **kw)
+        self.url = url
+        self.transient = transient
 
 
-@dataclass
 class HTTPStatus(HTTPFailure):
     """The server answered with a status that is not success (after redirects)."""
 
-    status: int = 0
+    def __init__(self, message: str, *args: Any, status: int = 0, **kw: Any) -> None:
+        super().__init__(message, *args, **kw)
+        self.status = status
 
 
-@dataclass
 class TooLarge(HTTPFailure):
     """The body is over its cap: ``announced`` is the Content-Length when it said so (None: it went past)."""
 
-    limit: int = 0
-    announced: int | None = None
+    def __init__(self, message: str, *args: Any, limit: int = 0, announced: int | None = None, **kw: Any) -> None:
+        super().__init__(message, *args, **kw)
+        self.limit = limit
+        self.announced = announced
 
 
 DEFAULT_HINT = "Check the URL and the network (a proxy: https_proxy, no_proxy), then run the command again."

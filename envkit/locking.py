@@ -14,7 +14,7 @@ command that reads a lock refuses an edited one.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Union
 
 from envkit import __version__, versions
 from envkit.errors import BadInput
@@ -448,10 +448,15 @@ def build_lock(lm: LoadedMatrix, res: Resolution, generated_by: str) -> LockMode
     return LockModel.model_validate(plain(derive(lm, res, generated_by)))
 
 
-def lock_pins(lm: LoadedMatrix, lock: LockModel, filename: str) -> dict[str, Pin]:
+# A lock as read: the pydantic model (`envkit.lockfile`) or its plain records (`envkit.lockread`, `envkit validate`);
+# what follows reads either through `plain`, which dumps both as `model_dump(mode="json")` does.
+ReadLock = Union["LockModel", Lock]
+
+
+def lock_pins(lm: LoadedMatrix, lock: ReadLock, filename: str) -> dict[str, Pin]:
     from envkit.resolve import pins_from_mapping
 
-    return pins_from_mapping(lm, lock.stack.model_dump(), where={k: f"{filename} stack.{k}" for k in ALL_KEYS})
+    return pins_from_mapping(lm, plain(lock.stack), where={k: f"{filename} stack.{k}" for k in ALL_KEYS})
 
 
 # --- the gate: a lock compared with what the matrix derives for its stack ------------------------------------
@@ -470,22 +475,23 @@ NOT_DERIVED: dict[str, Any] = {
 _ITEM_KEYS = ("component", "name")
 
 
-def derive_lock(lm: LoadedMatrix, lock: LockModel, filename: str) -> Lock | None:
+def derive_lock(lm: LoadedMatrix, lock: ReadLock, filename: str) -> Lock | None:
     """The lock the matrix gives for `lock`'s stack (None: the stack is not valid for this matrix). BadInput when
     the stack names a version the matrix does not know."""
     res = solve(lm, lock_pins(lm, lock, filename))
     return None if res is None else derive(lm, res, lock.generated_by)
 
 
-def check_lock(lock: LockModel, where: str, lm: LoadedMatrix | None = None) -> list[str]:
+def check_lock(lock: ReadLock, where: str, lm: LoadedMatrix | None = None, res: Resolution | None = None) -> list[str]:
     """The dotted paths of the fields of `lock` that differ from what the matrix derives for its stack
     (`artifacts.driver.zip.sha256`, `platform.glibc`, `python.indexes.pypi`); ["stack"] when the stack itself is
-    not valid for this matrix. Empty: nothing derivable was edited."""
+    not valid for this matrix. Empty: nothing derivable was edited. `res`: the lock's stack as the caller has
+    already solved it (`envkit validate`), so that it is not solved again."""
     lm = lm or load_matrix()
-    want = _derived(lm, lock, where)
+    want = _derived(lm, lock, where, res)
     if want is None:
         return ["stack"]
-    return differ(want, lock.model_dump(mode="json", exclude=NOT_DERIVED))
+    return differ(want, without(plain(lock), NOT_DERIVED))
 
 
 # What the matrix derives for a stack, remembered per matrix digest and stack: a job that reads the same lock twice
@@ -495,10 +501,10 @@ _DERIVED: dict[tuple[str, tuple[tuple[str, Any], ...]], dict[str, Any] | None] =
 _DERIVED_MAX = 64
 
 
-def _derived(lm: LoadedMatrix, lock: LockModel, where: str) -> dict[str, Any] | None:
-    key = (lm.digest, tuple(sorted(lock.stack.model_dump().items())))
+def _derived(lm: LoadedMatrix, lock: ReadLock, where: str, res: Resolution | None = None) -> dict[str, Any] | None:
+    key = (lm.digest, tuple(sorted(plain(lock.stack).items())))
     if key not in _DERIVED:
-        want = derive_lock(lm, lock, where)
+        want = derive_lock(lm, lock, where) if res is None else derive(lm, res, lock.generated_by)
         if len(_DERIVED) >= _DERIVED_MAX:
             _DERIVED.pop(next(iter(_DERIVED)))
         _DERIVED[key] = None if want is None else without(plain(want), NOT_DERIVED)

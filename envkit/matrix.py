@@ -8,7 +8,6 @@ import json
 import os
 import typing
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol, TypeVar
 
@@ -30,9 +29,12 @@ from envkit.matrix_records import (
     TritonAscendRelease,
     VllmAscendRelease,
 )
+from envkit.records import Value, fields
 from envkit.resources import matrices_dir
 from envkit.stackkeys import STACK_KEYS
 from envkit.yamlio import fast_load, load_file
+
+_set = object.__setattr__
 
 if typing.TYPE_CHECKING:
     from envkit.models import matrix as schema
@@ -66,25 +68,38 @@ class SourcedRow(Protocol):
 VersionKey = tuple[tuple[int, int], ...]
 
 
-@dataclass
 class LoadedMatrix:
     """The matrix (plain records, `envkit.matrix_records`) with its lookups, its digest and where each section came
-    from."""
+    from. (A plain class, not a dataclass: see `envkit.records.Value`.)"""
 
     model: Matrix
     digest: str
     files: dict[str, Path]
-    chips: dict[str, Chip] = field(init=False)
-    oses: dict[str, OperatingSystem] = field(init=False)
-    lines: dict[str, TorchNpuLine] = field(init=False)
-    rules: dict[str, Rule] = field(init=False)
+    chips: dict[str, Chip]
+    oses: dict[str, OperatingSystem]
+    lines: dict[str, TorchNpuLine]
+    rules: dict[str, Rule]
 
-    def __post_init__(self) -> None:
+    def __init__(self, model: Matrix, digest: str, files: dict[str, Path]) -> None:
+        self.model = model
+        self.digest = digest
+        self.files = files
         m = self.model
         self.chips = {c.id: c for c in m.chips}
         self.oses = {o.id: o for o in m.operating_systems}
         self.lines = {ln.line: ln for ln in m.torch_npu_lines}
         self.rules = {r.id: r for r in m.rules}
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        assert isinstance(other, LoadedMatrix)
+        return (self.model, self.digest, self.files) == (other.model, other.digest, other.files)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"LoadedMatrix(digest={self.digest!r}, files={self.files!r})"
 
     # --- lookups -------------------------------------------------------------------------------
     @functools.cached_property
@@ -398,11 +413,19 @@ def load_matrix(folder: Path | None = None) -> LoadedMatrix:
 
 
 # --- consistency -----------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Problem:
+class Problem(Value):
+    """One inconsistency `check_matrix` found: the section, the row, what is wrong."""
+
+    __slots__ = ("section", "row", "message")
+    _fields = __slots__
     section: str
     row: str
     message: str
+
+    def __init__(self, section: str, row: str, message: str) -> None:
+        _set(self, "section", section)
+        _set(self, "row", row)
+        _set(self, "message", message)
 
 
 AddProblem = Callable[[str, str, str], None]  # (section, row, message)
@@ -542,26 +565,10 @@ def check_matrix(lm: LoadedMatrix) -> list[Problem]:
             add("defaults", key, f"unknown os {value}")
     check_torch_builds(lm, add)
     check_frameworks(lm, add)
-    for section in (
-        "chips",
-        "arches",
-        "operating_systems",
-        "pythons",
-        "hdk",
-        "cann",
-        "torch_npu_lines",
-        "torch_npu",
-        "indexes",
-        "packages",
-        "rules",
-        "torch_builds",
-        "vllm_ascend",
-        "triton_ascend",
-        "mindspeed",
-    ):
+    for section in sourced_sections():
         for row in getattr(m, section):
             if not row.sources or any(not s.strip() for s in row.sources):
-                add(section, str(getattr(row, "id", getattr(row, "version", "?"))), "row without a source")
+                add(section, _row_name(row), "row without a source")
     # base images (matrices/images.yaml): known OS, one row per OS, a digest only with its source
     dupes("images", [i.os for i in m.images], as_version=False)
     for img in m.images:
@@ -576,6 +583,30 @@ def check_matrix(lm: LoadedMatrix) -> list[Problem]:
         if img.digest is None and not img.note:
             add("images", img.os, "a null digest needs a note saying why none is pinned")
     return problems
+
+
+# sections whose rows `check` holds to their source on their own terms (naming the row by its OS)
+_OWN_SOURCE_CHECK = frozenset({"images"})
+
+
+def sourced_sections() -> tuple[str, ...]:
+    """The matrix's sections of sourced rows, in the model's order: every list of records with `sources` (the
+    generated Matrix record's nested fields, `NESTED`), so that a section added to the model is checked with no
+    change here; less those with their own check (`images`)."""
+    return tuple(
+        name for name, how, rec in NESTED[Matrix] if how == "list" and hasattr(rec, "sources") and name not in _OWN_SOURCE_CHECK
+    )
+
+
+def _row_name(row: Any) -> str:
+    """How a problem names a row: its id or version, else its first text field of its own (a line, a torch
+    release, a package name, a component)."""
+    for attr in ("id", "version"):
+        value = getattr(row, attr, None)
+        if isinstance(value, str):
+            return value
+    own = (f for f in fields(row) if f not in ("source", "confidence", "validated", "note", "disagreement"))
+    return next((v for v in (getattr(row, f) for f in own) if isinstance(v, str)), "?")
 
 
 def check_torch_builds(lm: LoadedMatrix, add: AddProblem) -> None:

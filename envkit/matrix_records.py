@@ -2407,4 +2407,11 @@ NESTED: dict[type, tuple[tuple[str, str, type], ...]] = {
     ),
 }
 # the envkit modules whose text decides what a validated matrix is (keys the compiled store)
-MODEL_SOURCES: tuple[str, ...] = ("models/base.py", "models/hccl.py", "models/matrix.py", "versions.py")
+MODEL_SOURCES: tuple[str, ...] = (
+    "models/base.py",
+    "models/hccl.py",
+    "models/matrix.py",
+    "models/rules.py",
+    "models/safe.py",
+    "versions.py",
+)

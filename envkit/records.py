@@ -39,6 +39,17 @@ class Record:
         return (_rebuild, (type(self), {f: getattr(self, f) for f in self._fields}))
 
 
+class Value(Record):
+    """A frozen record of hashable fields, hashed by them (what a frozen dataclass is): the small values of the
+    start-up path (`Pin`, `Where`, ...), written as records because `dataclasses` imports `inspect` (with `ast`,
+    `dis` and `tokenize`: 15-25 ms that every command paid at start-up)."""
+
+    __slots__ = ()
+
+    def __hash__(self) -> int:  # type: ignore[override]
+        return hash(tuple(getattr(self, f) for f in self._fields))
+
+
 def _rebuild(cls: type[_R], values: dict[str, Any]) -> _R:
     return cls(**values)
 

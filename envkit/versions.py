@@ -21,7 +21,10 @@ from __future__ import annotations
 
 import functools
 import re
-from dataclasses import dataclass
+
+from envkit.records import Value
+
+_set = object.__setattr__
 
 _TAGS = {"dev": 0, "alpha": 1, "a": 1, "beta": 2, "b": 2, "rc": 3, "c": 3, "post": 5}
 _END = 4
@@ -36,12 +39,21 @@ class InvalidVersion(ValueError):
 
 
 @functools.total_ordering
-@dataclass(frozen=True)
-class Version:
+class Version(Value):
+    """A parsed version: its text, the key it sorts and compares by, its release numbers, its local label."""
+
+    __slots__ = ("text", "key", "release", "local")
+    _fields = __slots__
     text: str
     key: tuple[tuple[int, int], ...]
     release: tuple[int, ...]
     local: str | None
+
+    def __init__(self, text: str, key: tuple[tuple[int, int], ...], release: tuple[int, ...], local: str | None) -> None:
+        _set(self, "text", text)
+        _set(self, "key", key)
+        _set(self, "release", release)
+        _set(self, "local", local)
 
     def __str__(self) -> str:
         return self.text
@@ -53,7 +65,7 @@ class Version:
             return False
         return self.local is None or other.local is None or self.local == other.local
 
-    def __hash__(self) -> int:
+    def __hash__(self) -> int:  # type: ignore[override]
         return hash(self.key)
 
     def __lt__(self, other: Version) -> bool:

@@ -183,17 +183,39 @@ class _FastLoader(_Loader):
             raise yaml.constructor.ConstructorError(None, None, str(exc), node.start_mark) from None
 
 
-def fast_load_text(text: str) -> Any:
+class _KeysAsWritten:
+    """Mappings as load_text reads them: a key once, and `<<` a key like any other (load_text merges nothing)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> Any:
+        if any(key.tag == "tag:yaml.org,2002:merge" for key, _ in node.value):
+            raise yaml.constructor.ConstructorError(None, None, "a merge key (<<)", node.start_mark)
+        mapping = super().construct_mapping(node, deep)  # type: ignore[misc]
+        if len(mapping) != len(node.value):  # a key twice (or two spellings of one value: 1 and 0x1)
+            raise yaml.constructor.ConstructorError(None, None, "a repeated key", node.start_mark)
+        return mapping
+
+
+class _UniqueLoader(_KeysAsWritten, _Loader):
+    pass
+
+
+class _UniqueFastLoader(_KeysAsWritten, _FastLoader):
+    pass
+
+
+def fast_load_text(text: str, *, as_written: bool = False) -> Any:
     """YAML text through the C loader, for a caller's fast path (a lock). Raises yaml.YAMLError on
     anything load_text would refuse or look at closely (too large, an alias, an unknown tag, a value
     no constructor takes); the caller then loads with load_text, whose error names file:line. Depth
-    is capped by libyaml itself (1,000 levels)."""
+    is capped by libyaml itself (1,000 levels). `as_written`: also a key repeated in a mapping (load_text refuses
+    it) and a merge key `<<` (load_text reads it as a plain key) raise, so that what loads is what load_text gives
+    (with typed keys: a caller that takes str keys only gets the same mappings)."""
     if len(text) > MAX_BYTES:
         raise yaml.YAMLError(f"over {MAX_BYTES} characters")
     if "&" in text or "!" in text:  # an anchor or a tag may be there: check node by node
-        return yaml.load(text, Loader=_FastLoader)  # noqa: S506 - a safe loader
+        return yaml.load(text, Loader=_UniqueFastLoader if as_written else _FastLoader)  # noqa: S506 - a safe loader
     try:  # no anchor, hence no alias, and only the implicit tags: the plain C loader
-        return yaml.load(text, Loader=_Loader)  # noqa: S506 - a safe loader
+        return yaml.load(text, Loader=_UniqueLoader if as_written else _Loader)  # noqa: S506 - a safe loader
     except (ValueError, KeyError, TypeError, OverflowError, IndexError) as exc:
         raise yaml.YAMLError(str(exc)) from None
 

@@ -12,6 +12,7 @@ import typer
 from envkit import console
 from envkit.cli.examples import example
 from envkit.cli.image import VariantOpt
+from envkit.cli.options import JsonOpt
 
 Opt = typer.Option
 Arg = typer.Argument
@@ -58,7 +59,7 @@ def lock_cmd(
             help="ID=URL, repeatable: a mirror of the lock's index ID (python.indexes, e.g. ascend-pypi, pytorch-cpu); the pins that name ID come from URL alone (recorded).",
         ),
     ] = None,
-    json_out: Annotated[bool, Opt("--json", help="Machine-readable output.")] = False,
+    json_out: JsonOpt = False,
 ) -> None:
     """Record the full Python closure (every wheel: URL, sha256, size) for the target and the controller."""
     from envkit.cli import lock_check
@@ -142,7 +143,7 @@ def build_cmd(
         bool,
         Opt("--force", help="Kept for scripts: a bundle is replaced whole, so only an earlier envkit bundle is ever replaced."),
     ] = False,
-    json_out: Annotated[bool, Opt("--json", help="Machine-readable output.")] = False,
+    json_out: JsonOpt = False,
 ) -> None:
     """Download every wheel into the cache, check the vendor packages, and write the bundle."""
     from envkit import airgap
@@ -192,7 +193,7 @@ def build_cmd(
 def verify_cmd(
     bundle: Annotated[Path, Arg(help="A bundle folder or archive (.tar, .tar.gz).")],
     expect_digest: Annotated[Optional[str], Opt("--expect-digest", help="sha256 of manifest.json as published.")] = None,
-    json_out: Annotated[bool, Opt("--json", help="Machine-readable output.")] = False,
+    json_out: JsonOpt = False,
 ) -> None:
     """Check every file against the manifest; refuse unsafe archives without extracting anything."""
     from envkit.cli.bundle_verify import verify

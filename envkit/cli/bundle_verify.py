@@ -18,13 +18,12 @@ def verify(*, bundle: Path, expect_digest: Optional[str], json_out: bool) -> int
     if json_out:
         console.emit_json(rep.to_dict())
         return 0 if rep.ok else EXIT_FAILED
-    out = console.out
     if rep.ok:
-        out.print(
-            f"bundle {bundle}: OK, {rep.files} files, {rep.bytes / 1e6:.1f} MB match the manifest (sha256:{rep.digest})",
-            markup=False,
-        )
+        line = f"bundle {bundle}: OK, {rep.files} files, {rep.bytes / 1e6:.1f} MB match the manifest (sha256:{rep.digest})"
+        if not console.print_plain([line]):  # rich only where it would print it otherwise
+            console.out.print(line, markup=False)
         return 0
+    out = console.out
     out.print(f"bundle {bundle}: FAILED", markup=False)
     for p in rep.missing:
         out.print(f"  missing:  {p}", markup=False)

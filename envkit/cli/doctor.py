@@ -8,6 +8,7 @@ import typer
 
 from envkit import console
 from envkit.cli.examples import example
+from envkit.cli.options import JsonOpt
 from envkit.errors import BadInput, CannotRun
 
 
@@ -44,7 +45,7 @@ def register(app: typer.Typer) -> None:
         timeout: Annotated[
             float, typer.Option("--timeout", min=1.0, help="Seconds allowed to each npu-smi or Python probe.")
         ] = 20.0,
-        json_out: Annotated[bool, typer.Option("--json", help="One JSON document on stdout.")] = False,
+        json_out: JsonOpt = False,
         exec_root_tools: Annotated[
             bool,
             typer.Option(

@@ -9,7 +9,7 @@ from typer import Option as Opt
 
 from envkit import console
 from envkit.cli.examples import example
-from envkit.cli.options import ForceOpt
+from envkit.cli.options import ForceOpt, JsonOpt
 
 
 def _command(
@@ -106,7 +106,7 @@ def register(app: typer.Typer) -> None:
         requirements: ReqOpt = None,
         variant: VariantOpt = "base",
         force: ForceOpt = False,
-        json_out: Annotated[bool, Opt("--json", help="Machine-readable output.")] = False,
+        json_out: JsonOpt = False,
     ) -> None:
         """Write a build context (Dockerfile, hashed requirements, the vendor packages) for the lock."""
         from envkit.export.render import write_context
@@ -140,7 +140,7 @@ def register(app: typer.Typer) -> None:
         ] = None,
         variant: VariantOpt = "base",
         force: ForceOpt = False,
-        json_out: Annotated[bool, Opt("--json", help="Machine-readable output.")] = False,
+        json_out: JsonOpt = False,
     ) -> None:
         """Render, then build with the engine at DOCKER_HOST (Docker, or Podman's Docker API socket)."""
         import tempfile

@@ -7,7 +7,7 @@ import typer
 
 from envkit import console
 from envkit.cli.examples import example
-from envkit.cli.options import ForceOpt
+from envkit.cli.options import ForceOpt, JsonOpt
 
 
 def render(
@@ -66,7 +66,7 @@ def render(
         "1.30"
     ),
     force: ForceOpt = False,
-    json_out: Annotated[bool, typer.Option("--json", help="Print the result as one JSON document.")] = False,
+    json_out: JsonOpt = False,
 ) -> None:
     """Write a kustomize base: a smoke Job per node, an AscendJob / Volcano Job / PyTorchJob or a vLLM Ascend server.
 

@@ -7,7 +7,7 @@ import typer
 
 from envkit import console
 from envkit.cli.examples import example
-from envkit.cli.options import ForceOpt
+from envkit.cli.options import ForceOpt, JsonOpt
 
 
 def render(
@@ -18,7 +18,7 @@ def render(
     lock: Annotated[Path, typer.Option("--lock", help="The lock whose stack.chip picks the rank-table version.")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Folder to write the launch set into (nothing is written elsewhere).")],
     force: ForceOpt = False,
-    json_out: Annotated[bool, typer.Option("--json", help="Print the result as one JSON document.")] = False,
+    json_out: JsonOpt = False,
 ) -> None:
     """Write rank_table.json (+ schema) and per host accelerate_config.yaml, hccl_env.sh and torchrun.sh.
 
@@ -37,7 +37,7 @@ def render(
 
 def codes(
     log: Annotated[Path, typer.Argument(help="A log file (CANN plog, training stdout) to scan for HCCL EI codes.")],
-    json_out: Annotated[bool, typer.Option("--json", help="Print the findings as one JSON document.")] = False,
+    json_out: JsonOpt = False,
 ) -> None:
     """Find HCCL error codes (EI0001 ... EI0019) in a log and print each one's cause, fix and source.
 
@@ -72,9 +72,7 @@ def profile(
     extra_vars: Annotated[
         list[str], typer.Option("--extra-vars", "-e", help="Passed to ansible-playbook (e.g. envkit_collectives_ifname=eth0).")
     ] = [],  # noqa: B006
-    json_out: Annotated[
-        bool, typer.Option("--json", help="Print the merged profile and the hosts' rows as one JSON document.")
-    ] = False,
+    json_out: JsonOpt = False,
 ) -> None:
     """Run the collective profile on every host of the inventory at once (Ansible), one rendezvous; merge the hosts' profiles.
 

@@ -8,6 +8,7 @@ import typer
 
 from envkit import console
 from envkit.cli.examples import example
+from envkit.cli.options import JsonOpt
 from envkit.errors import EXIT_FAILED, BadInput
 
 Opt = typer.Option
@@ -103,7 +104,7 @@ def register(app: typer.Typer) -> None:
     app.add_typer(matrix_app, name="matrix")
 
     @matrix_app.command("check", epilog=example("envkit matrix check --json"))
-    def check_cmd(json_out: Annotated[bool, Opt("--json", help="Machine-readable output.")] = False) -> None:
+    def check_cmd(json_out: JsonOpt = False) -> None:
         """Prove the matrix consistent: references resolve, no duplicates, sorted, every row sourced."""
         from envkit.matrix import check_matrix, load_matrix
 
@@ -148,7 +149,7 @@ def register(app: typer.Typer) -> None:
     def show_cmd(
         component: Annotated[str, typer.Argument(help=f"One of: {', '.join(COMPONENTS)}.")],
         sources: Annotated[bool, Opt("--sources", help="Add the source and confidence columns.")] = False,
-        json_out: Annotated[bool, Opt("--json", help="Machine-readable output.")] = False,
+        json_out: JsonOpt = False,
     ) -> None:
         """Print one part of the matrix as a table."""
         from rich.table import Table

@@ -10,3 +10,6 @@ ForceOpt = Annotated[
     bool,
     typer.Option("--force", help="Write into a folder holding files envkit did not write (kept: never replaced nor deleted)."),
 ]
+
+# every command's --json: one JSON document on stdout (keys sorted, `envkit.console.emit_json`) instead of the text
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print the result as one JSON document on stdout (machine-readable).")]

@@ -7,6 +7,7 @@ import typer
 
 from envkit import console
 from envkit.cli.examples import example
+from envkit.cli.options import JsonOpt
 
 
 def _progress(ev: dict) -> None:
@@ -62,7 +63,7 @@ def provision(
     out: Annotated[
         Path, typer.Option("--out", help="Work folder: vars.yml, events.jsonl, ansible.log and reports/<host>/.")
     ] = Path("envkit-provision"),
-    json_out: Annotated[bool, typer.Option("--json", help="Print the summary as one JSON document.")] = False,
+    json_out: JsonOpt = False,
 ) -> None:
     """Provision Ascend hosts from a lock: driver, firmware, CANN, Python stack, smoke.
 

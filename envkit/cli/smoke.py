@@ -7,6 +7,7 @@ import typer
 
 from envkit import console
 from envkit.cli.examples import example
+from envkit.cli.options import JsonOpt
 
 
 def register(app: typer.Typer) -> None:
@@ -35,7 +36,7 @@ def register(app: typer.Typer) -> None:
                 "--out", help="Where to write report.json and logits.safetensors (default: ./envkit-smoke-DEVICE-DTYPE)."
             ),
         ] = None,
-        json_out: Annotated[bool, typer.Option("--json", help="Print the report as one JSON document.")] = False,
+        json_out: JsonOpt = False,
         nproc: Annotated[
             int, typer.Option("--nproc", help="With N > 1, also run all_reduce and all_gather across N local processes.")
         ] = 1,
@@ -118,7 +119,7 @@ def register(app: typer.Typer) -> None:
                 "--thresholds", help="A thresholds YAML file, fixed before the runs (default: envkit's, per dtype pair)."
             ),
         ] = None,
-        json_out: Annotated[bool, typer.Option("--json", help="Print the comparison as one JSON document.")] = False,
+        json_out: JsonOpt = False,
         html: Annotated[
             Optional[Path], typer.Option("--html", help="Also write a self-contained HTML page with a per-layer chart.")
         ] = None,

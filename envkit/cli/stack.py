@@ -41,9 +41,8 @@ RESOLVE_OPTIONS = {
         ("--workload",),
         "Complete the frameworks of a workload: serving (vllm-ascend, vLLM, triton-ascend) or training-mindspeed (MindSpeed).",
     ),
-    "json_out": (("--json",), "Machine-readable output."),
 }
-VALIDATE_HELP = {"file": "A stack file or a lock.", "json_out": "Machine-readable output."}
+VALIDATE_HELP = {"file": "A stack file or a lock."}
 
 
 def _flag(key: str) -> str:
@@ -56,8 +55,33 @@ def _pins_cli(**opts: Optional[str]) -> tuple[dict[str, str], dict[str, str]]:
     return values, where
 
 
+def _plain_valid(report, title: str) -> list[str] | None:  # noqa: ANN001 - a valid ValidationReport
+    """The lines rich prints for a valid report (`console.print_plain` writes them without rich where it prints them
+    the same), or None where the table is not plain ASCII cells rich lays out as here (at most the 200 columns a
+    pipe gets)."""
+    import re
+
+    from envkit.stackkeys import ALL_KEYS
+
+    lines = [f"{title}: valid"]
+    if report.stack:
+        rows = [("key", "version")] + [(k, str(report.stack[k])) for k in ALL_KEYS if k in report.stack]
+        if not all(cell.isascii() and cell.isprintable() and re.fullmatch(r"[^\[\]:]*", cell) for row in rows for cell in row):
+            return None
+        w0, w1 = (max(len(r[i]) for r in rows) for i in (0, 1))
+        if w0 + w1 + 2 > 200:
+            return None
+        lines += [f"{a:<{w0}}  {b:<{w1}}" for a, b in rows]
+    lines += [f"hint: {hint}" for hint in report.hints]
+    return lines
+
+
 def render_report(report, title: str) -> None:  # noqa: ANN001 - ValidationReport
     """Human form of a ValidationReport."""
+    if report.valid:
+        lines = _plain_valid(report, title)
+        if lines is not None and console.print_plain(lines):
+            return
     out = console.out
     if report.valid:
         out.print(f"{title}: valid", markup=False)
@@ -114,7 +138,6 @@ def resolve(
     file: Optional[Path], output: Path, json_out: bool, pins: dict[str, Optional[str]], workload: Optional[str] = None
 ) -> int:
     """Complete a (partial) stack into the best valid full stack and write the lock."""
-    from envkit.fsutil import atomic_write_text
     from envkit.locking import derive
     from envkit.locktext import lock_text, plain
     from envkit.matrix import load_matrix
@@ -150,6 +173,8 @@ def resolve(
     if str(output) == "-":
         sys.stdout.write(text)
         return 0
+    from envkit.fsutil import atomic_write_text  # a lock to stdout needs none of it (dataclasses, tempfile: start-up)
+
     atomic_write_text(output, text)
     if json_out:
         console.emit_json(
@@ -173,11 +198,12 @@ def resolve(
 
 def validate(file: Path, json_out: bool) -> int:
     """Check a stack file or a lock: exit 0 valid, 1 invalid (with the chain of facts), 2 bad input."""
-    from envkit.validation import validate_file
+    from envkit.locktext import plain
+    from envkit.validation import judge_file
 
-    report = validate_file(file)
+    report = judge_file(file)  # the pydantic report, or its plain record for a lock that holds: one dump
     if json_out:
-        console.emit_json(report.model_dump(mode="json"))
+        console.emit_json(plain(report))
     else:
         render_report(report, str(file))
     return 0 if report.valid else EXIT_FAILED
@@ -202,6 +228,7 @@ def register(app) -> None:  # noqa: ANN001 - a typer.Typer
     import typer
 
     from envkit.cli.examples import example
+    from envkit.cli.options import JsonOpt
 
     def _exit(code: int) -> None:
         if code:
@@ -222,7 +249,7 @@ def register(app) -> None:  # noqa: ANN001 - a typer.Typer
     params += [
         opt("output", Path("envkit.lock"), Path, *RESOLVE_OPTIONS["output"][0], help=RESOLVE_OPTIONS["output"][1]),
         opt("workload", None, Optional[str], *RESOLVE_OPTIONS["workload"][0], help=RESOLVE_OPTIONS["workload"][1]),
-        opt("json_out", False, bool, *RESOLVE_OPTIONS["json_out"][0], help=RESOLVE_OPTIONS["json_out"][1]),
+        inspect.Parameter("json_out", inspect.Parameter.KEYWORD_ONLY, annotation=JsonOpt, default=False),
     ]
     resolve_cmd.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
     app.command(
@@ -232,7 +259,7 @@ def register(app) -> None:  # noqa: ANN001 - a typer.Typer
 
     def validate_cmd(
         file: Path = typer.Argument(..., help=VALIDATE_HELP["file"]),
-        json_out: bool = typer.Option(False, "--json", help=VALIDATE_HELP["json_out"]),
+        json_out: JsonOpt = False,
     ) -> None:
         _exit(run_validate(file=file, json_out=json_out))
 

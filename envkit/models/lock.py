@@ -1,12 +1,23 @@
 """The lock (envkit.lock): one validated stack and everything the later jobs need from it."""
 
-import fnmatch
-import re
 from typing import Annotated, ClassVar, Literal
 
 from pydantic import AfterValidator, Field, model_validator
 
 from envkit.models.base import OmitsAbsent, StrictModel
+from envkit.models.rules import (
+    artifact_names_match,
+    file_is_the_package,
+    https_only,
+    mirror_prefix,
+    urls_follow_the_policy,
+)
+from envkit.models.rules import (
+    is_mirrored as is_mirrored,  # re-exported: the rule's old home
+)
+from envkit.models.rules import (
+    mirror_refusal as mirror_refusal,
+)
 from envkit.models.safe import (
     AbsPath,
     EnvKey,
@@ -50,39 +61,12 @@ class RunFile(StrictModel):
     flags: list[Flag] = Field(max_length=32)
 
 
-def _https(value: str) -> str:
-    if not value.startswith("https://"):
-        raise ValueError(f"{value[:80]!r} is not an https URL (a vendor download is https only)")
-    return value
-
-
-def is_mirrored(url: str, mirrors: list[str]) -> bool:
-    """Whether `url` may be fetched: https, or http/file under a mirror prefix the user asked for, its path decoded
-    as a server or the file system decodes it (no `..`, `..%2f`, `%2e%2e`, `%252e%252e%252f`, backslash or NUL that
-    could climb out of it: `envkit.urlpath`)."""
-    return mirror_refusal(url, mirrors) is None
-
-
-def mirror_refusal(url: str, mirrors: list[str]) -> str | None:
-    """Why `url` may not be fetched (None: it may): see `is_mirrored`."""
-    from envkit.urlpath import under
-
-    if url.startswith("https://"):
-        return None
-    try:
-        if any(under(url, m) for m in mirrors):
-            return None
-    except ValueError as exc:
-        return f"is refused: {exc}"
-    return "is neither https nor under a mirror the closure records"
-
-
 class ZipEdition(StrictModel):
     """The vendor's signed `.zip` edition that holds the `.run` installer."""
 
     file: PlainName
     sha256: Sha256
-    url: Annotated[Url, AfterValidator(_https)]
+    url: Annotated[Url, AfterValidator(https_only)]
     source: Text
 
 
@@ -94,13 +78,8 @@ class Artifact(StrictModel):
     zip: ZipEdition | None = None
     firmware_version: Version | None = None
 
-    @model_validator(mode="after")
-    def _names_match(self) -> "Artifact":
-        if self.run.file is not None and not fnmatch.fnmatchcase(self.run.file, self.run.pattern):
-            raise ValueError(f"run.file {self.run.file!r} does not match its pattern {self.run.pattern!r}")
-        if self.zip is not None and not self.zip.file.endswith(".zip"):
-            raise ValueError(f"zip.file {self.zip.file!r} is not a .zip")
-        return self
+    # the model rules are plain functions (envkit.models.rules): the lock's plain reader calls the same ones
+    _names_match = model_validator(mode="after")(artifact_names_match)
 
     package_version: Version | None = Field(
         None, description="driver/firmware: the version as the installed version.info writes it (e.g. 25.0.rc1.1)"
@@ -174,30 +153,7 @@ class ClosurePackage(OmitsAbsent):
     # absent unless set: a closure from an index that publishes every sha256 dumps exactly as before
     dump_drop_none: ClassVar[frozenset[str]] = frozenset({"sha256_from", "built"})
 
-    @model_validator(mode="after")
-    def _file_is_the_package(self) -> "ClosurePackage":
-        """The file must be a wheel or sdist of this very project (no other file can hide behind a name)."""
-        stem = self.filename.lower()
-        if not (stem.endswith(".whl") or stem.endswith(".tar.gz") or stem.endswith(".zip")):
-            raise ValueError(f"filename {self.filename!r} is not a wheel or an sdist")
-        project = re.sub(r"[-_.]+", "-", self.filename.split("-", 1)[0]).lower()
-        if project != self.name:
-            raise ValueError(f"filename {self.filename!r} is not a file of {self.name!r}")
-        return self
-
-
-def _mirror_prefix(value: str) -> str:
-    """A mirror is an http:// origin or a file:// folder, written with its closing `/` (so that
-    `http://127.0.0.1:80/` does not cover `http://127.0.0.1:8000/`)."""
-    if not value.startswith(("http://", "file:///")) or not value.endswith("/") or value.count("/") < 3:
-        raise ValueError(f"mirror {value[:80]!r} is not an http:// origin or a file:/// folder ending in /")
-    from envkit.urlpath import decoded_path
-
-    try:
-        decoded_path(value)
-    except ValueError as exc:
-        raise ValueError(f"mirror {value[:80]!r} is refused: {exc}") from None
-    return value
+    _file_is_the_package = model_validator(mode="after")(file_is_the_package)
 
 
 class PythonClosure(StrictModel):
@@ -211,30 +167,14 @@ class PythonClosure(StrictModel):
     excluded: list[ProjectName] = Field([], description="projects left out on purpose, with what only they need (e.g. torch)")
     resolver: Text = Field(description="the tool and version that resolved it, e.g. uv 0.13.9")
     packages: list[ClosurePackage] = Field(max_length=5000, description="sorted by name")
-    mirrors: list[Annotated[Url, AfterValidator(_mirror_prefix)]] = Field(
+    mirrors: list[Annotated[Url, AfterValidator(mirror_prefix)]] = Field(
         [],
         max_length=16,
         description="http:/file: URL prefixes the user gave as sources (`envkit lock --index-url` ...): the only places "
         "an http or file URL of this closure may point to; everything else is https",
     )
 
-    @model_validator(mode="after")
-    def _urls_follow_the_policy(self) -> "PythonClosure":
-        """https, or http/file under a recorded mirror: an edited URL cannot point at a plain-text host or a local
-        file nobody asked for."""
-        urls = [("index_url", self.index_url)] + [("extra_index_urls", u) for u in self.extra_index_urls]
-        urls += [("find_links", u) for u in self.find_links if "://" in u]
-        urls += [(f"packages.{p.name}.url", p.url) for p in self.packages]
-        for where, url in urls:
-            refusal = mirror_refusal(url, self.mirrors)
-            if refusal is not None:
-                raise ValueError(
-                    f"{where}: {url[:120]!r} {refusal} "
-                    f"(mirrors: {', '.join(self.mirrors) or 'none'}); http: and file: sources must be "
-                    "given to `envkit lock` explicitly (--index-url, --extra-index-url, --find-links, "
-                    "--torch-index-url)"
-                )
-        return self
+    _urls_follow_the_policy = model_validator(mode="after")(urls_follow_the_policy)
 
 
 class PythonSection(StrictModel):

@@ -10,6 +10,8 @@ from typing import Annotated
 
 from pydantic import AfterValidator, Field
 
+from envkit.models.rules import no_template
+
 # a file name: no directory part, no `..`, no control characters, no shell or Jinja metacharacters
 PLAIN_NAME = r"^[A-Za-z0-9][A-Za-z0-9._+~-]{0,254}$"
 PlainName = Annotated[str, Field(pattern=PLAIN_NAME, max_length=255)]
@@ -56,13 +58,8 @@ EnvValue = Annotated[str, Field(pattern=r"^[A-Za-z0-9_./:,+=@${}-]{0,4096}$")]
 
 
 # one line of printable text (sources, notes, the command that made a lock): no control characters, no Jinja
-def _no_template(value: str) -> str:
-    if any(mark in value for mark in ("{{", "{%", "{#")):
-        raise ValueError("template markup ({{ }}, {% %}, {# #}) is not allowed in data")
-    return value
-
-
-Text = Annotated[str, Field(pattern=r"^[^\x00-\x1f\x7f]{0,4000}$", max_length=4000), AfterValidator(_no_template)]
+# (envkit.models.rules.no_template: a plain function, so that the lock's plain reader calls the same rule)
+Text = Annotated[str, Field(pattern=r"^[^\x00-\x1f\x7f]{0,4000}$", max_length=4000), AfterValidator(no_template)]
 # a size in bytes: at most 64 GiB (a wheel or an installer larger than that is not ours)
 MAX_FILE_SIZE = 64 << 30
 Size = Annotated[int, Field(ge=0, le=MAX_FILE_SIZE)]

@@ -32,6 +32,7 @@ from envkit.resolve.search import _CONSTRAINT_CACHE, WORKLOADS, Chosen, Resoluti
 
 if TYPE_CHECKING:
     from envkit.models.report import ValidationReport
+    from envkit.report_records import ValidationReport as ValidReport
 
 # What other modules and tests import from `envkit.resolve` (`_CONSTRAINT_CACHE`: the determinism test clears it).
 __all__ = [
@@ -44,25 +45,45 @@ __all__ = [
     "hints_for",
     "pins_from_mapping",
     "solve",
+    "valid_report",
+    "valid_resolution",
     "validate_pins",
     "validate_stack",
 ]
+
+
+def valid_resolution(lm: LoadedMatrix, pins: dict[str, Pin], workload: str | None = None) -> Resolution | None:
+    """The best full stack of pins that make a valid one (no pin with a problem of its own, and a solution), or None
+    (`validate_pins` then explains why). No pydantic: the start-up path of `envkit validate`."""
+    from envkit.resolve.explain import pin_checks
+
+    if pin_checks(lm, pins):
+        return None
+    return solve(lm, pins, framework_keys(pins, workload))
+
+
+def valid_report(lm: LoadedMatrix, pins: dict[str, Pin], res: Resolution) -> ValidReport:
+    """The report of a valid stack (`res`: its `valid_resolution`) as a plain record (`envkit.report_records`)."""
+    from envkit.report_records import ValidationReport as ValidReport
+
+    given = {k: p.given for k, p in pins.items()}
+    return ValidReport(valid=True, input=given, stack=res.stack, hints=hints_for(lm, res.stack, pins))
 
 
 def validate_pins(lm: LoadedMatrix, pins: dict[str, Pin], workload: str | None = None) -> ValidationReport:
     """Valid with the resolved stack and its hints, or invalid with every conflict and the nearest valid stacks.
     `workload` (serving, training-mindspeed) brings its optional keys into play. The report models and the
     explanation load here: a resolve that succeeds needs neither."""
+    from envkit.locktext import plain
     from envkit.models.report import ValidationReport
-    from envkit.resolve.explain import explain, pin_checks
+    from envkit.resolve.explain import explain
     from envkit.resolve.hints import suggest
 
+    res = valid_resolution(lm, pins, workload)
+    if res is not None:
+        return ValidationReport.model_validate(plain(valid_report(lm, pins, res)))
     given = {k: p.given for k, p in pins.items()}
     extra = framework_keys(pins, workload)
-    pre = pin_checks(lm, pins)
-    res = solve(lm, pins, extra) if not pre else None
-    if res is not None:
-        return ValidationReport(valid=True, input=given, stack=res.stack, hints=hints_for(lm, res.stack, pins))
     conflicts = explain(lm, pins, extra=extra)
     return ValidationReport(valid=False, input=given, conflicts=conflicts, suggestions=suggest(lm, pins, conflicts, extra=extra))
 

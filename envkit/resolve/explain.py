@@ -7,11 +7,11 @@ pins that records why each domain shrank. Pure: no I/O.
 from __future__ import annotations
 
 import itertools
+from typing import TYPE_CHECKING
 
 from envkit import versions
 from envkit.constraints import Constraint, RuleConstraint
 from envkit.matrix import LoadedMatrix
-from envkit.models.report import Conflict, Fact
 from envkit.resolve.pins import CHANGE_COST, Pin
 from envkit.resolve.search import (
     SEARCH_ORDER,
@@ -24,6 +24,12 @@ from envkit.resolve.search import (
 )
 from envkit.verdict import Verdict
 
+if TYPE_CHECKING:
+    from envkit.models.report import Conflict, Fact
+
+# The report models (pydantic) load where a conflict is built, not with this module: `pin_checks` of a stack that
+# has none, `envkit validate`'s fast path, builds nothing.
+
 
 def _minimal_core(lm: LoadedMatrix, pins: dict[str, Pin], extra: tuple[str, ...] = ()) -> dict[str, Pin]:
     core = dict(pins)
@@ -35,12 +41,16 @@ def _minimal_core(lm: LoadedMatrix, pins: dict[str, Pin], extra: tuple[str, ...]
 
 
 def _fact_of_pin(pin: Pin) -> Fact:
+    from envkit.models.report import Fact
+
     shown = pin.given if pin.given == pin.value else f"{pin.given} (= {pin.value})"
     verb = "you pinned" if pin.origin == "declared" else "observed"
     return Fact(fact=f"{verb} {pin.key} = {shown}", rule="input", source=pin.where or "input", kind=pin.origin)
 
 
 def _stmt_fact(s: Verdict) -> Fact:
+    from envkit.models.report import Fact
+
     return Fact(fact=s.message, rule=s.rule, source=s.source, kind="derived", confidence=s.confidence)
 
 
@@ -51,6 +61,8 @@ def _fmt_values(values: list[str], limit: int = 6) -> str:
 
 
 def _explain_core(lm: LoadedMatrix, core: dict[str, Pin], extra: tuple[str, ...] = ()) -> Conflict:
+    from envkit.models.report import Conflict, Fact
+
     base = initial_domains(lm, {}, False, extra)
     constraints = in_play(pass_constraints(lm), base)
     # the free domains, after pruning that holds regardless of the pins
@@ -193,6 +205,8 @@ class _Fmt(dict[str, str]):
 
 
 def _one_pin(pin: Pin, summary: str, fact: Fact) -> Conflict:
+    from envkit.models.report import Conflict
+
     return Conflict(summary=summary, pins=[pin.key], chain=[_fact_of_pin(pin), fact])
 
 
@@ -201,6 +215,8 @@ def pin_checks(lm: LoadedMatrix, pins: dict[str, Pin]) -> list[Conflict]:
     out = []
     torch = pins.get("torch")
     if torch and torch.local and (torch.local.startswith("cu") or torch.local.startswith("rocm")):
+        from envkit.models.report import Fact
+
         out.append(
             _one_pin(
                 torch,
@@ -248,6 +264,8 @@ def _patch_firmware(lm: LoadedMatrix, pins: dict[str, Pin]) -> Conflict | None:
     fw_version = row.firmware_version if row is not None else fw.given  # an HDK release, or the firmware's Version=
     if not fw_version or versions.in_any_range(fw_version, versions.parse_ranges(patch.compatible_firmware)):
         return None
+    from envkit.models.report import Conflict
+
     return Conflict(
         summary=f"driver {drv.given} (a patch of HDK {drv.value}) allows firmware {patch.compatible_firmware}, "
         f"not {fw_version}: 'driver and firmware packages do not match'",

@@ -8,12 +8,12 @@ from __future__ import annotations
 import difflib
 import itertools
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from envkit import versions
 from envkit.errors import BadInput, Where, shown
 from envkit.matrix import LoadedMatrix
+from envkit.records import Value
 from envkit.stackkeys import ALL_KEYS
 
 # Which pin to give up first when suggesting a change (hardware last).
@@ -48,14 +48,25 @@ class _Release(Protocol):
     def version(self) -> str: ...
 
 
-@dataclass(frozen=True)
-class Pin:
+class Pin(Value):
+    """A pinned key: `value` its canonical spelling in the matrix, `given` what the user wrote, `where` it was said
+    ("stack.yaml:3", "--torch", "observed: /usr/local/Ascend/driver/version.info"), `local` torch's local label
+    (+cpu / +cu124)."""
+
+    __slots__ = ("key", "value", "given", "where", "origin", "local")
+    _fields = __slots__
     key: str
-    value: str  # canonical spelling in the matrix
-    given: str  # what the user wrote
-    where: str  # "stack.yaml:3", "--torch", "observed: /usr/local/Ascend/driver/version.info"
-    origin: PinOrigin = "declared"
-    local: str | None = None  # torch local label (+cpu / +cu124)
+    value: str
+    given: str
+    where: str
+    origin: PinOrigin
+    local: str | None
+
+    def __init__(
+        self, key: str, value: str, given: str, where: str, origin: PinOrigin = "declared", local: str | None = None
+    ) -> None:
+        for name, item in zip(self._fields, (key, value, given, where, origin, local), strict=True):
+            object.__setattr__(self, name, item)
 
 
 def _nearest(value: str, known: list[str], n: int = 5) -> list[str]:

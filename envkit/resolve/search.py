@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TypeVar
 
 from envkit import versions
@@ -27,6 +26,7 @@ from envkit.matrix_records import (
     TritonAscendRelease,
     VllmAscendRelease,
 )
+from envkit.records import Record
 from envkit.resolve.pins import Pin, torch_versions, vllm_versions
 from envkit.stackkeys import FRAMEWORK_KEYS
 
@@ -250,10 +250,24 @@ def propagate(by_key: dict[str, list[Constraint]], dom: dict[str, list[str]], st
     return dom
 
 
-@dataclass(frozen=True)
-class Chosen:
-    """The matrix rows of a resolved stack: what deriving its lock reads (`envkit.locking`), with no second lookup."""
+class Chosen(Record):
+    """The matrix rows of a resolved stack: what deriving its lock reads (`envkit.locking`), with no second lookup.
+    `torch_build`: torch's CPU build for the arch (`torch_builds`); None: no row."""
 
+    __slots__ = (
+        "chip",
+        "arch",
+        "os",
+        "driver",
+        "firmware",
+        "cann",
+        "torch_npu",
+        "torch_build",
+        "vllm_ascend",
+        "triton_ascend",
+        "mindspeed",
+    )
+    _fields = __slots__
     chip: Chip
     arch: Arch
     os: OperatingSystem
@@ -261,10 +275,29 @@ class Chosen:
     firmware: HdkRelease
     cann: CannRelease
     torch_npu: TorchNpuRelease
-    torch_build: TorchBuild | None  # torch's CPU build for the arch (`torch_builds`); None: no row
+    torch_build: TorchBuild | None
     vllm_ascend: VllmAscendRelease | None
     triton_ascend: TritonAscendRelease | None
     mindspeed: MindSpeedRelease | None
+
+    def __init__(
+        self,
+        *,
+        chip: Chip,
+        arch: Arch,
+        os: OperatingSystem,
+        driver: HdkRelease,
+        firmware: HdkRelease,
+        cann: CannRelease,
+        torch_npu: TorchNpuRelease,
+        torch_build: TorchBuild | None,
+        vllm_ascend: VllmAscendRelease | None,
+        triton_ascend: TritonAscendRelease | None,
+        mindspeed: MindSpeedRelease | None,
+    ) -> None:
+        values = (chip, arch, os, driver, firmware, cann, torch_npu, torch_build, vllm_ascend, triton_ascend, mindspeed)
+        for name, value in zip(self._fields, values, strict=True):
+            object.__setattr__(self, name, value)
 
 
 def chosen(lm: LoadedMatrix, stack: Assignment) -> Chosen:
@@ -289,7 +322,6 @@ def chosen(lm: LoadedMatrix, stack: Assignment) -> Chosen:
     )
 
 
-@dataclass
 class Resolution:
     """A resolved stack, the passes that found it, the pins it keeps and the matrix rows it chose."""
 
@@ -298,6 +330,30 @@ class Resolution:
     validated_hdk: bool
     pins: dict[str, Pin]
     rows: Chosen
+
+    def __init__(self, stack: Assignment, validated_cann: bool, validated_hdk: bool, pins: dict[str, Pin], rows: Chosen) -> None:
+        self.stack = stack
+        self.validated_cann = validated_cann
+        self.validated_hdk = validated_hdk
+        self.pins = pins
+        self.rows = rows
+
+    def _values(self) -> tuple[object, ...]:
+        return (self.stack, self.validated_cann, self.validated_hdk, self.pins, self.rows)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        assert isinstance(other, Resolution)
+        return self._values() == other._values()
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return (
+            f"Resolution(stack={self.stack!r}, validated_cann={self.validated_cann!r}, "
+            f"validated_hdk={self.validated_hdk!r}, pins={self.pins!r}, rows={self.rows!r})"
+        )
 
 
 def solve(lm: LoadedMatrix, pins: dict[str, Pin], extra: tuple[str, ...] | None = None) -> Resolution | None:

@@ -95,3 +95,33 @@ def test_digest_changes_with_content(tmp_path, lm):
     p = folder / "platform.yaml"
     p.write_text(p.read_text() + "\n# a comment\n")
     assert load_matrix_from(folder).digest != lm.digest
+
+
+def test_every_section_of_sourced_rows_is_checked_for_its_source(lm):
+    """`check_matrix` finds the sections of sourced rows from the generated Matrix record, not from a list kept by
+    hand: they are the pydantic Matrix model's lists of `Sourced` rows (but `images`, checked on its own terms)."""
+    import typing
+
+    from envkit.matrix import sourced_sections
+    from envkit.models.base import Sourced
+    from envkit.models.matrix import Matrix
+    from envkit.records import replace
+    from tests.core.conftest import edited_matrix
+
+    from_model = [
+        name
+        for name, info in Matrix.model_fields.items()
+        if typing.get_origin(info.annotation) is list
+        and issubclass(typing.get_args(info.annotation)[0], Sourced)
+        and name != "images"
+    ]
+    assert list(sourced_sections()) == from_model
+    assert {"chips", "hdk", "cann", "torch_npu", "installers", "cann_layouts", "mindspeed"} <= set(from_model)
+    for section in sourced_sections():
+        rows = getattr(lm.model, section)
+        if not rows:
+            continue
+        broken = edited_matrix(lm, **{section: [replace(rows[0], source=" "), *rows[1:]]})
+        found = [p for p in check_matrix(broken) if p.message == "row without a source"]
+        assert [p.section for p in found] == [section], section
+        assert found[0].row != "?", section

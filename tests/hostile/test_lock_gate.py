@@ -137,13 +137,13 @@ def test_the_remembered_derivations_are_capped(monkeypatch):
     from envkit import locking
 
     calls: list[str] = []
-    monkeypatch.setattr(locking, "derive_lock", lambda lm, lock, where: calls.append(lock.stack.model_dump()["chip"]))
+    monkeypatch.setattr(locking, "derive_lock", lambda lm, lock, where: calls.append(lock.stack["chip"]))
     monkeypatch.setattr(locking, "_DERIVED", {})
     monkeypatch.setattr(locking, "_DERIVED_MAX", 2)
     lm = SimpleNamespace(digest="sha256:" + "0" * 64)
 
-    def lock(chip: str) -> SimpleNamespace:
-        return SimpleNamespace(stack=SimpleNamespace(model_dump=lambda: {"chip": chip}))
+    def lock(chip: str) -> SimpleNamespace:  # a lock's stack as `plain` dumps it (a model's or a record's)
+        return SimpleNamespace(stack={"chip": chip})
 
     for chip in ("a", "b", "a", "b"):  # at the cap: both remembered
         locking._derived(lm, lock(chip), "x.lock")
