@@ -236,3 +236,71 @@ def test_the_heads_mirror_serves_only_the_files_it_verified(tmp_path):
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+def test_each_host_tries_its_own_mirrors_in_its_own_order(tmp_path):
+    """fetch.yml on two hosts whose mirror lists differ ([rack1's, global] and [rack2's, global], the shape a fan-out
+    head and its members have too): each tries its own first. (A bare URL as the include's loop item let Ansible
+    run the includes of equal items once for all hosts, in the order they first appeared: rack2's host tried the
+    global mirror before its own.)"""
+    from envkit.executor.ansible import parse_lines, playbook_env
+
+    ap = Path(sys.executable).parent / "ansible-playbook"
+    if not ap.exists():
+        pytest.skip("ansible-playbook not installed beside this interpreter")
+    p1, p2, p3 = (_free_port() for _ in range(3))  # nothing listens: each try is refused at once
+    inv = tmp_path / "hosts.ini"
+    inv.write_text(
+        f"[rack1]\na ansible_connection=local\n[rack2]\nb ansible_connection=local\n"
+        f"[all:vars]\nansible_python_interpreter={sys.executable}\n"
+    )
+    play = tmp_path / "play.yml"
+    play.write_text(
+        yaml.safe_dump(
+            [
+                {
+                    "hosts": "all",
+                    "gather_facts": False,
+                    "tasks": [
+                        {
+                            "ansible.builtin.include_role": {"name": "envkit_preflight", "tasks_from": "fetch.yml"},
+                            "vars": {
+                                "envkit_preflight_fetch_files": [{"path": "vendor/x.run", "sha256": "0" * 64}],
+                                "envkit_preflight_fetch_dest": str(tmp_path / "{{ inventory_hostname }}"),
+                                "envkit_preflight_fetch_attempts": 1,
+                            },
+                        }
+                    ],
+                }
+            ]
+        )
+    )
+    (tmp_path / "v.yml").write_text(
+        dump_vars(
+            {
+                "envkit_preflight_bundle_group_urls": [
+                    {"group": "rack1", "url": f"http://127.0.0.1:{p1}"},
+                    {"group": "rack2", "url": f"http://127.0.0.1:{p2}"},
+                ],
+                "envkit_preflight_bundle_urls": [f"http://127.0.0.1:{p3}"],
+            },
+            "test",
+        )
+    )
+    p = subprocess.run(
+        [str(ap), "-i", str(inv), "-e", f"@{tmp_path / 'v.yml'}", str(play)],
+        env=playbook_env(ROOT / "playbooks"),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    failed = {
+        ev["host"]: str(ev.get("msg"))
+        for ev in parse_lines(p.stdout.splitlines())
+        if ev.get("event") == "result" and ev.get("status") == "failed"
+    }
+    assert set(failed) == {"a", "b"}, p.stdout[-3000:] + p.stderr[-2000:]
+    for host, own in (("a", p1), ("b", p2)):
+        tried = failed[host].split(": ", 1)[1]  # "Could not fetch ... from M1, M2: M1: why; M2: why"
+        first, second = f"http://127.0.0.1:{own}: ", f"http://127.0.0.1:{p3}: "
+        assert first in tried and second in tried and tried.index(first) < tried.index(second), (host, failed[host])
