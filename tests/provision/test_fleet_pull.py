@@ -6,7 +6,10 @@ earlier module installed (the fixture installers' files, the venv, the staged fi
 whole bundle: converge from the mirror (no artifact from the controller: no copy task runs, no wheels archive is
 made; the mirror sent each node exactly the files it installs), then a no-op. The next two make each node want the
 driver alone again (an older version.info, the staged file removed): a byte flipped on the mirror is refused on
-every node before use -> a mirror that drips is stopped at the deadline and the next mirror serves.
+every node before use -> a mirror that drips is stopped at the deadline and the next mirror serves. The last two
+are fan-out (`--fan-out`): node1 heads the fleet's one group; the mirror sends the bundle once (to node1), node2 and
+node3 fetch from node1, and a byte flipped in node1's copy after its mirror checked it is refused by both, which
+fetch from the mirror instead.
 """
 
 from __future__ import annotations
