@@ -401,6 +401,124 @@ def pull_vars(plan: PullPlan | None) -> dict[str, Any]:
     }
 
 
+# --- fan-out: the first host of each group serves its group ---------------------------------------------
+FANOUT_PORT = 8931  # a group head's mirror listens there on its fleet address (ansible_host)
+# a head's name becomes an Ansible host pattern (the play that stops the mirrors): no pattern character
+_PLAIN_HOST = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,252}$")
+
+
+@dataclass(frozen=True)
+class FanOutGroup:
+    group: str
+    head: str
+    bind: str  # the head's fleet address (ansible_host): its mirror listens there
+    url: str  # the head's mirror, as its group's hosts reach it
+    members: tuple[str, ...]  # the group's other hosts: they try the head first
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"group": self.group, "head": self.head, "url": self.url, "members": list(self.members)}
+
+
+@dataclass(frozen=True)
+class FanOut:
+    """Tree distribution: the mirrors send one copy per group (to its head), each head one per other host of its
+    group (they try the head first, then their mirrors)."""
+
+    groups: tuple[FanOutGroup, ...]
+    port: int = FANOUT_PORT
+
+    @property
+    def heads(self) -> dict[str, FanOutGroup]:
+        return {g.head: g for g in self.groups}
+
+    def mirror_of(self, host: str) -> str | None:
+        """The head URL a host tries first (None: a head, or a host outside the plan)."""
+        return next((g.url for g in self.groups if host in g.members), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"port": self.port, "groups": [g.to_dict() for g in self.groups]}
+
+
+def _url_host(address: str) -> str:
+    return f"[{address}]" if ":" in address else address
+
+
+def plan_fan_out(
+    groups: dict[str, list[str]], addresses: dict[str, str], mirrors: tuple[Mirror, ...], port: int = FANOUT_PORT
+) -> FanOut:
+    """Who heads which group. `groups`: each inventory group's own hosts in inventory order (`ansible-inventory`,
+    `--limit` applied). A host belongs to one fan-out group: the first group with a `--bundle-url GROUP=URL` that
+    lists it (in the order given), else the first of its groups by name (`ungrouped` for a host in none). The
+    group's head is its first host; its mirror is http://ADDRESS:PORT (ADDRESS: the head's ansible_host), a URL held
+    to the rules of --bundle-url. BadInput: a head name that is not a plain host name, an address no URL can hold."""
+    named = [m.group for m in mirrors if m.group is not None]
+    order = [g for g in named if g in groups] + sorted(g for g in groups if g not in named and g != "all")
+    hosts_of: dict[str, list[str]] = {}
+    seen: set[str] = set()
+    for g in order:
+        for h in groups[g]:
+            if h not in seen:
+                seen.add(h)
+                hosts_of.setdefault(g, []).append(h)
+    out = []
+    for g in order:
+        hosts = hosts_of.get(g)
+        if not hosts:
+            continue
+        head = hosts[0]
+        if not _PLAIN_HOST.match(head):
+            raise BadInput(
+                f"--fan-out: the head of group {g[:80]!r}, host {head[:80]!r}, is not a plain host name",
+                hint="Host names of letters, digits and _ . - only (they become an Ansible host pattern), "
+                "or put another host first in the group.",
+            )
+        address = addresses.get(head, head)
+        try:
+            url = parse_mirror(f"http://{_url_host(address)}:{port}").url
+        except BadInput:
+            raise BadInput(
+                f"--fan-out: host {head} (head of group {g[:80]}) has ansible_host {address[:80]!r}, which no URL can hold",
+                hint="Set ansible_host to the head's IP address or DNS name on the fleet's network.",
+            ) from None
+        out.append(FanOutGroup(group=g, head=head, bind=address, url=url, members=tuple(hosts[1:])))
+    return FanOut(groups=tuple(out), port=port)
+
+
+def fan_out_vars(fan: FanOut | None, plan: PullPlan | None, staged: list[Staged], requirements_sha256: str) -> dict[str, Any]:
+    """The fan-out vars: the heads (where each listens), each other host's head URL, and every file of the bundle a
+    head fetches and serves (its path in the bundle, sha256, and the role whose folder stages it)."""
+    if fan is None or plan is None:
+        return {}
+    files: list[dict[str, str]] = [
+        {
+            "path": f"{plan.vendor}/{s.src}",
+            "sha256": s.sha256,
+            "role": "hdk" if s.component in ("driver", "firmware") else "cann",
+            "name": s.src,
+        }
+        for s in staged
+    ]
+    files += [{"path": p, "sha256": h, "role": "python", "name": p.rsplit("/", 1)[-1]} for p, h in plan.wheels]
+    if plan.requirements:
+        files.append({"path": plan.requirements, "sha256": requirements_sha256, "role": "python", "name": "requirements.txt"})
+    return {
+        "envkit_preflight_fanout_heads": {
+            g.head: {"group": g.group, "bind": g.bind, "port": fan.port, "url": g.url} for g in fan.groups
+        },
+        "envkit_preflight_fanout_members": {m: g.url for g in fan.groups for m in g.members},
+        "envkit_preflight_fanout_files": files,
+    }
+
+
+def format_fan_out(fan: FanOut) -> list[str]:
+    """One line per group: its head, the head's mirror and the hosts it serves."""
+    lines = ["fan-out (group: head -> the hosts it serves):"]
+    for g in fan.groups:
+        served = ", ".join(g.members[:8]) + (f" and {len(g.members) - 8} more" if len(g.members) > 8 else "")
+        lines.append(f"  {g.group}: {g.head} ({g.url}) -> {served or 'no other host'}")
+    return lines
+
+
 # --- the vars file ------------------------------------------------------------------------------
 def _hdk_details(lock: Lock) -> dict[str, dict[str, Any]]:
     """package_version (as version.info writes it), firmware Version and compatible range, from the lock."""
@@ -449,6 +567,7 @@ def render_vars(
     wheels_archive: Path | None = None,
     accept_edited: bool = False,
     pull: PullPlan | None = None,
+    fan_out: FanOut | None = None,
 ) -> dict[str, Any]:
     """The vars file: everything the roles need from the lock and the bundle, role-prefixed (`accept_edited`: the
     hosts' `envkit smoke` reads the lock with --accept-edited-lock, as this run did; `pull`: the hosts fetch the
@@ -521,6 +640,7 @@ def render_vars(
         "envkit_smoke_lock_sha1": hashlib.sha1(Path(lock_path).read_bytes()).hexdigest(),  # noqa: S324 - as the copy module
         "envkit_smoke_accept_edited_lock": accept_edited,
         **pull_vars(pull),
+        **fan_out_vars(fan_out, pull, staged, req_sha),
     }
 
 
@@ -631,6 +751,7 @@ class ProvisionRequest:
     forks: int | None = None
     extra_vars: tuple[str, ...] = ()
     bundle_urls: tuple[str, ...] = ()  # --bundle-url URL | GROUP=URL: pull mode (the hosts fetch from these mirrors)
+    fan_out: bool = False  # --fan-out: the first host of each group serves its group (needs bundle_urls)
     lock_check: LockCheck = SCHEMA_ONLY  # what the lock is held to after its schema (the CLI: the matrix's gate)
 
 
@@ -641,6 +762,25 @@ class ProvisionResult:
     reports: Path
     logs: tuple[Path, Path]  # events.jsonl, ansible.log
     returncode: int
+    fan_out: FanOut | None = None
+
+
+def check_fan_out(req: ProvisionRequest) -> None:
+    """--fan-out's own rules, before anything is read: it needs --bundle-url, and no --serial (a group's head must
+    serve before, and while, its group fetches: every head and its group in one batch)."""
+    if not req.fan_out:
+        return
+    if not req.bundle_urls:
+        raise BadInput(
+            "--fan-out needs --bundle-url: the group heads fetch the bundle from a mirror",
+            hint="Serve the bundle inside the air gap (envkit bundle serve DIR --bind ADDR) and add --bundle-url http://ADDR:PORT.",
+        )
+    if req.serial is not None:
+        raise BadInput(
+            "--fan-out with --serial: a group's hosts fetch from their head while the play runs, so every head and "
+            "its group must be in the same batch",
+            hint="Drop --serial, or roll out group by group with --limit GROUP --fan-out.",
+        )
 
 
 def run(req: ProvisionRequest, on_event: Callable[[dict[str, Any]], None] | None = None) -> ProvisionResult:
@@ -667,11 +807,20 @@ def run(req: ProvisionRequest, on_event: Callable[[dict[str, Any]], None] | None
     inv_path = Path(req.inventory)
     if "," not in req.inventory and not inv_path.exists():
         raise BadInput(f"-i {req.inventory}: no such inventory", hint="Give an inventory file or a comma-separated host list.")
+    check_fan_out(req)
     mirrors = parse_mirrors(req.bundle_urls)
     lock = read_lock(req.lock, req.lock_check)
     paths = locate_bundle(req.bundle, req.artifacts, req.wheels)
     staged_files = stage_artifacts(lock, paths.vendor)
     pull = plan_pull(req.bundle, paths, mirrors, staged_files) if mirrors else None
+    fan = None
+    if req.fan_out:
+        from envkit.executor.ansible import inventory_groups, playbook_env
+
+        groups, addresses = inventory_groups(
+            str(inv_path.resolve()) if inv_path.exists() else req.inventory, playbook_env(data_dir("playbooks")), req.limit
+        )
+        fan = plan_fan_out(groups, addresses, mirrors)
     out = req.out.resolve()
     inputs = [req.lock, inv_path if inv_path.exists() else None, req.bundle, paths.vendor, paths.wheels, paths.requirements]
     claim = claim_output(out, PROVISION, inputs=inputs)  # an earlier run's folder, or a new one: nothing else
@@ -701,6 +850,7 @@ def run(req: ProvisionRequest, on_event: Callable[[dict[str, Any]], None] | None
         wheels_archive=archive,
         accept_edited=req.lock_check.accept_edited,
         pull=pull,
+        fan_out=fan,
     )
     vars_file = out / "vars.yml"
     before.text("vars.yml", dump_vars(variables, f"envkit provision --lock {req.lock}"))
@@ -744,4 +894,6 @@ def run(req: ProvisionRequest, on_event: Callable[[dict[str, Any]], None] | None
     if not summary.complete and not summary.hosts:
         tail = "\n".join(result.stderr.strip().splitlines()[-15:])
         raise CannotRun(f"ansible-playbook exited {result.returncode} before running any host", hint=(tail or f"see {logs[1]}"))
-    return ProvisionResult(summary=summary, vars_file=vars_file, reports=reports, logs=logs, returncode=result.returncode)
+    return ProvisionResult(
+        summary=summary, vars_file=vars_file, reports=reports, logs=logs, returncode=result.returncode, fan_out=fan
+    )

@@ -50,6 +50,14 @@ def provision(
             "their group's mirrors, then the others, in order.",
         ),
     ] = None,
+    fan_out: Annotated[
+        bool,
+        typer.Option(
+            "--fan-out",
+            help="With --bundle-url: the first host of each inventory group fetches the bundle, verifies it and serves "
+            "it to the rest of its group, which try it first (then the mirrors).",
+        ),
+    ] = False,
     check: Annotated[bool, typer.Option("--check", help="Print the plan per host; change nothing.")] = False,
     limit: Annotated[Optional[str], typer.Option("--limit", help="Only these hosts (an Ansible pattern).")] = None,
     serial: Annotated[
@@ -71,7 +79,7 @@ def provision(
     """
     from envkit.cli import lock_check
     from envkit.errors import CheckFailed
-    from envkit.provision import ProvisionRequest, format_plan, format_table, format_warnings, run
+    from envkit.provision import ProvisionRequest, format_fan_out, format_plan, format_table, format_warnings, run
 
     req = ProvisionRequest(
         inventory=inventory,
@@ -86,6 +94,7 @@ def provision(
         forks=forks,
         extra_vars=tuple(extra_vars or ()),
         bundle_urls=tuple(bundle_url or ()),
+        fan_out=fan_out,
         lock_check=lock_check(ctx),
     )
     if not json_out:
@@ -95,8 +104,12 @@ def provision(
     if json_out:
         data = summary.to_dict()
         data.update({"vars_file": str(result.vars_file), "reports": str(result.reports), "ansible_returncode": result.returncode})
+        if result.fan_out is not None:
+            data["fan_out"] = result.fan_out.to_dict()
         console.emit_json(data)
         raise typer.Exit(summary.exit_code)
+    if result.fan_out is not None:
+        console.out.print("\n".join(format_fan_out(result.fan_out)), markup=False)
     if check:
         console.out.print("\n".join(format_plan(summary)), markup=False)
         console.out.print("", markup=False)
@@ -122,5 +135,6 @@ def register(app: typer.Typer) -> None:
             "envkit provision -i hosts.ini --lock envkit.lock --bundle bundle/ --serial 2",
             "envkit provision -i hosts.ini --lock envkit.lock --bundle bundle/ --bundle-url rack1=http://10.0.1.5:8080 "
             "--bundle-url http://10.0.0.5:8080",
+            "envkit provision -i hosts.ini --lock envkit.lock --bundle bundle/ --bundle-url http://10.0.0.5:8080 --fan-out",
         ),
     )(provision)

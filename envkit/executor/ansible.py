@@ -84,6 +84,42 @@ def playbook_env(playbooks_dir: Path, base: dict[str, str] | None = None) -> dic
     return env
 
 
+def inventory_groups(
+    inventory: str, env: dict[str, str], limit: str | None = None, timeout: int = 120
+) -> tuple[dict[str, list[str]], dict[str, str]]:
+    """The inventory as Ansible reads it (`ansible-inventory --list`, any inventory source, `--limit` applied):
+    each group's own hosts (not its children's) in inventory order, and each host's `ansible_host` (its name when
+    unset). CannotRun when ansible-inventory fails or answers something else than its JSON."""
+    exe = Path(ansible_playbook_path()).with_name("ansible-inventory")
+    argv = [str(exe), "-i", inventory, "--list", *(["--limit", limit] if limit else [])]
+    try:
+        p = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=timeout, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise CannotRun(f"ansible-inventory -i {inventory}: {exc}") from None
+    try:
+        data = json.loads(p.stdout) if p.returncode == 0 else None
+    except ValueError:
+        data = None
+    if not isinstance(data, dict):
+        tail = "\n".join(p.stderr.strip().splitlines()[-5:])
+        raise CannotRun(f"ansible-inventory -i {inventory} exited {p.returncode}", hint=tail or "Check the inventory.")
+    hostvars = data.get("_meta", {}).get("hostvars", {}) if isinstance(data.get("_meta"), dict) else {}
+    groups: dict[str, list[str]] = {}
+    for name, group in data.items():
+        if name in ("_meta", "all") or not isinstance(group, dict):
+            continue
+        hosts = group.get("hosts")
+        if isinstance(hosts, list) and hosts:
+            groups[str(name)] = [str(h) for h in hosts]
+    addresses = {}
+    for hosts in groups.values():
+        for h in hosts:
+            hv = hostvars.get(h) if isinstance(hostvars, dict) else None
+            address = hv.get("ansible_host") if isinstance(hv, dict) else None
+            addresses[h] = str(address) if isinstance(address, (str, int)) and str(address) else h
+    return groups, addresses
+
+
 @dataclass
 class RunResult:
     returncode: int
