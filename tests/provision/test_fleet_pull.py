@@ -166,8 +166,8 @@ def test_a_dripping_group_mirror_is_stopped_at_the_deadline_then_the_next_serves
             f"ascend={drip.url}",  # the fleet's inventory group: its mirror is tried first
             "--bundle-url",
             mirror.url,
-            "-e",
-            "envkit_preflight_fetch_deadline=6",
+            "-e",  # each mirror's try is bounded, the good one's too: room for a loaded 2-core CI machine
+            "envkit_preflight_fetch_deadline=20",
             "-e",
             "envkit_preflight_fetch_attempts=1",
         )
