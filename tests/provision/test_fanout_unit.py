@@ -32,12 +32,13 @@ from envkit.provision import (
     render_vars,
     stage_artifacts,
 )
-from tests.airgap.mirror import seal
-from tests.provision.fleet import resolve_lock, sha256, write_vendor
+from tests.provision import test_pull_unit
+from tests.provision.fleet import sha256
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVER = ROOT / "playbooks" / "roles" / "envkit_preflight" / "files" / "fanout_serve.py"
 PREFLIGHT_VARS = ROOT / "playbooks" / "roles" / "envkit_preflight" / "vars" / "main.yml"
+lock, bundle = test_pull_unit.lock, test_pull_unit.bundle  # fixtures: the pull tests' small verified bundle, its lock
 
 GROUPS = {"rack2": ["n4", "n5"], "rack1": ["n1", "n2", "n3"], "gpu": ["n3", "n6"], "ungrouped": ["solo"]}
 ADDR = {"n1": "10.0.1.1", "n2": "10.0.1.2", "n4": "fd00::4", "gpu": "x", "n3": "10.0.1.3", "solo": "solo.example"}
@@ -80,22 +81,6 @@ def test_fan_out_needs_bundle_urls_and_no_serial(tmp_path):
         check_fan_out(ProvisionRequest(**base, fan_out=True, bundle_urls=("http://m",), serial=2))
     check_fan_out(ProvisionRequest(**base, fan_out=True, bundle_urls=("http://m",)))
     check_fan_out(ProvisionRequest(**base, serial=2))
-
-
-@pytest.fixture
-def lock(tmp_path_factory):
-    return resolve_lock(tmp_path_factory.mktemp("lock") / "fan.lock", "--cann", "8.3.RC1")
-
-
-@pytest.fixture
-def bundle(tmp_path, lock) -> Path:
-    root = tmp_path / "bundle"
-    write_vendor(lock, root / "vendor")
-    w = root / "wheels"
-    w.mkdir()
-    (w / "six-1.17.0-py2.py3-none-any.whl").write_bytes(b"not really a wheel")
-    (w / "requirements.txt").write_text(f"six==1.17.0 --hash=sha256:{sha256(w / 'six-1.17.0-py2.py3-none-any.whl')}\n")
-    return seal(root)
 
 
 def test_fan_out_vars_list_every_file_of_the_bundle_with_its_role(bundle, lock):
