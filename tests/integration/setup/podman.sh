@@ -78,10 +78,17 @@ if [ -z "${ENVKIT_NO_EMULATION:-}" ]; then
 fi
 
 SOCK="$W/podman.sock"
+# a service left by an earlier set-up whose folder has since been removed cannot start containers: replaced
+old_pid=$(cat "$W/podman-service.pid" 2>/dev/null || true)
+case "$( [ -n "$old_pid" ] && readlink "/proc/$old_pid/cwd" 2>/dev/null)" in
+  *" (deleted)") log "restarting the API service (its folder is gone)"; kill "$old_pid"; sleep 1 ;;
+esac
 if ! { [ -S "$SOCK" ] && curl -fsS --unix-socket "$SOCK" http://d/_ping >/dev/null 2>&1; }; then
   rm -f "$SOCK"
-  nohup env CONTAINERS_CONF="$CONTAINERS_CONF" podman system service --time=0 "unix://$SOCK" \
-    > "$W/podman-service.log" 2>&1 < /dev/null &
+  # started from the work dir: conmon works in the service's folder, and the caller's (a CI clone) may be removed
+  # while the service lives on ("[conmon:e] Failed to get working directory", containers then fail to start)
+  (cd "$W" && exec nohup env CONTAINERS_CONF="$CONTAINERS_CONF" podman system service --time=0 "unix://$SOCK" \
+    > "$W/podman-service.log" 2>&1 < /dev/null) &
   echo $! > "$W/podman-service.pid"
   for _ in $(seq 50); do [ -S "$SOCK" ] && break; sleep 0.1; done
 fi
