@@ -30,24 +30,30 @@ def fleet(tmp_path_factory):
 def run_local_playbook(
     ansible_playbook: Path | str, play: Path, *extra: str, env: dict[str, str], timeout: int
 ) -> subprocess.CompletedProcess:
-    """`ansible-playbook` of `play` on localhost (local connection, this interpreter), `extra` before the play."""
-    return subprocess.run(
-        [
-            str(ansible_playbook),
-            "-i",
-            "localhost,",
-            "-c",
-            "local",
-            "-e",
-            f"ansible_python_interpreter={sys.executable}",
-            *extra,
-            str(play),
-        ],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+    """`ansible-playbook` of `play` on localhost (local connection, this interpreter), `extra` before the play.
+
+    Its temp folder is one of its own, removed after: a module run that an async deadline stops leaves its
+    `ansible_<module>_payload_*` folder behind (in /tmp, where no test may leave anything)."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="envkit-ansible-tmp-") as tmp:
+        return subprocess.run(
+            [
+                str(ansible_playbook),
+                "-i",
+                "localhost,",
+                "-c",
+                "local",
+                "-e",
+                f"ansible_python_interpreter={sys.executable}",
+                *extra,
+                str(play),
+            ],
+            env={**env, "TMPDIR": tmp},
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
 
 
 def run_probe(ansible_playbook: Path | str, tmp_path: Path, probe_args: dict, timeout: int) -> subprocess.CompletedProcess:
