@@ -56,30 +56,29 @@ def run_local_playbook(
         )
 
 
+def write_play(path: Path, tasks: list[dict], **play: object) -> Path:
+    """A playbook of one play on every host of the inventory, without fact gathering: `tasks`, and `play`'s keys."""
+    path.write_text(yaml.safe_dump([{"hosts": "all", "gather_facts": False, **play, "tasks": tasks}]))
+    return path
+
+
 def run_probe(ansible_playbook: Path | str, tmp_path: Path, probe_args: dict, timeout: int) -> subprocess.CompletedProcess:
     """The real envkit_probe module with `probe_args` through Ansible on localhost; its result in tmp_path/result.json."""
     from envkit.executor.ansible import playbook_env
 
     play = tmp_path / "probe.yml"
-    play.write_text(
-        yaml.safe_dump(
-            [
-                {
-                    "hosts": "all",
-                    "gather_facts": False,
-                    "tasks": [
-                        {"envkit_probe": probe_args, "register": "r"},
-                        {
-                            "ansible.builtin.copy": {
-                                "content": "{{ r | to_json }}",
-                                "dest": str(tmp_path / "result.json"),
-                                "mode": "0600",
-                            }
-                        },
-                    ],
+    write_play(
+        play,
+        [
+            {"envkit_probe": probe_args, "register": "r"},
+            {
+                "ansible.builtin.copy": {
+                    "content": "{{ r | to_json }}",
+                    "dest": str(tmp_path / "result.json"),
+                    "mode": "0600",
                 }
-            ]
-        )
+            },
+        ],
     )
     env = {**playbook_env(PLAYBOOKS), "ANSIBLE_LIBRARY": str(PROBE.parent), "ANSIBLE_STDOUT_CALLBACK": "default"}
     return run_local_playbook(ansible_playbook, play, env=env, timeout=timeout)

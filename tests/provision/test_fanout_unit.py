@@ -15,7 +15,6 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-import yaml
 
 from envkit.errors import BadInput
 from envkit.executor.ansible import dump_vars
@@ -33,6 +32,7 @@ from envkit.provision import (
     stage_artifacts,
 )
 from tests.provision import test_pull_unit
+from tests.provision.conftest import write_play
 from tests.provision.fleet import sha256
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -109,32 +109,25 @@ def test_fan_out_vars_list_every_file_of_the_bundle_with_its_role(bundle, lock):
 def test_each_host_tries_its_head_then_its_mirrors(tmp_path):
     """envkit_preflight's mirror list, evaluated by Ansible: a member tries its head first, a head its mirrors."""
     from envkit.executor.ansible import playbook_env
-    from tests.provision.conftest import run_local_playbook
+    from tests.provision.conftest import run_local_playbook, write_play
 
     ap = Path(sys.executable).parent / "ansible-playbook"
     if not ap.exists():
         pytest.skip("ansible-playbook not installed beside this interpreter")
     play = tmp_path / "play.yml"
-    play.write_text(
-        yaml.safe_dump(
-            [
-                {
-                    "hosts": "all",
-                    "gather_facts": False,
-                    "vars_files": [str(PREFLIGHT_VARS), str(PREFLIGHT_VARS.parents[1] / "defaults" / "main.yml")],
-                    "tasks": [
-                        {
-                            "ansible.builtin.copy": {
-                                "content": "{{ {'mirrors': envkit_preflight_mirrors, 'head': envkit_preflight_fanout_head,"
-                                " 'bad': envkit_preflight_bad_mirrors} | to_json }}",
-                                "dest": str(tmp_path / "out.json"),
-                                "mode": "0600",
-                            }
-                        }
-                    ],
+    write_play(
+        play,
+        [
+            {
+                "ansible.builtin.copy": {
+                    "content": "{{ {'mirrors': envkit_preflight_mirrors, 'head': envkit_preflight_fanout_head,"
+                    " 'bad': envkit_preflight_bad_mirrors} | to_json }}",
+                    "dest": str(tmp_path / "out.json"),
+                    "mode": "0600",
                 }
-            ]
-        )
+            }
+        ],
+        vars_files=[str(PREFLIGHT_VARS), str(PREFLIGHT_VARS.parents[1] / "defaults" / "main.yml")],
     )
     head = {"group": "g", "bind": "10.0.0.1", "port": 8931, "url": "http://10.0.0.1:8931"}
     for members, heads, want in (
@@ -240,25 +233,18 @@ def test_each_host_tries_its_own_mirrors_in_its_own_order(tmp_path):
         f"[all:vars]\nansible_python_interpreter={sys.executable}\n"
     )
     play = tmp_path / "play.yml"
-    play.write_text(
-        yaml.safe_dump(
-            [
-                {
-                    "hosts": "all",
-                    "gather_facts": False,
-                    "tasks": [
-                        {
-                            "ansible.builtin.include_role": {"name": "envkit_preflight", "tasks_from": "fetch.yml"},
-                            "vars": {
-                                "envkit_preflight_fetch_files": [{"path": "vendor/x.run", "sha256": "0" * 64}],
-                                "envkit_preflight_fetch_dest": str(tmp_path / "{{ inventory_hostname }}"),
-                                "envkit_preflight_fetch_attempts": 1,
-                            },
-                        }
-                    ],
-                }
-            ]
-        )
+    write_play(
+        play,
+        [
+            {
+                "ansible.builtin.include_role": {"name": "envkit_preflight", "tasks_from": "fetch.yml"},
+                "vars": {
+                    "envkit_preflight_fetch_files": [{"path": "vendor/x.run", "sha256": "0" * 64}],
+                    "envkit_preflight_fetch_dest": str(tmp_path / "{{ inventory_hostname }}"),
+                    "envkit_preflight_fetch_attempts": 1,
+                },
+            }
+        ],
     )
     (tmp_path / "v.yml").write_text(
         dump_vars(

@@ -12,12 +12,11 @@ import time
 from pathlib import Path
 
 import pytest
-import yaml
 
 from envkit.airgap.serve import ServeRequest, open_mirror
 from envkit.executor.ansible import dump_vars, playbook_env
 from tests.airgap.mirror import seal
-from tests.provision.conftest import run_local_playbook
+from tests.provision.conftest import run_local_playbook, write_play
 from tests.provision.mirrors import Drip
 
 PLAYBOOKS = Path(__file__).resolve().parents[2] / "playbooks"
@@ -63,21 +62,14 @@ def fetch(tmp_path: Path, files: list[dict], urls: list[str], **settings) -> tup
     dest = tmp_path / "dest"
     dest.mkdir(exist_ok=True)
     play = tmp_path / "play.yml"
-    play.write_text(
-        yaml.safe_dump(
-            [
-                {
-                    "hosts": "all",
-                    "gather_facts": False,
-                    "tasks": [
-                        {
-                            "ansible.builtin.include_role": {"name": "envkit_preflight", "tasks_from": "fetch.yml"},
-                            "vars": {"envkit_preflight_fetch_dest": str(dest)},
-                        }
-                    ],
-                }
-            ]
-        )
+    write_play(
+        play,
+        [
+            {
+                "ansible.builtin.include_role": {"name": "envkit_preflight", "tasks_from": "fetch.yml"},
+                "vars": {"envkit_preflight_fetch_dest": str(dest)},
+            }
+        ],
     )
     variables = {
         "envkit_preflight_bundle_urls": urls,

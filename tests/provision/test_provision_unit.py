@@ -26,7 +26,7 @@ from envkit.provision import (
     stage_artifacts,
     summarize_provision,
 )
-from tests.provision.conftest import run_local_playbook, run_probe
+from tests.provision.conftest import run_local_playbook, run_probe, write_play
 from tests.provision.fleet import resolve_lock, sha256, with_fixture_zip_hashes, write_vendor
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -651,25 +651,18 @@ def test_jinja_in_a_lock_value_is_never_evaluated_by_ansible(tmp_path):
         pytest.skip("ansible-playbook not installed beside this interpreter")
     (tmp_path / "vars.yml").write_text(text)
     play = tmp_path / "play.yml"
-    play.write_text(
-        yaml.safe_dump(
-            [
-                {
-                    "hosts": "all",
-                    "gather_facts": False,
-                    "tasks": [
-                        {
-                            "ansible.builtin.copy": {
-                                "dest": str(tmp_path / "out.txt"),
-                                "mode": "0600",
-                                "content": "{{ envkit_hdk_driver.version }}|{{ envkit_hdk_driver.flags[0] }}|{{ envkit_cann_set_env }}|"
-                                "{{ envkit_python_cann_env.X }}|{{ envkit_python_lock_python == '3.10' }}|{{ envkit_python_cann_env.LONG }}",
-                            }
-                        },
-                    ],
+    write_play(
+        play,
+        [
+            {
+                "ansible.builtin.copy": {
+                    "dest": str(tmp_path / "out.txt"),
+                    "mode": "0600",
+                    "content": "{{ envkit_hdk_driver.version }}|{{ envkit_hdk_driver.flags[0] }}|{{ envkit_cann_set_env }}|"
+                    "{{ envkit_python_cann_env.X }}|{{ envkit_python_lock_python == '3.10' }}|{{ envkit_python_cann_env.LONG }}",
                 }
-            ]
-        )
+            },
+        ],
     )
     p = run_local_playbook(ansible, play, "-e", f"@{tmp_path / 'vars.yml'}", env=playbook_env(PLAYBOOKS), timeout=120)
     assert p.returncode == 0, p.stdout + p.stderr

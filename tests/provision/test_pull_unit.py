@@ -107,32 +107,25 @@ def test_the_roles_refuse_what_envkit_refuses(url):
 def test_the_roles_check_urls_as_envkit_does(tmp_path):
     """envkit_preflight's own check, evaluated by Ansible: it refuses exactly the URLs envkit refuses (of these)."""
     from envkit.executor.ansible import playbook_env
-    from tests.provision.conftest import run_local_playbook
+    from tests.provision.conftest import run_local_playbook, write_play
 
     ap = Path(sys.executable).parent / "ansible-playbook"
     if not ap.exists():
         pytest.skip("ansible-playbook not installed beside this interpreter")
     urls = [parse_mirror(v).url for v, _ in GOOD] + [v for v, _ in BAD if v]
     play = tmp_path / "play.yml"
-    play.write_text(
-        yaml.safe_dump(
-            [
-                {
-                    "hosts": "all",
-                    "gather_facts": False,
-                    "vars_files": [str(PREFLIGHT_VARS)],
-                    "tasks": [
-                        {
-                            "ansible.builtin.copy": {
-                                "content": "{{ envkit_preflight_bad_mirrors | to_json }}",
-                                "dest": str(tmp_path / "bad.json"),
-                                "mode": "0600",
-                            }
-                        }
-                    ],
+    write_play(
+        play,
+        [
+            {
+                "ansible.builtin.copy": {
+                    "content": "{{ envkit_preflight_bad_mirrors | to_json }}",
+                    "dest": str(tmp_path / "bad.json"),
+                    "mode": "0600",
                 }
-            ]
-        )
+            }
+        ],
+        vars_files=[str(PREFLIGHT_VARS)],
     )
     # as envkit writes its vars (a value with a `{` tagged !unsafe: the lookup below is data, never run)
     (tmp_path / "urls.yml").write_text(dump_vars({"envkit_preflight_mirrors": urls}, "test"))
