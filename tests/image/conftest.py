@@ -80,26 +80,31 @@ def golden_inputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[P
     return out
 
 
-def _pip(*args: str) -> None:
+def run_pip(*args: str) -> None:
     subprocess.run([sys.executable, "-m", "pip", *args], check=True, capture_output=True, text=True)
 
 
 def wheelhouse(cache: Path, reqs: list[str], platforms: list[str], python: str = "3.11") -> list[Path]:
-    """The wheels of `reqs`' closure for `python` on `platforms` (pip `--platform` arguments), as pip picks them from
-    the cached folder `cache` alone: the cache keeps every wheel an earlier run downloaded (older releases, a former
-    envkit's dependencies), and only the picked ones go into a build. What the cache lacks is downloaded into it first.
-    """
+    """The wheels of envkit and `reqs`, with their closure for `python` on `platforms` (pip `--platform` arguments),
+    as pip picks them from the cached folder `cache` alone: the cache keeps every wheel an earlier run downloaded
+    (older releases, a former envkit's dependencies), and only the picked ones go into a build. envkit's own wheel
+    (it goes into the image: smoke and doctor run inside) is built afresh into the cache each time; what else the
+    cache lacks is downloaded into it first."""
     import json
     import tempfile
     from urllib.parse import unquote, urlparse
 
     cache.mkdir(parents=True, exist_ok=True)
+    for old in cache.glob("envkit-*.whl"):
+        old.unlink()
+    run_pip("wheel", "--no-deps", "-q", "-w", str(cache), str(ROOT))
+    reqs = [*reqs, *map(str, cache.glob("envkit-*.whl"))]
     where = ["--only-binary=:all:", "--python-version", python, *platforms]
 
     def pick() -> list[Path]:
         with tempfile.TemporaryDirectory() as t:
             report = Path(t) / "report.json"
-            _pip(
+            run_pip(
                 "--isolated", "install", "-q", "--dry-run", "--ignore-installed", "--report", str(report), "--no-index",
                 "--find-links", str(cache), *where, "--target", str(Path(t) / "target"), *reqs,
             )  # fmt: skip
@@ -111,7 +116,7 @@ def wheelhouse(cache: Path, reqs: list[str], platforms: list[str], python: str =
     try:
         return pick()
     except subprocess.CalledProcessError:
-        _pip("download", "-q", *where, "-d", str(cache), *reqs)
+        run_pip("download", "-q", *where, "-d", str(cache), *reqs)
         return pick()
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from .conftest import ROOT, _pip, fixture_installers, resolve_lock, wheelhouse
+from .conftest import fixture_installers, resolve_lock, run_pip, wheelhouse
 
 pytestmark = [pytest.mark.podman, pytest.mark.root, pytest.mark.slow]
 
@@ -45,7 +45,7 @@ if _skip_reason():
 
 
 def _download(dest: Path, *reqs: str, deps: bool = True) -> None:
-    _pip(
+    run_pip(
         "download",
         "-q",
         "--only-binary=:all:",
@@ -73,16 +73,10 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> dict:
     lock_path = resolve_lock(["--chip", "910b", "--arch", "x86_64", "--python", "3.11", "--torch", "2.9.0"], d / "resolved.lock")
     lock = yaml.safe_load(lock_path.read_text())
     wheels = WORK / "wheelhouse-py311"
-    wheels.mkdir(parents=True, exist_ok=True)
-    # envkit itself goes into the image (smoke and doctor run inside); rebuilt each session
-    for old in wheels.glob("envkit-*.whl"):
-        old.unlink()
-    _pip("wheel", "--no-deps", "-q", "-w", str(wheels), str(ROOT))
-    envkit_whl = [str(w) for w in wheels.glob("envkit-*.whl")]
     cann = [r for r in lock["python"]["cann_runtime"]]
     want = [f"torch=={TORCH}", f"torch-npu=={TORCH_NPU}", f"numpy=={lock['stack']['numpy']}", *EXTRA, *cann]
     # the closure pip picks from the cached wheelhouse (downloaded into it the first time)
-    all_wheels = wheelhouse(wheels, [*want, *envkit_whl], PLATFORMS)
+    all_wheels = wheelhouse(wheels, want, PLATFORMS)
     got = {}
     for w in all_wheels:
         name, ver = w.name.split("-")[:2]
