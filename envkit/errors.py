@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from envkit.records import Value
+
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_BAD_INPUT = 2
@@ -17,11 +19,12 @@ EXIT_INTERRUPTED = 130
 
 # Plain classes, not dataclasses: `dataclasses` imports `inspect` (with ast, dis, tokenize), some 15-25 ms that every
 # command paid at start-up, `envkit resolve` and `envkit validate` included (issue 26). They keep what @dataclass gave
-# them: the same constructor, repr, equality, and (Where) frozen and hashable.
-class Where:
+# them: the same constructor, repr, equality, and (Where, a frozen record of envkit.records) frozen and hashable.
+class Where(Value):
     """Where a problem is: a file, a line (1-based) and a dotted key, each optional."""
 
     __slots__ = ("file", "line", "key")
+    _fields = ("file", "line", "key")
     file: str | None
     line: int | None
     key: str | None
@@ -30,29 +33,6 @@ class Where:
         object.__setattr__(self, "file", file)
         object.__setattr__(self, "line", line)
         object.__setattr__(self, "key", key)
-
-    def __setattr__(self, name: str, value: object) -> None:
-        raise AttributeError(f"cannot assign to field {name!r}")
-
-    def __delattr__(self, name: str) -> None:
-        raise AttributeError(f"cannot delete field {name!r}")
-
-    def _astuple(self) -> tuple[str | None, int | None, str | None]:
-        return (self.file, self.line, self.key)
-
-    def __eq__(self, other: object) -> bool:
-        if other.__class__ is not self.__class__:
-            return NotImplemented
-        return self._astuple() == other._astuple()
-
-    def __hash__(self) -> int:
-        return hash(self._astuple())
-
-    def __repr__(self) -> str:
-        return f"Where(file={self.file!r}, line={self.line!r}, key={self.key!r})"
-
-    def __reduce__(self) -> tuple[object, ...]:
-        return (Where, self._astuple())
 
     def __str__(self) -> str:
         parts = []
