@@ -647,34 +647,54 @@ def render_vars(
 # the preflight's check (playbooks/roles/envkit_preflight/tasks/main.yml): its success message is the list of warnings
 PREFLIGHT_CHECK = "Preflight | Check architecture, OS family, NPU, disk space, kernel headers and dkms (and report warnings)"
 NO_WARNING = "All assertions passed"  # ansible's assert says this where the preflight has no warning
+# a host on which no role has anything to do: its warnings, hccn_tool state and recorded verdict in one message
+UNCHANGED_REPORT = "Preflight | Report an unchanged host"
 
 
 def on_provision_result(row: HostRow, task: str, ev: dict[str, Any]) -> None:
     """What provision's own tasks report back: the plan (check mode), the preflight's warnings and hccn_tool state
-    (checked here by the fleet layer), the smoke role's verdict with its reports."""
+    (checked here by the fleet layer), the smoke role's verdict with its reports; a host on which nothing changes
+    reports all three in one task (the preflight's UNCHANGED_REPORT) and ends its play there."""
     from envkit.executor.ansible import msg_list
 
+    msg = ev.get("msg")
     if task.endswith("| Report plan"):
-        row.plan.extend(msg_list(ev.get("msg")))
+        row.plan.extend(msg_list(msg))
     if task.endswith(PREFLIGHT_CHECK):
-        row.warnings.extend(w for w in msg_list(ev.get("msg")) if w != NO_WARNING and w not in row.warnings)
-    if task.endswith("Preflight | Report network") and isinstance(ev.get("msg"), dict):
-        from envkit.fleet.hccn import check_net, finding_dict, net_from_probe_facts, net_verdict
+        _warnings(row, msg_list(msg))
+    if task.endswith("Preflight | Report network") and isinstance(msg, dict):
+        _network(row, msg)
+    if task.endswith("Smoke | Report verdict") and isinstance(msg, dict):
+        _verdict(row, msg)
+    if task.endswith(UNCHANGED_REPORT) and isinstance(msg, dict):
+        _warnings(row, msg_list(msg.get("warnings")))
+        if isinstance(msg.get("network"), dict) and msg["network"]:
+            _network(row, msg["network"])
+        if "smoke" in msg:
+            _verdict(row, msg)
 
-        found = check_net(net_from_probe_facts(ev["msg"]), host=row.host)
-        row.net, row.net_findings = net_verdict(found), [finding_dict(f) for f in found]
-    if task.endswith("Smoke | Report verdict"):
-        msg = ev.get("msg")
-        if isinstance(msg, dict):
-            row.smoke = str(msg.get("smoke", row.smoke)).strip()
-            row.doctor = str(msg.get("doctor", row.doctor)).strip()
-            reports = msg.get("reports")
-            if isinstance(reports, dict):
-                row.reports = {
-                    str(k): str(v)
-                    for k, v in reports.items()
-                    if re.fullmatch(r"[a-z]+\.json", str(k)) and isinstance(v, str) and v.strip()
-                }
+
+def _warnings(row: HostRow, warnings: list[str]) -> None:
+    row.warnings.extend(w for w in warnings if w != NO_WARNING and w not in row.warnings)
+
+
+def _network(row: HostRow, hccn: dict[str, Any]) -> None:
+    from envkit.fleet.hccn import check_net, finding_dict, net_from_probe_facts, net_verdict
+
+    found = check_net(net_from_probe_facts(hccn), host=row.host)
+    row.net, row.net_findings = net_verdict(found), [finding_dict(f) for f in found]
+
+
+def _verdict(row: HostRow, msg: dict[str, Any]) -> None:
+    row.smoke = str(msg.get("smoke", row.smoke)).strip()
+    row.doctor = str(msg.get("doctor", row.doctor)).strip()
+    reports = msg.get("reports")
+    if isinstance(reports, dict):
+        row.reports = {
+            str(k): str(v)
+            for k, v in reports.items()
+            if re.fullmatch(r"[a-z]+\.json", str(k)) and isinstance(v, str) and v.strip()
+        }
 
 
 def summarize_provision(events: Iterable[dict[str, Any]]) -> Summary:

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from envkit.executor.ansible import parse_lines
-from envkit.provision import format_table, summarize_provision
+from envkit.provision import UNCHANGED_REPORT, format_table, summarize_provision
 from tests.provision.conftest import run_probe
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -44,18 +44,13 @@ def _run_probe(tmp_path: Path, args: dict) -> dict:
     return json.loads((tmp_path / "result.json").read_text())["ansible_facts"]["envkit_state"]
 
 
-def _summary_of(host: str, hccn: dict):
+def _summary_of(host: str, hccn: dict, unchanged: bool = False):
+    """hccn_tool's answers as the preflight reports them: its network report, or (a host on which nothing changes)
+    within the one report it ends its play with."""
+    task, msg = ("Preflight | Report network", hccn) if not unchanged else (UNCHANGED_REPORT, {"warnings": [], "network": hccn})
     lines = [
         json.dumps({"event": "play", "check": False, "hosts": [host]}),
-        json.dumps(
-            {
-                "event": "result",
-                "host": host,
-                "task": "envkit_preflight : Preflight | Report network",
-                "status": "ok",
-                "msg": hccn,
-            }
-        ),
+        json.dumps({"event": "result", "host": host, "task": f"envkit_preflight : {task}", "status": "ok", "msg": msg}),
         json.dumps({"event": "stats", "hosts": {host: {"ok": 3, "changed": 0, "failed": 0, "unreachable": 0}}}),
     ]
     return summarize_provision(parse_lines(lines))
@@ -88,6 +83,7 @@ def test_probe_gathers_hccn_answers_and_the_summary_checks_them(tmp_path):
 
     s = _summary_of("node1", h)
     row = s.hosts["node1"]
+    assert _summary_of("node1", h, unchanged=True).hosts["node1"].to_dict() == row.to_dict()
     assert row.net.startswith("FAIL ") and "dev 1 link: link status DOWN" in row.net, row.net
     by = {(f["device"], f["check"]): f["status"] for f in row.net_findings}
     assert by[(0, "link")] == "ok" and by[(0, "ip")] == "ok" and by[(0, "ping 10.20.1.10")] == "ok"
@@ -115,8 +111,12 @@ def test_probe_without_hccn_tool_reports_nothing(tmp_path):
         {},
     ],
 )
-def test_hostile_network_facts_are_findings_not_tracebacks(msg):
-    row = _summary_of("n", msg).hosts["n"]
+@pytest.mark.parametrize("unchanged", [False, True])
+def test_hostile_network_facts_are_findings_not_tracebacks(msg, unchanged):
+    row = _summary_of("n", msg, unchanged).hosts["n"]
+    if unchanged and not msg:  # an unchanged host's report: {} is "hccn_tool was not asked"
+        assert row.net == "not checked"
+        return
     assert row.net.startswith(("FAIL", "warn")), row.net
     assert "\x1b" not in row.net and "\x00" not in json.dumps(row.to_dict())
 

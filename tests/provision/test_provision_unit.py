@@ -16,6 +16,8 @@ from envkit.errors import BadInput
 from envkit.executor.ansible import PlaybookRun, parse_lines, playbook_command, playbook_env
 from envkit.lockfile import read_lock
 from envkit.provision import (
+    PREFLIGHT_CHECK,
+    UNCHANGED_REPORT,
     BundlePaths,
     firmware_in_range,
     format_plan,
@@ -191,6 +193,83 @@ def test_summarize_events():
     plan = format_plan(s)
     assert plan[0] == "a: would change" and plan[1] == "  - firmware 25.3.rc1 -> 26.0.rc1"
     assert plan[-1] == "c: not run"
+
+
+def test_an_unchanged_host_reports_in_one_task_what_the_later_tasks_would():
+    """A host on which no role has anything to do ends its play after the probe and one report: its warnings, the
+    verdict recorded on it and its reports read as from the preflight check and the smoke role's verdict; a failed
+    report (the preflight's errors) is an error, not a verdict."""
+    from envkit.provision import UNCHANGED_REPORT
+
+    task = f"envkit_preflight : {UNCHANGED_REPORT}"
+    verdict = {
+        "smoke": "ok: npu (unchanged)",
+        "doctor": "ok (unchanged)",
+        "reports": {"doctor.json": '{"ok": true}', "smoke.json": "", "../x": "y"},
+    }
+    events = [
+        {"event": "play", "check": False, "hosts": ["a", "b", "c", "d"]},
+        {
+            "event": "result",
+            "host": "a",
+            "task": task,
+            "status": "ok",
+            "msg": {"warnings": ["no Huawei PCI device (vendor 19e5) found"], "network": {}, **verdict},
+        },
+        {
+            "event": "result",
+            "host": "b",
+            "task": task,
+            "status": "ok",
+            "msg": {"warnings": [], "network": {}},
+        },  # check mode: no verdict
+        {
+            "event": "result",
+            "host": "c",
+            "task": task,
+            "status": "failed",
+            "msg": "/usr/local/Ascend has 0.5 GiB free; the stack needs 10 GiB.",
+        },
+        {"event": "result", "host": "d", "task": task, "status": "ok", "msg": ["not", "a", "dict"]},
+        {"event": "stats", "hosts": {h: {"ok": 3, "changed": 0, "failed": int(h == "c"), "unreachable": 0} for h in "abcd"}},
+    ]
+    s = summarize_provision(events)
+    a, b, c, d = (s.hosts[h] for h in "abcd")
+    assert a.warnings == ["no Huawei PCI device (vendor 19e5) found"] and a.net == "not checked"
+    assert (a.smoke, a.doctor, a.reports) == ("ok: npu (unchanged)", "ok (unchanged)", {"doctor.json": '{"ok": true}'})
+    assert b.warnings == [] and b.reports == {} and b.smoke == d.smoke == "not run"
+    assert c.status == "failed" and "0.5 GiB free" in c.errors[0] and c.reports == {}
+    # what the tasks of the longer path report for the same host gives the same row
+    longer = [
+        events[0],
+        {
+            "event": "result",
+            "host": "a",
+            "task": f"envkit_preflight : {PREFLIGHT_CHECK}",
+            "status": "ok",
+            "msg": ["no Huawei PCI device (vendor 19e5) found"],
+        },
+        {"event": "result", "host": "a", "task": "envkit_smoke : Smoke | Report verdict", "status": "ok", "msg": verdict},
+        events[-1],
+    ]
+    assert summarize_provision(longer).hosts["a"].to_dict() == a.to_dict()
+
+
+def test_an_unchanged_host_ends_its_play_right_after_the_probe():
+    """Every task costs the controller a worker process and the host's variables, per host, skipped or not: a converged
+    host runs the probe, one report and a meta task whose condition reads that report's result, not the roles' vars
+    (meta conditions are evaluated on the controller one host at a time)."""
+    tasks = yaml.safe_load((PLAYBOOKS / "roles" / "envkit_preflight" / "tasks" / "main.yml").read_text())
+    names = [t["name"] for t in tasks]
+    i = next(i for i, t in enumerate(tasks) if "envkit_probe" in t)
+    report, end = tasks[i + 1], tasks[i + 2]
+    assert report["name"] == UNCHANGED_REPORT == names[i + 1]
+    assert report["when"] == "envkit_preflight_unchanged | bool" and report["register"] == "envkit_preflight_unchanged_reported"
+    assert end["ansible.builtin.meta"] == "end_host" and end["when"] == "envkit_preflight_unchanged_reported is not skipped"
+    site = yaml.safe_load((PLAYBOOKS / "site.yml").read_text())
+    assert site[0]["vars"]["envkit_preflight_end_unchanged"] is True
+    defaults = yaml.safe_load((PLAYBOOKS / "roles" / "envkit_preflight" / "defaults" / "main.yml").read_text())
+    assert defaults["envkit_preflight_end_unchanged"] is False  # another playbook running the role keeps its hosts
 
 
 def test_playbook_command_and_env(tmp_path):
