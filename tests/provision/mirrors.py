@@ -135,3 +135,116 @@ def free_port(bind: str = BRIDGE) -> int:
     with socket.socket() as s:
         s.bind((bind, 0))
         return s.getsockname()[1]
+
+
+class RangeMirror:
+    """A mirror of the files under `root` on `bind` that logs every request (path, its Range header, the status and
+    the bytes of body sent) and can misbehave: `cut_after=N` ends the first answer for each path after N bytes of
+    body (the connection closed; a later request is served whole, or from the range asked for); `ignore_range`
+    answers every request with the whole file (200); `drip` (bytes a second) sends each body slowly, for ever if
+    `endless`. Ranges `bytes=N-` are answered 206 with `Content-Range: bytes N-END/SIZE`."""
+
+    def __init__(
+        self,
+        root: Path,
+        bind: str = "127.0.0.1",
+        cut_after: int | None = None,
+        ignore_range: bool = False,
+        drip: float = 0.0,
+        endless: bool = False,
+    ) -> None:
+        self.log: list[dict] = []
+        self.stopping = threading.Event()
+        self.active = self.peak = 0  # answers being sent now, and the most at once
+        lock = threading.Lock()
+        cut: set[str] = set()
+        mirror = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format, *args):  # noqa: A002, ANN001, ANN002
+                pass
+
+            def do_HEAD(self) -> None:
+                from urllib.parse import unquote
+
+                target = (root / unquote(self.path.lstrip("/"))).resolve()
+                mirror.log.append({"path": unquote(self.path.lstrip("/")), "method": "HEAD", "range": None, "sent": 0})
+                if not target.is_file() or not target.is_relative_to(root.resolve()):
+                    self.send_error(404)
+                    return
+                self.send_response(200)
+                self.send_header("Content-Length", str(target.stat().st_size))
+                self.end_headers()
+
+            def do_GET(self) -> None:
+                with lock:
+                    mirror.active += 1
+                    mirror.peak = max(mirror.peak, mirror.active)
+                try:
+                    self._get()
+                finally:
+                    with lock:
+                        mirror.active -= 1
+
+            def _get(self) -> None:
+                from urllib.parse import unquote
+
+                rel = unquote(self.path.lstrip("/"))
+                entry = {"path": rel, "range": self.headers.get("Range"), "status": 404, "sent": 0}
+                mirror.log.append(entry)
+                target = (root / rel).resolve()
+                if ".." in rel or not target.is_file() or not target.is_relative_to(root.resolve()):
+                    self.send_error(404)
+                    return
+                data = target.read_bytes()
+                start = 0
+                m = re.fullmatch(r"bytes=(\d+)-", entry["range"] or "")
+                if m and not ignore_range and int(m.group(1)) < len(data):
+                    start = int(m.group(1))
+                    self.send_response(206)
+                    self.send_header("Content-Range", f"bytes {start}-{len(data) - 1}/{len(data)}")
+                else:
+                    self.send_response(200)
+                entry["status"] = 206 if start else 200
+                body = data[start:]
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                if cut_after is not None and rel not in cut:
+                    cut.add(rel)
+                    body = body[:cut_after]
+                    self.close_connection = True
+                try:
+                    if drip:
+                        for i in range(len(body) if not endless else 1 << 40):
+                            if mirror.stopping.wait(1 / drip):
+                                return
+                            self.wfile.write(body[i % len(body) : i % len(body) + 1])
+                            self.wfile.flush()
+                            entry["sent"] += 1
+                    else:
+                        self.wfile.write(body)
+                        entry["sent"] = len(body)
+                except OSError:
+                    pass
+
+        self.server = ThreadingHTTPServer((bind, 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://{bind}:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+        self.thread.start()
+
+    def sent(self) -> int:
+        return sum(e["sent"] for e in self.log)
+
+    def __enter__(self) -> RangeMirror:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self.server.shutdown()
+        self.server.server_close()
