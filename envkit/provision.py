@@ -504,7 +504,9 @@ def fan_out_vars(fan: FanOut | None, plan: PullPlan | None, staged: list[Staged]
     if fan is None or plan is None:
         return {}
     files = [
-        plan.fetch_file(f"{plan.vendor}/{s.src}", s.sha256, role="hdk" if s.component in ("driver", "firmware") else "cann", name=s.src)
+        plan.fetch_file(
+            f"{plan.vendor}/{s.src}", s.sha256, role="hdk" if s.component in ("driver", "firmware") else "cann", name=s.src
+        )
         for s in staged
     ]
     files += [plan.fetch_file(p, h, role="python", name=p.rsplit("/", 1)[-1]) for p, h in plan.wheels]

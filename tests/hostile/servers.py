@@ -234,7 +234,9 @@ class HostileServer:
             sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: -1\r\nConnection: close\r\n\r\n" + b"x" * 100)
             self.sent += 100
         elif name == "bad-range":
-            sock.sendall(b"HTTP/1.1 206 Partial\r\nContent-Range: bytes 0-1/100\r\nContent-Length: 2\r\nConnection: close\r\n\r\nxx")
+            sock.sendall(
+                b"HTTP/1.1 206 Partial\r\nContent-Range: bytes 0-1/100\r\nContent-Length: 2\r\nConnection: close\r\n\r\nxx"
+            )
             self.sent += 2
         else:
             self._send(sock, 404, b"no such case", "text/plain")

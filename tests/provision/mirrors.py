@@ -142,7 +142,7 @@ class RangeMirror:
     the bytes of body sent) and can misbehave: `cut_after=N` ends the first answer for each path after N bytes of
     body (the connection closed; a later request is served whole, or from the range asked for); `ignore_range`
     answers every request with the whole file (200); `drip` (bytes a second) sends each body slowly, for ever if
-    `endless`. Ranges `bytes=N-` are answered 206 with `Content-Range: bytes N-END/SIZE`."""
+    `endless`. Ranges `bytes=N-` are answered 206 with `Content-Range: bytes N-END/SIZE`, 416 from the end on."""
 
     def __init__(
         self,
@@ -201,7 +201,14 @@ class RangeMirror:
                 data = target.read_bytes()
                 start = 0
                 m = re.fullmatch(r"bytes=(\d+)-", entry["range"] or "")
-                if m and not ignore_range and int(m.group(1)) < len(data):
+                if m and not ignore_range and int(m.group(1)) >= len(data):  # as `envkit bundle serve` answers it
+                    entry["status"] = 416
+                    self.send_response(416)
+                    self.send_header("Content-Range", f"bytes */{len(data)}")
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+                if m and not ignore_range:
                     start = int(m.group(1))
                     self.send_response(206)
                     self.send_header("Content-Range", f"bytes {start}-{len(data) - 1}/{len(data)}")

@@ -243,13 +243,13 @@ def test_hostile_mirror_answers_are_refused(dest, case, size, why):
 
 def test_a_range_answered_with_another_range_starts_over(dest):
     """A part is held: the mirror answers its range with bytes 0-1 of another file: none of it is used, the file is
-    asked for whole (here the same bad answer again, refused)."""
+    asked for whole (here the same bad answer again, refused; the part is left as it was)."""
     (dest / ".x.envkit-part").write_bytes(b"held")
     with HostileServer() as srv:
         _, failure = fetch(dest, [{"path": "bad-range", "sha256": "0" * 64, "name": "x", "size": 100}], [srv.url])
         assert [m for m, _ in srv.requests] == ["GET", "GET"]
     assert failure is not None and "HTTP 206 to a request for the whole file: refused" in failure
-    assert (dest / ".x.envkit-part").read_bytes() == b""
+    assert (dest / ".x.envkit-part").read_bytes() == b"held"  # nothing of either answer was written
 
 
 @pytest.mark.parametrize(("hops", "ok"), [(5, True), (6, False)])
@@ -297,3 +297,23 @@ def test_check_mode_asks_and_writes_nothing(root, dest, tmp_path):
 def test_bad_file_specs_are_refused_before_any_request(dest, spec, why):
     with pytest.raises(ValueError, match=why):
         fetch(dest, [spec], ["http://127.0.0.1:1"])
+
+
+def test_a_missing_folder_is_named_after_each_try(root, tmp_path):
+    with RangeMirror(root) as m:
+        _, failure = fetch(tmp_path / "nope", [driver()], [m.url])
+    assert failure is not None and f"the folder {tmp_path / 'nope'} does not exist" in failure
+
+
+def test_a_whole_part_of_unknown_size_is_checked_and_a_416_starts_over(root, dest):
+    """A part as long as its file: with the size known it is hashed and placed with no request; without it, the
+    range asked for starts at the end (416, as `envkit bundle serve` answers it): the file is asked for whole."""
+    (dest / ".driver.run.envkit-part").write_bytes(DATA)
+    with RangeMirror(root) as m:
+        results, failure = fetch(dest, [driver()], [m.url])
+        assert failure is None and m.log == [] and results[0]["resumed"] == len(DATA)
+        (dest / "driver.run").unlink()
+        (dest / ".driver.run.envkit-part").write_bytes(DATA)
+        results, failure = fetch(dest, [driver(size=None)], [m.url])
+    assert failure is None and [(e["range"], e["status"]) for e in m.log] == [(f"bytes={len(DATA)}-", 416), (None, 200)]
+    assert (dest / "driver.run").read_bytes() == DATA

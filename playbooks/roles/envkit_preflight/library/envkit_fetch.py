@@ -150,6 +150,7 @@ class Clock:
         self.deadline, self.silence = deadline, silence
         self.end = time.monotonic() + deadline
         self.expired = False
+        self.deadline_bound = False  # whether the last timeout given was the time left, not the silence timeout
         self._socks = []
         self._lock = threading.Lock()
         self._timer = threading.Timer(max(0.0, deadline), self._expire)
@@ -177,6 +178,7 @@ class Clock:
         if left <= 0 or self.expired:
             self.expired = True
             raise Failed(self.overdue())
+        self.deadline_bound = left <= self.silence
         return min(left, self.silence)
 
     def overdue(self):
@@ -338,24 +340,33 @@ def download(url, dest, want, size, clock, cap, ctx, tally=None):
         held = st.st_size
     except FileNotFoundError:
         pass
-    part = Part(part_path, keep=0 < held <= (size or cap))  # a part longer than the file is of no use
+    if held > (size or cap):
+        held = 0  # longer than the file: of no use
+    part = None
     received = 0
     try:
-        if not (size and part.size == size):  # a part already whole needs no request
-            conn, resp, _ = _request(url, part.size, clock, ctx)
+        if held and held == size:  # a part already whole needs no request
+            part = Part(part_path, keep=True)
+        else:
+            conn, resp, _ = _request(url, held, clock, ctx)
             try:
                 try:
-                    start, length = plan_body(resp, part.size, size, cap)
+                    start, length = plan_body(resp, held, size, cap)
                 except Failed:
-                    if resp.status != 206:
+                    if not held or resp.status not in (206, 416):
                         raise
-                    # a range that is not the one asked for: none of it is used, the file is asked for whole
+                    # a range that is not the one asked for, or none the mirror can send (416: the part is as long
+                    # as its file, of unknown size): none of it is used, the file is asked for whole
                     conn.close()
-                    part.restart()
+                    held = 0
                     conn, resp, _ = _request(url, 0, clock, ctx)
                     start, length = plan_body(resp, 0, size, cap)
-                if start == 0 and part.size:
-                    part.restart()  # the whole file (200): start over
+                if not os.path.isdir(os.path.dirname(part_path)):
+                    raise Failed("the folder %s does not exist" % os.path.dirname(part_path))
+                # kept when the mirror sends the rest (206); the whole file (200): start over
+                part = Part(part_path, keep=start > 0)
+                if part.size != start:
+                    raise Failed("the part changed during the request: %d bytes, not %d" % (part.size, start))
                 limit = (size or cap) - part.size  # bytes the body may bring
                 while True:
                     conn.envkit_sock.settimeout(clock.left())
@@ -380,9 +391,10 @@ def download(url, dest, want, size, clock, cap, ctx, tally=None):
                 conn.close()
         got = part.hash.hexdigest()
         part.close(sync=True)
-    except BaseException:
-        part.close()
-        if clock.expired:
+    except BaseException as exc:
+        if part is not None:
+            part.close()
+        if clock.expired or (isinstance(exc, (socket.timeout, TimeoutError)) and clock.deadline_bound):
             raise Failed(clock.overdue()) from None
         raise
     resumed = part.size - received
@@ -469,7 +481,7 @@ def fetch_file(spec, opts):
         url = url_of(mirror, spec["path"])
         tally = [0]  # bytes this mirror sent for the file, failed tries included
         try:
-            for n in range(opts["attempts"]):
+            for _ in range(opts["attempts"]):
                 try:
                     try:
                         got, resumed = _try(url, dest, spec, opts, tally)
@@ -561,9 +573,6 @@ def main():
         mode = int(mode, 8) if isinstance(mode, str) else int(mode)
     except ValueError:
         module.fail_json(msg="mode %r is not an octal mode" % (p["mode"],))
-    if not os.path.isdir(p["dest"]):
-        if not module.check_mode:
-            module.fail_json(msg="Destination %s does not exist" % p["dest"])
     try:
         results, failure = fetch_all(
             p["files"], p["dest"], p["mirrors"], p["attempts"], p["deadline"], p["timeout"], p["parallel"], p["max_size"],
