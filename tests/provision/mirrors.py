@@ -91,6 +91,23 @@ class Serve:
         self.err.close()
 
 
+class _Quiet(BaseHTTPRequestHandler):
+    """HTTP/1.1, no log on stderr."""
+
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format, *args):  # noqa: A002, ANN001, ANN002
+        pass
+
+
+def _start(handler: type[BaseHTTPRequestHandler], bind: str) -> tuple[ThreadingHTTPServer, str]:
+    """A threading HTTP server of `handler` on `bind` (a free port), serving in a daemon thread, and its URL."""
+    server = ThreadingHTTPServer((bind, 0), handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    return server, f"http://{bind}:{server.server_address[1]}"
+
+
 class Drip:
     """A mirror that answers every GET with a large file's headers, then one byte a second, for ever (until the
     client goes away): only a deadline on the whole download stops it."""
@@ -99,12 +116,7 @@ class Drip:
         self.clients: list[str] = []
         drip = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, format, *args):  # noqa: A002, ANN001, ANN002
-                pass
-
+        class Handler(_Quiet):
             def do_GET(self) -> None:
                 drip.clients.append(self.client_address[0])
                 self.send_response(200)
@@ -119,11 +131,7 @@ class Drip:
                     pass
 
         self.stopping = threading.Event()
-        self.server = ThreadingHTTPServer((bind, 0), Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://{bind}:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True)
-        self.thread.start()
+        self.server, self.url = _start(Handler, bind)
 
     def stop(self) -> None:
         self.stopping.set()
@@ -160,12 +168,7 @@ class RangeMirror:
         cut: set[str] = set()
         mirror = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, format, *args):  # noqa: A002, ANN001, ANN002
-                pass
-
+        class Handler(_Quiet):
             def do_HEAD(self) -> None:
                 from urllib.parse import unquote
 
@@ -236,11 +239,7 @@ class RangeMirror:
                 except OSError:
                     pass
 
-        self.server = ThreadingHTTPServer((bind, 0), Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://{bind}:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-        self.thread.start()
+        self.server, self.url = _start(Handler, bind)
 
     def sent(self) -> int:
         return sum(e["sent"] for e in self.log)

@@ -190,32 +190,28 @@ def test_a_cut_download_is_resumed_by_the_next_try(tmp_path, bundle, attempts):
     assert (dest / "driver.run").read_bytes() == (bundle / "vendor" / "driver.run").read_bytes()
 
 
-def test_check_mode_fetches_nothing_and_fails_as_a_run_would(tmp_path, bundle, mirror):
+@pytest.fixture
+def empty(tmp_path):
+    """A mirror of another bundle, without the files of `bundle` (404)."""
     other = tmp_path / "other"
     (other / "vendor").mkdir(parents=True)
     (other / "vendor" / "x.run").write_text("x")
-    empty = _serve(seal(other))
-    try:
-        rc, dest, out = fetch(tmp_path, _files(bundle), [empty.url, mirror.url], "--check")
-        assert rc == 0, out
-        assert list(dest.iterdir()) == [] and mirror.stats.sent.get("127.0.0.1", 0) == 0
-        rc, dest, out = fetch(tmp_path, _files(bundle)[:1], [empty.url], "--check")
-    finally:
-        empty.shutdown()
-        empty.server_close()
+    server = _serve(seal(other))
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+def test_check_mode_fetches_nothing_and_fails_as_a_run_would(tmp_path, bundle, mirror, empty):
+    rc, dest, out = fetch(tmp_path, _files(bundle), [empty.url, mirror.url], "--check")
+    assert rc == 0, out
+    assert list(dest.iterdir()) == [] and mirror.stats.sent.get("127.0.0.1", 0) == 0
+    rc, dest, out = fetch(tmp_path, _files(bundle)[:1], [empty.url], "--check")
     assert rc != 0 and "Could not fetch vendor/driver.run with the bundle's sha256 from" in out, out
     assert list(dest.iterdir()) == []
 
 
-def test_a_mirror_without_the_file_then_the_next(tmp_path, bundle, mirror):
-    other = tmp_path / "other"
-    (other / "vendor").mkdir(parents=True)
-    (other / "vendor" / "x.run").write_text("x")
-    empty = _serve(seal(other))
-    try:
-        rc, dest, out = fetch(tmp_path, _files(bundle), [empty.url, mirror.url])
-    finally:
-        empty.shutdown()
-        empty.server_close()
+def test_a_mirror_without_the_file_then_the_next(tmp_path, bundle, mirror, empty):
+    rc, dest, out = fetch(tmp_path, _files(bundle), [empty.url, mirror.url])
     assert rc == 0, out
     assert (dest / "driver.run").is_file() and (dest / "requirements.txt").is_file()
