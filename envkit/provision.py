@@ -137,14 +137,16 @@ class Staged:
     sha256: str
     run_pattern: str
     flags: list[str]
+    size: int = 0  # bytes (pull mode: a mirror that sends more is refused)
 
     def as_vars(self) -> dict[str, Any]:
-        """The file as the roles' vars name it (all but the component): version, src, edition, sha256, ..."""
+        """The file as the roles' vars name it (all but the component): version, src, edition, sha256, size, ..."""
         return {
             "version": self.version,
             "src": self.src,
             "edition": self.edition,
             "sha256": self.sha256,
+            "size": self.size,
             "run_pattern": self.run_pattern,
             "flags": self.flags,
         }
@@ -201,6 +203,7 @@ def stage_artifacts(lock: Lock, vendor: Path, *, verify: bool = True) -> list[St
                 sha256=expected,
                 run_pattern=art.run.file or art.run.pattern,
                 flags=list(art.run.flags),
+                size=(vendor / name).stat().st_size,
             )
         )
     if missing:
@@ -328,6 +331,15 @@ class PullPlan:
     vendor: str  # the vendor folder in the bundle, e.g. "vendor"
     wheels: tuple[tuple[str, str], ...]  # (path, sha256) of each wheel
     requirements: str  # the hashed requirements file's path ("" without wheels)
+    sizes: tuple[tuple[str, int], ...] = ()  # (path, bytes) of every file of the manifest
+
+    def size(self, path: str) -> int:
+        """The bytes of a file of the bundle, as its manifest lists them (0: not listed)."""
+        return dict(self.sizes).get(path, 0)
+
+    def fetch_file(self, path: str, sha256: str, **extra: str) -> dict[str, Any]:
+        """A file as envkit_preflight's fetch.yml takes it: path, sha256, size (and `extra`, e.g. its name)."""
+        return {"path": path, "sha256": sha256, "size": self.size(path), **extra}
 
 
 def plan_pull(bundle: Path | None, paths: BundlePaths, mirrors: tuple[Mirror, ...], staged: list[Staged]) -> PullPlan:
@@ -384,7 +396,8 @@ def plan_pull(bundle: Path | None, paths: BundlePaths, mirrors: tuple[Mirror, ..
             where=Where(str(bundle), key=bad[0]),
             hint="Run `envkit bundle verify` on it, then get the bundle again from its source.",
         )
-    return PullPlan(mirrors=mirrors, vendor=vendor, wheels=tuple(wheels), requirements=requirements)
+    sizes = tuple((f.path, f.size) for f in manifest.files)
+    return PullPlan(mirrors=mirrors, vendor=vendor, wheels=tuple(wheels), requirements=requirements, sizes=sizes)
 
 
 def pull_vars(plan: PullPlan | None) -> dict[str, Any]:
@@ -396,8 +409,9 @@ def pull_vars(plan: PullPlan | None) -> dict[str, Any]:
         "envkit_preflight_bundle_group_urls": [{"group": m.group, "url": m.url} for m in plan.mirrors if m.group is not None],
         "envkit_hdk_bundle_dir": plan.vendor,
         "envkit_cann_bundle_dir": plan.vendor,
-        "envkit_python_bundle_wheels": [{"path": p, "sha256": h} for p, h in plan.wheels],
+        "envkit_python_bundle_wheels": [plan.fetch_file(p, h) for p, h in plan.wheels],
         "envkit_python_bundle_requirements": plan.requirements,
+        "envkit_python_bundle_requirements_size": plan.size(plan.requirements),
     }
 
 
@@ -489,18 +503,15 @@ def fan_out_vars(fan: FanOut | None, plan: PullPlan | None, staged: list[Staged]
     head fetches and serves (its path in the bundle, sha256, and the role whose folder stages it)."""
     if fan is None or plan is None:
         return {}
-    files: list[dict[str, str]] = [
-        {
-            "path": f"{plan.vendor}/{s.src}",
-            "sha256": s.sha256,
-            "role": "hdk" if s.component in ("driver", "firmware") else "cann",
-            "name": s.src,
-        }
+    files = [
+        plan.fetch_file(
+            f"{plan.vendor}/{s.src}", s.sha256, role="hdk" if s.component in ("driver", "firmware") else "cann", name=s.src
+        )
         for s in staged
     ]
-    files += [{"path": p, "sha256": h, "role": "python", "name": p.rsplit("/", 1)[-1]} for p, h in plan.wheels]
+    files += [plan.fetch_file(p, h, role="python", name=p.rsplit("/", 1)[-1]) for p, h in plan.wheels]
     if plan.requirements:
-        files.append({"path": plan.requirements, "sha256": requirements_sha256, "role": "python", "name": "requirements.txt"})
+        files.append(plan.fetch_file(plan.requirements, requirements_sha256, role="python", name="requirements.txt"))
     return {
         "envkit_preflight_fanout_heads": {
             g.head: {"group": g.group, "bind": g.bind, "port": fan.port, "url": g.url} for g in fan.groups

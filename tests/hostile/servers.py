@@ -28,6 +28,8 @@ ENDLESS_MAX, and all of them stop when the client goes away or the server is clo
 | `to-file` | 302 to `file:///etc/passwd` |
 | `gzip` | a gzip-encoded body nobody asked for |
 | `bad-length` | two different Content-Length headers |
+| `negative-length` | `Content-Length: -1`, then a body ended by closing |
+| `bad-range` | 206 with a `Content-Range` of bytes 0-1 of a 100-byte file, to any request |
 """
 
 from __future__ import annotations
@@ -228,6 +230,14 @@ class HostileServer:
             self._send(sock, 200, body, "application/json", extra=b"Content-Encoding: gzip\r\n")
         elif name == "bad-length":
             sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 3\r\nConnection: close\r\n\r\n{}")
+        elif name == "negative-length":
+            sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: -1\r\nConnection: close\r\n\r\n" + b"x" * 100)
+            self.sent += 100
+        elif name == "bad-range":
+            sock.sendall(
+                b"HTTP/1.1 206 Partial\r\nContent-Range: bytes 0-1/100\r\nContent-Length: 2\r\nConnection: close\r\n\r\nxx"
+            )
+            self.sent += 2
         else:
             self._send(sock, 404, b"no such case", "text/plain")
 

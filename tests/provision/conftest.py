@@ -28,15 +28,17 @@ def fleet(tmp_path_factory):
 
 
 def run_local_playbook(
-    ansible_playbook: Path | str, play: Path, *extra: str, env: dict[str, str], timeout: int
+    ansible_playbook: Path | str, play: Path, *extra: str, env: dict[str, str], timeout: int, tmp_dir: Path | None = None
 ) -> subprocess.CompletedProcess:
     """`ansible-playbook` of `play` on localhost (local connection, this interpreter), `extra` before the play.
 
-    Its temp folder is one of its own, removed after: a module run that an async deadline stops leaves its
-    `ansible_<module>_payload_*` folder behind (in /tmp, where no test may leave anything)."""
+    Its temp folder (TMPDIR) is one of its own, removed after, or `tmp_dir` (kept, for the caller to look into): no
+    test may leave anything in /tmp, such as a module's `ansible_<module>_payload_*` folder."""
+    import contextlib
     import tempfile
 
-    with tempfile.TemporaryDirectory(prefix="envkit-ansible-tmp-") as tmp:
+    own = tempfile.TemporaryDirectory(prefix="envkit-ansible-tmp-") if tmp_dir is None else contextlib.nullcontext(str(tmp_dir))
+    with own as tmp:
         return subprocess.run(
             [
                 str(ansible_playbook),

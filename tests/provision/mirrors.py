@@ -91,6 +91,23 @@ class Serve:
         self.err.close()
 
 
+class _Quiet(BaseHTTPRequestHandler):
+    """HTTP/1.1, no log on stderr."""
+
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format, *args):  # noqa: A002, ANN001, ANN002
+        pass
+
+
+def _start(handler: type[BaseHTTPRequestHandler], bind: str) -> tuple[ThreadingHTTPServer, str]:
+    """A threading HTTP server of `handler` on `bind` (a free port), serving in a daemon thread, and its URL."""
+    server = ThreadingHTTPServer((bind, 0), handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    return server, f"http://{bind}:{server.server_address[1]}"
+
+
 class Drip:
     """A mirror that answers every GET with a large file's headers, then one byte a second, for ever (until the
     client goes away): only a deadline on the whole download stops it."""
@@ -99,12 +116,7 @@ class Drip:
         self.clients: list[str] = []
         drip = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, format, *args):  # noqa: A002, ANN001, ANN002
-                pass
-
+        class Handler(_Quiet):
             def do_GET(self) -> None:
                 drip.clients.append(self.client_address[0])
                 self.send_response(200)
@@ -119,11 +131,7 @@ class Drip:
                     pass
 
         self.stopping = threading.Event()
-        self.server = ThreadingHTTPServer((bind, 0), Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://{bind}:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True)
-        self.thread.start()
+        self.server, self.url = _start(Handler, bind)
 
     def stop(self) -> None:
         self.stopping.set()
@@ -135,3 +143,114 @@ def free_port(bind: str = BRIDGE) -> int:
     with socket.socket() as s:
         s.bind((bind, 0))
         return s.getsockname()[1]
+
+
+class RangeMirror:
+    """A mirror of the files under `root` on `bind` that logs every request (path, its Range header, the status and
+    the bytes of body sent) and can misbehave: `cut_after=N` ends the first answer for each path after N bytes of
+    body (the connection closed; a later request is served whole, or from the range asked for); `ignore_range`
+    answers every request with the whole file (200); `drip` (bytes a second) sends each body slowly, for ever if
+    `endless`. Ranges `bytes=N-` are answered 206 with `Content-Range: bytes N-END/SIZE`, 416 from the end on."""
+
+    def __init__(
+        self,
+        root: Path,
+        bind: str = "127.0.0.1",
+        cut_after: int | None = None,
+        ignore_range: bool = False,
+        drip: float = 0.0,
+        endless: bool = False,
+    ) -> None:
+        self.log: list[dict] = []
+        self.stopping = threading.Event()
+        self.active = self.peak = 0  # answers being sent now, and the most at once
+        lock = threading.Lock()
+        cut: set[str] = set()
+        mirror = self
+
+        class Handler(_Quiet):
+            def do_HEAD(self) -> None:
+                from urllib.parse import unquote
+
+                target = (root / unquote(self.path.lstrip("/"))).resolve()
+                mirror.log.append({"path": unquote(self.path.lstrip("/")), "method": "HEAD", "range": None, "sent": 0})
+                if not target.is_file() or not target.is_relative_to(root.resolve()):
+                    self.send_error(404)
+                    return
+                self.send_response(200)
+                self.send_header("Content-Length", str(target.stat().st_size))
+                self.end_headers()
+
+            def do_GET(self) -> None:
+                with lock:
+                    mirror.active += 1
+                    mirror.peak = max(mirror.peak, mirror.active)
+                try:
+                    self._get()
+                finally:
+                    with lock:
+                        mirror.active -= 1
+
+            def _get(self) -> None:
+                from urllib.parse import unquote
+
+                rel = unquote(self.path.lstrip("/"))
+                entry = {"path": rel, "range": self.headers.get("Range"), "status": 404, "sent": 0}
+                mirror.log.append(entry)
+                target = (root / rel).resolve()
+                if ".." in rel or not target.is_file() or not target.is_relative_to(root.resolve()):
+                    self.send_error(404)
+                    return
+                data = target.read_bytes()
+                start = 0
+                m = re.fullmatch(r"bytes=(\d+)-", entry["range"] or "")
+                if m and not ignore_range and int(m.group(1)) >= len(data):  # as `envkit bundle serve` answers it
+                    entry["status"] = 416
+                    self.send_response(416)
+                    self.send_header("Content-Range", f"bytes */{len(data)}")
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+                if m and not ignore_range:
+                    start = int(m.group(1))
+                    self.send_response(206)
+                    self.send_header("Content-Range", f"bytes {start}-{len(data) - 1}/{len(data)}")
+                else:
+                    self.send_response(200)
+                entry["status"] = 206 if start else 200
+                body = data[start:]
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                if cut_after is not None and rel not in cut:
+                    cut.add(rel)
+                    body = body[:cut_after]
+                    self.close_connection = True
+                try:
+                    if drip:
+                        for i in range(len(body) if not endless else 1 << 40):
+                            if mirror.stopping.wait(1 / drip):
+                                return
+                            self.wfile.write(body[i % len(body) : i % len(body) + 1])
+                            self.wfile.flush()
+                            entry["sent"] += 1
+                    else:
+                        self.wfile.write(body)
+                        entry["sent"] = len(body)
+                except OSError:
+                    pass
+
+        self.server, self.url = _start(Handler, bind)
+
+    def sent(self) -> int:
+        return sum(e["sent"] for e in self.log)
+
+    def __enter__(self) -> RangeMirror:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self.server.shutdown()
+        self.server.server_close()

@@ -124,7 +124,9 @@ def test_the_collection_builds_installs_and_its_roles_resolve_by_their_full_name
     assert manifest["collection_info"]["namespace"] == "envkit" and manifest["collection_info"]["name"] == "ascend"
     for role in ROLES:
         assert f"roles/{role}/meta/argument_specs.yml" in names and f"roles/{role}/README.md" in names
-    assert "roles/envkit_preflight/library/envkit_probe.py" in names and "meta/runtime.yml" in names
+    assert "meta/runtime.yml" in names
+    for module in ("envkit_probe", "envkit_fetch"):  # in the role's library/, and as the collection's module (a link)
+        assert f"roles/envkit_preflight/library/{module}.py" in names and f"plugins/modules/{module}.py" in names
     # what only envkit provision uses stays out: its playbooks, config, callback and inventory
     assert not {n for n in names if n.split("/")[0] in ("site.yml", "ansible.cfg", "inventory", "callback_plugins")}
 

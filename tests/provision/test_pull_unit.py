@@ -168,8 +168,13 @@ def test_pull_vars_from_a_verified_bundle(bundle, lock):
     assert v["envkit_preflight_bundle_group_urls"] == [{"group": "rack1", "url": "http://10.0.1.5:8080"}]
     assert v["envkit_hdk_bundle_dir"] == v["envkit_cann_bundle_dir"] == "vendor"
     whl = bundle / "wheels" / "six-1.17.0-py2.py3-none-any.whl"
-    assert v["envkit_python_bundle_wheels"] == [{"path": "wheels/six-1.17.0-py2.py3-none-any.whl", "sha256": sha256(whl)}]
+    assert v["envkit_python_bundle_wheels"] == [
+        {"path": "wheels/six-1.17.0-py2.py3-none-any.whl", "sha256": sha256(whl), "size": whl.stat().st_size}
+    ]
     assert v["envkit_python_bundle_requirements"] == "wheels/requirements.txt"
+    # each file's size (the manifest's): a mirror that sends more is refused
+    assert v["envkit_python_bundle_requirements_size"] == (bundle / "wheels" / "requirements.txt").stat().st_size
+    assert v["envkit_hdk_driver"]["size"] == (bundle / "vendor" / v["envkit_hdk_driver"]["src"]).stat().st_size
     assert v["envkit_python_requirements_sha256"] == sha256(bundle / "wheels" / "requirements.txt")
     assert v["envkit_hdk_driver"]["sha256"] == sha256(bundle / "vendor" / v["envkit_hdk_driver"]["src"])
     text = dump_vars(v, "test")

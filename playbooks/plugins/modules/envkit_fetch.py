@@ -1,0 +1,1 @@
+../../roles/envkit_preflight/library/envkit_fetch.py
