@@ -12,6 +12,7 @@ import time
 from collections import defaultdict
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from urllib.parse import unquote
 
 from tests.airgap.mirror import seal
 from tests.provision.fleet import envkit_bin, envkit_env, wheelhouse, write_vendor
@@ -110,22 +111,33 @@ def _start(handler: type[BaseHTTPRequestHandler], bind: str) -> tuple[ThreadingH
 
 class Drip:
     """A mirror that answers every GET with a large file's headers, then one byte a second, for ever (until the
-    client goes away): only a deadline on the whole download stops it."""
+    client goes away): only a deadline on the whole download stops it. With `root`, a file under it is announced
+    with its own size and its own bytes are dripped (a client that knows the size from the manifest cannot refuse
+    it up front: only the deadline stops it, and what it got is a true start for the next mirror to resume)."""
 
-    def __init__(self, bind: str = BRIDGE) -> None:
+    def __init__(self, bind: str = BRIDGE, root: Path | None = None) -> None:
         self.clients: list[str] = []
         drip = self
 
         class Handler(_Quiet):
             def do_GET(self) -> None:
                 drip.clients.append(self.client_address[0])
+                body = None
+                if root is not None:
+                    path = (root / unquote(self.path.split("?", 1)[0]).lstrip("/")).resolve()
+                    if not path.is_file() or not path.is_relative_to(root.resolve()):
+                        self.send_error(404)
+                        return
+                    body = path.read_bytes()
                 self.send_response(200)
-                self.send_header("Content-Length", str(1 << 30))
+                self.send_header("Content-Length", str(len(body) if body is not None else 1 << 30))
                 self.end_headers()
                 try:
-                    while not drip.stopping.is_set():
-                        self.wfile.write(b"x")
+                    sent = 0
+                    while not drip.stopping.is_set() and (body is None or sent < len(body)):
+                        self.wfile.write(body[sent : sent + 1] if body is not None else b"x")
                         self.wfile.flush()
+                        sent += 1
                         time.sleep(1)
                 except OSError:
                     pass

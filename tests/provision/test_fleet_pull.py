@@ -153,8 +153,10 @@ def test_a_byte_flipped_on_the_mirror_is_refused_on_every_node_before_use(fleet,
 
 
 def test_a_dripping_group_mirror_is_stopped_at_the_deadline_then_the_next_serves(fleet, lock, bundle, mirror, work):
-    _want_the_driver(fleet, _driver(bundle).name)
-    drip = Drip()
+    driver = _driver(bundle)
+    _want_the_driver(fleet, driver.name)
+    before = len(mirror.requests())
+    drip = Drip(root=bundle)  # the bundle's own bytes at its own sizes, one a second: only the deadline stops it
     try:
         start = time.monotonic()
         rc, data, err = provision(
@@ -176,8 +178,11 @@ def test_a_dripping_group_mirror_is_stopped_at_the_deadline_then_the_next_serves
         drip.stop()
     assert rc == 0, err + json.dumps(data.get("hosts", data), indent=1)[:4000]
     assert [h["plan"] for h in data["hosts"]] == [["driver 25.2.0 -> 25.3.rc1"]] * fleet.n
-    # each node asked the dripping mirror once (one try), gave up at the deadline, then fetched from the next
+    # each node asked the dripping mirror once (one try), gave up at the deadline, then the next mirror served the
+    # rest of what it had begun (a range: 206)
     assert sorted(drip.clients) == sorted(fleet.ip(i) for i in range(1, fleet.n + 1))
+    resumed = [r for r in mirror.requests()[before:] if r[1].endswith(driver.name)]
+    assert sorted((r[0], r[2]) for r in resumed) == sorted((fleet.ip(i), 206) for i in range(1, fleet.n + 1)), resumed
     for i in range(1, fleet.n + 1):
         assert "package_version=25.3.rc1" in fleet.ssh(i, "cat /usr/local/Ascend/driver/version.info").stdout
     assert took < 300
