@@ -235,14 +235,19 @@ def _request(url, start, clock, ctx):
         conn.close()
         if not location:
             raise Failed("HTTP %d redirect without a Location" % resp.status)
-        nxt = urljoin(current, location.strip())
-        scheme = urlsplit(nxt).scheme
-        if scheme not in ("http", "https"):
-            raise Failed("redirects to %s, not an http(s) URL: refused" % nxt[:200])
-        if current.startswith("https:") and scheme == "http":
-            raise Failed("redirects from https to %s (plain http): refused" % nxt[:200])
-        current = nxt
+        current = _next_hop(current, location)
     raise Failed("more than %d redirects" % MAX_REDIRECTS)
+
+
+def _next_hop(current, location):
+    """The URL a redirect from `current` to `location` leads to; Failed where it leaves http(s) or https."""
+    nxt = urljoin(current, location.strip())
+    scheme = urlsplit(nxt).scheme
+    if scheme not in ("http", "https"):
+        raise Failed("redirects to %s, not an http(s) URL: refused" % nxt[:200])
+    if current.startswith("https:") and scheme == "http":
+        raise Failed("redirects from https to %s (plain http): refused" % nxt[:200])
+    return nxt
 
 
 def _one_header(resp, name):
@@ -441,10 +446,7 @@ def head(url, size, clock, ctx):
         finally:
             conn.close()
         if resp.status in REDIRECTS and location:
-            nxt = urljoin(current, location.strip())
-            if urlsplit(nxt).scheme not in ("http", "https") or (current.startswith("https:") and nxt.startswith("http:")):
-                raise Failed("redirects to %s: refused" % nxt[:200])
-            current = nxt
+            current = _next_hop(current, location)
             continue
         if resp.status != 200:
             raise Failed(("HTTP %d %s" % (resp.status, resp.reason or "")).strip())
@@ -523,6 +525,11 @@ def _spec(raw, max_size):
     return {"path": path, "sha256": sha, "name": name, "size": size}
 
 
+def unique_errors(results):
+    """The result entries' error lines, each once, in the order they first came."""
+    return list(dict.fromkeys(e for r in results for e in r["errors"]))
+
+
 def fetch_all(files, dest, mirrors, attempts=2, deadline=1800, timeout=30, parallel=8, max_size=64 << 30, mode=0o600,
               check_mode=False):
     """Every file, side by side (at most `parallel`): (result entries in the files' order, failure message or None)."""
@@ -539,11 +546,7 @@ def fetch_all(files, dest, mirrors, attempts=2, deadline=1800, timeout=30, paral
     missing = [r for r in results if r["mirror"] is None and r["changed"]]
     if not missing:
         return results, None
-    errors = []
-    for r in missing:
-        for e in r["errors"]:
-            if e not in errors:
-                errors.append(e)
+    errors = unique_errors(missing)
     msg = "Could not fetch %s with the bundle's sha256 from %s: %s" % (
         ", ".join(r["path"] for r in missing), ", ".join(opts["mirrors"]) or "(no mirror)", "; ".join(errors) or "no try"
     )
@@ -580,11 +583,7 @@ def main():
         )
     except ValueError as exc:
         module.fail_json(msg=str(exc))
-    errors = []
-    for r in results:
-        for e in r["errors"]:
-            if e not in errors:
-                errors.append(e)
+    errors = unique_errors(results)
     changed = any(r["changed"] and (r["mirror"] is not None) for r in results)
     if failure:
         module.fail_json(msg=failure, files=results, errors=errors, changed=changed)
