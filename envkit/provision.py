@@ -25,6 +25,7 @@ import re
 import shlex
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -333,9 +334,13 @@ class PullPlan:
     requirements: str  # the hashed requirements file's path ("" without wheels)
     sizes: tuple[tuple[str, int], ...] = ()  # (path, bytes) of every file of the manifest
 
+    @cached_property
+    def _size_of(self) -> dict[str, int]:
+        return dict(self.sizes)
+
     def size(self, path: str) -> int:
         """The bytes of a file of the bundle, as its manifest lists them (0: not listed)."""
-        return dict(self.sizes).get(path, 0)
+        return self._size_of.get(path, 0)
 
     def fetch_file(self, path: str, sha256: str, **extra: str) -> dict[str, Any]:
         """A file as envkit_preflight's fetch.yml takes it: path, sha256, size (and `extra`, e.g. its name)."""
