@@ -107,17 +107,23 @@ def test_cpu_torch_and_labels(golden_inputs) -> None:
 
 
 def test_python_layers_after_cann(golden_inputs) -> None:
-    """A Python pin only enters the `python` stage and the runtime layers after the CANN copy."""
+    """One line of stages after the CANN copy: torch's venv, then the rest, in the image itself; no stage copies the
+    venv from another, and the wheels come in through a read-only bind mount of the context, never a layer."""
     text = dockerfile(_plan(*golden_inputs["a3-aarch64-cann8.5.0"]))
-    cann_stage = text[text.index("AS cann") : text.index("AS torch")]
+    cann_stage = text[text.index("AS cann") : text.index("AS ascend")]
     assert "requirements" not in cann_stage and "python/" not in cann_stage
-    runtime = text[text.index("AS runtime") :]
+    stages = [line.split()[1:] for line in text.splitlines() if line.startswith("FROM ")]
+    assert [s[-1] for s in stages] == ["os", "cann", "ascend", "torch", "runtime"]
+    assert [s[0] for s in stages[2:]] == ["os", "ascend", "torch"]  # each builds on the one before
     assert (
-        runtime.index("COPY --from=cann")
-        < runtime.index("COPY --from=torch")
-        < runtime.index("COPY --from=python")
-        < runtime.index("LABEL")
+        text.index("COPY --from=cann /usr/local/Ascend")
+        < text.index("--mount=type=bind,source=python/torch,")
+        < text.index("--mount=type=bind,source=python/rest,")
+        < text.index("LABEL")
     )
+    assert [line for line in text.splitlines() if "--from=" in line and "--from=cann" not in line] == []
+    after_cann = text[text.index("AS ascend") :]
+    assert "COPY python/" not in after_cann and "WORKDIR /tmp" not in after_cann
 
 
 def test_zip_edition_is_unpacked(tmp_path: Path) -> None:
@@ -206,7 +212,8 @@ def test_offline_wheelhouse(golden_inputs, tmp_path: Path) -> None:
     plan = _plan(lock, art2, None)
     assert plan.offline
     text = dockerfile(plan)
-    assert "--no-index --find-links ./torch/wheels" in text and "--no-index --find-links ./rest/wheels" in text
+    assert "--no-index --find-links /tmp/envkit-python/torch/wheels" in text
+    assert "--no-index --find-links /tmp/envkit-python/rest/wheels" in text
     whl = sorted((art2 / "wheels").glob("*.whl"))[0]
     assert any(sha256_file(whl) in r.hashes for r in plan.requirements)
 
@@ -267,8 +274,8 @@ def test_python_layers_split(golden_inputs, tmp_path: Path) -> None:
         tmp_path / "c" / "python/torch/requirements.txt"
     ).read_bytes()
     text = dockerfile(plan)
-    torch_stage = text[text.index("AS torch") : text.index("AS python")]
-    assert "python/torch/" in torch_stage and "python/rest/" not in torch_stage and "--no-deps" in torch_stage
+    torch_stage = text[text.index("AS torch") : text.index("AS runtime")]
+    assert "python/torch," in torch_stage and "python/rest" not in torch_stage and "--no-deps" in torch_stage
 
 
 def _with_closure(lock_path: Path, *, python: str | None = None, drop: str | None = None):
