@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 from pathlib import Path
 
@@ -124,6 +125,29 @@ def test_python_layers_after_cann(golden_inputs) -> None:
     assert [line for line in text.splitlines() if "--from=" in line and "--from=cann" not in line] == []
     after_cann = text[text.index("AS ascend") :]
     assert "COPY python/" not in after_cann and "WORKDIR /tmp" not in after_cann
+
+
+@pytest.mark.parametrize("name", sorted(GOLDEN_CASES))
+def test_each_pip_install_checks_the_requirements_it_mounts(name: str, golden_inputs, tmp_path: Path) -> None:
+    """The instruction names the sha256 of the requirements file its bind mount shows, checked before pip reads it:
+    an engine whose layer cache key is the instruction alone (Buildah's) still rebuilds when a pin changes."""
+    import re
+    import subprocess
+
+    plan = _plan(*golden_inputs[name], variant=GOLDEN_VARIANTS.get(name, "base"))
+    write_context(plan, tmp_path / "ctx")
+    text = (tmp_path / "ctx" / "Dockerfile").read_text()
+    runs = re.findall(r"RUN --mount=type=bind,source=(python/\w+),target=(\S+) \\\n    (echo .*? \| sha256sum -c -) \\\n", text)
+    parts = ["torch", *(["serving"] if plan.serving else []), "rest"]
+    assert [src for src, _, _ in runs] == [f"python/{p}" for p in parts]
+    for src, target, check in runs:
+        assert target == "/tmp/envkit-python/" + src.split("/")[1]
+        # the check as the build runs it, with the context's folder where the mount would be
+        r = subprocess.run(["bash", "-c", check.replace(target, str(tmp_path / "ctx" / src))], capture_output=True, text=True)
+        assert r.returncode == 0, r.stdout + r.stderr
+        (tmp_path / "ctx" / src / "requirements.txt").write_text("tampered\n")
+        r = subprocess.run(["bash", "-c", check.replace(target, str(tmp_path / "ctx" / src))], capture_output=True, text=True)
+        assert r.returncode != 0
 
 
 def test_zip_edition_is_unpacked(tmp_path: Path) -> None:
@@ -262,8 +286,15 @@ def test_python_layers_split(golden_inputs, tmp_path: Path) -> None:
     assert bumped.read_text() != text
     write_context(_plan(lock, arts, bumped), tmp_path / "b")
     same = lambda rel: (tmp_path / "a" / rel).read_text() == (tmp_path / "b" / rel).read_text()  # noqa: E731
-    assert same("python/torch/requirements.txt") and same("Dockerfile")
-    assert not same("python/rest/requirements.txt")
+    assert same("python/torch/requirements.txt") and not same("python/rest/requirements.txt")
+    # the Dockerfile differs only in the rest's layer: the sha256 of the requirements it checks (its cache key)
+    a, b = ((tmp_path / d / "Dockerfile").read_text() for d in "ab")
+    cut = a.index("FROM torch AS runtime")
+    assert a[:cut] == b[:cut] and a != b
+    assert [x for x in a.splitlines() if x not in b.splitlines()] == [
+        f"    echo '{hashlib.sha256((tmp_path / 'a' / 'python/rest/requirements.txt').read_bytes()).hexdigest()}"
+        "  /tmp/envkit-python/rest/requirements.txt' | sha256sum -c - \\"
+    ]
     # another lock (here: another generating command and digest) leaves the torch layer's input alone
     from dataclasses import replace
 
