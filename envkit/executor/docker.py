@@ -212,6 +212,14 @@ def _build_hint(msg: str, log: list[str], want: str | None, engine: str | None) 
             "Register user-mode emulation on the engine's host (Debian/Ubuntu: apt-get install qemu-user-static; "
             "check /proc/sys/fs/binfmt_misc/qemu-aarch64), or build on a host of that platform."
         )
+    if "requires buildkit" in text:  # Docker's classic builder: what the docker SDK's build API gets
+        return (
+            "The Dockerfile installs Python through `RUN --mount=type=bind` (the wheels never become a layer), which "
+            "Docker builds with BuildKit only, and the Docker API's build endpoint runs the classic builder unless "
+            "the client asks for BuildKit (the docker SDK cannot). Build the rendered context with `docker build` "
+            "(BuildKit is its default since Docker 23): `envkit image render ... -o DIR && docker build -t TAG DIR`; "
+            "or point DOCKER_HOST at Podman's service (Podman 4 / Buildah >= 1.24), which `envkit image build` uses."
+        )
     return "The build log above shows the failing step."
 
 
