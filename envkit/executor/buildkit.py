@@ -44,7 +44,7 @@ def context_tar(context: Path, exclude: list[str]) -> io.BufferedRandom:
             else:
                 tar.addfile(info)
     out.seek(0)
-    return out  # type: ignore[return-value]
+    return out
 
 
 def dockerignore(context: Path) -> list[str]:

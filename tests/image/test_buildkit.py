@@ -71,7 +71,7 @@ class _Api:
 
     def _raise_for_status(self, response: _Response) -> None:
         if response.status >= 400:
-            raise RuntimeError(f"{response.status} Client Error: Bad Request (\"unsupported builder version\")")
+            raise RuntimeError(f'{response.status} Client Error: Bad Request ("unsupported builder version")')
 
     def _stream_helper(self, response: _Response, decode: bool = False):
         assert decode
