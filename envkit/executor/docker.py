@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from envkit.errors import CannotRun, CheckFailed
+from envkit.executor.buildkit import TRACE_ID, Trace, context_tar, dockerignore
 
 _STEP = re.compile(r"^(STEP \d+/\d+|Step \d+/\d+)")
 
@@ -97,18 +98,28 @@ class Engine:
         each output line to `on_line`."""
         log: list[str] = []
         image_id = None
-        stream = self.client.api.build(
-            path=str(context),
-            tag=tag,
-            rm=True,
-            forcerm=True,
-            pull=pull,
-            nocache=nocache,
-            decode=True,
-            buildargs=buildargs or {},
-            platform=platform,
-        )
+        trace = Trace()
+        if self.builder() == "buildkit":
+            stream = self._build_buildkit(context, tag, pull=pull, nocache=nocache, buildargs=buildargs, platform=platform)
+        else:
+            stream = self.client.api.build(
+                path=str(context),
+                tag=tag,
+                rm=True,
+                forcerm=True,
+                pull=pull,
+                nocache=nocache,
+                decode=True,
+                buildargs=buildargs or {},
+                platform=platform,
+            )
         for chunk in _chunks(stream):
+            if chunk.get("id") == TRACE_ID:
+                for line in trace.lines(chunk.get("aux")):
+                    log.append(line)
+                    if on_line:
+                        on_line(line)
+                continue
             if "error" in chunk or "errorDetail" in chunk:
                 msg = chunk.get("error") or chunk.get("errorDetail", {}).get("message", "")
                 raise CheckFailed(
@@ -136,6 +147,51 @@ class Engine:
         if image_id is None:
             raise CheckFailed("the engine finished the build without reporting an image id", details={"log_tail": log[-30:]})
         return BuildResult(image_id=image_id, tag=tag, log=log)
+
+    def builder(self) -> str:
+        """`buildkit` for Docker's engine (its API builds `RUN --mount` only when asked for BuildKit); `api` for
+        Podman's service (Buildah) and any engine that does not name itself, which the docker SDK's build drives."""
+        try:
+            components = self.client.version().get("Components") or []
+        except Exception:  # noqa: BLE001 - the build itself reports an engine that does not answer
+            return "api"
+        names = {c.get("Name") for c in components if isinstance(c, dict)}
+        return "buildkit" if "Engine" in names and "Podman Engine" not in names else "api"
+
+    def _build_buildkit(
+        self,
+        context: Path,
+        tag: str | None,
+        *,
+        pull: bool,
+        nocache: bool,
+        buildargs: dict[str, str] | None,
+        platform: str | None,
+    ) -> Iterator[Any]:
+        """`POST /build?version=2`: what the docker SDK's build sends, plus BuildKit and a gzipped context."""
+        import json
+
+        api = self.client.api
+        params: dict[str, Any] = {
+            "t": tag,
+            "rm": True,
+            "forcerm": True,
+            "pull": pull,
+            "nocache": nocache,
+            "buildargs": json.dumps(buildargs or {}),
+            "version": "2",
+        }
+        if platform:
+            params["platform"] = platform
+        headers = {"Content-Type": "application/tar"}
+        api._set_auth_headers(headers)  # the registry credentials of ~/.docker/config.json, as the SDK's build
+        with context_tar(context, dockerignore(context)) as body:
+            response = api._post(api._url("/build"), data=body, params=params, headers=headers, stream=True, timeout=None)
+        try:
+            api._raise_for_status(response)
+        except Exception as exc:  # noqa: BLE001 - the engine refused the request itself
+            raise CannotRun(f"the engine at {self.base_url} refused the BuildKit build: {_short(exc)}") from None
+        return api._stream_helper(response, decode=True)
 
     # --- images and containers ---------------------------------------------------------------
     def inspect(self, ref: str) -> dict[str, Any]:
@@ -211,6 +267,15 @@ def _build_hint(msg: str, log: list[str], want: str | None, engine: str | None) 
             f"The image is for {want} and the engine runs on {engine}, and no emulator ran the {want} binaries. "
             "Register user-mode emulation on the engine's host (Debian/Ubuntu: apt-get install qemu-user-static; "
             "check /proc/sys/fs/binfmt_misc/qemu-aarch64), or build on a host of that platform."
+        )
+    if "requires buildkit" in text:  # a classic builder: an engine that did not name itself Docker's `Engine`
+        return (
+            "The Dockerfile installs Python through `RUN --mount=type=bind` (the wheels never become a layer), which "
+            "Docker builds with BuildKit only. envkit asks Docker's engine for BuildKit (`/build?version=2`), but "
+            "this engine's /version names no `Engine` component, so it was driven like any other (the classic "
+            "builder). Build the rendered context with `docker build` (BuildKit is its default since Docker 23): "
+            "`envkit image render ... -o DIR && docker build -t TAG DIR`; or point DOCKER_HOST at Podman's service "
+            "(Podman 4 / Buildah >= 1.24)."
         )
     return "The build log above shows the failing step."
 

@@ -105,25 +105,33 @@ def render(name: str, **context: Any) -> str:
 
 
 def dockerfile(plan: Any) -> str:
+    import hashlib
+
     from envkit.export.container import LOCK_IN_IMAGE, SERVING_ENTRYPOINT, VENV
 
+    # each `pip install` names the sha256 of the requirements file it reads through its bind mount: checked in the
+    # build, and part of the instruction, so of the engine's layer cache key (Buildah's key holds the instruction,
+    # not the files a bind mount shows; the file's hashes pin every wheel it installs)
+    digests = {rel.split("/")[1]: hashlib.sha256(text.encode()).hexdigest() for rel, text in requirements_files(plan).items()}
     return render(
-        "Dockerfile.j2", plan=plan, venv=VENV, lock_path=LOCK_IN_IMAGE, serving_entrypoint=json.dumps(list(SERVING_ENTRYPOINT))
-    )  # the exec form
+        "Dockerfile.j2",
+        plan=plan,
+        venv=VENV,
+        lock_path=LOCK_IN_IMAGE,
+        serving_entrypoint=json.dumps(list(SERVING_ENTRYPOINT)),  # the exec form
+        requirements_sha256=digests,
+    )
 
 
-def context_files(plan: Any) -> dict[str, str]:
-    """The text files of the build context, by path inside it."""
+def requirements_files(plan: Any) -> dict[str, str]:
+    """The hashed requirements of each Python layer, by path inside the context."""
     files = {
-        "Dockerfile": dockerfile(plan),
-        "envkit.lock": plan.lock_text,
         "python/torch/requirements.txt": render(
             "requirements.txt.j2", plan=plan, reqs=plan.heavy_requirements, title="The first layer (torch, torch_npu)"
         ),
         "python/rest/requirements.txt": render(
             "requirements.txt.j2", plan=plan, reqs=plan.rest_requirements, title="The second layer (every other pin)"
         ),
-        ".dockerignore": render("dockerignore.j2", plan=plan),
     }
     if plan.serving:
         files["python/serving/requirements.txt"] = render(
@@ -133,6 +141,16 @@ def context_files(plan: Any) -> dict[str, str]:
             title="The serving layer (vllm, vllm-ascend, triton-ascend, in this order)",
         )
     return files
+
+
+def context_files(plan: Any) -> dict[str, str]:
+    """The text files of the build context, by path inside it."""
+    return {
+        "Dockerfile": dockerfile(plan),
+        "envkit.lock": plan.lock_text,
+        **requirements_files(plan),
+        ".dockerignore": render("dockerignore.j2", plan=plan),
+    }
 
 
 def context_inputs(plan: Any) -> list[tuple[str, Any, str | None]]:

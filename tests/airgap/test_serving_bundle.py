@@ -177,7 +177,7 @@ def test_bundle_build_variant_serving_renders_the_serving_context_from_the_bundl
     dockerfile = ctx["context/Dockerfile"].decode()
     assert "\nFROM torch AS serving\n" in dockerfile and 'io.envkit.variant="serving"' in dockerfile
     assert dockerfile.rstrip().endswith('\nENTRYPOINT ["vllm", "serve"]'), dockerfile[-300:]
-    assert "--no-index --find-links ./serving/wheels" in dockerfile and "PYTORCH_NPU_ALLOC_CONF=" in dockerfile
+    assert "--no-index --find-links /tmp/envkit-python/serving/wheels" in dockerfile and "PYTORCH_NPU_ALLOC_CONF=" in dockerfile
     pins = [x.split("==")[0] for x in ctx["context/python/serving/requirements.txt"].decode().splitlines() if "==" in x]
     assert pins == SERVING  # the vendor's order
     rest = ctx["context/python/rest/requirements.txt"].decode()
@@ -196,7 +196,7 @@ def test_bundle_build_variant_serving_renders_the_serving_context_from_the_bundl
     assert r.returncode == 0 and json.loads(r.stdout)["ok"] is True, r.stdout + r.stderr
     # the same lock without --variant: the base context, no serving stage
     base = built["base"]["context/Dockerfile"].decode()
-    assert "\nFROM torch AS python\n" in base  # the rest's layer right after torch's
+    assert "\nFROM torch AS runtime\n" in base  # the rest's layer right after torch's
     assert "AS serving" not in base and "ENTRYPOINT" not in base and "io.envkit.variant" not in base
     assert "PYTORCH_NPU_ALLOC_CONF" not in base
     assert not [rel for rel in built["base"] if "python/serving/" in rel]

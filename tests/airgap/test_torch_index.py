@@ -224,8 +224,8 @@ def test_online_without_a_closure_the_torch_layer_installs_from_the_cpu_index(cp
     )
     assert not plan.offline and plan.torch_indexes[0] == "https://download.pytorch.org/whl/cpu"
     text = dockerfile(plan)
-    torch_layer = text.split("FROM os AS torch", 1)[1].split("FROM torch AS python", 1)[0]
-    rest_layer = text.split("FROM torch AS python", 1)[1].split("FROM os AS runtime", 1)[0]
+    torch_layer = text.split("FROM ascend AS torch", 1)[1].split("FROM torch AS runtime", 1)[0]
+    rest_layer = text.split("FROM torch AS runtime", 1)[1].split("\nENV ", 1)[0]
     assert "--index-url https://download.pytorch.org/whl/cpu --extra-index-url https://pypi.org/simple" in torch_layer
     assert "--index-url https://pypi.org/simple --extra-index-url https://download.pytorch.org/whl/cpu" in rest_layer
     assert any(r.name == "torch" and r.version == "2.12.0+cpu" for r in plan.heavy_requirements)

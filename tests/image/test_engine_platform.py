@@ -83,3 +83,13 @@ def test_exec_format_error_in_the_log_counts(tmp_path: Path) -> None:
     with pytest.raises(CheckFailed) as exc:
         eng.build(tmp_path, "t:1", platform="linux/arm64")
     assert "linux/arm64" in exc.value.hint and "linux/amd64" in exc.value.hint
+
+
+def test_the_classic_builder_refusing_run_mount_is_explained(tmp_path: Path) -> None:
+    """Docker's API builds with its classic builder when the client does not ask for BuildKit (the docker SDK
+    cannot): the rendered `RUN --mount` is refused, and the hint says how to build the context instead."""
+    msg = "the --mount option requires BuildKit. Refer to https://docs.docker.com/go/buildkit/ to learn how to build"
+    eng, _ = _engine([{"stream": "Step 9/30 : RUN --mount=type=bind,source=python/torch,target=/tmp/x true\n"}, {"error": msg}])
+    with pytest.raises(CheckFailed) as exc:
+        eng.build(tmp_path, "t:1")
+    assert "docker build" in exc.value.hint and "Podman" in exc.value.hint and "qemu" not in exc.value.hint

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 from pathlib import Path
 
@@ -107,17 +108,46 @@ def test_cpu_torch_and_labels(golden_inputs) -> None:
 
 
 def test_python_layers_after_cann(golden_inputs) -> None:
-    """A Python pin only enters the `python` stage and the runtime layers after the CANN copy."""
+    """One line of stages after the CANN copy: torch's venv, then the rest, in the image itself; no stage copies the
+    venv from another, and the wheels come in through a read-only bind mount of the context, never a layer."""
     text = dockerfile(_plan(*golden_inputs["a3-aarch64-cann8.5.0"]))
-    cann_stage = text[text.index("AS cann") : text.index("AS torch")]
+    cann_stage = text[text.index("AS cann") : text.index("AS ascend")]
     assert "requirements" not in cann_stage and "python/" not in cann_stage
-    runtime = text[text.index("AS runtime") :]
+    stages = [line.split()[1:] for line in text.splitlines() if line.startswith("FROM ")]
+    assert [s[-1] for s in stages] == ["os", "cann", "ascend", "torch", "runtime"]
+    assert [s[0] for s in stages[2:]] == ["os", "ascend", "torch"]  # each builds on the one before
     assert (
-        runtime.index("COPY --from=cann")
-        < runtime.index("COPY --from=torch")
-        < runtime.index("COPY --from=python")
-        < runtime.index("LABEL")
+        text.index("COPY --from=cann /usr/local/Ascend")
+        < text.index("--mount=type=bind,source=python/torch,")
+        < text.index("--mount=type=bind,source=python/rest,")
+        < text.index("LABEL")
     )
+    assert [line for line in text.splitlines() if "--from=" in line and "--from=cann" not in line] == []
+    after_cann = text[text.index("AS ascend") :]
+    assert "COPY python/" not in after_cann and "WORKDIR /tmp" not in after_cann
+
+
+@pytest.mark.parametrize("name", sorted(GOLDEN_CASES))
+def test_each_pip_install_checks_the_requirements_it_mounts(name: str, golden_inputs, tmp_path: Path) -> None:
+    """The instruction names the sha256 of the requirements file its bind mount shows, checked before pip reads it:
+    an engine whose layer cache key is the instruction alone (Buildah's) still rebuilds when a pin changes."""
+    import re
+    import subprocess
+
+    plan = _plan(*golden_inputs[name], variant=GOLDEN_VARIANTS.get(name, "base"))
+    write_context(plan, tmp_path / "ctx")
+    text = (tmp_path / "ctx" / "Dockerfile").read_text()
+    runs = re.findall(r"RUN --mount=type=bind,source=(python/\w+),target=(\S+) \\\n    (echo .*? \| sha256sum -c -) \\\n", text)
+    parts = ["torch", *(["serving"] if plan.serving else []), "rest"]
+    assert [src for src, _, _ in runs] == [f"python/{p}" for p in parts]
+    for src, target, check in runs:
+        assert target == "/tmp/envkit-python/" + src.split("/")[1]
+        # the check as the build runs it, with the context's folder where the mount would be
+        r = subprocess.run(["bash", "-c", check.replace(target, str(tmp_path / "ctx" / src))], capture_output=True, text=True)
+        assert r.returncode == 0, r.stdout + r.stderr
+        (tmp_path / "ctx" / src / "requirements.txt").write_text("tampered\n")
+        r = subprocess.run(["bash", "-c", check.replace(target, str(tmp_path / "ctx" / src))], capture_output=True, text=True)
+        assert r.returncode != 0
 
 
 def test_zip_edition_is_unpacked(tmp_path: Path) -> None:
@@ -206,7 +236,8 @@ def test_offline_wheelhouse(golden_inputs, tmp_path: Path) -> None:
     plan = _plan(lock, art2, None)
     assert plan.offline
     text = dockerfile(plan)
-    assert "--no-index --find-links ./torch/wheels" in text and "--no-index --find-links ./rest/wheels" in text
+    assert "--no-index --find-links /tmp/envkit-python/torch/wheels" in text
+    assert "--no-index --find-links /tmp/envkit-python/rest/wheels" in text
     whl = sorted((art2 / "wheels").glob("*.whl"))[0]
     assert any(sha256_file(whl) in r.hashes for r in plan.requirements)
 
@@ -255,8 +286,15 @@ def test_python_layers_split(golden_inputs, tmp_path: Path) -> None:
     assert bumped.read_text() != text
     write_context(_plan(lock, arts, bumped), tmp_path / "b")
     same = lambda rel: (tmp_path / "a" / rel).read_text() == (tmp_path / "b" / rel).read_text()  # noqa: E731
-    assert same("python/torch/requirements.txt") and same("Dockerfile")
-    assert not same("python/rest/requirements.txt")
+    assert same("python/torch/requirements.txt") and not same("python/rest/requirements.txt")
+    # the Dockerfile differs only in the rest's layer: the sha256 of the requirements it checks (its cache key)
+    a, b = ((tmp_path / d / "Dockerfile").read_text() for d in "ab")
+    cut = a.index("FROM torch AS runtime")
+    assert a[:cut] == b[:cut] and a != b
+    assert [x for x in a.splitlines() if x not in b.splitlines()] == [
+        f"    echo '{hashlib.sha256((tmp_path / 'a' / 'python/rest/requirements.txt').read_bytes()).hexdigest()}"
+        "  /tmp/envkit-python/rest/requirements.txt' | sha256sum -c - \\"
+    ]
     # another lock (here: another generating command and digest) leaves the torch layer's input alone
     from dataclasses import replace
 
@@ -267,8 +305,8 @@ def test_python_layers_split(golden_inputs, tmp_path: Path) -> None:
         tmp_path / "c" / "python/torch/requirements.txt"
     ).read_bytes()
     text = dockerfile(plan)
-    torch_stage = text[text.index("AS torch") : text.index("AS python")]
-    assert "python/torch/" in torch_stage and "python/rest/" not in torch_stage and "--no-deps" in torch_stage
+    torch_stage = text[text.index("AS torch") : text.index("AS runtime")]
+    assert "python/torch," in torch_stage and "python/rest" not in torch_stage and "--no-deps" in torch_stage
 
 
 def _with_closure(lock_path: Path, *, python: str | None = None, drop: str | None = None):

@@ -24,7 +24,7 @@ def _plan(inputs, variant: str, generated_by: str = "envkit image render --lock 
 
 
 def _python_stages_start(text: str) -> int:
-    return text.index("FROM os AS torch")
+    return text.index("FROM ascend AS torch")
 
 
 def test_the_cann_part_is_the_base_variants_byte_for_byte(golden_inputs) -> None:
@@ -32,6 +32,7 @@ def test_the_cann_part_is_the_base_variants_byte_for_byte(golden_inputs) -> None
     serving = dockerfile(_plan(golden_inputs[CASE], "serving"))
     cut = _python_stages_start(base)
     assert base[:cut] == serving[:cut] and "FROM os AS cann" in base[:cut]  # one build cache up to the Python layers
+    assert "COPY --from=cann /usr/local/Ascend" in base[:cut]
     # the torch layer too: the serving layer comes after it
     torch_stage = base[cut:].split("\nFROM ", 1)[0]
     assert serving[cut:].split("\nFROM ", 1)[0] == torch_stage and "torch/requirements.txt" in torch_stage
@@ -42,8 +43,8 @@ def test_the_serving_layer_comes_after_torch_in_the_vendors_order(golden_inputs,
     plan = _plan(golden_inputs[CASE], "serving")
     text = dockerfile(plan)
     stages = [line.split()[1:] for line in text.splitlines() if line.startswith("FROM ")]
-    assert [s[-1] for s in stages] == ["os", "cann", "torch", "serving", "python", "runtime"]
-    assert stages[3][0] == "torch" and stages[4][0] == "serving"  # serving builds on torch; the rest on serving
+    assert [s[-1] for s in stages] == ["os", "cann", "ascend", "torch", "serving", "runtime"]
+    assert stages[4][0] == "torch" and stages[5][0] == "serving"  # serving builds on torch; the rest on serving
     assert [r.name for r in plan.serving_requirements] == ["vllm", "vllm-ascend", "triton-ascend"]
     assert not {"vllm", "vllm-ascend", "triton-ascend"} & {r.name for r in plan.rest_requirements}
     write_context(plan, tmp_path / "ctx")
@@ -51,9 +52,12 @@ def test_the_serving_layer_comes_after_torch_in_the_vendors_order(golden_inputs,
     assert [x.split("==")[0] for x in lines] == ["vllm", "vllm-ascend", "triton-ascend"]
     assert all("--hash=sha256:" in x for x in lines)
     serving_run = text.split("FROM torch AS serving", 1)[1].split("\nFROM ", 1)[0]
-    assert "--no-deps --require-hashes" in serving_run and "-r serving/requirements.txt" in serving_run
-    runtime = text.split("AS runtime", 1)[1]
-    assert runtime.index("COPY --from=torch") < runtime.index("COPY --from=serving") < runtime.index("COPY --from=python")
+    assert "--no-deps --require-hashes" in serving_run and "-r /tmp/envkit-python/serving/requirements.txt" in serving_run
+    assert "--mount=type=bind,source=python/serving," in serving_run
+    # no stage copies the venv from another: torch, serving, then the rest, one layer after the other
+    assert "--from=torch" not in text and "--from=serving" not in text
+    runtime = text.split("FROM serving AS runtime", 1)[1]
+    assert "--mount=type=bind,source=python/rest," in runtime
 
 
 def test_serving_env_entrypoint_and_label(golden_inputs) -> None:
