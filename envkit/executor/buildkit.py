@@ -23,6 +23,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 TRACE_ID = "moby.buildkit.trace"
+# a step's output held back while no newline ends it (a progress bar redrawn with \r, a binary dump): past this,
+# it is shown as it stands, so memory stays bounded
+PARTIAL_MAX = 64 * 1024
 
 
 def context_tar(context: Path, exclude: list[str]) -> io.BufferedRandom:
@@ -142,6 +145,8 @@ class Trace:
         digest = _text(entry.get(1))
         text = self.partial.pop(digest, "") + _text(entry.get(4))
         *whole, rest = text.replace("\r\n", "\n").split("\n")
-        if rest:
+        if len(rest) > PARTIAL_MAX:
+            whole.append(rest)
+        elif rest:
             self.partial[digest] = rest
         return whole

@@ -16,8 +16,6 @@ from typing import Any
 from envkit.errors import CannotRun, CheckFailed
 from envkit.executor.buildkit import TRACE_ID, Trace, context_tar, dockerignore
 
-_STEP = re.compile(r"^(STEP \d+/\d+|Step \d+/\d+)")
-
 
 @dataclass(frozen=True)
 class BuildResult:
@@ -31,6 +29,7 @@ class Engine:
         self.base_url = base_url or os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
         self.timeout = timeout
         self._client: Any = None
+        self._answer: dict[str, Any] | None = None  # /version, asked once per engine
 
     # --- connection --------------------------------------------------------------------------
     @property
@@ -55,9 +54,20 @@ class Engine:
                 ) from None
         return self._client
 
+    def _version_answer(self) -> dict[str, Any]:
+        """The engine's /version answer, asked once (announce, the builder's choice and a failed build's hint read it)."""
+        if self._answer is None:
+            answer = self.client.version()
+            self._answer = answer if isinstance(answer, dict) else {}
+        return self._answer
+
+    def _components(self) -> list[dict[str, Any]]:
+        """/version's components that are mappings (an engine may send none, or null)."""
+        return [c for c in self._version_answer().get("Components") or [] if isinstance(c, dict)]
+
     def version(self) -> dict[str, Any]:
-        v = self.client.version()
-        components = {c.get("Name"): c.get("Version") for c in v.get("Components", [])}
+        v = self._version_answer()
+        components = {c.get("Name"): c.get("Version") for c in self._components()}
         return {
             "version": v.get("Version"),
             "api": v.get("ApiVersion"),
@@ -78,7 +88,7 @@ class Engine:
     def platform(self) -> str | None:
         """The engine's own platform (`linux/amd64`), as its version endpoint reports it; None: not reported."""
         try:
-            return _platform(self.client.version())
+            return _platform(self._version_answer())
         except Exception:  # noqa: BLE001 - only a hint depends on it
             return None
 
@@ -114,12 +124,12 @@ class Engine:
                 platform=platform,
             )
         for chunk in _chunks(stream):
-            if chunk.get("id") == TRACE_ID:
-                for line in trace.lines(chunk.get("aux")):
-                    log.append(line)
-                    if on_line:
-                        on_line(line)
-                continue
+            # BuildKit's progress (Docker), or the classic builders' and Buildah's text lines
+            lines = trace.lines(chunk.get("aux")) if chunk.get("id") == TRACE_ID else str(chunk.get("stream") or "").splitlines()
+            for line in lines:
+                log.append(line)
+                if on_line:
+                    on_line(line)
             if "error" in chunk or "errorDetail" in chunk:
                 msg = chunk.get("error") or chunk.get("errorDetail", {}).get("message", "")
                 raise CheckFailed(
@@ -127,12 +137,6 @@ class Engine:
                     hint=_build_hint(msg, log, platform, self.platform()),
                     details={"log_tail": log[-30:]},
                 )
-            text = chunk.get("stream")
-            if text:
-                for line in text.splitlines():
-                    log.append(line)
-                    if on_line:
-                        on_line(line)
             aux = chunk.get("aux")
             if isinstance(aux, dict) and aux.get("ID"):
                 image_id = aux["ID"]
@@ -152,10 +156,9 @@ class Engine:
         """`buildkit` for Docker's engine (its API builds `RUN --mount` only when asked for BuildKit); `api` for
         Podman's service (Buildah) and any engine that does not name itself, which the docker SDK's build drives."""
         try:
-            components = self.client.version().get("Components") or []
+            names = {c.get("Name") for c in self._components()}
         except Exception:  # noqa: BLE001 - the build itself reports an engine that does not answer
             return "api"
-        names = {c.get("Name") for c in components if isinstance(c, dict)}
         return "buildkit" if "Engine" in names and "Podman Engine" not in names else "api"
 
     def _build_buildkit(
@@ -289,7 +292,3 @@ def _chunks(stream: Iterator[Any]) -> Iterator[dict[str, Any]]:
 def _short(exc: Exception) -> str:
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     return text[:300]
-
-
-def is_step(line: str) -> bool:
-    return bool(_STEP.match(line))

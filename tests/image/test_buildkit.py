@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from envkit.errors import CannotRun, CheckFailed
-from envkit.executor.buildkit import Trace, context_tar, dockerignore, fields
+from envkit.executor.buildkit import PARTIAL_MAX, Trace, context_tar, dockerignore, fields
 from envkit.executor.docker import Engine
 
 RECORDED = Path(__file__).parent / "recorded"
@@ -181,8 +181,17 @@ def test_the_context_tar_is_the_same_bytes_for_the_same_files(context: Path, tmp
     assert dockerignore(context) == ["left-out"] and dockerignore(tmp_path) == []
 
 
+def _varint(n: int) -> bytes:
+    out = b""
+    while n >= 0x80:
+        out += bytes([n & 0x7F | 0x80])
+        n >>= 7
+    return out + bytes([n])
+
+
 def _message(*parts: tuple[int, bytes]) -> bytes:
-    return b"".join(bytes([number << 3 | 2, len(value)]) + value for number, value in parts)
+    """A protobuf message of length-delimited fields."""
+    return b"".join(bytes([number << 3 | 2]) + _varint(len(value)) + value for number, value in parts)
 
 
 def _b64(data: bytes) -> str:
@@ -218,3 +227,24 @@ def test_trace_lines_from_hand_made_messages() -> None:
     cached = _b64(_message((1, _message((1, b"sha256:b"), (3, b"[2/2] COPY y")) + b"\x20\x01")))  # cached (4) = true
     assert t.lines(cached) == ["CACHED [2/2] COPY y"]
     assert list(fields(b"\x08\x96\x01")) == [(1, 150)]
+
+
+@pytest.mark.parametrize(("size", "shown"), [(PARTIAL_MAX, False), (PARTIAL_MAX + 1, True)])
+def test_output_without_a_newline_is_held_up_to_its_bound(size: int, shown: bool) -> None:
+    t = Trace()
+    assert t.lines(_b64(_message((3, _message((1, b"sha256:a"), (4, b"x" * size)))))) == (["x" * size] if shown else [])
+    then = t.lines(_b64(_message((3, _message((1, b"sha256:a"), (4, b"y\n"))))))
+    assert then == (["y"] if shown else ["x" * size + "y"])
+
+
+def test_an_engine_that_sends_no_components_is_announced_and_asked_once(context: Path) -> None:
+    eng, api = _engine({**DOCKER_VERSION, "Components": None}, [{"stream": "a" * 64 + "\n"}])
+    calls = []
+    version = eng._client.version
+    eng._client.version = lambda: calls.append(1) or version()
+    said: list[str] = []
+    assert eng.announce("linux/amd64", said.append) is False
+    assert said == [f"engine 20.10.24+dfsg1 (API 1.41) on linux/amd64 at {eng.base_url}"]
+    assert eng.version()["components"] == {} and eng.builder() == "api"
+    eng.build(context, "envkit:t")
+    assert len(calls) == 1
