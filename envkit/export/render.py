@@ -104,7 +104,8 @@ def render(name: str, **context: Any) -> str:
     return environment().get_template(name).render(**context)
 
 
-def dockerfile(plan: Any) -> str:
+def dockerfile(plan: Any, requirements: dict[str, str] | None = None) -> str:
+    """The Dockerfile; `requirements`: `requirements_files(plan)` when the caller has it already."""
     import hashlib
 
     from envkit.export.container import LOCK_IN_IMAGE, SERVING_ENTRYPOINT, VENV
@@ -112,7 +113,8 @@ def dockerfile(plan: Any) -> str:
     # each `pip install` names the sha256 of the requirements file it reads through its bind mount: checked in the
     # build, and part of the instruction, so of the engine's layer cache key (Buildah's key holds the instruction,
     # not the files a bind mount shows; the file's hashes pin every wheel it installs)
-    digests = {rel.split("/")[1]: hashlib.sha256(text.encode()).hexdigest() for rel, text in requirements_files(plan).items()}
+    files = requirements if requirements is not None else requirements_files(plan)
+    digests = {rel.split("/")[1]: hashlib.sha256(text.encode()).hexdigest() for rel, text in files.items()}
     return render(
         "Dockerfile.j2",
         plan=plan,
@@ -145,10 +147,11 @@ def requirements_files(plan: Any) -> dict[str, str]:
 
 def context_files(plan: Any) -> dict[str, str]:
     """The text files of the build context, by path inside it."""
+    requirements = requirements_files(plan)
     return {
-        "Dockerfile": dockerfile(plan),
+        "Dockerfile": dockerfile(plan, requirements),
         "envkit.lock": plan.lock_text,
-        **requirements_files(plan),
+        **requirements,
         ".dockerignore": render("dockerignore.j2", plan=plan),
     }
 
