@@ -1,18 +1,23 @@
 #!/usr/bin/env python3
-"""`make test`: the whole suite, with the image tests (Podman) in a pytest session of their own beside the rest.
+"""`make test`: the whole suite, with the image tests (Podman) and the fleet tests (systemd-nspawn) each in a pytest
+session of its own beside the rest.
 
-The image tests are the longest part of the suite (half an hour on 2 cores) and spend much of it in the engine
-(layer commits, image save and load); the fleet tests spend theirs waiting on boots, SSH and Ansible. Side by side,
-the suite's wall time is about the longer of the two instead of their sum.
+Both are the longest parts of the suite and spend much of it waiting: the image tests on the engine (layer commits,
+image save and load), the fleet tests on boots, SSH and Ansible. Side by side, the suite's wall time is about the
+longest of the three instead of their sum.
 
-- The image session is the only one that sees the Podman set-up (DOCKER_HOST, CONTAINERS_CONF, ENVKIT_TEST_BASE*):
-  the other runs with it taken out of its environment, so its session-end clean-up (tests/conftest.py removes the
-  images a session made) can never remove an image the image session is building. It has its own --basetemp.
-- Its output goes to a file and is printed after the other session's, so the two never interleave.
-- Exit status: the first failing session's (pytest's 5, "no test collected", counts as a pass for the image
-  session: without root or Podman its tests are skipped at collection).
-- One session as before when the Podman set-up is absent, with ENVKIT_TEST_SPLIT=0, or when the arguments select
-  tests themselves (-m, -k, a path, a node id).
+- The image session runs when the Podman set-up is in the environment (DOCKER_HOST, CONTAINERS_CONF,
+  ENVKIT_TEST_BASE): `tests/image -m podman`. It is the only session that sees that set-up: the others run with it
+  taken out of their environment, so their session-end clean-up (tests/conftest.py removes the images a session
+  made) can never remove an image the image session is building.
+- The fleet session runs as root unless ENVKIT_SKIP_NSPAWN=1: `-m nspawn` (its tests boot one fleet at a time, with
+  fixed names, so no other session may boot one; none does).
+- The rest: `-m "not podman and not nspawn"`, each part only where its side session runs.
+- Each side session has its own --basetemp; its output goes to a file and is printed after the rest's, so none
+  interleave.
+- Exit status: the first failing session's (pytest's 5, "no test collected", counts as a pass for a side session).
+- One session as before with ENVKIT_TEST_SPLIT=0, or when the arguments select tests themselves (-m, -k, a path, a
+  node id).
 
 Usage: python tools/run_tests.py [pytest arguments]
 """
@@ -25,10 +30,23 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import NamedTuple
 
 ROOT = Path(__file__).resolve().parents[1]
 PODMAN_ENV = ("DOCKER_HOST", "CONTAINERS_CONF", "ENVKIT_TEST_BASE", "ENVKIT_TEST_BASE_ARM64")
-IMAGE_TESTS = "tests/image"
+
+
+class Side(NamedTuple):
+    """A session beside the rest: its name, the pytest arguments that select its tests, the marker it takes."""
+
+    name: str
+    select: tuple[str, ...]
+    marker: str
+    podman: bool  # whether it sees the Podman set-up
+
+
+IMAGE = Side("the image tests (Podman)", ("tests/image", "-m", "podman"), "podman", podman=True)
+FLEET = Side("the fleet tests (systemd-nspawn)", ("-m", "nspawn"), "nspawn", podman=False)
 
 
 def selects(args: list[str]) -> bool:
@@ -41,39 +59,52 @@ def selects(args: list[str]) -> bool:
     return False
 
 
-def split(args: list[str], env: dict[str, str]) -> bool:
-    return env.get("ENVKIT_TEST_SPLIT") != "0" and all(env.get(k) for k in PODMAN_ENV[:3]) and not selects(args)
+def sides(args: list[str], env: dict[str, str], root: bool) -> list[Side]:
+    """The sessions that run beside the rest (none: one session as before)."""
+    if env.get("ENVKIT_TEST_SPLIT") == "0" or selects(args):
+        return []
+    out = []
+    if all(env.get(k) for k in PODMAN_ENV[:3]):
+        out.append(IMAGE)
+    if root and env.get("ENVKIT_SKIP_NSPAWN") != "1":
+        out.append(FLEET)
+    return out
 
 
 def main(args: list[str]) -> int:
     pytest = [sys.executable, "-m", "pytest"]
     env = dict(os.environ)
-    if not split(args, env):
+    beside = sides(args, env, os.geteuid() == 0)
+    if not beside:
         return subprocess.call([*pytest, *args], cwd=ROOT)
-    work = Path(tempfile.mkdtemp(prefix="envkit-image-tests-"))
+    work = Path(tempfile.mkdtemp(prefix="envkit-side-tests-"))
+    without_podman = {k: v for k, v in env.items() if k not in PODMAN_ENV}
+    running: list[tuple[Side, Path, subprocess.Popen]] = []
     try:
-        log = work / "log"
-        with open(log, "wb") as out:
-            image = subprocess.Popen(
-                [*pytest, IMAGE_TESTS, "-m", "podman", "-p", "no:cacheprovider", f"--basetemp={work / 'tmp'}", *args],
-                cwd=ROOT,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-            )
-            print(f"== the image tests (Podman) run beside the suite, in a session of their own: {log}", flush=True)
-            rest_env = {k: v for k, v in env.items() if k not in PODMAN_ENV}
-            try:
-                rest = subprocess.call([*pytest, "-m", "not podman", *args], cwd=ROOT, env=rest_env)
-            except BaseException:  # interrupted: the image session goes too
-                image.terminate()
-                image.wait()
-                raise
-            image_rc = image.wait()
-        print("== the image tests (Podman), the session beside the suite:", flush=True)
-        sys.stdout.buffer.write(log.read_bytes())
-        sys.stdout.flush()
-        image_rc = 0 if image_rc == 5 else image_rc
-        return rest or image_rc
+        try:
+            for n, side in enumerate(beside):
+                log = work / f"{n}.log"
+                cmd = [*pytest, *side.select, "-p", "no:cacheprovider", f"--basetemp={work / f'{n}.tmp'}", *args]
+                with open(log, "wb") as out:
+                    p = subprocess.Popen(
+                        cmd, cwd=ROOT, env=env if side.podman else without_podman, stdout=out, stderr=subprocess.STDOUT
+                    )
+                running.append((side, log, p))
+                print(f"== {side.name} run beside the suite, in a session of their own: {log}", flush=True)
+            rest = " and ".join(f"not {s.marker}" for s in beside)
+            rc = subprocess.call([*pytest, "-m", rest, *args], cwd=ROOT, env=without_podman)
+        except BaseException:  # interrupted: the side sessions go too
+            for _, _, p in running:
+                p.terminate()
+                p.wait()
+            raise
+        for side, log, p in running:
+            side_rc = p.wait()
+            print(f"== {side.name}, the session beside the suite:", flush=True)
+            sys.stdout.buffer.write(log.read_bytes())
+            sys.stdout.flush()
+            rc = rc or (0 if side_rc == 5 else side_rc)
+        return rc
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
