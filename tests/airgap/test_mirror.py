@@ -210,7 +210,7 @@ def test_a_silent_client_is_dropped_after_the_client_timeout(bundle, monkeypatch
         with socket.create_connection(server.server_address[:2], timeout=10) as s:
             t0 = time.monotonic()
             assert s.recv(4096) == b""  # silent past the timeout: closed by the server
-            assert 0.4 < time.monotonic() - t0 < 5
+            assert 0.4 < time.monotonic() - t0 < 10
     finally:
         server.shutdown()
         server.server_close()

@@ -71,7 +71,9 @@ def test_hostile_yaml_is_refused(name, command, workdir, run_cli):
     assert res.code == 2, (res.code, res.err[-500:])
     assert str(f) in res.err, res.err[-500:]
     assert "Traceback" not in res.err
-    assert took < 5, f"{took:.1f} s"
+    # an alias bomb or a quadratic parse unbounded takes minutes or all memory; 20 s leaves room for a starved
+    # process (CI's year-ahead pass runs niced beside the whole suite)
+    assert took < 20, f"{took:.1f} s"
     assert list(cwd.iterdir()) == []  # nothing written, not even the -o folder
     assert sorted(p.name for p in inputs.iterdir()) == [name]
     assert len(res.err) < 2000  # a message, not the 5,000 digits or the bomb echoed back

@@ -153,7 +153,9 @@ def test_the_mirrors_are_tried_in_order_and_a_404_moves_on(root, dest, tmp_path)
     assert results[0]["errors"] == [f"{empty.url}/: vendor/driver.run: HTTP 404 Not Found"]
 
 
-@pytest.mark.parametrize(("deadline", "ok"), [(1, False), (8, True)])
+# 2 s: some bytes have come (kept to resume); 15 s: all 20 have, with room for a starved test process (CI's
+# year-ahead pass runs niced beside the whole suite)
+@pytest.mark.parametrize(("deadline", "ok"), [(2, False), (15, True)])
 def test_the_deadline_bounds_one_download(root, dest, deadline, ok):
     (root / "vendor" / "small.run").write_bytes(b"0123456789" * 2)
     spec = {"path": "vendor/small.run", "sha256": _sha(b"0123456789" * 2), "size": 20}
@@ -163,7 +165,7 @@ def test_the_deadline_bounds_one_download(root, dest, deadline, ok):
         took = time.monotonic() - t0
     assert (failure is None) == ok, failure
     if not ok:
-        assert "stopped at the deadline (1 s for one download)" in failure and took < 3.5
+        assert "stopped at the deadline (2 s for one download)" in failure and took < 2 + 6
         held = (dest / ".small.run.envkit-part").stat().st_size
         assert 0 < held < 20  # kept for the next try to resume
     else:
@@ -174,7 +176,7 @@ def test_the_deadline_stops_a_mirror_that_drips_its_headers(dest):
     with HostileServer() as srv:
         t0 = time.monotonic()
         _, failure = fetch(dest, [{"path": "drip-head", "sha256": "0" * 64}], [srv.url], deadline=2)
-        assert time.monotonic() - t0 < 6
+        assert time.monotonic() - t0 < 2 + 8
     assert failure is not None and "stopped at the deadline (2 s" in failure
 
 
