@@ -27,6 +27,16 @@ def fleet(tmp_path_factory):
         f.down()
 
 
+def load_probe():
+    """The envkit_probe module's code (its decisions, its checks) as a Python module, imported from the role."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("envkit_probe_under_test", PROBE)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def run_local_playbook(
     ansible_playbook: Path | str, play: Path, *extra: str, env: dict[str, str], timeout: int, tmp_dir: Path | None = None
 ) -> subprocess.CompletedProcess:
@@ -64,8 +74,11 @@ def write_play(path: Path, tasks: list[dict], **play: object) -> Path:
     return path
 
 
-def run_probe(ansible_playbook: Path | str, tmp_path: Path, probe_args: dict, timeout: int) -> subprocess.CompletedProcess:
-    """The real envkit_probe module with `probe_args` through Ansible on localhost; its result in tmp_path/result.json."""
+def run_probe(
+    ansible_playbook: Path | str, tmp_path: Path, probe_args: dict | str, timeout: int, *extra: str
+) -> subprocess.CompletedProcess:
+    """The real envkit_probe module with `probe_args` (or a template that gives them) through Ansible on localhost,
+    `extra` arguments before the play; its result in tmp_path/result.json."""
     from envkit.executor.ansible import playbook_env
 
     play = tmp_path / "probe.yml"
@@ -83,4 +96,4 @@ def run_probe(ansible_playbook: Path | str, tmp_path: Path, probe_args: dict, ti
         ],
     )
     env = {**playbook_env(PLAYBOOKS), "ANSIBLE_LIBRARY": str(PROBE.parent), "ANSIBLE_STDOUT_CALLBACK": "default"}
-    return run_local_playbook(ansible_playbook, play, env=env, timeout=timeout)
+    return run_local_playbook(ansible_playbook, play, *extra, env=env, timeout=timeout)

@@ -10,7 +10,6 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
 from envkit.errors import BadInput, CheckFailed
 from envkit.executor.ansible import dump_vars
@@ -29,14 +28,13 @@ from tests.airgap.mirror import seal
 from tests.provision.fleet import resolve_lock, sha256, write_vendor
 
 ROOT = Path(__file__).resolve().parents[2]
-PREFLIGHT_VARS = ROOT / "playbooks" / "roles" / "envkit_preflight" / "vars" / "main.yml"
 
 
 def role_url_pattern() -> str:
-    """The regex envkit_preflight checks each mirror URL with (vars/main.yml), as Jinja passes it to `match`
-    (no escape is processed: test_the_roles_check_urls_as_envkit_does runs it through Ansible)."""
-    text = yaml.safe_load(PREFLIGHT_VARS.read_text())["envkit_preflight_bad_mirrors"]
-    return re.search(r"reject\('match', '(.*?)'\)", text).group(1)
+    """The regex envkit_preflight's probe checks each mirror URL with (library/envkit_probe.py: MIRROR_URL)."""
+    from tests.provision.conftest import load_probe
+
+    return load_probe().MIRROR_URL.pattern
 
 
 GOOD = [
@@ -105,37 +103,27 @@ def test_the_roles_refuse_what_envkit_refuses(url):
 
 
 def test_the_roles_check_urls_as_envkit_does(tmp_path):
-    """envkit_preflight's own check, evaluated by Ansible: it refuses exactly the URLs envkit refuses (of these)."""
-    from envkit.executor.ansible import playbook_env
-    from tests.provision.conftest import run_local_playbook, write_play
+    """envkit_preflight's own check, the probe module run by Ansible: it refuses exactly the URLs envkit refuses (of
+    these), in one error that names each."""
+    from tests.provision.conftest import run_probe
 
     ap = Path(sys.executable).parent / "ansible-playbook"
     if not ap.exists():
         pytest.skip("ansible-playbook not installed beside this interpreter")
     urls = [parse_mirror(v).url for v, _ in GOOD] + [v for v, _ in BAD if v]
-    play = tmp_path / "play.yml"
-    write_play(
-        play,
-        [
-            {
-                "ansible.builtin.copy": {
-                    "content": "{{ envkit_preflight_bad_mirrors | to_json }}",
-                    "dest": str(tmp_path / "bad.json"),
-                    "mode": "0600",
-                }
-            }
-        ],
-        vars_files=[str(PREFLIGHT_VARS)],
-    )
     # as envkit writes its vars (a value with a `{` tagged !unsafe: the lookup below is data, never run)
-    (tmp_path / "urls.yml").write_text(dump_vars({"envkit_preflight_mirrors": urls}, "test"))
-    p = run_local_playbook(ap, play, "-e", f"@{tmp_path / 'urls.yml'}", env=playbook_env(ROOT / "playbooks"), timeout=120)
+    (tmp_path / "urls.yml").write_text(dump_vars({"urls": urls}, "test"))
+    args = {"npu_smi": False, "hccn": False, "expect": {"preflight": {"host": "h", "mirrors": "{{ urls }}", "min_free_gb": 0}}}
+    p = run_probe(ap, tmp_path, args, 120, "-e", f"@{tmp_path / 'urls.yml'}")
     assert p.returncode == 0, p.stdout + p.stderr
-    refused = json.loads((tmp_path / "bad.json").read_text())
+    errors = json.loads((tmp_path / "result.json").read_text())["ansible_facts"]["envkit_state"]["decide"]["errors"]
+    lead = "Not a mirror URL (http or https, a host, no credentials, query or quotes): "
+    refused = [e for e in errors if e.startswith(lead)]
+    assert len(refused) == 1
     # the roles' check is the characters, the scheme, no credentials, no query: the length, the port and the
     # decoded path are envkit's alone (a URL given with -e gets only the roles' check)
     role_accepts = {BAD[1][0], "http://h:99999/", "http://h:0/", "http://h/%2e%2e/secret"}
-    assert set(refused) == {v for v, _ in BAD if v} - role_accepts
+    assert refused[0] == lead + ", ".join(v for v, _ in BAD if v and v not in role_accepts)
 
 
 def test_parse_mirrors_keeps_the_order_and_drops_repeats():

@@ -67,6 +67,15 @@ options:
     description: Seconds allowed to each hccn_tool query.
     type: int
     default: 10
+  expect:
+    description:
+      - What the lock gives, per role (C(preflight), C(hdk), C(cann), C(python), C(smoke); a role left out or null
+        decides nothing). The module reads the files each role compares and returns the roles' decisions in
+        C(envkit_state.decide), so that the controller templates none of them (issue 26).
+      - Only indices, booleans, names from a fixed set and messages come back; the controller keeps what it acts on
+        (the packages, their sources) and takes from a host only which of them it needs.
+    type: dict
+    default: {}
 author: envkit developers
 """
 
@@ -81,6 +90,7 @@ ansible_facts:
 import glob
 import grp
 import hashlib
+import json
 import os
 import platform
 import pwd
@@ -88,9 +98,6 @@ import re
 import shutil
 import stat as stat_mod
 import subprocess
-
-from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.facts.system.distribution import DistributionFactCollector
 
 MAX_READ = 1 << 20
 
@@ -288,7 +295,186 @@ def _group(name):
         return {"exists": False}
 
 
+# --- the roles' decisions (what differs from the lock), from the probe's own reads ----------------------------
+MIRROR_URL = re.compile(r"^https?://[A-Za-z0-9._~:\[\]%-]+(/[A-Za-z0-9._~!$&()*+,;=:@%/-]*)?\Z")
+HDK_COMPONENTS = ("driver", "firmware")
+
+
+def info_value(text, key):
+    """The value of the first `key=...` line of a version/install info file ("" if none), as the vendor writes it."""
+    m = re.search(r"(?m)^%s=.*$" % re.escape(key), text)
+    return m.group(0)[len(key) + 1:].strip() if m else ""
+
+
+def _content(path):
+    return _read(path)["content"]
+
+
+def os_family_of(families, os_family):
+    """The lock's family name (debian, rhel) whose list holds Ansible's os_family; "unknown" if none does."""
+    for name, members in (families or {}).items():
+        if os_family in (members or []):
+            return name
+    return "unknown"
+
+
+def preflight_decide(e, facts, state):
+    """(errors, warnings, user_todo): the checks that refuse a host, the warnings, and whether the driver's user
+    needs creating or fixing."""
+    host = str(e.get("host", ""))
+    arch, dist, ver, fam = (facts.get("ansible_" + k, "") for k in ("architecture", "distribution", "distribution_version", "os_family"))
+    family = os_family_of(e.get("os_families"), fam)
+    errors, warnings = [], []
+    bad = [str(m) for m in e.get("mirrors") or [] if not MIRROR_URL.match(str(m))]
+    if bad:
+        errors.append("Not a mirror URL (http or https, a host, no credentials, query or quotes): " + ", ".join(bad))
+    if not (arch == e.get("lock_arch") and family == e.get("lock_os_family")):
+        errors.append(
+            "%s is %s %s %s (%s); the lock is for %s %s (%s family). Resolve a lock for this host (envkit resolve --arch/--os)."
+            % (host, arch, dist, ver, fam, e.get("lock_arch"), e.get("lock_os", ""), e.get("lock_os_family"))
+        )
+    if e.get("require_npu") and state["pci_devices"] <= 0:
+        errors.append("No PCI device of vendor %s (Huawei) on %s: not an Ascend host." % (e.get("pci_vendor"), host))
+    min_free_gb = e.get("min_free_gb", 0)
+    if state["free_kb"] < int(min_free_gb) * 1024 * 1024:
+        errors.append("%s has %s GiB free; the stack needs %s GiB." % (e.get("install_path"), round(state["free_kb"] / 1048576, 1), min_free_gb))
+    if e.get("require_kernel_headers") and not (state["kernel_headers"] and state["dkms"]):
+        hints = e.get("headers_hint") or {}
+        hint = hints.get(family, "%s; %s" % (hints.get("debian", ""), hints.get("rhel", "")))
+        errors.append(
+            "The NPU driver builds kernel modules: install the headers of kernel %s and dkms (%s), or set "
+            "envkit_preflight_require_kernel_headers=false." % (state["kernel"], hint.replace("KVER", state["kernel"]))
+        )
+    lock_os = e.get("lock_os") or ""
+    if lock_os and dist.lower() + ver != lock_os:
+        warnings.append("OS %s %s is not the lock's %s (same family)" % (dist, ver, lock_os))
+    if state["pci_devices"] <= 0:
+        warnings.append("no Huawei PCI device (vendor %s) found" % e.get("pci_vendor"))
+    names = state["npu_names"].split()
+    if names and not set(e.get("npu_smi_names") or []) & set(names):
+        warnings.append("npu-smi shows %s, not the lock's chip %s" % (state["npu_names"], e.get("lock_chip")))
+    user = e.get("user") or {}
+    u = state["users"].get(user.get("name"), {})
+    user_ok = (
+        state["groups"].get(user.get("name"), {}).get("exists") and u.get("exists") and u.get("group") == user.get("name")
+        and u.get("home") == user.get("home") and u.get("shell") == "/bin/bash" and u.get("home_exists")
+    )
+    return errors, warnings, bool(user.get("manage")) and not user_ok
+
+
+def hdk_decide(e):
+    """What of the driver and firmware differs from the lock, in the vendor's order (a first install: driver then
+    firmware; an upgrade: firmware then driver), the plan's lines and what version.info says now."""
+    root = str(e.get("install_path", "/usr/local/Ascend"))
+    driver_text, firmware_text = _content(root + "/driver/version.info"), _content(root + "/firmware/version.info")
+    current = {"driver": info_value(driver_text, "package_version"), "firmware": info_value(firmware_text, "package_version")}
+    want = {c: str((e.get(c) or {}).get("package_version", "")) for c in HDK_COMPONENTS if e.get(c)}
+    needed = [c for c in HDK_COMPONENTS if e.get("enabled") and c in want and current[c].lower() != want[c].lower()]
+    order = HDK_COMPONENTS if current["driver"] == "" else HDK_COMPONENTS[::-1]
+    todo = [c for c in order if c in needed]
+    return {
+        "todo": todo,
+        "plan": ["%s %s -> %s" % (c, current[c] or "none", want[c]) for c in todo],
+        "driver_current": current["driver"],
+        "firmware_current": current["firmware"],
+        "driver_fw_range": info_value(driver_text, "compatible_version_fw"),
+    }
+
+
+def cann_decide(e):
+    """The first CANN package whose installed version is not the lock's (-1: none): it and every package after it
+    are (re)installed, in order; the plan's lines. `e`: the packages' components, versions and info files, in the
+    lock's order."""
+    if not e.get("enabled"):
+        return {"first": -1, "plan": []}
+    packages = list(zip(*(e.get(k) or [] for k in ("components", "versions", "info_files"))))
+    current = [info_value(_content(str(f)), "version") for _, _, f in packages]
+    first = next((i for i, (_, v, _) in enumerate(packages) if current[i].lower() != str(v).lower()), -1)
+    plan = ["%s %s -> %s" % (c, current[i] or "none", v) for i, (c, v, _) in enumerate(packages) if 0 <= first <= i]
+    return {"first": first, "plan": plan}
+
+
+def python_decide(e):
+    """(todo, env_todo): the venv is (re)built when its stamp is not the bundle's requirements sha256; the env files
+    are written when one differs from what the lock gives (content, mode, the profile.d link)."""
+    if not e.get("enabled"):
+        return False, False
+    todo = bool(e.get("requirements")) and _content(str(e.get("stamp", ""))).strip() != e.get("requirements_sha256")
+    d = str(e.get("env_dir", ""))
+    folder, env, env_sh = _stat(d), _stat(d + "/env"), _stat(d + "/env.sh")
+    link = _stat(str(e.get("profile_link", "/etc/profile.d/envkit.sh")))
+    same = (
+        folder.get("isdir") and folder.get("mode") == "0755"
+        and env.get("checksum", "") == e.get("env_sha1") and env.get("mode", "") == "0644"
+        and env_sh.get("checksum", "") == e.get("env_sh_sha1") and env_sh.get("mode", "") == "0644"
+        and (not e.get("profile_d") or link.get("lnk_target", "") == d + "/env.sh")
+    )
+    return todo, not same
+
+
+def smoke_decide(e):
+    """(stale, the verdict recorded on the host): doctor and smoke run again when the host's lock is not the
+    controller's, the host holds no verdict for this lock, or the last smoke test failed (until it passes)."""
+    d = str(e.get("remote_dir", "/var/lib/envkit"))
+    recorded, doctor, smoke = _read(d + "/verdict.json"), _read(d + "/doctor.json"), _read(d + "/smoke.json")
+    try:
+        last = json.loads(recorded["content"]) if recorded["content"].strip() else {}
+    except ValueError:
+        last = {}
+    last = last if isinstance(last, dict) else {}
+    lock_sha1 = str(e.get("lock_sha1", ""))
+    stale = (
+        e.get("rerun") == "always" or str(last.get("smoke", "")).startswith("failed") or lock_sha1 == ""
+        or _stat(d + "/envkit.lock").get("checksum", "") != lock_sha1 or last.get("lock_sha1", "") != lock_sha1
+        or not doctor["exists"] or not smoke["exists"]
+    )
+    verdict = {
+        "smoke": "%s (unchanged)" % last.get("smoke", "not run"),
+        "doctor": "%s (unchanged)" % last.get("doctor", "not run"),
+        "reports": {"doctor.json": doctor["content"], "smoke.json": smoke["content"]},
+    }
+    return bool(stale), verdict
+
+
+def decide(expect, facts, state):
+    """Every role's decision for this host (envkit_state.decide): a role not expected decides nothing."""
+    pre = expect.get("preflight") or {}
+    errors, warnings, user_todo = preflight_decide(pre, facts, state) if pre else ([], [], False)
+    hdk = hdk_decide(expect["hdk"]) if expect.get("hdk") else {"todo": [], "plan": []}
+    cann = cann_decide(expect["cann"]) if expect.get("cann") else {"first": -1, "plan": []}
+    python_todo, env_todo = python_decide(expect["python"]) if expect.get("python") else (False, False)
+    smoke = expect.get("smoke") or {}
+    smoke_runs = bool(smoke.get("enabled")) and not smoke.get("check_mode")
+    stale, verdict = smoke_decide(smoke) if smoke else (False, {})
+    changed = user_todo or bool(hdk["todo"]) or cann["first"] >= 0 or python_todo
+    report = {"warnings": warnings, "network": state.get("hccn") or {}}
+    if smoke_runs:
+        report.update(verdict)
+    return {
+        "errors": errors,
+        "warnings": warnings,
+        "user": user_todo,
+        "hdk": hdk,
+        "cann": cann,
+        "python": python_todo,
+        "python_env": env_todo,
+        "smoke_stale": stale,
+        "smoke_verdict": verdict,
+        # this run changes the host (envkit_smoke reruns doctor and smoke), the env files aside: those count when
+        # written (envkit_python_env_written)
+        "changed": changed,
+        # nothing for any role to do (a fan-out head still serves its group: the controller knows that)
+        "unchanged": not (changed or env_todo or (smoke_runs and stale)),
+        "report": report,
+    }
+
+
 def main():
+    # imported here: the decisions above import without Ansible (the tests load them in-process; importing
+    # ansible.module_utils there patches sys.intern). Ansible finds these imports wherever they are in the module.
+    from ansible.module_utils.basic import AnsibleModule
+    from ansible.module_utils.facts.system.distribution import DistributionFactCollector
+
     module = AnsibleModule(
         argument_spec={
             "install_path": {"type": "str", "default": "/usr/local/Ascend"},
@@ -303,6 +489,7 @@ def main():
             "hccn_conf": {"type": "str", "default": "/etc/hccn.conf"},
             "hccn_peers": {"type": "list", "elements": "str", "default": []},
             "hccn_timeout": {"type": "int", "default": 10},
+            "expect": {"type": "dict", "default": {}},
         },
         supports_check_mode=True,
     )
@@ -342,7 +529,10 @@ def main():
         "hccn": hccn_state(p["hccn_tool"], p["hccn_conf"], p["hccn_peers"], p["hccn_timeout"]) if p["hccn"] else {},
     }
     facts = {"ansible_" + k if not k.startswith("ansible_") else k: v for k, v in dist.items()}
-    facts.update({"ansible_architecture": platform.machine(), "ansible_kernel": kernel, "envkit_state": state})
+    facts.update({"ansible_architecture": platform.machine(), "ansible_kernel": kernel})
+    if p["expect"]:
+        state["decide"] = decide(p["expect"], facts, state)
+    facts["envkit_state"] = state
     module.exit_json(changed=False, ansible_facts=facts)
 
 
