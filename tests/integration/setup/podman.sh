@@ -51,10 +51,12 @@ fi
 # host's systemd did not), imported as an arm64 image. Skipped (and that test with it) with ENVKIT_NO_EMULATION=1.
 BASE_ARM64=localhost/envkit-base:bookworm-arm64
 if [ -z "${ENVKIT_NO_EMULATION:-}" ]; then
-  if ! command -v mmdebstrap >/dev/null || [ ! -x /usr/libexec/qemu-binfmt/aarch64-binfmt-P ]; then
-    log "installing qemu-user-static mmdebstrap"
+  # arch-test: mmdebstrap refuses a foreign architecture without it ("E: install arch-test for foreign
+  # architecture support"); it is only a Recommends of mmdebstrap, which --no-install-recommends leaves out
+  if ! command -v mmdebstrap >/dev/null || ! command -v arch-test >/dev/null || [ ! -x /usr/libexec/qemu-binfmt/aarch64-binfmt-P ]; then
+    log "installing qemu-user-static mmdebstrap arch-test"
     apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends qemu-user-static mmdebstrap >&2
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends qemu-user-static mmdebstrap arch-test >&2
   fi
   B=/proc/sys/fs/binfmt_misc
   [ -e "$B/register" ] || mount -t binfmt_misc binfmt_misc "$B" >&2
