@@ -316,6 +316,7 @@ def test_smoke_a_recorded_verdict_for_this_lock_is_reported_unchanged(tmp_path):
         "another lock on the host",
         "verdict of another lock",
         "no doctor.json",
+        "no smoke.json",
         "not json",
         "a list",
     ],
@@ -332,8 +333,8 @@ def test_smoke_reruns_when_its_verdict_is_stale(tmp_path, why):
         (tmp_path / "envkit.lock").write_bytes(b"schema: 2\n")
     elif why == "verdict of another lock":
         _smoke(tmp_path, {"smoke": "ok: npu", "doctor": "ok", "lock_sha1": "0" * 40})
-    elif why == "no doctor.json":
-        (tmp_path / "doctor.json").unlink()
+    elif why in ("no doctor.json", "no smoke.json"):
+        (tmp_path / why[3:]).unlink()
     elif why == "not json":
         _smoke(tmp_path, "{not json")
     else:
