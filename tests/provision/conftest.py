@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import subprocess
 import sys
 from pathlib import Path
@@ -27,8 +28,9 @@ def fleet(tmp_path_factory):
         f.down()
 
 
+@functools.cache
 def load_probe():
-    """The envkit_probe module's code (its decisions, its checks) as a Python module, imported from the role."""
+    """The envkit_probe module's code (its decisions, its checks) as a Python module, imported from the role once."""
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("envkit_probe_under_test", PROBE)
@@ -75,10 +77,10 @@ def write_play(path: Path, tasks: list[dict], **play: object) -> Path:
 
 
 def run_probe(
-    ansible_playbook: Path | str, tmp_path: Path, probe_args: dict | str, timeout: int, *extra: str
+    ansible_playbook: Path | str, tmp_path: Path, probe_args: dict, timeout: int, *extra: str
 ) -> subprocess.CompletedProcess:
-    """The real envkit_probe module with `probe_args` (or a template that gives them) through Ansible on localhost,
-    `extra` arguments before the play; its result in tmp_path/result.json."""
+    """The real envkit_probe module with `probe_args` through Ansible on localhost, `extra` arguments before the play;
+    its result in tmp_path/result.json."""
     from envkit.executor.ansible import playbook_env
 
     play = tmp_path / "probe.yml"

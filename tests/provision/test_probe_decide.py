@@ -177,7 +177,7 @@ def test_hdk_first_install_is_driver_then_firmware(tmp_path):
     d = hdk(tmp_path)
     assert d["todo"] == ["driver", "firmware"]
     assert d["plan"] == ["driver none -> 25.3.RC1", "firmware none -> 7.8.0.2.212"]
-    assert (d["driver_current"], d["driver_fw_range"]) == ("", "")
+    assert d["driver_fw_range"] == ""
 
 
 def test_hdk_upgrade_is_firmware_then_driver_and_versions_compare_without_case(tmp_path):
@@ -198,7 +198,7 @@ def test_hdk_disabled_or_without_a_package_in_the_lock_does_nothing(tmp_path):
 
 
 # --- cann ------------------------------------------------------------------------------------------------------
-def cann(tmp_path: Path, installed: list[str | None], enabled: bool = True):
+def cann_expect(tmp_path: Path, installed: list[str | None], enabled: bool = True) -> dict:
     wanted = ["8.3.RC1", "8.3.RC1", "8.3.RC1"]
     files = []
     root = Path(tempfile.mkdtemp(dir=tmp_path))  # a host of its own for each call
@@ -207,9 +207,11 @@ def cann(tmp_path: Path, installed: list[str | None], enabled: bool = True):
         if version is not None:
             f.write_text(f"package_name=p{i}\nversion={version}\n")
         files.append(str(f))
-    return P.cann_decide(
-        {"enabled": enabled, "components": ["toolkit", "kernels", "nnal"], "versions": wanted, "info_files": files}
-    )
+    return {"enabled": enabled, "components": ["toolkit", "kernels", "nnal"], "versions": wanted, "info_files": files}
+
+
+def cann(tmp_path: Path, installed: list[str | None], enabled: bool = True) -> dict:
+    return P.cann_decide(cann_expect(tmp_path, installed, enabled))
 
 
 def test_cann_reinstalls_from_the_first_package_that_differs(tmp_path):
@@ -382,8 +384,8 @@ def test_decide_any_role_with_something_to_do_changes_the_host(tmp_path):
         {**base, "hdk": {"enabled": True, "install_path": str(tmp_path), "driver": {"package_version": "1"}}}, FACTS, state()
     )
     assert h["hdk"]["todo"] == ["driver"] and h["changed"] and not h["unchanged"]
-    c = cann(tmp_path, [None, None, None])
-    assert c["first"] == 0
+    c = P.decide({**base, "cann": cann_expect(tmp_path, [None, None, None])}, FACTS, state())
+    assert c["cann"]["first"] == 0 and c["changed"] and not c["unchanged"]
     py = _converged_python(tmp_path)
     env = P.decide({**base, "python": {**py, "env_sha1": "0"}}, FACTS, state())
     assert env["python_env"] and not env["changed"] and not env["unchanged"]  # the env files count once written

@@ -364,7 +364,7 @@ def preflight_decide(e, facts, state):
 
 def hdk_decide(e):
     """What of the driver and firmware differs from the lock, in the vendor's order (a first install: driver then
-    firmware; an upgrade: firmware then driver), the plan's lines and what version.info says now."""
+    firmware; an upgrade: firmware then driver), the plan's lines and the installed driver's firmware range."""
     root = str(e.get("install_path", "/usr/local/Ascend"))
     driver_text, firmware_text = _content(root + "/driver/version.info"), _content(root + "/firmware/version.info")
     current = {"driver": info_value(driver_text, "package_version"), "firmware": info_value(firmware_text, "package_version")}
@@ -375,8 +375,6 @@ def hdk_decide(e):
     return {
         "todo": todo,
         "plan": ["%s %s -> %s" % (c, current[c] or "none", want[c]) for c in todo],
-        "driver_current": current["driver"],
-        "firmware_current": current["firmware"],
         "driver_fw_range": info_value(driver_text, "compatible_version_fw"),
     }
 
