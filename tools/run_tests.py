@@ -37,16 +37,17 @@ PODMAN_ENV = ("DOCKER_HOST", "CONTAINERS_CONF", "ENVKIT_TEST_BASE", "ENVKIT_TEST
 
 
 class Side(NamedTuple):
-    """A session beside the rest: its name, the pytest arguments that select its tests, the marker it takes."""
+    """A session beside the rest: its name, the folders it collects from (none: all), the marker of its tests (the
+    rest runs without them), whether it sees the Podman set-up."""
 
     name: str
-    select: tuple[str, ...]
+    paths: tuple[str, ...]
     marker: str
-    podman: bool  # whether it sees the Podman set-up
+    podman: bool
 
 
-IMAGE = Side("the image tests (Podman)", ("tests/image", "-m", "podman"), "podman", podman=True)
-FLEET = Side("the fleet tests (systemd-nspawn)", ("-m", "nspawn"), "nspawn", podman=False)
+IMAGE = Side("the image tests (Podman)", ("tests/image",), "podman", podman=True)
+FLEET = Side("the fleet tests (systemd-nspawn)", (), "nspawn", podman=False)
 
 
 def selects(args: list[str]) -> bool:
@@ -84,7 +85,8 @@ def main(args: list[str]) -> int:
         try:
             for n, side in enumerate(beside):
                 log = work / f"{n}.log"
-                cmd = [*pytest, *side.select, "-p", "no:cacheprovider", f"--basetemp={work / f'{n}.tmp'}", *args]
+                select = [*side.paths, "-m", side.marker]
+                cmd = [*pytest, *select, "-p", "no:cacheprovider", f"--basetemp={work / f'{n}.tmp'}", *args]
                 with open(log, "wb") as out:
                     p = subprocess.Popen(
                         cmd, cwd=ROOT, env=env if side.podman else without_podman, stdout=out, stderr=subprocess.STDOUT
