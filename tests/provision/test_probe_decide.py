@@ -320,6 +320,7 @@ def test_smoke_a_recorded_verdict_for_this_lock_is_reported_unchanged(tmp_path):
         "no doctor.json",
         "no smoke.json",
         "not json",
+        "nested too deep",
         "a list",
     ],
 )
@@ -339,6 +340,8 @@ def test_smoke_reruns_when_its_verdict_is_stale(tmp_path, why):
         (tmp_path / why[3:]).unlink()
     elif why == "not json":
         _smoke(tmp_path, "{not json")
+    elif why == "nested too deep":
+        _smoke(tmp_path, "[" * 200_000 + "]" * 200_000)
     else:
         _smoke(tmp_path, "[1, 2]")
     assert P.smoke_decide(e)[0] is True

@@ -417,7 +417,7 @@ def smoke_decide(e):
     recorded, doctor, smoke = _read(d + "/verdict.json"), _read(d + "/doctor.json"), _read(d + "/smoke.json")
     try:
         last = json.loads(recorded["content"]) if recorded["content"].strip() else {}
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested past the parser's depth (a file read is at most 1 MiB)
         last = {}
     last = last if isinstance(last, dict) else {}
     lock_sha1 = str(e.get("lock_sha1", ""))
