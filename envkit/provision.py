@@ -663,14 +663,15 @@ def render_vars(
 # the preflight's check (playbooks/roles/envkit_preflight/tasks/main.yml): its success message is the list of warnings
 PREFLIGHT_CHECK = "Preflight | Check architecture, OS family, NPU, disk space, kernel headers and dkms (and report warnings)"
 NO_WARNING = "All assertions passed"  # ansible's assert says this where the preflight has no warning
-# a host on which no role has anything to do: its warnings, hccn_tool state and recorded verdict in one message
-UNCHANGED_REPORT = "Preflight | Report an unchanged host"
+# the preflight's probe: on a host where no role has anything to do, its message is the host's report (its warnings,
+# hccn_tool's answers, the verdict recorded on it) and the host's play ends there
+PROBE_TASK = "Preflight | Probe the host (OS, PCI, npu-smi, NPU users, disk, kernel headers, installed versions)"
 
 
 def on_provision_result(row: HostRow, task: str, ev: dict[str, Any]) -> None:
     """What provision's own tasks report back: the plan (check mode), the preflight's warnings and hccn_tool state
     (checked here by the fleet layer), the smoke role's verdict with its reports; a host on which nothing changes
-    reports all three in one task (the preflight's UNCHANGED_REPORT) and ends its play there."""
+    reports all three in the probe's message (PROBE_TASK) and ends its play there."""
     from envkit.executor.ansible import msg_list
 
     msg = ev.get("msg")
@@ -682,7 +683,7 @@ def on_provision_result(row: HostRow, task: str, ev: dict[str, Any]) -> None:
         _network(row, msg)
     if task.endswith("Smoke | Report verdict") and isinstance(msg, dict):
         _verdict(row, msg)
-    if task.endswith(UNCHANGED_REPORT) and isinstance(msg, dict):
+    if task.endswith(PROBE_TASK) and isinstance(msg, dict):
         _warnings(row, msg_list(msg.get("warnings")))
         if isinstance(msg.get("network"), dict) and msg["network"]:
             _network(row, msg["network"])

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from envkit.executor.ansible import parse_lines
-from envkit.provision import UNCHANGED_REPORT, format_table, summarize_provision
+from envkit.provision import PROBE_TASK, format_table, summarize_provision
 from tests.provision.conftest import run_probe
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -46,8 +46,8 @@ def _run_probe(tmp_path: Path, args: dict) -> dict:
 
 def _summary_of(host: str, hccn: dict, unchanged: bool = False):
     """hccn_tool's answers as the preflight reports them: its network report, or (a host on which nothing changes)
-    within the one report it ends its play with."""
-    task, msg = ("Preflight | Report network", hccn) if not unchanged else (UNCHANGED_REPORT, {"warnings": [], "network": hccn})
+    within the probe's message, the report it ends its play with."""
+    task, msg = ("Preflight | Report network", hccn) if not unchanged else (PROBE_TASK, {"warnings": [], "network": hccn})
     lines = [
         json.dumps({"event": "play", "check": False, "hosts": [host]}),
         json.dumps({"event": "result", "host": host, "task": f"envkit_preflight : {task}", "status": "ok", "msg": msg}),

@@ -379,6 +379,7 @@ def test_decide_any_role_with_something_to_do_changes_the_host(tmp_path):
         "smoke_verdict": {},
         "changed": False,
         "unchanged": True,
+        "end": False,
         "report": {"warnings": [], "network": {}},
     }
     user = P.decide(base, FACTS, state(users={}))
@@ -392,6 +393,22 @@ def test_decide_any_role_with_something_to_do_changes_the_host(tmp_path):
     py = _converged_python(tmp_path)
     env = P.decide({**base, "python": {**py, "env_sha1": "0"}}, FACTS, state())
     assert env["python_env"] and not env["changed"] and not env["unchanged"]  # the env files count once written
-    # errors alone do not make a host changed: the report task fails with them
-    bad = P.decide({"preflight": preflight(lock_arch="aarch64")}, FACTS, state())
-    assert bad["errors"] and bad["unchanged"] is True
+    # errors alone do not make a host changed, but such a host does not end its play: the preflight's check fails
+    bad = P.decide({"preflight": preflight(lock_arch="aarch64", end_unchanged=True)}, FACTS, state())
+    assert bad["errors"] and bad["unchanged"] is True and bad["end"] is False
+
+
+def test_decide_a_host_ends_its_play_only_unchanged_without_errors_where_the_play_says(tmp_path):
+    """decide.end: the host's play ends after the probe (tasks/main.yml) only where nothing changes, the preflight
+    found no error, and end_unchanged is set (site.yml, not a fan-out head: vars/main.yml)."""
+    end = {"preflight": preflight(end_unchanged=True)}
+    assert P.decide(end, FACTS, state())["end"] is True
+    assert P.decide({"preflight": preflight()}, FACTS, state())["end"] is False  # not set: the role in another play
+    assert P.decide({"preflight": preflight(end_unchanged=False)}, FACTS, state())["end"] is False
+    assert P.decide(end, FACTS, state(users={}))["end"] is False  # the driver's user to make
+    assert P.decide(end, FACTS, state(free_kb=GIB_KB))["end"] is False  # an error: the check reports it
+    warned = P.decide(end, FACTS, state(pci_devices=0))  # a warning is reported, and the play still ends
+    assert warned["end"] is True and warned["report"]["warnings"] == warned["warnings"] != []
+    py = _converged_python(tmp_path)
+    assert P.decide({**end, "python": py}, FACTS, state())["end"] is True
+    assert P.decide({**end, "python": {**py, "env_sha1": "0"}}, FACTS, state())["end"] is False

@@ -17,7 +17,7 @@ from envkit.executor.ansible import PlaybookRun, parse_lines, playbook_command, 
 from envkit.lockfile import read_lock
 from envkit.provision import (
     PREFLIGHT_CHECK,
-    UNCHANGED_REPORT,
+    PROBE_TASK,
     BundlePaths,
     firmware_in_range,
     format_plan,
@@ -195,13 +195,11 @@ def test_summarize_events():
     assert plan[-1] == "c: not run"
 
 
-def test_an_unchanged_host_reports_in_one_task_what_the_later_tasks_would():
-    """A host on which no role has anything to do ends its play after the probe and one report: its warnings, the
-    verdict recorded on it and its reports read as from the preflight check and the smoke role's verdict; a failed
-    report (the preflight's errors) is an error, not a verdict."""
-    from envkit.provision import UNCHANGED_REPORT
-
-    task = f"envkit_preflight : {UNCHANGED_REPORT}"
+def test_an_unchanged_host_reports_in_the_probe_s_message_what_the_later_tasks_would():
+    """A host on which no role has anything to do ends its play after the probe, whose message is its report: its
+    warnings, the verdict recorded on it and its reports read as from the preflight check and the smoke role's
+    verdict. A probe without a report (a host that goes on) reports nothing; the preflight's errors fail its check."""
+    task = f"envkit_preflight : {PROBE_TASK}"
     verdict = {
         "smoke": "ok: npu (unchanged)",
         "doctor": "ok (unchanged)",
@@ -223,10 +221,11 @@ def test_an_unchanged_host_reports_in_one_task_what_the_later_tasks_would():
             "status": "ok",
             "msg": {"warnings": [], "network": {}},
         },  # check mode: no verdict
+        {"event": "result", "host": "c", "task": task, "status": "ok"},
         {
             "event": "result",
             "host": "c",
-            "task": task,
+            "task": f"envkit_preflight : {PREFLIGHT_CHECK}",
             "status": "failed",
             "msg": "/usr/local/Ascend has 0.5 GiB free; the stack needs 10 GiB.",
         },
@@ -257,15 +256,19 @@ def test_an_unchanged_host_reports_in_one_task_what_the_later_tasks_would():
 
 def test_an_unchanged_host_ends_its_play_right_after_the_probe():
     """Every task costs the controller a worker process and the host's variables, per host, skipped or not: a converged
-    host runs the probe, one report and a meta task whose condition reads that report's result, not the roles' vars
-    (meta conditions are evaluated on the controller one host at a time)."""
+    host runs the probe (its message is the host's report) and a meta task whose condition reads the probe's facts,
+    not the roles' vars (meta conditions are evaluated on the controller one host at a time)."""
     tasks = yaml.safe_load((PLAYBOOKS / "roles" / "envkit_preflight" / "tasks" / "main.yml").read_text())
-    names = [t["name"] for t in tasks]
     i = next(i for i, t in enumerate(tasks) if "envkit_probe" in t)
-    report, end = tasks[i + 1], tasks[i + 2]
-    assert report["name"] == UNCHANGED_REPORT == names[i + 1]
-    assert report["when"] == "envkit_preflight_unchanged | bool" and report["register"] == "envkit_preflight_unchanged_reported"
-    assert end["ansible.builtin.meta"] == "end_host" and end["when"] == "envkit_preflight_unchanged_reported is not skipped"
+    assert i == 0 and tasks[i]["name"] == PROBE_TASK
+    end = tasks[i + 1]
+    assert end["ansible.builtin.meta"] == "end_host" and end["when"] == "ansible_facts.envkit_state.decide.end"
+    # the probe is told to end the play only where site.yml says so and the host is not a fan-out head
+    pre = yaml.safe_load((PLAYBOOKS / "roles" / "envkit_preflight" / "vars" / "main.yml").read_text())
+    assert (
+        "'end_unchanged': envkit_preflight_end_unchanged | bool and envkit_preflight_fanout_head | length == 0"
+        in (pre["envkit_preflight_expect"])
+    )
     site = yaml.safe_load((PLAYBOOKS / "site.yml").read_text())
     assert site[0]["vars"]["envkit_preflight_end_unchanged"] is True
     defaults = yaml.safe_load((PLAYBOOKS / "roles" / "envkit_preflight" / "defaults" / "main.yml").read_text())
@@ -585,6 +588,39 @@ def test_probe_module_runs_on_this_host(tmp_path):
     assert st["users"]["no-such-user-envkit"] == {"exists": False}
     assert st["groups"]["root"] == {"exists": True}
     assert st["free_kb"] > 0 and isinstance(st["busy_pids"], str)
+
+
+@pytest.mark.parametrize("end", [True, False])
+def test_the_probe_s_message_is_the_report_only_where_the_host_ends_its_play(tmp_path, end):
+    """The real module through Ansible: where decide.end (nothing to do, no error, end_unchanged), the probe's own
+    message is the host's report, which envkit provision reads from the probe's result (PROBE_TASK); elsewhere the
+    probe has no message and the later tasks report."""
+    import platform
+
+    ansible = Path(sys.executable).parent / "ansible-playbook"
+    if not ansible.exists():
+        pytest.skip("ansible-playbook not installed beside this interpreter")
+    pre = {
+        "host": "localhost",
+        "lock_arch": platform.machine(),
+        "lock_os_family": "debian",
+        "os_families": {"debian": ["Debian", "Ubuntu"], "rhel": ["RedHat"]},
+        "min_free_gb": 0,
+        "mirrors": [],
+        "user": {"name": "root", "home": "/root", "manage": False},
+        "end_unchanged": end,
+    }
+    args = {"install_path": str(tmp_path), "npu_smi": False, "hccn": False, "expect": {"preflight": pre}}
+    p = run_probe(ansible, tmp_path, args, timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    res = json.loads((tmp_path / "result.json").read_text())
+    decide = res["ansible_facts"]["envkit_state"]["decide"]
+    assert decide["errors"] == [] and decide["unchanged"] is True and decide["end"] is end
+    assert decide["report"]["warnings"] and decide["report"]["network"] == {}  # no Huawei PCI device here
+    if end:
+        assert res["msg"] == decide["report"]
+    else:
+        assert "msg" not in res
 
 
 def _tags(text: str) -> list[tuple[str, str]]:

@@ -445,6 +445,7 @@ def decide(expect, facts, state):
     smoke_runs = bool(smoke.get("enabled")) and not smoke.get("check_mode")
     stale, verdict = smoke_decide(smoke) if smoke else (False, {})
     changed = user_todo or bool(hdk["todo"]) or cann["first"] >= 0 or python_todo
+    unchanged = not (changed or env_todo or (smoke_runs and stale))
     report = {"warnings": warnings, "network": state.get("hccn") or {}}
     if smoke_runs:
         report.update(verdict)
@@ -462,7 +463,10 @@ def decide(expect, facts, state):
         # written (envkit_python_env_written)
         "changed": changed,
         # nothing for any role to do (a fan-out head still serves its group: the controller knows that)
-        "unchanged": not (changed or env_todo or (smoke_runs and stale)),
+        "unchanged": unchanged,
+        # the host ends its play after the probe (the preflight's end_unchanged: site.yml, not a fan-out head), with
+        # the report as the probe's own message: a host with errors goes on to the preflight's check, which fails
+        "end": unchanged and not errors and bool(pre.get("end_unchanged")),
         "report": report,
     }
 
@@ -531,6 +535,10 @@ def main():
     if p["expect"]:
         state["decide"] = decide(p["expect"], facts, state)
     facts["envkit_state"] = state
+    if state.get("decide", {}).get("end"):
+        # what the later tasks would have reported (the warnings, hccn_tool's answers, the verdict recorded on the
+        # host): envkit provision reads it from this task's result, so an unchanged host needs no task but this one
+        module.exit_json(changed=False, ansible_facts=facts, msg=state["decide"]["report"])
     module.exit_json(changed=False, ansible_facts=facts)
 
 
