@@ -43,6 +43,8 @@ MODULES: dict[str, tuple[str, ...]] = {
     ),
     "lockfile": ("envkit/lockfile.py",),
     "lockgate": ("envkit/locking.py", "envkit/models/safe.py", "envkit/validation.py"),
+    # validate's plain lock reader (a lock that holds, read without pydantic) and the validators both paths call
+    "lockread": ("envkit/lockread.py", "envkit/models/rules.py"),
     "verify": ("envkit/airgap/verify.py",),
     "doctor": ("envkit/doctor/diagnose.py", "envkit/doctor/hazards.py"),
     "compare": ("envkit/smoke/compare.py",),
@@ -99,6 +101,16 @@ TESTS: dict[str, tuple[str, ...]] = {
         "tests/core/test_lock_edits.py",
         "tests/core/test_architecture.py",
         "tests/core/test_torch_builds.py",
+    ),
+    "lockread": (
+        "tests/core/test_lockread.py",
+        "tests/core/test_mutants_lockgate.py",
+        "tests/core/test_safe_grammar.py",
+        "tests/core/test_lock_and_cli.py",
+        "tests/core/test_lock_edits.py",
+        "tests/hostile/test_lock_gate.py",
+        "tests/hostile/test_lock_properties.py",
+        "tests/hostile/test_mirror_urls.py",
     ),
     "verify": (
         "tests/hostile/test_archives.py",

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from envkit.provision import PROBE_TASK
 from tests.provision.fleet import (
     FLEET_MARKS,
     Fleet,
@@ -92,10 +93,20 @@ def test_first_converge_installs_in_order_then_noop(fleet, locks, old_bundle, wo
     reports = work / "out-1" / "reports"
     for n in hosts:
         assert (reports / n / "doctor.json").is_file() and (reports / n / "smoke.json").is_file()
-    # a second run changes nothing anywhere
+    # a second run changes nothing anywhere: each host's play is the probe, whose message is its report (the
+    # verdict recorded on the host, its reports and warnings, as the longer path gives them)
     rc, data, err = provision(fleet, locks["old"], old_bundle, work / "out-2")
     assert rc == 0, err
-    assert {h: v["changed"] for h, v in _hosts(data).items()} == {"node1": 0, "node2": 0, "node3": 0}
+    again = _hosts(data)
+    assert {h: v["changed"] for h, v in again.items()} == {"node1": 0, "node2": 0, "node3": 0}
+    for n, h in again.items():
+        assert h["smoke"] == hosts[n]["smoke"] + " (unchanged)" and h["doctor"] == hosts[n]["doctor"] + " (unchanged)"
+        assert h["warnings"] == hosts[n]["warnings"], h
+        for name in ("doctor.json", "smoke.json"):
+            assert (work / "out-2" / "reports" / n / name).read_bytes() == (reports / n / name).read_bytes()
+    lines = (work / "out-2" / "events.jsonl").read_text().splitlines()
+    ran = {e["task"].split(" : ", 1)[-1] for e in map(json.loads, lines) if e.get("event") == "result"}
+    assert PROBE_TASK in ran and all(t.startswith("Validating arguments against arg spec") for t in ran - {PROBE_TASK}), ran
 
 
 def test_check_on_converged_fleet_and_on_an_old_driver(fleet, locks, old_bundle, work):

@@ -1,0 +1,32 @@
+"""tools/mutation.py's groups against pyproject.toml's [tool.mutmut]: every mutated file belongs to exactly one group
+(a file in no group is mutated but never scored; a group's file that is not mutated scores nothing), and every test
+a group names exists (mutmut would otherwise run the group with no test and call every mutant a survivor)."""
+
+from __future__ import annotations
+
+import importlib.util
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _tool():
+    spec = importlib.util.spec_from_file_location("envkit_mutation_tool", ROOT / "tools" / "mutation.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_every_mutated_file_is_in_exactly_one_group_and_every_group_s_tests_exist():
+    tool = _tool()
+    mutated: list[str] = []
+    for pattern in tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["mutmut"]["only_mutate"]:
+        mutated += sorted(str(p.relative_to(ROOT)) for p in ROOT.glob(pattern) if p.suffix == ".py")
+    grouped = [f for files in tool.MODULES.values() for f in files]
+    assert sorted(grouped) == sorted(set(mutated)), "a file mutated but in no group, or grouped but not mutated"
+    assert len(grouped) == len(set(grouped)), "a file in two groups"
+    assert set(tool.TESTS) == set(tool.MODULES)
+    missing = [t for tests in tool.TESTS.values() for t in tests if not (ROOT / t).exists()]
+    assert missing == []
