@@ -123,7 +123,9 @@ def test_hostile_network_facts_are_findings_not_tracebacks(msg, unchanged):
 
 def test_preflight_reports_the_probes_hccn_facts():
     tasks = yaml.safe_load((PLAYBOOKS / "roles/envkit_preflight/tasks/main.yml").read_text())
-    probe = next(t for t in tasks if "envkit_probe" in t)
+    probe = next(
+        t for t in yaml.safe_load((PLAYBOOKS / "roles/envkit_preflight/tasks/probe.yml").read_text()) if "envkit_probe" in t
+    )
     assert probe["envkit_probe"]["hccn_peers"] == "{{ envkit_preflight_hccn_peers }}"
     report = next(t for t in tasks if t.get("name") == "Preflight | Report network")
     assert report["ansible.builtin.debug"]["msg"] == "{{ ansible_facts.envkit_state.hccn }}"

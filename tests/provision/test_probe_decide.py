@@ -399,7 +399,7 @@ def test_decide_any_role_with_something_to_do_changes_the_host(tmp_path):
 
 
 def test_decide_a_host_ends_its_play_only_unchanged_without_errors_where_the_play_says(tmp_path):
-    """decide.end: the host's play ends after the probe (tasks/main.yml) only where nothing changes, the preflight
+    """decide.end: the host's play ends after the probe (tasks/probe.yml) only where nothing changes, the preflight
     found no error, and end_unchanged is set (site.yml, not a fan-out head: vars/main.yml)."""
     end = {"preflight": preflight(end_unchanged=True)}
     assert P.decide(end, FACTS, state())["end"] is True

@@ -255,24 +255,32 @@ def test_an_unchanged_host_reports_in_the_probe_s_message_what_the_later_tasks_w
 
 
 def test_an_unchanged_host_ends_its_play_right_after_the_probe():
-    """Every task costs the controller a worker process and the host's variables, per host, skipped or not: a converged
-    host runs the probe (its message is the host's report) and a meta task whose condition reads the probe's facts,
-    not the roles' vars (meta conditions are evaluated on the controller one host at a time)."""
-    tasks = yaml.safe_load((PLAYBOOKS / "roles" / "envkit_preflight" / "tasks" / "main.yml").read_text())
-    i = next(i for i, t in enumerate(tasks) if "envkit_probe" in t)
-    assert i == 0 and tasks[i]["name"] == PROBE_TASK
-    end = tasks[i + 1]
+    """Every task costs the controller a worker process and the host's variables, per host, skipped or not: site.yml
+    probes first (a pre-task: the preflight's `probe` entry point, which has no argument spec, so no spec check runs
+    before it), and a converged host's play is that probe (its message is the host's report) and a meta task whose
+    condition reads the probe's facts, not the roles' vars (meta conditions are evaluated on the controller one host
+    at a time). The role's main entry point probes only where that has not run (the role on its own)."""
+    role = PLAYBOOKS / "roles" / "envkit_preflight"
+    probe, end = yaml.safe_load((role / "tasks" / "probe.yml").read_text())
+    assert probe["name"] == PROBE_TASK and "envkit_probe" in probe and probe["register"] == "envkit_preflight_probed"
     assert end["ansible.builtin.meta"] == "end_host" and end["when"] == "ansible_facts.envkit_state.decide.end"
+    site = yaml.safe_load((PLAYBOOKS / "site.yml").read_text())
+    assert site[0]["pre_tasks"] == [
+        {"name": "Probe the hosts", "ansible.builtin.import_role": {"name": "envkit_preflight", "tasks_from": "probe"}}
+    ]
+    specs = yaml.safe_load((role / "meta" / "argument_specs.yml").read_text())["argument_specs"]
+    assert "probe" not in specs  # an entry point with a spec would get its check before the probe
+    main = yaml.safe_load((role / "tasks" / "main.yml").read_text())
+    assert main[0]["ansible.builtin.include_tasks"] == "probe.yml" and main[0]["when"] == "envkit_preflight_probed is not defined"
+    assert site[0]["vars"]["envkit_preflight_end_unchanged"] is True
+    defaults = yaml.safe_load((role / "defaults" / "main.yml").read_text())
+    assert defaults["envkit_preflight_end_unchanged"] is False  # another playbook running the role keeps its hosts
     # the probe is told to end the play only where site.yml says so and the host is not a fan-out head
-    pre = yaml.safe_load((PLAYBOOKS / "roles" / "envkit_preflight" / "vars" / "main.yml").read_text())
+    pre = yaml.safe_load((role / "vars" / "main.yml").read_text())
     assert (
         "'end_unchanged': envkit_preflight_end_unchanged | bool and envkit_preflight_fanout_head | length == 0"
         in (pre["envkit_preflight_expect"])
     )
-    site = yaml.safe_load((PLAYBOOKS / "site.yml").read_text())
-    assert site[0]["vars"]["envkit_preflight_end_unchanged"] is True
-    defaults = yaml.safe_load((PLAYBOOKS / "roles" / "envkit_preflight" / "defaults" / "main.yml").read_text())
-    assert defaults["envkit_preflight_end_unchanged"] is False  # another playbook running the role keeps its hosts
 
 
 def test_playbook_command_and_env(tmp_path):
