@@ -631,6 +631,49 @@ def test_the_probe_s_message_is_the_report_only_where_the_host_ends_its_play(tmp
         assert "msg" not in res
 
 
+_DISTRIBUTION = """
+import importlib.util, json, sys
+spec = importlib.util.spec_from_file_location("envkit_probe", sys.argv[1])
+probe = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(probe)
+
+
+class Module:  # what the collector asks of AnsibleModule on the platforms that run a command (not Linux)
+    def get_bin_path(self, *args, **kwargs):
+        return None
+
+    def run_command(self, *args, **kwargs):
+        return 1, "", ""
+
+
+if sys.argv[2] == "plain":
+    from ansible.module_utils.facts.system.distribution import DistributionFactCollector
+    facts = DistributionFactCollector().collect(module=Module())
+else:
+    if sys.argv[2] == "broken":  # the stand-in's import fails as on another layout: the plain import is the fallback
+        sys.modules["ansible.module_utils.facts.system.distribution"] = None
+    facts = probe.distribution_facts(Module())
+print(json.dumps({"facts": facts, "every_collector": "ansible.module_utils.facts.default_collectors" in sys.modules}))
+"""
+
+
+def test_the_probe_s_distribution_facts_are_ansible_s_without_every_fact_collector():
+    """envkit_probe reads the OS facts with Ansible's own DistributionFactCollector, the package's __init__ (which
+    imports every platform's collectors) stood in for: the same facts on this host as the plain import, without
+    importing the other collectors; where the stand-in fails, the plain import (in a subprocess each: importing
+    ansible.module_utils in-process patches sys.intern)."""
+
+    def run(how: str) -> dict:
+        p = subprocess.run([sys.executable, "-c", _DISTRIBUTION, str(PROBE), how], capture_output=True, text=True, timeout=60)
+        assert p.returncode == 0, p.stderr
+        return json.loads(p.stdout)
+
+    plain, fast, broken = run("plain"), run("stand-in"), run("broken")
+    assert plain["facts"]["distribution"] and plain["facts"]["os_family"]
+    assert fast["facts"] == plain["facts"] == broken["facts"]
+    assert plain["every_collector"] and broken["every_collector"] and not fast["every_collector"]
+
+
 def _tags(text: str) -> list[tuple[str, str]]:
     """(tag, value) of every scalar of a YAML text, as written (no constructor runs)."""
     out = []
