@@ -94,6 +94,9 @@ TESTS: dict[str, tuple[str, ...]] = {
     ),
     "lockgate": (
         "tests/core/test_mutants_lockgate.py",
+        "tests/core/test_mutants_validation_fast.py",
+        "tests/core/test_mutants_derived.py",
+        "tests/core/test_mutants_locking_seams.py",
         "tests/core/test_safe_grammar.py",
         "tests/core/test_mutants_locking.py",
         "tests/core/test_mutants_lockgate_check.py",

@@ -203,3 +203,59 @@ def test_a_schema_error_names_the_nearest_line(locks, lines, line):
     assert e.value.message.startswith(f"{FN} is not a valid lock: {key}: Input should be a valid boolean")
     assert e.value.where == Where(FN, line, key)
     assert e.value.hint == "Regenerate it with `envkit resolve`; do not edit a lock by hand."
+
+
+def test_an_upgraded_lock_s_notice_names_the_file_what_was_derived_and_its_own_command():
+    """upgrade_lock: the upgrade is asked with the file's name; the notice names the file, both schemas, what was
+    derived, and the command to re-lock with: the lock's own `generated_by` where that is a plain envkit command
+    line, else `envkit resolve` (a value not yet checked by the schema never reaches the terminal)."""
+    from envkit.lockfile import UPGRADABLE, upgrade_lock
+
+    asked: list[str] = []
+
+    def lift(data, filename):
+        asked.append(filename)
+        return {**data, "schema_version": 3}, ["platform.glibc", "python.indexes"]
+
+    old = min(UPGRADABLE)
+    new, notice = upgrade_lock({"schema_version": old, "generated_by": "envkit resolve --chip 910b"}, "old.lock", lift)
+    assert asked == ["old.lock"] and new["schema_version"] == 3
+    assert notice == (
+        f"notice: old.lock is a lock of schema {old}; read as schema 3 with platform.glibc, python.indexes derived "
+        "from its stack (re-lock to write it: `envkit resolve --chip 910b`)"
+    )
+    for made_by in (None, 7, "pip install x", "ENVKIT resolve", "envkit " + "x" * 301, "envkit \x1b[31m", "envkit "):
+        data = {"schema_version": old} if made_by is None else {"schema_version": old, "generated_by": made_by}
+        assert upgrade_lock(data, "old.lock", lift)[1].endswith("(re-lock to write it: `envkit resolve`)"), made_by
+    assert upgrade_lock({"schema_version": old, "generated_by": "envkit " + "x" * 300}, "old.lock", lift)[1].endswith(
+        "`envkit " + "x" * 300 + "`)"
+    )
+
+
+@pytest.mark.parametrize("fast", [True, False], ids=["fast path", "line-tracking path"])
+def test_a_schema_2_lock_is_lifted_on_either_path_and_its_notice_printed_as_text(locks, monkeypatch, capsys, fast):
+    """load_lock passes the check's upgrade on its fast path too (else a schema-2 lock would always take the slow
+    one), and the notice is printed as it is: `[`…`]` in the lock's own command line is text, not rich markup."""
+    from envkit.locking import upgrade
+
+    data = yaml.safe_load(dump_lock(locks["plain"]))
+    data["schema_version"] = 2
+    data["generated_by"] = "envkit resolve [bold]x[/bold]"
+    for key in ("device_plugin_resource", "hccl", "kubernetes"):
+        data["platform"].pop(key, None)
+    text = yaml.safe_dump(data, sort_keys=False)
+    if not fast:
+        monkeypatch.delattr(yaml, "CSafeLoader")
+    slow = []
+    plain_parse = lockfile.parse_lock
+
+    def spy(data, lines, filename, **kw):
+        slow.append(bool(lines))
+        return plain_parse(data, lines, filename, **kw)
+
+    monkeypatch.setattr(lockfile, "parse_lock", spy)
+    got = load_lock(text, FN, LockCheck(upgrade=upgrade))
+    assert got.schema_version == 3 and got.platform.device_plugin_resource
+    assert slow == ([False] if fast else [True])  # lifted where it was read: no second parse
+    err = capsys.readouterr().err
+    assert f"{FN} is a lock of schema 2" in err and "`envkit resolve [bold]x[/bold]`" in " ".join(err.split())
