@@ -1118,3 +1118,41 @@ def test_chosen_refuses_a_value_the_matrix_lacks(lm):
         search.chosen(lm, {**res.stack, "mindspeed": "0.0.0"})
     with pytest.raises(KeyError, match="arch sparc"):
         search.chosen(lm, {**res.stack, "arch": "sparc"})
+
+
+def test_a_served_stack_s_hints_name_the_vendor_s_source_and_what_to_remove(lm):
+    """_served_hints, whole: a chip outside its torch_npu's TorchNPU line, taken because the vendor runs vllm-ascend
+    with it there (the vendor's own source named), and a chip whose vendor image uninstalls triton-ascend."""
+    from envkit.resolve.hints import _served_hints
+
+    res = solve(lm, pins_from_mapping(lm, {"vllm_ascend": "0.30.0rc2", "chip": "310p"}))
+    assert res is not None
+    r, t = lm.vllm_ascend("0.30.0rc2"), lm.torch_npu_row(res.stack["torch_npu"])
+    assert _served_hints(lm, res.stack) == [
+        f"chip 310p is not among the chips of TorchNPU {t.line}; torch_npu {t.version} is taken because the vendor runs "
+        f"vllm-ascend 0.30.0rc2 with it on 310p ({r.runs_on.sources[0]})",
+        "vllm-ascend 0.30.0rc2 installs no triton-ascend on chip 310p (the vendor's image there uninstalls it): "
+        "remove triton and triton-ascend if pip pulls them in",
+    ]
+
+
+def test_an_sdist_only_vllm_ascend_is_said_whole(lm):
+    from envkit.resolve.hints import hints_for
+
+    pins = pins_from_mapping(lm, {"vllm_ascend": "0.30.0rc2"})
+    res = solve(lm, pins)
+    assert res is not None and lm.vllm_ascend("0.30.0rc2").sdist_only
+    assert (
+        "vllm-ascend 0.30.0rc2 is on PyPI as an sdist only: pip builds it from source (with CANN's set_env.sh sourced), "
+        "and `envkit lock`, which takes wheels only, cannot close it; resolve never picks one unless it is pinned"
+    ) in hints_for(lm, res.stack, pins)
+
+
+def test_resolutions_are_equal_by_their_values_and_only_to_resolutions(lm):
+    a = solve(lm, pins_from_mapping(lm, {}))
+    b = solve(lm, pins_from_mapping(lm, {}))
+    other = solve(lm, pins_from_mapping(lm, {"vllm_ascend": "0.30.0rc2"}))
+    assert a is not None and b is not None and other is not None and a is not b
+    assert a == b and not (a != b)
+    assert a != other and not (a == other)
+    assert a != a.stack and (a == object()) is False
