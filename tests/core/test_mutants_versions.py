@@ -102,3 +102,11 @@ def test_specifier_errors_name_the_specifier():
         satisfies("1.0", "=~1.0")
     with pytest.raises(InvalidVersion, match=r"wildcard only with == or !=: '>=1.\*'"):
         satisfies("1.0", ">=1.*")
+
+
+def test_a_version_keeps_what_it_is_made_with():
+    """Version's own constructor (parse's results may be cached from before a test): each field as given."""
+    from envkit.versions import Version
+
+    v = Version("2.1.0+cpu", ((0, 2), (0, 1), (0, 0)), (2, 1, 0), "cpu")
+    assert (v.text, v.key, v.release, v.local, str(v)) == ("2.1.0+cpu", ((0, 2), (0, 1), (0, 0)), (2, 1, 0), "cpu", "2.1.0+cpu")
