@@ -1156,3 +1156,10 @@ def test_resolutions_are_equal_by_their_values_and_only_to_resolutions(lm):
     assert a == b and not (a != b)
     assert a != other and not (a == other)
     assert a != a.stack and (a == object()) is False
+
+
+def test_a_pin_is_declared_unless_said_otherwise():
+    from envkit.resolve.pins import Pin
+
+    pin = Pin("torch", "2.1.0", "2.1.0", "--torch")
+    assert (pin.origin, pin.local) == ("declared", None)
