@@ -16,14 +16,8 @@ from envkit.resolve import valid_resolution
 
 
 @pytest.fixture(scope="module")
-def lock(tmp_path_factory):
-    from envkit.cli import main
-
-    out = tmp_path_factory.mktemp("derived") / "envkit.lock"
-    with pytest.raises(SystemExit) as done:
-        main(["-q", "resolve", "-o", str(out)])
-    assert done.value.code == 0
-    read = read_lock_records(yaml.safe_load(out.read_text()))
+def lock(default_lock_text):
+    read = read_lock_records(yaml.safe_load(default_lock_text))
     assert read is not None
     return read
 

@@ -12,6 +12,7 @@ from envkit.locking import gate, matrix_check, upgrade, without
 from envkit.locktext import plain
 from envkit.matrix import load_matrix
 from envkit.records import replace
+from tests.core.conftest import edited_matrix
 
 
 def test_the_command_line_s_check_carries_the_gate_the_upgrade_and_the_user_s_choice():
@@ -65,31 +66,28 @@ def test_without_leaves_out_what_it_names_and_ignores_what_is_not_there():
     assert without({"a": 1, "b": {"c": 2, "d": 3}}, {"a": True, "b": {"c": True}, "x": True, "y": {"z": True}}) == {"b": {"d": 3}}
 
 
-def test_a_chip_with_a_firmware_file_and_no_driver_file_gets_its_firmware_s_versions(monkeypatch):
+def test_a_chip_with_a_firmware_file_and_no_driver_file_gets_its_firmware_s_versions(lm):
     """build_artifacts: the firmware's package version and compatible driver range go on the firmware's own entry
     (the last one appended), also where it is the only one (no shipped chip has a firmware file without a driver
     file: the row is made in memory)."""
     from envkit.locking import build_artifacts, build_lock
     from envkit.resolve import pins_from_mapping, solve
 
-    lm = load_matrix()
     res = solve(lm, pins_from_mapping(lm, {}))
     assert res is not None
     stack = {k: v for k, v in plain(build_lock(lm, res, "envkit resolve").stack).items() if isinstance(v, str)}
     both = build_artifacts(lm, stack)
     assert [a.component for a in both[:2]] == ["driver", "firmware"]
-    chip = lm.chips[stack["chip"]]
-    monkeypatch.setitem(lm.chips, chip.id, replace(chip, driver_file=None))
-    alone = build_artifacts(lm, stack)
+    chips = [replace(c, driver_file=None) if c.id == stack["chip"] else c for c in lm.model.chips]
+    alone = build_artifacts(edited_matrix(lm, chips=chips), stack)
     assert alone[0].component == "firmware" and "driver" not in [a.component for a in alone]
     assert (alone[0].package_version, alone[0].compatible) == (both[1].package_version, both[1].compatible)
     assert alone[0].package_version
 
 
-def test_kubernetes_facts_take_the_chip_s_note_the_arch_s_label_and_the_weaker_confidence(monkeypatch):
+def test_kubernetes_facts_take_the_chip_s_note_the_arch_s_label_and_the_weaker_confidence(lm):
     from envkit.locking import build_kubernetes
 
-    lm = load_matrix()
     k8s = lm.chips["950"].kubernetes
     assert k8s is not None and k8s.note
     facts = build_kubernetes(lm, "950", "aarch64")
@@ -99,6 +97,6 @@ def test_kubernetes_facts_take_the_chip_s_note_the_arch_s_label_and_the_weaker_c
     assert alone is not None and alone.host_arch is None and alone.source == list(k8s.sources)
     assert alone.accelerator == facts.accelerator
     # the weaker of the two rows' confidences (by the order stated < derived < inferred, not by name)
-    chip = lm.chips["910b"]
-    monkeypatch.setitem(lm.chips, "910b", replace(chip, kubernetes=replace(chip.kubernetes, confidence="derived")))
-    assert build_kubernetes(lm, "910b", "aarch64").confidence == "derived"
+    chips = [replace(c, kubernetes=replace(c.kubernetes, confidence="derived")) if c.id == "910b" else c for c in lm.model.chips]
+    assert build_kubernetes(lm, "910b", "aarch64").confidence == "stated"
+    assert build_kubernetes(edited_matrix(lm, chips=chips), "910b", "aarch64").confidence == "derived"

@@ -12,23 +12,12 @@ from envkit.locktext import plain
 from envkit.validation import _valid_lock, _validate_text, judge_file
 
 
-@pytest.fixture(scope="module")
-def lock_text(tmp_path_factory) -> str:
-    from envkit.cli import main
-
-    out = tmp_path_factory.mktemp("fast") / "envkit.lock"
-    with pytest.raises(SystemExit) as done:
-        main(["-q", "resolve", "-o", str(out)])
-    assert done.value.code == 0
-    return out.read_text()
-
-
-def test_a_lock_that_holds_is_judged_on_the_fast_path_with_the_slow_path_s_report(lock_text, tmp_path):
+def test_a_lock_that_holds_is_judged_on_the_fast_path_with_the_slow_path_s_report(default_lock_text, tmp_path):
     path = tmp_path / "envkit.lock"
-    path.write_text(lock_text)
-    fast = _valid_lock(lock_text, str(path))
+    path.write_text(default_lock_text)
+    fast = _valid_lock(default_lock_text, str(path))
     assert fast is not None
-    assert plain(fast) == plain(_validate_text(lock_text, path))
+    assert plain(fast) == plain(_validate_text(default_lock_text, path))
     assert judge_file(path) == fast
 
 
@@ -47,11 +36,11 @@ def test_what_is_not_a_lock_goes_to_the_slow_path(text):
     assert _valid_lock(text, "x.lock") is None
 
 
-def test_a_key_given_twice_goes_to_the_slow_path_which_refuses_it(lock_text, tmp_path):
+def test_a_key_given_twice_goes_to_the_slow_path_which_refuses_it(default_lock_text, tmp_path):
     """The C loader keeps the last of two equal keys; the line-tracking loader refuses them. The fast path loads
     as written (a repeated key raises), so such a lock is never reported valid."""
-    assert "\nschema_version: 3\n" in lock_text
-    twice = lock_text + "schema_version: 3\n"
+    assert "\nschema_version: 3\n" in default_lock_text
+    twice = default_lock_text + "schema_version: 3\n"
     assert _valid_lock(twice, "x.lock") is None
     path = tmp_path / "twice.lock"
     path.write_text(twice)
@@ -74,13 +63,13 @@ def _other_matrix(text: str) -> str:
     ],
     ids=["another matrix", "an edit", "an unknown version"],
 )
-def test_another_matrix_an_edit_or_an_unknown_version_goes_to_the_slow_path(lock_text, change):
-    changed = change(lock_text)
-    assert changed != lock_text and _valid_lock(lock_text, "x.lock") is not None
+def test_another_matrix_an_edit_or_an_unknown_version_goes_to_the_slow_path(default_lock_text, change):
+    changed = change(default_lock_text)
+    assert changed != default_lock_text and _valid_lock(default_lock_text, "x.lock") is not None
     assert _valid_lock(changed, "x.lock") is None
 
 
-def test_the_fast_path_solves_the_stack_once(lock_text, monkeypatch):
+def test_the_fast_path_solves_the_stack_once(default_lock_text, monkeypatch):
     """The lock gate compares with what the matrix derives from the resolution the fast path already made: the
     stack is not solved again (the memory of derived locks emptied, so nothing is taken from an earlier test)."""
     from envkit import locking
@@ -91,4 +80,4 @@ def test_the_fast_path_solves_the_stack_once(lock_text, monkeypatch):
         raise AssertionError("the stack was solved again")
 
     monkeypatch.setattr(locking, "derive_lock", solved_again)
-    assert _valid_lock(lock_text, "x.lock") is not None
+    assert _valid_lock(default_lock_text, "x.lock") is not None
