@@ -203,3 +203,9 @@ def test_the_collection_builds_installs_and_its_roles_resolve_by_their_full_name
         [_tool("ansible-doc"), "-t", "role", "envkit.ascend.envkit_smoke"], capture_output=True, text=True, env=env
     )
     assert doc.returncode == 0 and "envkit_smoke_dtype" in doc.stdout, doc.stdout + doc.stderr
+    # the modules' own documentation parses (a `word: ` inside a plain YAML scalar breaks it for ansible-doc)
+    for module, word in (("envkit_probe", "envkit_state.decide.end"), ("envkit_fetch", "MIRROR: PATH: why")):
+        doc = subprocess.run(
+            [_tool("ansible-doc"), "-t", "module", f"envkit.ascend.{module}"], capture_output=True, text=True, env=env
+        )
+        assert doc.returncode == 0 and word in doc.stdout, doc.stdout + doc.stderr

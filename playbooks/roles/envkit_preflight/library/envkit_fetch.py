@@ -9,8 +9,8 @@ description:
   - One module run per host does what a get_url per file and mirror did, with no async job and no polling from
     the controller. A file already in place with its sha256 is not fetched (C(changed=false) for it).
   - Each download goes to C(.NAME.envkit-part) beside its destination. A later try (of the same mirror or the
-    next one) resumes it with C(Range: bytes=N-) when the mirror answers 206 with a matching C(Content-Range),
-    and starts over when it answers 200 or another range. The sha256 is computed over the whole file before it
+    next one) resumes it with a C(Range) header (C(bytes=N-)) when the mirror answers 206 with a matching
+    C(Content-Range), and starts over when it answers 200 or another range. The sha256 is computed over the whole file before it
     is renamed into place (fsync, rename), so nothing is used before its hash matches. A part whose hash is wrong
     is removed; when it had been resumed (its start came from an earlier try, perhaps another mirror), the file is
     fetched whole from the same mirror at once, so a bad start never costs a good mirror its try.
@@ -20,8 +20,8 @@ description:
     http(s) (never from https to http), at most 5 hops. A body larger than the file's C(size) (or C(max_size) where
     the size is not given), a malformed or contradictory C(Content-Length) or C(Content-Range), and an encoded body
     are refused.
-  - Check mode: a file in place with its sha256 is unchanged; for another, each mirror is asked in turn (HEAD,
-    nothing written) until one has the file; none: the module fails as it would have.
+  - In check mode a file in place with its sha256 is unchanged; for another, each mirror is asked in turn (HEAD,
+    nothing written) until one has the file, and where none has it the module fails as it would have.
 options:
   files:
     description: The files, each C(path) (in the bundle, relative to a mirror's root), C(sha256), and optionally
@@ -72,7 +72,7 @@ files:
   returned: always
   type: list
 errors:
-  description: Every failed try, C(MIRROR: PATH: why), each once.
+  description: "Every failed try, C(MIRROR: PATH: why), each once."
   returned: always
   type: list
 """

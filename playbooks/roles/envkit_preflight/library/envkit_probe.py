@@ -85,6 +85,12 @@ ansible_facts:
     C(architecture), C(kernel), and C(envkit_state) (the probe and the files).
   returned: always
   type: dict
+msg:
+  description: The host's report (C(warnings), hccn_tool's answers as C(network), and where the smoke role runs the
+    verdict recorded on the host), where C(envkit_state.decide.end) is true (nothing to do, no preflight error,
+    C(end_unchanged) set); the host then ends its play, and envkit provision reads the report from here.
+  returned: when envkit_state.decide.end is true
+  type: dict
 """
 
 import glob
