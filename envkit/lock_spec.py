@@ -256,7 +256,7 @@ READ: dict[str, Any] = {'FullStack': ((('chip', True, ('str', '^[a-z0-9][a-z0-9.
                      ('size', True, ('int', 0, 68719476736)),
                      ('sha256_from', False, ('any', (('lit', ('download',)), ('none',)))),
                      ('built', False, ('any', (('rec', 'BuiltFrom'), ('none',))))),
-                    ('envkit.models.rules:file_is_the_package',)),
+                    ('envkit.models.rules:file_is_the_package', 'envkit.models.rules:built_the_known_way')),
  'PythonClosure': ((('target', True, ('rec', 'ClosureTarget')),
                     ('roots',
                      True,

@@ -37,12 +37,12 @@ from typing import Any
 
 from envkit.errors import BadInput, CannotRun, CheckFailed
 from envkit.models.lock import BuiltFrom, ClosurePackage, ClosureTarget
+from envkit.models.rules import SDIST_BUILD_COMMAND, SDIST_BUILDS, sdist_build_settings
 from envkit.wheels import normalize
 
-# the projects envkit builds from their sdist, with the vendor's build settings
-BUILD_ENV: dict[str, dict[str, str]] = {"vllm": {"VLLM_TARGET_DEVICE": "empty"}}
-SOURCE_DATE_EPOCH = "315532800"  # 1980-01-01, the zip epoch: the wheel's members get one fixed time
-BUILD_COMMAND = "pip wheel --no-build-isolation --no-deps"
+# the projects envkit builds from their sdist, with the vendor's build settings: one definition, the lock's rule
+BUILD_ENV = SDIST_BUILDS
+BUILD_COMMAND = SDIST_BUILD_COMMAND
 BUILD_DEADLINE = 1800.0  # seconds for one venv step or build
 CUDA_REQUIREMENT = re.compile(r"^(nvidia-.*|cuda-.*|triton|pytorch-triton.*|.*nccl.*)$")
 
@@ -68,7 +68,7 @@ class Built:
 
 
 def build_settings(name: str) -> dict[str, str]:
-    return {**BUILD_ENV[normalize(name)], "SOURCE_DATE_EPOCH": SOURCE_DATE_EPOCH}
+    return sdist_build_settings(normalize(name))
 
 
 def find_sdist(

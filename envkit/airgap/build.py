@@ -48,6 +48,9 @@ class BuildRequest:
     jobs: int = 8  # parallel downloads
     force: bool = False  # replace what is at `output` even when envkit did not write it
     lock_check: LockCheck = SCHEMA_ONLY  # what the lock is held to after its schema (the CLI: the matrix's gate)
+    # the sdists (by sha256) the user allows to be built here: building runs the sdist's own code, so a wheel the lock
+    # records as built from an sdist (vLLM) is built again only when its sdist's sha256 is named here
+    build_sdists: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -84,6 +87,9 @@ def build(request: BuildRequest, on_progress: Progress | None = None) -> BuildRe
         raise BadInput(f"--image-archive {r.image_archive}: no such file")
     if r.artifacts is not None and not r.artifacts.is_dir():
         raise BadInput(f"--artifacts {r.artifacts}: no such folder")
+    bad = [h for h in r.build_sdists if not (len(h) == 64 and all(c in "0123456789abcdef" for c in h))]
+    if bad:
+        raise BadInput(f"--build-sdist {bad[0][:80]!r} is not a sha256 (64 lowercase hex digits)")
     from envkit import uptodate
     from envkit.download import WheelCache
 
@@ -116,6 +122,7 @@ def build(request: BuildRequest, on_progress: Progress | None = None) -> BuildRe
 
     lock_text = read_text(r.lock)  # read once: the bundle carries the very bytes that were validated
     lk = load_lock(lock_text, str(r.lock), r.lock_check)
+    refuse_unasked_builds(lk, cache, r.build_sdists, str(r.lock))  # before anything is fetched or built
     from envkit.export.image import check_variant
 
     check_variant(lk, r.variant)  # before anything is fetched: a serving context needs a serving lock
@@ -171,6 +178,29 @@ def build(request: BuildRequest, on_progress: Progress | None = None) -> BuildRe
     if archive_sha256 is not None and fast_key is not None:
         uptodate.remember_result(state, r.output, fast_key, result.to_dict())
     return result
+
+
+def refuse_unasked_builds(lk: Lock, cache: Any, allowed: tuple[str, ...], lock_name: str) -> None:
+    """BadInput when a wheel the lock records as built from its sdist is not in the cache and its sdist's sha256 is not
+    among those the user `allowed` (`--build-sdist`): a lock is untrusted, and building from an sdist runs the sdist's
+    own code (its build backend, `setup.py`) as the user. The lock's rule (`envkit.models.rules.built_the_known_way`)
+    already holds what is built to envkit's one recipe (vLLM, the vendor's settings); this holds *whether* to the user."""
+    from envkit.errors import Where
+
+    closure = lk.python.closure
+    if closure is None:
+        return
+    for p in closure.packages:
+        if p.built is None or cache.valid(p.sha256, p.size) or p.built.sdist_sha256 in allowed:
+            continue
+        raise BadInput(
+            f"the lock's {p.name} {p.version} wheel was built from its sdist {p.built.sdist} (sha256 "
+            f"{p.built.sdist_sha256}), and this machine's cache lacks it: building it again runs that sdist's code here",
+            where=Where(lock_name, None, f"python.closure.packages.{p.name}.built"),
+            hint=f"Check that sha256 against the index you trust (PyPI lists it on the {p.name} {p.built.sdist} "
+            f"download page), then pass --build-sdist {p.built.sdist_sha256}; or copy the built wheel into this "
+            "machine's wheel cache (run `envkit lock` here), or bundle on the machine that ran `envkit lock`.",
+        )
 
 
 def ensure_built_wheels(lk: Lock, cache: Any, say: Callable[[str], None]) -> None:

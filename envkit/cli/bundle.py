@@ -143,6 +143,15 @@ def build_cmd(
         bool,
         Opt("--force", help="Kept for scripts: a bundle is replaced whole, so only an earlier envkit bundle is ever replaced."),
     ] = False,
+    build_sdist: Annotated[
+        Optional[list[str]],
+        Opt(
+            "--build-sdist",
+            metavar="SHA256",
+            help="Allow building the wheel the lock records as built from the sdist with this sha256 (vLLM), when the "
+            "cache lacks it: building runs the sdist's code. Check the sha256 against the index first. Repeatable.",
+        ),
+    ] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Download every wheel into the cache, check the vendor packages, and write the bundle."""
@@ -165,6 +174,7 @@ def build_cmd(
             jobs=jobs,
             force=force,
             lock_check=lock_check(ctx),
+            build_sdists=tuple(build_sdist or ()),
         ),
         on_progress=console.progress,
     )

@@ -7,6 +7,7 @@ from pydantic import AfterValidator, Field, model_validator
 from envkit.models.base import OmitsAbsent, StrictModel
 from envkit.models.rules import (
     artifact_names_match,
+    built_the_known_way,
     file_is_the_package,
     https_only,
     mirror_prefix,
@@ -154,6 +155,7 @@ class ClosurePackage(OmitsAbsent):
     dump_drop_none: ClassVar[frozenset[str]] = frozenset({"sha256_from", "built"})
 
     _file_is_the_package = model_validator(mode="after")(file_is_the_package)
+    _built_the_known_way = model_validator(mode="after")(built_the_known_way)
 
 
 class PythonClosure(StrictModel):

@@ -15,6 +15,19 @@ from typing import Any, TypeVar
 
 _T = TypeVar("_T")
 
+# The projects envkit builds from their sdist, with the vendor's build settings (vLLM for Ascend: vllm-ascend's
+# installation guide and Dockerfiles build it with VLLM_TARGET_DEVICE=empty), the fixed time of the wheel's members and
+# the command. A lock's `built` package must name exactly these: building runs the sdist's own code
+# (`envkit.sdistbuild`), so nothing a lock says chooses what is built or how.
+SDIST_BUILDS: dict[str, dict[str, str]] = {"vllm": {"VLLM_TARGET_DEVICE": "empty"}}
+SOURCE_DATE_EPOCH = "315532800"  # 1980-01-01, the zip epoch: the wheel's members get one fixed time
+SDIST_BUILD_COMMAND = "pip wheel --no-build-isolation --no-deps"
+
+
+def sdist_build_settings(name: str) -> dict[str, str]:
+    """The environment envkit builds project `name` (normalized) with; KeyError when envkit builds no such project."""
+    return {**SDIST_BUILDS[name], "SOURCE_DATE_EPOCH": SOURCE_DATE_EPOCH}
+
 
 # --- field rules ------------------------------------------------------------------------------
 def no_template(value: str) -> str:
@@ -86,6 +99,32 @@ def file_is_the_package(self: _T) -> _T:
     project = re.sub(r"[-_.]+", "-", p.filename.split("-", 1)[0]).lower()
     if project != p.name:
         raise ValueError(f"filename {p.filename!r} is not a file of {p.name!r}")
+    return self
+
+
+def built_the_known_way(self: _T) -> _T:
+    """A package recorded as built from its sdist is one envkit knows how to build (`SDIST_BUILDS`), with exactly its
+    settings and command, from an sdist of this very project and version at the package's `url`: a lock cannot make
+    envkit build another project, or build with settings (an environment) of its own choosing."""
+    p: Any = self
+    b = p.built
+    if b is None:
+        return self
+    if p.name not in SDIST_BUILDS:
+        known = ", ".join(sorted(SDIST_BUILDS))
+        raise ValueError(f"built: envkit builds only {known} from an sdist, not {p.name!r} (its wheel comes from an index)")
+    if dict(b.env) != sdist_build_settings(p.name):
+        raise ValueError(f"built.env {dict(b.env)!r} is not envkit's build of {p.name} ({sdist_build_settings(p.name)!r})")
+    if b.command != SDIST_BUILD_COMMAND:
+        raise ValueError(f"built.command {b.command[:80]!r} is not envkit's ({SDIST_BUILD_COMMAND!r})")
+    stem = re.sub(r"(\.tar\.gz|\.zip)$", "", b.sdist)
+    if stem == b.sdist or "-" not in stem:
+        raise ValueError(f"built.sdist {b.sdist!r} is not an sdist file name (NAME-VERSION.tar.gz)")
+    project, _, version = stem.rpartition("-")
+    if re.sub(r"[-_.]+", "-", project).lower() != p.name or version != p.version.split("+", 1)[0]:
+        raise ValueError(f"built.sdist {b.sdist!r} is not the sdist of {p.name} {p.version.split('+', 1)[0]}")
+    if p.url.rsplit("/", 1)[-1] != b.sdist:
+        raise ValueError(f"url {p.url[:120]!r} is not the sdist's ({b.sdist!r})")
     return self
 
 

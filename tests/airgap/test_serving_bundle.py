@@ -290,8 +290,9 @@ def test_the_bundle_installs_offline_with_the_locked_versions(serving_bundle, tm
 @pytest.mark.slow
 def test_a_second_lock_builds_nothing_and_a_bundle_elsewhere_builds_the_same_bytes(serving_bundle, tmp_path, cli):
     """The built wheel is cached by its sdist's sha256: `envkit lock` again builds nothing and writes the same lock.
-    On a machine whose cache lacks it, `bundle build` builds it again from the sdist the lock records (the build is
-    reproducible: SOURCE_DATE_EPOCH) and checks it against the lock's sha256; other bytes are refused (exit 1)."""
+    On a machine whose cache lacks it, `bundle build` builds it again from the sdist the lock records only when the
+    user names that sdist's sha256 (--build-sdist; refused otherwise), reproducibly (SOURCE_DATE_EPOCH), and checks
+    it against the lock's sha256; other bytes are refused (exit 1)."""
     import os
     import shutil
 
@@ -308,7 +309,12 @@ def test_a_second_lock_builds_nothing_and_a_bundle_elsewhere_builds_the_same_byt
     cache = WheelCache()  # the fixture's ENVKIT_CACHE_DIR
     os.unlink(cache.path(vllm.sha256))
     shutil.rmtree(cache.base / "built")
+    # the user did not allow the build: refused before anything is built (building runs the sdist's code)
     r = cli("bundle", "build", "--lock", str(path), "-o", str(tmp_path / "again"), "--json")
+    assert r.returncode == 2 and f"--build-sdist {vllm.built.sdist_sha256}" in r.stderr, r.stdout + r.stderr
+    assert not (cache.base / "built").exists() and not (tmp_path / "again").exists()
+    allow = ("--build-sdist", vllm.built.sdist_sha256)
+    r = cli("bundle", "build", "--lock", str(path), "-o", str(tmp_path / "again"), "--json", *allow)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "built again from vllm-0.23.0.tar.gz, the same bytes" in r.stderr, r.stderr
     assert (tmp_path / "again" / "wheels" / "target" / vllm.filename).read_bytes() == cache.path(vllm.sha256).read_bytes()
@@ -317,7 +323,7 @@ def test_a_second_lock_builds_nothing_and_a_bundle_elsewhere_builds_the_same_byt
     packages = [p.model_copy(update={"sha256": "f" * 64}) if p.name == "vllm" else p for p in lock.python.closure.packages]
     closure = lock.python.closure.model_copy(update={"packages": packages})
     path.write_text(dump_lock(lock.model_copy(update={"python": lock.python.model_copy(update={"closure": closure})})))
-    r = cli("--accept-edited-lock", "bundle", "build", "--lock", str(path), "-o", str(tmp_path / "other"), "--json")
+    r = cli("--accept-edited-lock", "bundle", "build", "--lock", str(path), "-o", str(tmp_path / "other"), "--json", *allow)
     assert r.returncode == 1, r.stdout + r.stderr
     assert "built again from vllm-0.23.0.tar.gz hashes to" in r.stderr and "f" * 64 in r.stderr, r.stderr
     assert not (tmp_path / "other").exists()

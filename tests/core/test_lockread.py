@@ -80,10 +80,11 @@ def _closure(base: str = "https://files.example/", mirrors: list[str] | None = N
                 "vllm",
                 "0.23.0",
                 base,
+                url=base + "vllm-0.23.0.tar.gz",
                 built={
                     "sdist": "vllm-0.23.0.tar.gz",
                     "sdist_sha256": "b" * 64,
-                    "env": {"VLLM_TARGET_DEVICE": "empty", "SOURCE_DATE_EPOCH": "0"},
+                    "env": {"VLLM_TARGET_DEVICE": "empty", "SOURCE_DATE_EPOCH": "315532800"},
                     "command": "pip wheel --no-build-isolation --no-deps",
                     "torch": "2.13.0+cpu",
                     "torch_sha256": None,
