@@ -131,8 +131,10 @@ def _float(text: str) -> float:
 
 def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     out = dict(pairs)
-    if len(out) != len(pairs):
-        keys = [k for k, _ in pairs]
-        twice = next(k for i, k in enumerate(keys) if k in keys[:i])
-        raise _Refused(f"the key {twice!r} is given twice", json.dumps(twice), key=True)
+    if len(out) != len(pairs):  # the first key given twice, in one pass (a set of the keys seen: linear)
+        seen: set[str] = set()
+        for twice, _ in pairs:
+            if twice in seen:
+                raise _Refused(f"the key {twice!r} is given twice", json.dumps(twice), key=True)
+            seen.add(twice)
     return out

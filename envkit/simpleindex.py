@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from html.parser import HTMLParser
+from html import unescape
 from typing import Any
 from urllib.parse import unquote, urljoin, urlsplit
 
@@ -45,18 +45,112 @@ def link_key(url: str) -> str:
     return unquote(url.split("#", 1)[0])
 
 
-class _Anchors(HTMLParser):
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.base: str | None = None
-        self.links: list[dict[str, str]] = []
+# The page reader: the anchors and the first <base> of an HTML page, read as Python's html.parser reads them for
+# pip (tag and attribute names lowercased, an attribute's value unquoted and its character references decoded, the
+# last of a repeated attribute kept; comments, declarations, end tags and script/style content skipped; an
+# incomplete tag at the end is text), in one pass: html.parser rescans an unclosed tag or quote on every later
+# `<`, so a 600 kB page of `<a href="` takes minutes there (and `<![` is a traceback in some Pythons). Each
+# position is looked at a bounded number of times: a quote or `>` that is not found is not found after it either.
+_TAG_NAME = re.compile(r"[a-zA-Z][^\t\n\r\f />\x00]*")
+_GAP = re.compile(r"(?:\s|/(?!>))*")
+_ATTR_NAME = re.compile(r"[^\s/>][^\s/=>]*")
+_EQUALS = re.compile(r"\s*=+\s*")
+_BARE_VALUE = re.compile(r"[^>\s]*")
+_RAW_END = {"script": re.compile(r"</script", re.I), "style": re.compile(r"</style", re.I)}
 
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        values = {k: v or "" for k, v in attrs}
-        if tag == "base" and self.base is None and values.get("href"):
-            self.base = values["href"]
-        elif tag == "a" and values.get("href") and len(self.links) < MAX_LINKS:
-            self.links.append(values)
+
+class _Next:
+    """The next index of a character at or after a position, for positions that only grow: each character's
+    search resumes where it found the last one, so all searches of one page read it at most once per character."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.found: dict[str, int] = {}
+
+    def __call__(self, char: str, pos: int) -> int:
+        at = self.found.get(char)
+        if at is None or (at != -1 and at < pos):
+            at = self.text.find(char, pos)
+            self.found[char] = at
+        return at
+
+
+def _start_tag(text: str, pos: int, find: _Next) -> tuple[str, dict[str, str | None], int] | None:
+    """The start tag at `pos` (just after its `<`): (name, attributes, the position after it); None when the page
+    ends inside it (the rest of the page is then text)."""
+    m = _TAG_NAME.match(text, pos)
+    assert m is not None
+    name, pos = m.group().lower(), m.end()
+    attrs: dict[str, str | None] = {}
+    n = len(text)
+    while True:
+        pos = _GAP.match(text, pos).end()  # type: ignore[union-attr]  # matches the empty string
+        if pos >= n:
+            return None
+        if text[pos] == ">":
+            return name, attrs, pos + 1
+        if text.startswith("/>", pos):
+            return name, attrs, pos + 2
+        m = _ATTR_NAME.match(text, pos)
+        if m is None:  # a lone `/` before the end: html.parser's junk, skipped
+            pos += 1
+            continue
+        key, pos = m.group().lower(), m.end()
+        eq = _EQUALS.match(text, pos)
+        value: str | None = None
+        if eq is not None:
+            pos = eq.end()
+            if pos < n and text[pos] in "\"'":
+                close = find(text[pos], pos + 1)
+                if close < 0:
+                    return None
+                value, pos = text[pos + 1 : close], close + 1
+            else:
+                bare = _BARE_VALUE.match(text, pos)
+                assert bare is not None
+                value, pos = bare.group(), bare.end()
+            value = unescape(value)
+        attrs[key] = value
+
+
+def _anchors(text: str) -> tuple[str | None, list[dict[str, str]]]:
+    """(the first <base href>, the <a href> attributes in order) of an HTML page, at most MAX_LINKS anchors."""
+    find = _Next(text)
+    base: str | None = None
+    links: list[dict[str, str]] = []
+    pos = 0
+    while len(links) < MAX_LINKS:
+        lt = find("<", pos)
+        if lt < 0:
+            break
+        if text.startswith("<!--", lt):
+            end = text.find("-->", lt + 4)
+            if end < 0:
+                break
+            pos = end + 3
+        elif _TAG_NAME.match(text, lt + 1):
+            tag = _start_tag(text, lt + 1, find)
+            if tag is None:
+                break
+            name, attrs, pos = tag
+            values = {k: v or "" for k, v in attrs.items()}
+            if name == "base" and base is None and values.get("href"):
+                base = values["href"]
+            elif name == "a" and values.get("href"):
+                links.append(values)
+            if name in _RAW_END:  # script and style content is text: no tag inside counts
+                raw = _RAW_END[name].search(text, pos)
+                if raw is None:
+                    break
+                pos = raw.start()
+        elif text.startswith(("</", "<!", "<?"), lt):  # an end tag, a declaration (`<![`), a processing instruction
+            gt = find(">", lt + 2)
+            if gt < 0:
+                break
+            pos = gt + 1
+        else:  # a `<` that starts nothing: text
+            pos = lt + 1
+    return base, links
 
 
 def _fragment_hashes(href: str) -> dict[str, str]:
@@ -68,12 +162,10 @@ def _fragment_hashes(href: str) -> dict[str, str]:
 
 def parse_html(text: str, url: str) -> dict[str, Published]:
     """{link_key: Published} of an HTML page fetched from `url` (after redirects)."""
-    parser = _Anchors()
-    parser.feed(text)
-    parser.close()
-    base = urljoin(url, parser.base) if parser.base else url
+    found_base, links = _anchors(text)
+    base = urljoin(url, found_base) if found_base else url
     out: dict[str, Published] = {}
-    for a in parser.links:
+    for a in links:
         href = a["href"].strip()
         size = a.get("data-size", "")
         out[link_key(urljoin(base, href))] = Published(

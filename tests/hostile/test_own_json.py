@@ -444,3 +444,17 @@ def test_the_report_fields_compare_reads_are_the_smoke_reports_own():
     assert set(compare._Digest.model_fields) == set(report.ModelInfo.model_fields)
     assert set(compare._Outputs.model_fields) == set(report.Outputs.model_fields)
     assert set(compare._ReportFields.model_fields) <= set(report.SmokeReport.model_fields)
+
+
+def test_a_key_given_twice_among_200000_is_named_in_one_pass():
+    """The first key given again last of 200,000 (the old search compared each key with all before it: minutes of
+    CPU here, hours on 16 MiB): refused naming that key, read in one pass (benchmarks/hostile_parsers.py times it
+    against distinct keys)."""
+    from envkit.errors import BadInput
+    from envkit.jsonread import parse_json
+
+    body = ",\n".join(f'"k{i:07d}": 0' for i in range(200_000))
+    with pytest.raises(BadInput) as info:
+        parse_json("{" + body + ',\n"k0000001": 1}', "many.json")
+    assert "'k0000001' is given twice" in info.value.message and info.value.where.line == 200_001
+    assert parse_json("{" + body + "}", "many.json")["k0199999"] == 0
