@@ -423,11 +423,14 @@ def open_url(
     budget = _Budget(limits)
     base = {"User-Agent": USER_AGENT, "Accept-Encoding": "identity", **(headers or {})}
     first, current = url, url
-    userinfo = _split(url)[4]
+    origin, userinfo = _split(url)[:3], _split(url)[4]
     for hops in range(limits.max_redirects + 1):
-        # the first URL's credentials go to a redirect on the same host only
-        same_host = urlsplit(current).hostname == urlsplit(first).hostname
-        conn, target, route = _connect(current, budget, _basic(userinfo) if userinfo and same_host else None)
+        # the first URL's credentials go to a redirect to the same origin only: scheme, host and port (another
+        # port is another server), as requests' should_strip_auth; an http->https upgrade on the default ports
+        # keeps them
+        here = _split(current)[:3]
+        same_origin = here == origin or (origin == ("http", here[1], 80) and here == ("https", origin[1], 443))
+        conn, target, route = _connect(current, budget, _basic(userinfo) if userinfo and same_origin else None)
         try:
             conn.request(method, target, body=body, headers={**base, **route})
             raw = conn.getresponse()

@@ -61,15 +61,22 @@ class RunArgs:
 
 
 def parse_devices(text: str) -> list[int]:
+    """`0-3,7` -> [0, 1, 2, 3, 7]: ASCII digits only, every id at most `bounded.MAX_DEVICE_ID`, checked before a
+    range is expanded (`0-99999999999` is refused, not built; a 5,000-digit id is refused, not converted)."""
+    from envkit.bounded import MAX_DEVICE_ID
+
+    shown = text if len(text) <= 60 else text[:60] + "..."
     out: set[int] = set()
     for part in text.split(","):
         part = part.strip()
-        m = re.fullmatch(r"(\d+)(?:-(\d+))?", part)
+        m = re.fullmatch(r"([0-9]+)(?:-([0-9]+))?", part)
         if not m:
-            raise BadInput(f"--devices {text!r}: expected ids and ranges like 0-3,7")
+            raise BadInput(f"--devices {shown!r}: expected ids and ranges like 0-3,7")
+        if any(len(g) > len(str(MAX_DEVICE_ID)) or int(g) > MAX_DEVICE_ID for g in m.groups() if g):
+            raise BadInput(f"--devices {shown!r}: device ids are 0 to {MAX_DEVICE_ID} (/dev/davinciN)")
         lo, hi = int(m[1]), int(m[2] or m[1])
         if hi < lo:
-            raise BadInput(f"--devices {text!r}: range {part} goes backwards")
+            raise BadInput(f"--devices {shown!r}: range {part} goes backwards")
         out.update(range(lo, hi + 1))
     return sorted(out)
 
