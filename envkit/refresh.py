@@ -399,13 +399,13 @@ def _dist_spec(dist: list[str], name: str, extra: str | None) -> str | None:
 
 
 def _cp_range(wheels: list[str]) -> tuple[str, str] | None:
-    tags = sorted({int(m.group(1)) for w in wheels if (m := re.search(r"-cp3(\d+)-cp3\d+-", w))})
+    tags = sorted({int(m.group(1)) for w in wheels if (m := re.search(r"-cp3([0-9]{1,3})-cp3[0-9]{1,3}-", w))})
     return (f"3.{tags[0]}", f"3.{tags[-1] + 1}") if tags else None
 
 
 def _glibc(wheels: list[str]) -> str | None:
     """The lowest glibc any Linux wheel of the release needs, where it is above manylinux2014's 2.17."""
-    lows = [(int(a), int(b)) for w in wheels for a, b in re.findall(r"manylinux_(\d+)_(\d+)_(?:x86_64|aarch64)", w)]
+    lows = [(int(a), int(b)) for w in wheels for a, b in re.findall(r"manylinux_([0-9]{1,3})_([0-9]{1,3})_(?:x86_64|aarch64)", w)]
     lows += [(2, 17) for w in wheels if re.search(r"manylinux2014_(x86_64|aarch64)", w)]
     if not lows:
         return None
@@ -548,8 +548,9 @@ def torch_report(src: Source, lm: Any) -> list[str]:
 # --- the rows of the pip packages the matrix pins: what their wheel files say ------------------------
 ARCHES = ("x86_64", "aarch64")
 _LEGACY = {"manylinux1": (2, 5), "manylinux2010": (2, 12), "manylinux2014": (2, 17)}
-_MANYLINUX = re.compile(r"^(manylinux1|manylinux2010|manylinux2014|manylinux_(\d+)_(\d+))_(x86_64|aarch64)$")
-_CP = re.compile(r"^cp3(\d+)$")
+# bounded ASCII digits: a 5,000-digit tag in a snapshot or an index answer is no tag (int() refuses past 4,300 digits)
+_MANYLINUX = re.compile(r"^(manylinux1|manylinux2010|manylinux2014|manylinux_([0-9]{1,3})_([0-9]{1,3}))_(x86_64|aarch64)$")
+_CP = re.compile(r"^cp3([0-9]{1,3})$")
 DERIVED_PREFIX = "PyPI wheel files of "  # the source line refresh writes (and replaces) on a row it derived
 
 

@@ -44,6 +44,7 @@ from envkit.wheels import normalize
 BUILD_ENV = SDIST_BUILDS
 BUILD_COMMAND = SDIST_BUILD_COMMAND
 BUILD_DEADLINE = 1800.0  # seconds for one venv step or build
+MAX_PYPROJECT = 1 << 20  # bytes of an sdist's pyproject.toml envkit reads (vLLM's: 5 kB)
 CUDA_REQUIREMENT = re.compile(r"^(nvidia-.*|cuda-.*|triton|pytorch-triton.*|.*nccl.*)$")
 
 
@@ -201,16 +202,30 @@ def _build_requires(sdist: Path) -> list[str]:
     else:  # pragma: no cover - Python 3.10
         import tomli as tomllib
 
-    with tarfile.open(sdist) as tf:
-        member = next((m for m in tf.getmembers() if m.name.count("/") == 1 and m.name.endswith("/pyproject.toml")), None)
-        if member is None or not member.isfile():
-            return ["setuptools", "wheel"]
-        fh = tf.extractfile(member)
-        if fh is None:
-            return ["setuptools", "wheel"]
-        doc = tomllib.loads(fh.read().decode("utf-8"))
-    reqs = doc.get("build-system", {}).get("requires", [])
-    return [str(r) for r in reqs if isinstance(r, str) and _req_name(r) != "torch"]
+    try:
+        with tarfile.open(sdist) as tf:
+            member = next((m for m in tf if m.name.count("/") == 1 and m.name.endswith("/pyproject.toml")), None)
+            if member is None or not member.isfile():
+                return ["setuptools", "wheel"]
+            if member.size > MAX_PYPROJECT:
+                raise BadInput(
+                    f"{sdist.name}: its pyproject.toml is {member.size} bytes, more than the {MAX_PYPROJECT} envkit reads",
+                    hint="This is not the sdist of the project it names: check the index or mirror it came from.",
+                )
+            fh = tf.extractfile(member)
+            if fh is None:
+                return ["setuptools", "wheel"]
+            doc = tomllib.loads(fh.read(MAX_PYPROJECT + 1).decode("utf-8"))
+    except (tarfile.TarError, OSError, EOFError) as exc:
+        raise BadInput(f"{sdist.name}: not a readable sdist ({str(exc)[:200]})") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise BadInput(
+            f"{sdist.name}: its pyproject.toml is not TOML ({str(exc)[:200]})",
+            hint="This is not the sdist of the project it names: check the index or mirror it came from.",
+        ) from None
+    system = doc.get("build-system", {})
+    reqs = system.get("requires", []) if isinstance(system, dict) else []
+    return [str(r) for r in reqs if isinstance(r, str) and _req_name(r) != "torch"] if isinstance(reqs, list) else []
 
 
 def build_wheel(

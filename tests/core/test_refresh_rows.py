@@ -299,3 +299,20 @@ def test_a_matrix_in_another_layout_is_refused_not_guessed(matrices):
     with pytest.raises(BadInput) as info:
         refresh.refresh(matrices, snapshot=SNAPSHOT)
     assert str(serving) in info.value.message and info.value.exit_code == 2
+
+
+def test_a_tag_of_thousands_of_digits_is_no_tag_and_three_digits_still_count():
+    """A snapshot or an index answer is untrusted: a 5,000-digit cp or manylinux number was a traceback (int()
+    refuses past 4,300 digits); it is now no tag. The bound at both ends: three digits count, four do not."""
+    huge = "9" * 5000
+    facts = refresh.wheel_facts(
+        _files(
+            f"p-1.0-cp3{huge}-cp3{huge}-manylinux_2_28_x86_64.whl",
+            f"p-1.0-cp310-cp310-manylinux_2_{huge}_aarch64.whl",
+            "p-1.0-cp3999-cp3999-manylinux_2_999_aarch64.whl",
+            "p-1.0-cp31000-cp31000-manylinux_2_1000_x86_64.whl",
+        )
+    )
+    assert facts.pythons == (10, 999) and facts.manylinux == {"x86_64": "2.28", "aarch64": "2.999"}
+    assert refresh._cp_range([f"p-1.0-cp3{huge}-cp3{huge}-any.whl", "p-1.0-cp312-cp312-any.whl"]) == ("3.12", "3.13")
+    assert refresh._glibc([f"p-1.0-cp312-cp312-manylinux_2_{huge}_x86_64.whl"]) is None

@@ -167,3 +167,36 @@ def test_build_sdist_takes_a_sha256_only(value, scene, tmp_path, run_cli):
     res = run_cli("bundle", "build", "--lock", str(path), "-o", str(tmp_path / "b"), "--build-sdist", value)
     assert res.code == 2 and "is not a sha256" in res.err, (value, res.err)
     assert not (tmp_path / "b").exists()
+
+
+def _sdist_with(folder: Path, pyproject: bytes) -> Path:
+    path = folder / "vllm-0.23.0.tar.gz"
+    with tarfile.open(path, "w:gz") as tar:
+        info = tarfile.TarInfo("vllm-0.23.0/pyproject.toml")
+        info.size = len(pyproject)
+        tar.addfile(info, io.BytesIO(pyproject))
+    return path
+
+
+def test_an_sdists_pyproject_is_read_within_its_cap_and_as_toml_only(tmp_path):
+    """The build requirements come from the sdist's pyproject.toml: not TOML, not UTF-8, larger than the cap, or no
+    tar at all is bad input naming the sdist (was a traceback, and a huge one was read whole into memory); the cap
+    holds at both ends."""
+    from envkit.errors import BadInput
+    from envkit.sdistbuild import MAX_PYPROJECT, _build_requires
+
+    toml = b'[build-system]\nrequires = ["setuptools>=77", "torch==2.5.1", "cmake"]\n'
+    at_cap = toml + b"#" * (MAX_PYPROJECT - len(toml) - 1) + b"\n"
+    assert len(at_cap) == MAX_PYPROJECT
+    assert _build_requires(_sdist_with(tmp_path, at_cap)) == ["setuptools>=77", "cmake"]
+    for body, said in (
+        (at_cap + b"#", "more than the"),
+        (b"[build-system\nrequires = [", "is not TOML"),
+        (b"\xff\xfe[build-system]", "is not TOML"),
+    ):
+        with pytest.raises(BadInput, match=said):
+            _build_requires(_sdist_with(tmp_path, body))
+    (tmp_path / "vllm-0.23.0.tar.gz").write_bytes(b"not a tar")
+    with pytest.raises(BadInput, match="not a readable sdist"):
+        _build_requires(tmp_path / "vllm-0.23.0.tar.gz")
+    assert _build_requires(_sdist_with(tmp_path, b'[build-system]\nrequires = "setuptools"\n')) == []
