@@ -108,9 +108,23 @@ import subprocess
 MAX_READ = 1 << 20
 
 
+def _open_regular(path):
+    """A read-only file object of `path` if it is a regular file when opened; OSError otherwise. Opened without
+    blocking (a FIFO at version.info, verdict.json or hccn.conf would hang the probe, and the play with it: a plain
+    open() waits for a writer) and judged on the descriptor opened, not on an earlier lstat a swap could outrun."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        if not stat_mod.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError("%s is not a regular file" % path)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 def _read(path):
     try:
-        with open(path, "rb") as fh:
+        with _open_regular(path) as fh:
             data = fh.read(MAX_READ)
     except (FileNotFoundError, NotADirectoryError):
         return {"exists": False, "content": ""}
@@ -136,7 +150,7 @@ def _stat(path):
     if out["isreg"]:
         h = hashlib.sha1()
         try:
-            with open(path, "rb") as fh:
+            with _open_regular(path) as fh:
                 for chunk in iter(lambda: fh.read(1 << 20), b""):
                     h.update(chunk)
             out["checksum"] = h.hexdigest()
