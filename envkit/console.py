@@ -1,8 +1,16 @@
-"""Console output: results go to stdout, progress and messages to stderr; `--quiet` silences progress."""
+"""Console output: results go to stdout, progress and messages to stderr; `--quiet` silences progress.
+
+Every text reaches the terminal escaped (`escaped`): what envkit prints quotes what a host's files, an index, a lock
+or a client said (version.info, npu-smi's output, a request line, a file name), and a control character there (an
+ESC sequence that recolours, retitles or rewrites the screen, a C1 CSI, a carriage return or backspace that hides
+what came before, a bidi override that reorders it) is shown as its `\\xNN` / `\\uNNNN` escape instead of acting.
+`--json` documents escape the C1 controls too (JSON itself escapes the C0 ones).
+"""
 
 from __future__ import annotations
 
 import json
+import re
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -12,6 +20,20 @@ if TYPE_CHECKING:
 _state = {"quiet": False, "debug": False}
 _consoles: dict[str, Console] = {}
 
+# what a terminal acts on rather than shows: C0 but tab and newline, DEL, C1, line/paragraph separators, bidi controls
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+_C1 = re.compile("[\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def _escape(m: re.Match[str]) -> str:
+    code = ord(m.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def escaped(text: str) -> str:
+    """`text` with every control character a terminal would act on written as its escape (tab and newline kept)."""
+    return _CONTROL.sub(_escape, text)
+
 
 def __getattr__(name: str) -> Console:
     """`console.out` and `console.err` are created on first use (rich costs ~40 ms to import)."""
@@ -20,7 +42,13 @@ def __getattr__(name: str) -> Console:
     if name not in _consoles:
         from rich.console import Console
 
-        c = Console(stderr=name == "err", soft_wrap=True, highlight=False)
+        class _Escaping(Console):
+            """A rich console whose text arguments are `escaped` first (rich strips a few controls, not ESC)."""
+
+            def print(self, *objects: Any, **kw: Any) -> None:  # type: ignore[override]
+                super().print(*(escaped(o) if isinstance(o, str) else o for o in objects), **kw)
+
+        c = _Escaping(stderr=name == "err", soft_wrap=True, highlight=False)
         if name == "out" and not c.is_terminal:  # pipes and CI logs: do not squeeze tables into 80 columns
             c.width = max(c.width, 200)
         _consoles[name] = c
@@ -74,5 +102,6 @@ def progress(message: str) -> None:
 
 def emit_json(data: Any) -> None:
     """Machine output: one JSON document on stdout, keys sorted."""
-    sys.stdout.write(json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
+    text = json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False)
+    sys.stdout.write(_C1.sub(lambda m: f"\\u{ord(m.group()):04x}", text) + "\n")  # valid JSON: only inside strings
     sys.stdout.flush()

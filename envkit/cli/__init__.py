@@ -242,7 +242,7 @@ def _report_internal(exc: BaseException, argv: list[str]) -> int:
             details={"exception": type(exc).__name__, "traceback_file": path},
         )
         console.emit_json({"error": error.to_dict()})
-    sys.stderr.write(f"envkit: internal error ({what}), please report it; {told}\n")
+    sys.stderr.write(console.escaped(f"envkit: internal error ({what}), please report it; {told}") + "\n")
     sys.stderr.flush()
     return EXIT_INTERNAL
 
