@@ -45,7 +45,7 @@ def __getattr__(name: str) -> Console:
         class _Escaping(Console):
             """A rich console whose text arguments are `escaped` first (rich strips a few controls, not ESC)."""
 
-            def print(self, *objects: Any, **kw: Any) -> None:  # type: ignore[override]
+            def print(self, *objects: Any, **kw: Any) -> None:
                 super().print(*(escaped(o) if isinstance(o, str) else o for o in objects), **kw)
 
         c = _Escaping(stderr=name == "err", soft_wrap=True, highlight=False)

@@ -29,6 +29,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from envkit import versions
 from envkit.errors import BadInput, CheckFailed, Where
 from envkit.fsutil import sha256_file
 from envkit.lockgate import SCHEMA_ONLY, LockCheck
@@ -554,23 +555,14 @@ def _hdk_details(lock: Lock) -> dict[str, dict[str, Any]]:
 
 
 def firmware_in_range(firmware_version: str, ranges: str) -> bool | None:
-    """Is the firmware Version inside the driver's `compatible_version_fw` ranges? None when unknown."""
-    from packaging.version import InvalidVersion, Version
-
-    pairs = re.findall(r"\[([^,\]]+),([^\]]+)\]", ranges or "")
-    if not firmware_version or not pairs:
+    """Is the firmware Version inside the driver's `compatible_version_fw` ranges? None when unknown (either is
+    empty, or not a version or list of ranges: the host's check refuses those). envkit.versions' ordering, the one
+    the host decides by too (envkit_probe's copy of it, tests/provision/test_firmware_ranges.py)."""
+    if not firmware_version or not (ranges or "").strip():
         return None
-
-    def v(text: str) -> Version:
-        text = text.strip()
-        if text.endswith("."):
-            text += "999999"
-        return Version(text)
-
     try:
-        fw = v(firmware_version)
-        return any(v(lo) <= fw <= v(hi) for lo, hi in pairs)
-    except InvalidVersion:
+        return versions.in_any_range(firmware_version, versions.parse_ranges(ranges))
+    except versions.InvalidVersion:
         return None
 
 

@@ -26,16 +26,100 @@ from envkit.records import Value
 
 _set = object.__setattr__
 
+
+# >>> the ordering: one definition, envkit.versions's, shipped byte for byte to the hosts in envkit_probe
+# (playbooks/roles/envkit_preflight/library/envkit_probe.py), where the envkit_hdk role's firmware range check is
+# decided; tests/provision/test_firmware_ranges.py holds the two copies equal. Standard library only (re,
+# functools), for any Python 3.7 on a host.
 _TAGS = {"dev": 0, "alpha": 1, "a": 1, "beta": 2, "b": 2, "rc": 3, "c": 3, "post": 5}
 _END = 4
 _NUMBER = 6
 _TOKEN = re.compile(r"(?P<num>\d+)|(?P<tag>dev|alpha|beta|rc|post|a|b|c)(?P<tagnum>\d*)")
 _VALID = re.compile(r"^v?[0-9][0-9a-z.\-_]*(\+[0-9a-z.]+)?$")
+_RANGE = re.compile(r"\[([^,\]]+),([^\]]+)\]")
 MAX_LENGTH = 128  # the longest real version is ~30 characters; a 5,000-digit one is an attack, not a version
+MAX_RANGES_LENGTH = 1024  # a real list is at most ~100 characters; the range regex is quadratic in its length
 
 
 class InvalidVersion(ValueError):
     pass
+
+
+@functools.lru_cache(maxsize=8192)
+def version_key(text: str) -> tuple[tuple[tuple[int, int], ...], tuple[int, ...], str | None]:
+    """(key, release, local) of a version in any of Ascend's or Python's spellings: the key it sorts and compares by,
+    its leading numbers as written, its local label (None without one); InvalidVersion when the text is none."""
+    raw = str(text).strip()
+    if len(raw) > MAX_LENGTH:
+        raise InvalidVersion(f"not a version: {raw[:20]!r}... is {len(raw)} characters long (at most {MAX_LENGTH})")
+    low = raw.lower()
+    if not low or not _VALID.match(low):
+        raise InvalidVersion(f"not a version: {text!r}")
+    public, _, local = low.partition("+")
+    if public.startswith("v"):
+        public = public[1:]
+    tokens: list[tuple[int, int]] = []
+    for piece in re.split(r"[.\-_]", public):
+        if not piece:
+            continue
+        pos = 0
+        while pos < len(piece):
+            m = _TOKEN.match(piece, pos)
+            if not m:
+                raise InvalidVersion(f"not a version: {text!r}")
+            if m.group("num") is not None:
+                tokens.append((_NUMBER, int(m.group("num"))))
+            else:
+                tokens.append((_TAGS[m.group("tag")], int(m.group("tagnum") or 0)))
+            pos = m.end()
+    if not tokens or tokens[0][0] != _NUMBER:
+        raise InvalidVersion(f"not a version: {text!r}")
+    lead = 0
+    while lead < len(tokens) and tokens[lead][0] == _NUMBER:
+        lead += 1
+    release = [n for _, n in tokens[:lead]]
+    trimmed = list(release)
+    while len(trimmed) > 1 and trimmed[-1] == 0:
+        trimmed.pop()
+    key = [(_NUMBER, n) for n in trimmed] + tokens[lead:] + [(_END, 0)]
+    return tuple(key), tuple(release), local or None
+
+
+def in_range(version: str, lower: str, upper: str) -> bool:
+    """Closed range as Ascend writes it.
+
+    An upper bound ending with '.' (``[24.1,24.1.]``) is a prefix range: it compares the leading
+    numbers only, so every build of the 24.1 line (``24.1.rc3``, ``24.1.0.3``) is inside. The
+    trailing zeros of a release do not count there either (``7`` is ``7.0``, at the bottom of
+    ``[7.0,7.1.]``); a pre-release's do (``23.0.rc3`` comes before ``23.0.0``, below ``[23.0.0,23.0.0.]``).
+    """
+    key, release, _ = version_key(version)
+    if upper.endswith("."):
+        lo = version_key(lower)[1]
+        hi = version_key(upper.rstrip("."))[1]
+        line = release + (0,) * (len(lo) - len(release)) if all(k >= _END for k, _ in key) else release
+        return line[: len(lo)] >= lo and release[: len(hi)] <= hi
+    return version_key(lower)[0] <= key <= version_key(upper)[0]
+
+
+def parse_ranges(text: str) -> list[tuple[str, str]]:
+    """``[7.0.0,7.5.99],[8.0,8.0.]`` -> [("7.0.0", "7.5.99"), ("8.0", "8.0.")]."""
+    if len(text) > MAX_RANGES_LENGTH:
+        raise InvalidVersion(f"not a list of version ranges: {len(text)} characters long (at most {MAX_RANGES_LENGTH})")
+    found = _RANGE.findall(text.replace(" ", ""))
+    if not found:
+        raise InvalidVersion(f"not a list of version ranges: {text!r}")
+    for lo, hi in found:
+        version_key(lo)
+        version_key(hi.rstrip("."))
+    return found
+
+
+def in_any_range(version: str, ranges: list[tuple[str, str]]) -> bool:
+    return any(in_range(version, lo, hi) for lo, hi in ranges)
+
+
+# <<< the ordering
 
 
 @functools.total_ordering
@@ -86,40 +170,8 @@ class Version(Value):
 @functools.lru_cache(maxsize=8192)
 def parse(text: str) -> Version:
     """Parse a version in any of Ascend's or Python's spellings."""
-    raw = str(text).strip()
-    if len(raw) > MAX_LENGTH:
-        raise InvalidVersion(f"not a version: {raw[:20]!r}... is {len(raw)} characters long (at most {MAX_LENGTH})")
-    low = raw.lower()
-    if not low or not _VALID.match(low):
-        raise InvalidVersion(f"not a version: {text!r}")
-    public, _, local = low.partition("+")
-    if public.startswith("v"):
-        public = public[1:]
-    tokens: list[tuple[int, int]] = []
-    for piece in re.split(r"[.\-_]", public):
-        if not piece:
-            continue
-        pos = 0
-        while pos < len(piece):
-            m = _TOKEN.match(piece, pos)
-            if not m:
-                raise InvalidVersion(f"not a version: {text!r}")
-            if m.group("num") is not None:
-                tokens.append((_NUMBER, int(m.group("num"))))
-            else:
-                tokens.append((_TAGS[m.group("tag")], int(m.group("tagnum") or 0)))
-            pos = m.end()
-    if not tokens or tokens[0][0] != _NUMBER:
-        raise InvalidVersion(f"not a version: {text!r}")
-    lead = 0
-    while lead < len(tokens) and tokens[lead][0] == _NUMBER:
-        lead += 1
-    release = [n for _, n in tokens[:lead]]
-    trimmed = list(release)
-    while len(trimmed) > 1 and trimmed[-1] == 0:
-        trimmed.pop()
-    key = [(_NUMBER, n) for n in trimmed] + tokens[lead:] + [(_END, 0)]
-    return Version(raw, tuple(key), tuple(release), local or None)
+    key, release, local = version_key(text)
+    return Version(str(text).strip(), key, release, local)
 
 
 def patch_base(text: str) -> str | None:
@@ -164,38 +216,6 @@ def in_series(version: str, series: str) -> bool:
     prefix = parse(s[:-2]).release
     v = parse(version)
     return v.release[: len(prefix)] == prefix and len(v.release) >= len(prefix)
-
-
-def in_range(version: str, lower: str, upper: str) -> bool:
-    """Closed range as Ascend writes it.
-
-    An upper bound ending with '.' (``[24.1,24.1.]``) is a prefix range: it compares the leading
-    numbers only, so every build of the 24.1 line (``24.1.rc3``, ``24.1.0.3``) is inside.
-    """
-    v = parse(version)
-    if upper.endswith("."):
-        lo = parse(lower).release
-        hi = parse(upper.rstrip(".")).release
-        return v.release[: len(lo)] >= lo and v.release[: len(hi)] <= hi
-    return parse(lower) <= v <= parse(upper)
-
-
-_RANGE = re.compile(r"\[([^,\]]+),([^\]]+)\]")
-
-
-def parse_ranges(text: str) -> list[tuple[str, str]]:
-    """``[7.0.0,7.5.99],[8.0,8.0.]`` -> [("7.0.0", "7.5.99"), ("8.0", "8.0.")]."""
-    found = _RANGE.findall(text.replace(" ", ""))
-    if not found:
-        raise InvalidVersion(f"not a list of version ranges: {text!r}")
-    for lo, hi in found:
-        parse(lo)
-        parse(hi.rstrip("."))
-    return found
-
-
-def in_any_range(version: str, ranges: list[tuple[str, str]]) -> bool:
-    return any(in_range(version, lo, hi) for lo, hi in ranges)
 
 
 _SPEC = re.compile(r"^\s*(==|!=|>=|<=|>|<|~=)\s*(\S+)\s*$")

@@ -197,6 +197,27 @@ def test_hdk_disabled_or_without_a_package_in_the_lock_does_nothing(tmp_path):
     assert hdk(tmp_path, driver={}, firmware={})["todo"] == []
 
 
+def test_hdk_holds_a_firmware_change_to_the_range_of_the_driver_it_will_run_with(tmp_path):
+    """fw_*: the check envkit_hdk asserts (tasks/converge.yml), decided here by envkit.versions' ordering: the
+    installed driver's range where only the firmware changes, the lock's driver's where the driver changes too
+    (tests/provision/test_firmware_ranges.py holds it to the corpus)."""
+    lock_driver = {"package_version": "25.3.RC1", "compatible_firmware": "[7.0.0,7.8.99]"}
+    fw = {"package_version": "7.8.0.2.212", "firmware_version": "7.8.0.2.212"}
+    first = hdk(tmp_path, driver=lock_driver, firmware=fw)  # nothing installed: both change, the lock's range
+    assert first["fw_range"] == "[7.0.0,7.8.99]" and first["fw_checked"] is True and first["fw_in_range"] is True
+    _hdk(tmp_path, "25.3.rc1", "7.7.0.1.1", fw_range="[7.0.0,7.5.99]")  # the lock's driver installed: its own range
+    alone = hdk(tmp_path, driver=lock_driver, firmware=fw)
+    assert alone["todo"] == ["firmware"] and alone["fw_range"] == "[7.0.0,7.5.99]"
+    assert alone["fw_checked"] is True and alone["fw_in_range"] is False and alone["fw_error"] == ""
+    assert hdk(tmp_path, driver=lock_driver, firmware={**fw, "firmware_version": "7.5.RC1"})["fw_in_range"] is True
+    _hdk(tmp_path, "25.3.rc1", "7.7.0.1.1", fw_range="7.0.0-7.5.99")  # no list of ranges: refused, and why
+    bad = hdk(tmp_path, driver=lock_driver, firmware=fw)
+    assert bad["fw_in_range"] is False and "not a list of version ranges" in bad["fw_error"]
+    _hdk(tmp_path, "25.3.rc1", "7.8.0.2.212")  # converged: no firmware change, no check
+    assert hdk(tmp_path, driver=lock_driver, firmware=fw)["fw_checked"] is False
+    assert hdk(tmp_path, enabled=False, driver=lock_driver, firmware=fw)["fw_checked"] is False
+
+
 # --- cann ------------------------------------------------------------------------------------------------------
 def cann_expect(tmp_path: Path, installed: list[str | None], enabled: bool = True) -> dict:
     wanted = ["8.3.RC1", "8.3.RC1", "8.3.RC1"]

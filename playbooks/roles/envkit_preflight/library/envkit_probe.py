@@ -93,6 +93,7 @@ msg:
   type: dict
 """
 
+import functools
 import glob
 import grp
 import hashlib
@@ -315,6 +316,101 @@ def _group(name):
         return {"exists": False}
 
 
+# >>> the ordering: one definition, envkit.versions's, shipped byte for byte to the hosts in envkit_probe
+# (playbooks/roles/envkit_preflight/library/envkit_probe.py), where the envkit_hdk role's firmware range check is
+# decided; tests/provision/test_firmware_ranges.py holds the two copies equal. Standard library only (re,
+# functools), for any Python 3.7 on a host.
+_TAGS = {"dev": 0, "alpha": 1, "a": 1, "beta": 2, "b": 2, "rc": 3, "c": 3, "post": 5}
+_END = 4
+_NUMBER = 6
+_TOKEN = re.compile(r"(?P<num>\d+)|(?P<tag>dev|alpha|beta|rc|post|a|b|c)(?P<tagnum>\d*)")
+_VALID = re.compile(r"^v?[0-9][0-9a-z.\-_]*(\+[0-9a-z.]+)?$")
+_RANGE = re.compile(r"\[([^,\]]+),([^\]]+)\]")
+MAX_LENGTH = 128  # the longest real version is ~30 characters; a 5,000-digit one is an attack, not a version
+MAX_RANGES_LENGTH = 1024  # a real list is at most ~100 characters; the range regex is quadratic in its length
+
+
+class InvalidVersion(ValueError):
+    pass
+
+
+@functools.lru_cache(maxsize=8192)
+def version_key(text: str) -> tuple[tuple[tuple[int, int], ...], tuple[int, ...], str | None]:
+    """(key, release, local) of a version in any of Ascend's or Python's spellings: the key it sorts and compares by,
+    its leading numbers as written, its local label (None without one); InvalidVersion when the text is none."""
+    raw = str(text).strip()
+    if len(raw) > MAX_LENGTH:
+        raise InvalidVersion(f"not a version: {raw[:20]!r}... is {len(raw)} characters long (at most {MAX_LENGTH})")
+    low = raw.lower()
+    if not low or not _VALID.match(low):
+        raise InvalidVersion(f"not a version: {text!r}")
+    public, _, local = low.partition("+")
+    if public.startswith("v"):
+        public = public[1:]
+    tokens: list[tuple[int, int]] = []
+    for piece in re.split(r"[.\-_]", public):
+        if not piece:
+            continue
+        pos = 0
+        while pos < len(piece):
+            m = _TOKEN.match(piece, pos)
+            if not m:
+                raise InvalidVersion(f"not a version: {text!r}")
+            if m.group("num") is not None:
+                tokens.append((_NUMBER, int(m.group("num"))))
+            else:
+                tokens.append((_TAGS[m.group("tag")], int(m.group("tagnum") or 0)))
+            pos = m.end()
+    if not tokens or tokens[0][0] != _NUMBER:
+        raise InvalidVersion(f"not a version: {text!r}")
+    lead = 0
+    while lead < len(tokens) and tokens[lead][0] == _NUMBER:
+        lead += 1
+    release = [n for _, n in tokens[:lead]]
+    trimmed = list(release)
+    while len(trimmed) > 1 and trimmed[-1] == 0:
+        trimmed.pop()
+    key = [(_NUMBER, n) for n in trimmed] + tokens[lead:] + [(_END, 0)]
+    return tuple(key), tuple(release), local or None
+
+
+def in_range(version: str, lower: str, upper: str) -> bool:
+    """Closed range as Ascend writes it.
+
+    An upper bound ending with '.' (``[24.1,24.1.]``) is a prefix range: it compares the leading
+    numbers only, so every build of the 24.1 line (``24.1.rc3``, ``24.1.0.3``) is inside. The
+    trailing zeros of a release do not count there either (``7`` is ``7.0``, at the bottom of
+    ``[7.0,7.1.]``); a pre-release's do (``23.0.rc3`` comes before ``23.0.0``, below ``[23.0.0,23.0.0.]``).
+    """
+    key, release, _ = version_key(version)
+    if upper.endswith("."):
+        lo = version_key(lower)[1]
+        hi = version_key(upper.rstrip("."))[1]
+        line = release + (0,) * (len(lo) - len(release)) if all(k >= _END for k, _ in key) else release
+        return line[: len(lo)] >= lo and release[: len(hi)] <= hi
+    return version_key(lower)[0] <= key <= version_key(upper)[0]
+
+
+def parse_ranges(text: str) -> list[tuple[str, str]]:
+    """``[7.0.0,7.5.99],[8.0,8.0.]`` -> [("7.0.0", "7.5.99"), ("8.0", "8.0.")]."""
+    if len(text) > MAX_RANGES_LENGTH:
+        raise InvalidVersion(f"not a list of version ranges: {len(text)} characters long (at most {MAX_RANGES_LENGTH})")
+    found = _RANGE.findall(text.replace(" ", ""))
+    if not found:
+        raise InvalidVersion(f"not a list of version ranges: {text!r}")
+    for lo, hi in found:
+        version_key(lo)
+        version_key(hi.rstrip("."))
+    return found
+
+
+def in_any_range(version: str, ranges: list[tuple[str, str]]) -> bool:
+    return any(in_range(version, lo, hi) for lo, hi in ranges)
+
+
+# <<< the ordering
+
+
 # --- the roles' decisions (what differs from the lock), from the probe's own reads ----------------------------
 MIRROR_URL = re.compile(r"^https?://[A-Za-z0-9._~:\[\]%-]+(/[A-Za-z0-9._~!$&()*+,;=:@%/-]*)?\Z")
 HDK_COMPONENTS = ("driver", "firmware")
@@ -392,11 +488,32 @@ def hdk_decide(e):
     needed = [c for c in HDK_COMPONENTS if e.get("enabled") and c in want and current[c].lower() != want[c].lower()]
     order = HDK_COMPONENTS if current["driver"] == "" else HDK_COMPONENTS[::-1]
     todo = [c for c in order if c in needed]
+    installed_range = info_value(driver_text, "compatible_version_fw")
     return {
         "todo": todo,
         "plan": ["%s %s -> %s" % (c, current[c] or "none", want[c]) for c in todo],
-        "driver_fw_range": info_value(driver_text, "compatible_version_fw"),
+        "driver_fw_range": installed_range,
+        **firmware_range_check(e, todo, installed_range),
     }
+
+
+def firmware_range_check(e, todo, installed_range):
+    """The check envkit_hdk makes before it changes the firmware (tasks/converge.yml asserts fw_in_range where
+    fw_checked): the lock's firmware Version inside the compatible range of the driver it will run with (the lock's
+    driver's where the driver changes too, else the installed driver's), by envkit.versions' ordering (the block
+    above). Checked where the firmware changes and both are known; a range or Version that is none is outside,
+    with the reason in fw_error."""
+    version = str((e.get("firmware") or {}).get("firmware_version") or "")
+    ranges = str((e.get("driver") or {}).get("compatible_firmware") or "") if "driver" in todo else installed_range
+    out = {"fw_range": ranges, "fw_checked": False, "fw_in_range": None, "fw_error": ""}
+    if "firmware" not in todo or not version or not ranges:
+        return out
+    out["fw_checked"] = True
+    try:
+        out["fw_in_range"] = in_any_range(version, parse_ranges(ranges))
+    except InvalidVersion as exc:
+        out.update(fw_in_range=False, fw_error=str(exc))
+    return out
 
 
 def cann_decide(e):
