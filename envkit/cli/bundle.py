@@ -218,17 +218,25 @@ def serve_cmd(
     bind: Annotated[str, Opt("--bind", help="The address to listen on (0.0.0.0: every interface).")] = "127.0.0.1",
     port: Annotated[int, Opt("--port", help="The TCP port (0: a free one, printed).")] = 8080,
     expect_digest: Annotated[Optional[str], Opt("--expect-digest", help="sha256 of manifest.json as published.")] = None,
+    max_connections: Annotated[
+        int, Opt("--max-connections", help="Connections served at once; one more is answered 503 (8 downloads a host).")
+    ] = 256,
+    header_timeout: Annotated[
+        float, Opt("--header-timeout", help="Seconds for a request's line and headers; past it the client is dropped.")
+    ] = 10.0,
 ) -> None:
     """Serve a verified bundle read-only over HTTP: the mirror `envkit provision --bundle-url` hosts pull from.
 
     Refuses to start (exit 1) on a bundle that does not verify; exit 2 on bad input. Only the manifest's files
-    are served (byte ranges too); one access-log line per request goes to stderr. Stops on Ctrl-C or SIGTERM.
+    are served (byte ranges too), each a regular file of its listed size reached without a link; one escaped
+    access-log line per request goes to stderr. Stops on Ctrl-C or SIGTERM.
     """
     import signal
 
-    from envkit.airgap.serve import ServeRequest, open_mirror
+    from envkit.airgap.serve import Limits, ServeRequest, open_mirror
 
-    server = open_mirror(ServeRequest(bundle=bundle, bind=bind, port=port, expect_digest=expect_digest))
+    limits = Limits(max_connections=max_connections, header_timeout=header_timeout)
+    server = open_mirror(ServeRequest(bundle=bundle, bind=bind, port=port, expect_digest=expect_digest, limits=limits))
 
     def stop(signum: int, frame: object) -> None:
         raise KeyboardInterrupt

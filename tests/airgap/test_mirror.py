@@ -192,15 +192,14 @@ def test_the_cli_serves_until_sigterm_and_refuses_a_tampered_bundle(bundle):
     assert p.returncode == 2 and "not an IP address" in err
 
 
-def test_a_silent_client_is_dropped_after_the_client_timeout(bundle, monkeypatch):
-    """CLIENT_TIMEOUT on both sides: a client that sends its request within it is served, one silent past it is
-    dropped (the thread serving it is freed)."""
+def test_a_silent_client_is_dropped_after_the_client_timeout(bundle):
+    """client_timeout (CLIENT_TIMEOUT, 60 s, by default) on both sides: a client that sends its request within it is
+    served, one silent past it is dropped (the thread serving it is freed)."""
     import socket
 
     from envkit.airgap import serve
 
-    monkeypatch.setattr(serve._Handler, "timeout", 0.5)
-    server = open_mirror(ServeRequest(bundle=bundle, port=0), log=None)
+    server = open_mirror(ServeRequest(bundle=bundle, port=0, limits=serve.Limits(client_timeout=0.5)), log=None)
     threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
     try:
         with socket.create_connection(server.server_address[:2], timeout=10) as s:
