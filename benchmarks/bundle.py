@@ -41,7 +41,7 @@ EK = [sys.executable, "-m", "envkit"]
 IN_PROCESS = """
 import sys, time
 from envkit.cli import main
-import envkit.airgap, envkit.airgap.plan, envkit.cli.bundle, envkit.download, envkit.lockfile, envkit.models.lock, requests, rich.progress
+import envkit.jobs.bundle, envkit.jobs.bundle.plan, envkit.cli.bundle, envkit.artifacts.download, envkit.lock.file, envkit.models.lock, requests, rich.progress
 t0 = time.perf_counter()
 try:
     main(sys.argv[1:])
@@ -90,9 +90,9 @@ def run(cmd: list[str], env: dict[str, str] | None = None, check: bool = True) -
 # --- setup: a real closure from PyPI, downloaded once --------------------------------------------
 def prepare(work: Path, only: str, refresh: bool) -> tuple[Path, Path]:
     """The PyPI lock and a folder with its wheels (by file name); cached in `work`."""
-    from envkit.closure import host_arch, host_python
-    from envkit.download import Downloader, Fetch, WheelCache
-    from envkit.lockfile import read_lock
+    from envkit.artifacts.closure import host_arch, host_python
+    from envkit.artifacts.download import Downloader, Fetch, WheelCache
+    from envkit.lock.file import read_lock
 
     lock = work / "pypi.lock"
     files = work / "files"
@@ -124,7 +124,7 @@ def prepare(work: Path, only: str, refresh: bool) -> tuple[Path, Path]:
 
 def local_lock(pypi_lock: Path, out: Path, url: str) -> tuple[Path, list]:
     """The same lock, its closure URLs pointing at the local index."""
-    from envkit.lockfile import read_lock, write_lock
+    from envkit.lock.file import read_lock, write_lock
 
     lk = read_lock(pypi_lock)
     new = {}

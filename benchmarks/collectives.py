@@ -46,7 +46,7 @@ def _bare(torch, dist, op, size, n, dev, sync, warmup, iters):
 
 
 def _worker(rank, world, device_type, port, outdir, sizes, rounds):
-    from envkit.fleet import collectives as C
+    from envkit.executor import collectives as C
 
     torch, dist, dev, sync = C.init_rank(rank, world, device_type, port, 600)
     out = {}
@@ -67,8 +67,8 @@ def _worker(rank, world, device_type, port, outdir, sizes, rounds):
 
 
 def main() -> int:
-    from envkit.fleet import collectives as C
-    from envkit.fleet.dist import free_port
+    from envkit.executor import collectives as C
+    from envkit.executor.dist import free_port
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda", "npu"])

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """The untrusted parsers on their worst inputs, against a benign input of the same size read in the same run (#35).
 
-  JSON, a key given twice last of 200,000     (envkit.jsonread: every index answer and PyPI document)
-  an index page of unclosed `<a href="`, `<a `, `<!--`, `<![`   (envkit.simpleindex, 600 kB each)
+  JSON, a key given twice last of 200,000     (envkit.io.jsonread: every index answer and PyPI document)
+  an index page of unclosed `<a href="`, `<a `, `<!--`, `<![`   (envkit.artifacts.index, 600 kB each)
 
 Each hostile input's time is printed beside the benign one's and their ratio: a linear reader keeps the ratio near 1
 (a few times at most: the hostile inputs are denser in what the reader looks at), a quadratic one grows it with the
@@ -23,9 +23,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from envkit.artifacts.index import _anchors  # noqa: E402
 from envkit.errors import BadInput  # noqa: E402
-from envkit.jsonread import parse_json  # noqa: E402
-from envkit.simpleindex import _anchors  # noqa: E402
+from envkit.io.jsonread import parse_json  # noqa: E402
 
 
 def best_of(runs: int, fn: Callable[[], object]) -> float:
@@ -81,7 +81,7 @@ def main() -> int:
 
     pages = page_inputs(args.page_size)
     base = best_of(args.runs, lambda: _anchors(pages["benign"]))
-    print(f"index page, {args.page_size / 1e3:.0f} kB (envkit.simpleindex)")
+    print(f"index page, {args.page_size / 1e3:.0f} kB (envkit.artifacts.index)")
     print(f"  benign (anchors)        {base:8.3f} s")
     figures = {}
     for name, page in pages.items():

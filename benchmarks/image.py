@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT))
 from envkit.executor.docker import Engine  # noqa: E402
 from envkit.export.image import plan_build  # noqa: E402
 from envkit.export.render import write_context  # noqa: E402
-from envkit.lockfile import parse_lock  # noqa: E402
+from envkit.lock.file import parse_lock  # noqa: E402
 
 WORK = Path(os.environ.get("ENVKIT_PODMAN_WORK", "/var/tmp/envkit-podman"))
 

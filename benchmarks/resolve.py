@@ -22,8 +22,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from envkit.matrix import load_matrix  # noqa: E402
-from envkit.resolve import pins_from_mapping, solve  # noqa: E402
+from envkit.core.matrix import load_matrix  # noqa: E402
+from envkit.core.resolve import pins_from_mapping, solve  # noqa: E402
 
 
 def in_process() -> tuple[float, float, int, int]:

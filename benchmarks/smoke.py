@@ -32,10 +32,10 @@ def harness_overhead(dtype: str, pairs: int, warmup: int = 20) -> dict:
     import transformers
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from envkit.smoke import checks as C
-    from envkit.smoke.device import parse_device, require_device
-    from envkit.smoke.model import corpus_text, ensure_tiny_model
-    from envkit.smoke.prompts import prompt_set
+    from envkit.jobs.smoke import checks as C
+    from envkit.jobs.smoke.device import parse_device, require_device
+    from envkit.jobs.smoke.model import corpus_text, ensure_tiny_model
+    from envkit.jobs.smoke.prompts import prompt_set
 
     transformers.logging.set_verbosity_error()
     transformers.utils.logging.disable_progress_bar()

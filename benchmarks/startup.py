@@ -42,7 +42,7 @@ def envkit_cmd() -> list[str]:
 
 def prepare(work: Path, refresh: bool) -> tuple[Path, Path]:
     """A resolved, locked lock and a small bundle folder built from it; cached in `work`."""
-    from envkit.closure import host_arch, host_python
+    from envkit.artifacts.closure import host_arch, host_python
 
     ek = envkit_cmd()
     lock, bundle = work / "envkit.lock", work / "bundle"

@@ -1,4 +1,4 @@
-"""The base of the plain records (envkit/matrix_records.py, envkit/lock_records.py, generated from the pydantic
+"""The base of the plain records (envkit/core/matrix_records.py, envkit/lock/records.py, generated from the pydantic
 models by tools/matrix_records.py): frozen, compared field by field, with `replace`, `asdict` and `fields`.
 
 The generated classes spell out their `__slots__` and `__init__` rather than being built by `@dataclass` at import:

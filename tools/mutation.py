@@ -33,27 +33,27 @@ RESULTS = ROOT / ".mutation"
 # group -> the source files it covers (paths as in [tool.mutmut] only_mutate)
 MODULES: dict[str, tuple[str, ...]] = {
     "versions": ("envkit/versions.py",),
-    "constraints": ("envkit/constraints.py",),
+    "constraints": ("envkit/core/constraints.py",),
     "resolve": (
-        "envkit/resolve/__init__.py",
-        "envkit/resolve/explain.py",
-        "envkit/resolve/hints.py",
-        "envkit/resolve/pins.py",
-        "envkit/resolve/search.py",
+        "envkit/core/resolve/__init__.py",
+        "envkit/core/resolve/explain.py",
+        "envkit/core/resolve/hints.py",
+        "envkit/core/resolve/pins.py",
+        "envkit/core/resolve/search.py",
     ),
-    "lockfile": ("envkit/lockfile.py",),
-    "lockgate": ("envkit/locking.py", "envkit/models/safe.py", "envkit/validation.py"),
+    "lockfile": ("envkit/lock/file.py",),
+    "lockgate": ("envkit/core/derive.py", "envkit/models/safe.py", "envkit/core/validation.py"),
     # validate's plain lock reader (a lock that holds, read without pydantic) and the validators both paths call
-    "lockread": ("envkit/lockread.py", "envkit/models/rules.py"),
-    "verify": ("envkit/airgap/verify.py",),
-    "doctor": ("envkit/doctor/diagnose.py", "envkit/doctor/hazards.py"),
-    "compare": ("envkit/smoke/compare.py",),
+    "lockread": ("envkit/lock/read.py", "envkit/models/rules.py"),
+    "verify": ("envkit/jobs/bundle/verify.py",),
+    "doctor": ("envkit/jobs/doctor/diagnose.py", "envkit/jobs/doctor/hazards.py"),
+    "compare": ("envkit/jobs/smoke/compare.py",),
     # the parsers of untrusted input: bounded values, the file reader, envkit's own JSON, mirror URLs
-    "inputs": ("envkit/bounded.py", "envkit/untrusted.py", "envkit/jsonread.py", "envkit/urlpath.py"),
+    "inputs": ("envkit/io/bounded.py", "envkit/io/untrusted.py", "envkit/io/jsonread.py", "envkit/io/urlpath.py"),
     # what decides which files an output folder owns, replaces and refuses to delete
-    "outputs": ("envkit/fsutil.py",),
+    "outputs": ("envkit/io/outputs.py",),
     # wheel tags and their ranking against the target
-    "wheels": ("envkit/wheels.py",),
+    "wheels": ("envkit/artifacts/wheels.py",),
     # the multi-host parsers and renderers: inventories and hccn.conf, rank tables, the HCCL env, hccn_tool checks
     "fleet": (
         "envkit/fleet/inventory.py",
@@ -348,7 +348,7 @@ def main(argv: list[str] | None = None) -> int:
         nargs="+",
         default=[],
         metavar="GLOB",
-        help="rerun these mutants too (mutmut names or globs, e.g. 'envkit.airgap.verify.x__verify_folder*' after a "
+        help="rerun these mutants too (mutmut names or globs, e.g. 'envkit.jobs.bundle.verify.x__verify_folder*' after a "
         "function changed: its mutants are renumbered); implies --keep",
     )
     ap.add_argument("--report-only", action="store_true", help="print the last run's figures, run nothing")

@@ -20,7 +20,7 @@ if str(ROOT) not in sys.path:
 
 def stand_in_requirements(lock_path: Path, out: Path) -> Path:
     """The lock's pins and CANN's deps, each with a stand-in hash."""
-    from envkit.lockfile import read_lock
+    from envkit.lock.file import read_lock
 
     lock = read_lock(lock_path)
     pins = {p.name: p.version for p in lock.python.requirements}

@@ -19,7 +19,7 @@ from envkit.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EnvkitError
 if TYPE_CHECKING:
     import typer
 
-    from envkit.lockgate import LockCheck
+    from envkit.lock.gate import LockCheck
 
 HELP = "Resolve, build, bundle, provision and prove Ascend NPU PyTorch stacks."
 
@@ -163,26 +163,26 @@ def _root_args(args: list[str]) -> list[str]:
 
 
 def lock_check(ctx: typer.Context) -> LockCheck:
-    """The check every lock a command reads is held to (`envkit.lockfile.read_lock(path, check)`): what the matrix
-    derives for its stack (`envkit.locking.gate`), older schemas lifted (`envkit.locking.upgrade`), an edit a warning
+    """The check every lock a command reads is held to (`envkit.lock.file.read_lock(path, check)`): what the matrix
+    derives for its stack (`envkit.core.derive.gate`), older schemas lifted (`envkit.core.derive.upgrade`), an edit a warning
     with --accept-edited-lock. Built from the invocation's root options (`ctx`, the command's context); neither the
     lock model nor the matrix loads until a lock is read."""
-    from envkit.lockgate import LockCheck
+    from envkit.lock.gate import LockCheck
 
     accept = bool(ctx.find_root().params.get("accept_edited_lock"))
     return LockCheck(gate=_matrix_gate, upgrade=_matrix_upgrade, accept_edited=accept)
 
 
 def _matrix_upgrade(data, where):  # noqa: ANN001, ANN202
-    """`envkit.locking.upgrade` (a lock of an older schema lifted on read), imported only when one is read."""
-    from envkit.locking import upgrade
+    """`envkit.core.derive.upgrade` (a lock of an older schema lifted on read), imported only when one is read."""
+    from envkit.core.derive import upgrade
 
     return upgrade(data, where)
 
 
 def _matrix_gate(lock, where):  # noqa: ANN001, ANN202
-    """`envkit.locking.gate`, imported when a lock is read (a command that reads none does not load the matrix)."""
-    from envkit.locking import gate
+    """`envkit.core.derive.gate`, imported when a lock is read (a command that reads none does not load the matrix)."""
+    from envkit.core.derive import gate
 
     return gate(lock, where)
 

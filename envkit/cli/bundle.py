@@ -62,8 +62,8 @@ def lock_cmd(
     json_out: JsonOpt = False,
 ) -> None:
     """Record the full Python closure (every wheel: URL, sha256, size) for the target and the controller."""
+    from envkit.artifacts.closure import lock_python
     from envkit.cli import lock_check
-    from envkit.closure import lock_python
 
     done = lock_python(
         lock,
@@ -155,8 +155,8 @@ def build_cmd(
     json_out: JsonOpt = False,
 ) -> None:
     """Download every wheel into the cache, check the vendor packages, and write the bundle."""
-    from envkit import airgap
     from envkit.cli import lock_check
+    from envkit.jobs import bundle as airgap
 
     result = airgap.build(
         airgap.BuildRequest(
@@ -233,7 +233,7 @@ def serve_cmd(
     """
     import signal
 
-    from envkit.airgap.serve import Limits, ServeRequest, open_mirror
+    from envkit.jobs.bundle.serve import Limits, ServeRequest, open_mirror
 
     limits = Limits(max_connections=max_connections, header_timeout=header_timeout)
     server = open_mirror(ServeRequest(bundle=bundle, bind=bind, port=port, expect_digest=expect_digest, limits=limits))

@@ -12,7 +12,7 @@ from envkit.errors import EXIT_FAILED
 
 def verify(*, bundle: Path, expect_digest: Optional[str], json_out: bool) -> int:
     """Check every file against the manifest; refuse unsafe archives without extracting anything."""
-    from envkit import airgap
+    from envkit.jobs import bundle as airgap
 
     rep = airgap.verify(bundle, expect_digest)
     if json_out:

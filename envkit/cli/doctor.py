@@ -79,9 +79,9 @@ def register(app: typer.Typer) -> None:
         Exit 0 when every check is ok (warnings allowed), 1 when a check failed, 2 when it cannot run.
         A --root is read as data: its files are read (regular files only, capped), nothing in it is run.
         """
-        from envkit.doctor import run_doctor
-        from envkit.doctor.probe import Target
-        from envkit.doctor.report import render_text
+        from envkit.jobs.doctor import run_doctor
+        from envkit.jobs.doctor.probe import Target
+        from envkit.jobs.doctor.report import render_text
 
         if not root.is_dir():
             raise CannotRun(f"--root {root}: not a directory", hint="Mount or export the image first, e.g. `podman export`.")
@@ -108,14 +108,14 @@ def register(app: typer.Typer) -> None:
             peer_list = parse_peers(peers) if peers else inventory_peers(inventory)
         log_text = None
         if net_log is not None:
-            from envkit.yamlio import read_text
+            from envkit.io.yamlio import read_text
 
             log_text = read_text(net_log)
         if env_file is not None and not env_file.is_file():
             raise BadInput(f"--env-file {env_file}: no such file")
         lock_stack = None
         if lock is not None:
-            from envkit.lockfile import read_lock
+            from envkit.lock.file import read_lock
 
             if not lock.is_file():
                 raise BadInput(f"--lock {lock}: no such file", hint="Create one with `envkit resolve`.")

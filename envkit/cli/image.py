@@ -43,7 +43,7 @@ def _plan(
 ):
     from envkit.cli import lock_check
     from envkit.export.image import plan_build
-    from envkit.lockfile import read_lock
+    from envkit.lock.file import read_lock
 
     return plan_build(
         read_lock(lock, lock_check(ctx)),
@@ -212,7 +212,7 @@ def register(app: typer.Typer) -> None:
         if (chip is None) == (lock is None):
             raise BadInput("give exactly one of --chip and --lock", hint="e.g. envkit image run-args --chip 910b")
         if chip is not None:
-            from envkit.matrix import load_matrix
+            from envkit.core.matrix import load_matrix
 
             lm = load_matrix()
             row = lm.chips.get(chip)
@@ -221,7 +221,7 @@ def register(app: typer.Typer) -> None:
             facts = chip_from_row(row)
         elif lock is not None:
             from envkit.cli import lock_check
-            from envkit.lockfile import read_lock
+            from envkit.lock.file import read_lock
 
             facts = chip_from_lock(read_lock(lock, lock_check(ctx)))
         ra = run_args(facts, devices)

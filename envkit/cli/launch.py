@@ -25,7 +25,7 @@ def render(
     Exit 0 when written, 2 when an input breaks a rule (the message names the rule and its source).
     """
     from envkit.cli import lock_check
-    from envkit.launch.render import format_result, render_launch
+    from envkit.jobs.launch.render import format_result, render_launch
 
     result = render_launch(inventory, lock, out, force=force, lock_check=lock_check(ctx))
     if json_out:
@@ -44,7 +44,7 @@ def codes(
     Exit 0 when none is found, 1 when some are.
     """
     from envkit.fleet.eicodes import find_codes, format_findings
-    from envkit.yamlio import read_text
+    from envkit.io.yamlio import read_text
 
     findings = find_codes(read_text(log))
     if json_out:
@@ -78,8 +78,8 @@ def profile(
 
     Exit 0 when every result of every rank is correct, 1 when one is not, 2 when it cannot run.
     """
-    from envkit.fleet.collectives import format_table
-    from envkit.launch.profile import run_fleet_profile
+    from envkit.executor.collectives import format_table
+    from envkit.jobs.launch.profile import run_fleet_profile
 
     res = run_fleet_profile(
         inventory,
@@ -116,8 +116,8 @@ def node(
     ] = None,
 ) -> None:
     """One host's ranks of `envkit launch profile` (run there by playbooks/collectives.yml). Exit 0 when all correct."""
-    from envkit.fleet.collectives import parse_size
-    from envkit.launch.profile import node_profile
+    from envkit.executor.collectives import parse_size
+    from envkit.jobs.launch.profile import node_profile
 
     prof = node_profile(
         master=master,

@@ -73,7 +73,7 @@ def refresh_cmd(
 
     folder = matrix_dir or matrices_dir()
     if new:
-        from envkit.refresh import find_new
+        from envkit.jobs.matrix.refresh import find_new
 
         found = find_new(folder, snapshot=snapshot)
         for line in found:
@@ -82,7 +82,7 @@ def refresh_cmd(
         if found:
             raise typer.Exit(EXIT_FAILED)
         return
-    from envkit.refresh import refresh
+    from envkit.jobs.matrix.refresh import refresh
 
     result = refresh(folder, snapshot=snapshot, record=record, write=write)
     console.out.file.write(result.diff)
@@ -106,7 +106,7 @@ def register(app: typer.Typer) -> None:
     @matrix_app.command("check", epilog=example("envkit matrix check --json"))
     def check_cmd(json_out: JsonOpt = False) -> None:
         """Prove the matrix consistent: references resolve, no duplicates, sorted, every row sourced."""
-        from envkit.matrix import check_matrix, load_matrix
+        from envkit.core.matrix import check_matrix, load_matrix
 
         lm = load_matrix()
         problems = check_matrix(lm)
@@ -154,7 +154,7 @@ def register(app: typer.Typer) -> None:
         """Print one part of the matrix as a table."""
         from rich.table import Table
 
-        from envkit.matrix import load_matrix
+        from envkit.core.matrix import load_matrix
 
         name = ALIASES.get(component, component)
         if name not in COMPONENTS:

@@ -1,4 +1,4 @@
-"""`envkit provision`: parse, call `envkit.provision.run`, print its progress and per-host summary."""
+"""`envkit provision`: parse, call `envkit.jobs.provision.run`, print its progress and per-host summary."""
 
 from pathlib import Path
 from typing import Annotated, Optional
@@ -79,7 +79,7 @@ def provision(
     """
     from envkit.cli import lock_check
     from envkit.errors import CheckFailed
-    from envkit.provision import ProvisionRequest, format_fan_out, format_plan, format_table, format_warnings, run
+    from envkit.jobs.provision import ProvisionRequest, format_fan_out, format_plan, format_table, format_warnings, run
 
     req = ProvisionRequest(
         inventory=inventory,

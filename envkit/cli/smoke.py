@@ -70,22 +70,22 @@ def register(app: typer.Typer) -> None:
 
         Exit 0 when every check passed, 1 when one failed, 2 when it cannot run (device absent, bad input).
         """
-        from envkit.smoke.runner import SmokeOptions, format_report, run_smoke
+        from envkit.jobs.smoke.runner import SmokeOptions, format_report, run_smoke
 
         opts = SmokeOptions(device=device, model=model, dtype=dtype, out=out, nproc=nproc, layers=layers, repeat=repeat)
         if serve:  # the serving options are checked before the smoke run, not after it
-            from envkit.smoke.serve import ServeOptions
+            from envkit.jobs.smoke.serve import ServeOptions
 
             sopts = ServeOptions(engine=server, ready_timeout=serve_timeout, max_tokens=serve_tokens).check()
         if collectives:
-            from envkit.fleet.collectives import format_table, parse_size
-            from envkit.smoke.runner import run_smoke_with_collectives
+            from envkit.executor.collectives import format_table, parse_size
+            from envkit.jobs.smoke.runner import run_smoke_with_collectives
 
             result = run_smoke_with_collectives(opts, parse_size(max_size), progress=console.progress)
         else:
             result = run_smoke(opts, progress=console.progress)
         if serve:
-            from envkit.smoke.serve import add_serve
+            from envkit.jobs.smoke.serve import add_serve
 
             result = add_serve(result, sopts, progress=console.progress)
         if json_out:
@@ -130,10 +130,10 @@ def register(app: typer.Typer) -> None:
         file whose recorded device does not match how it was produced). Two collective profiles compare per
         (op, size): the time ratio against envkit/data/collective_thresholds.yaml (or --thresholds); each slower size is named.
         """
-        from envkit.fleet.collectives import is_profile
+        from envkit.executor.collectives import is_profile
 
         if is_profile(ref) or is_profile(cand):  # collective profiles: per-size time ratios, no logits
-            from envkit.fleet.collectives import compare_profile_files, format_comparison
+            from envkit.executor.collectives import compare_profile_files, format_comparison
 
             prof = compare_profile_files(ref, cand, thresholds)
             if json_out:
@@ -144,12 +144,12 @@ def register(app: typer.Typer) -> None:
             if not prof["ok"]:
                 raise typer.Exit(1)
             return
-        from envkit.smoke.compare import compare_runs, format_table
+        from envkit.jobs.smoke.compare import compare_runs, format_table
 
         cmp = compare_runs(ref, cand, thresholds)
         if html is not None:
-            from envkit.fsutil import atomic_write_text
-            from envkit.smoke.compare_html import render_html
+            from envkit.io.outputs import atomic_write_text
+            from envkit.jobs.smoke.compare_html import render_html
 
             atomic_write_text(html, render_html(cmp))
             console.progress(f"wrote {html}")

@@ -61,7 +61,7 @@ def _plain_valid(report, title: str) -> list[str] | None:  # noqa: ANN001 - a va
     pipe gets)."""
     import re
 
-    from envkit.stackkeys import ALL_KEYS
+    from envkit.models.stackkeys import ALL_KEYS
 
     lines = [f"{title}: valid"]
     if report.stack:
@@ -116,7 +116,7 @@ def render_report(report, title: str) -> None:  # noqa: ANN001 - ValidationRepor
 def render_stack(stack: dict[str, str], provenance: dict | None = None) -> None:  # noqa: ANN001
     from rich.table import Table
 
-    from envkit.stackkeys import ALL_KEYS
+    from envkit.models.stackkeys import ALL_KEYS
 
     table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
     table.add_column("key")
@@ -138,12 +138,12 @@ def resolve(
     file: Optional[Path], output: Path, json_out: bool, pins: dict[str, Optional[str]], workload: Optional[str] = None
 ) -> int:
     """Complete a (partial) stack into the best valid full stack and write the lock."""
-    from envkit.locking import derive
-    from envkit.locktext import lock_text, plain
-    from envkit.matrix import load_matrix
+    from envkit.core.derive import derive
+    from envkit.core.matrix import load_matrix
+    from envkit.core.resolve import framework_keys, pins_from_mapping, solve, validate_pins
+    from envkit.core.stackfile import read_stack_file
+    from envkit.lock.text import lock_text, plain
     from envkit.records import asdict
-    from envkit.resolve import framework_keys, pins_from_mapping, solve, validate_pins
-    from envkit.stackfile import read_stack_file
 
     lm = load_matrix()
     values: dict[str, str] = {}
@@ -173,7 +173,7 @@ def resolve(
     if str(output) == "-":
         sys.stdout.write(text)
         return 0
-    from envkit.fsutil import atomic_write_text  # a lock to stdout needs none of it (dataclasses, tempfile: start-up)
+    from envkit.io.outputs import atomic_write_text  # a lock to stdout needs none of it (dataclasses, tempfile: start-up)
 
     atomic_write_text(output, text)
     if json_out:
@@ -198,8 +198,8 @@ def resolve(
 
 def validate(file: Path, json_out: bool) -> int:
     """Check a stack file or a lock: exit 0 valid, 1 invalid (with the chain of facts), 2 bad input."""
-    from envkit.locktext import plain
-    from envkit.validation import judge_file
+    from envkit.core.validation import judge_file
+    from envkit.lock.text import plain
 
     report = judge_file(file)  # the pydantic report, or its plain record for a lock that holds: one dump
     if json_out:

@@ -14,12 +14,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from envkit import __version__, versions
+from envkit.artifacts.sdist import BUILD_ENV, target_takes
+from envkit.artifacts.wheels import Requirement, merge, normalize, parse_requirements, parse_wheel_name, wheel_name
 from envkit.errors import BadInput, CheckFailed, Where
 from envkit.export.container import ASCEND, DRIVER, LOCK_IN_IMAGE, NPU_SERVING_ENV, SERVING_ENTRYPOINT, VENV
-from envkit.fsutil import sha256_file
+from envkit.io.outputs import sha256_file
 from envkit.models.lock import Artifact, ClosurePackage, Lock
-from envkit.sdistbuild import BUILD_ENV, target_takes
-from envkit.wheels import Requirement, merge, normalize, parse_requirements, parse_wheel_name, wheel_name
 
 LABEL_PREFIX = "io.envkit"
 CANN_COMPONENTS = ("cann-toolkit", "cann-ops", "cann-kernels", "cann-nnal")
@@ -368,8 +368,8 @@ def closure_requirements(lock: Lock, wheels: list[Path]) -> tuple[list[Requireme
 
 def closure_files(lock: Lock) -> list[ClosurePackage]:
     """For each project of the lock's closure, the one file the image's pip would pick (by tag preference)."""
-    from envkit.closure import make_target
-    from envkit.wheels import tag_order, wheel_rank
+    from envkit.artifacts.closure import make_target
+    from envkit.artifacts.wheels import tag_order, wheel_rank
 
     closure = lock.python.closure
     assert closure is not None
@@ -571,7 +571,7 @@ def plan_build(
     before the Python ones are the base variant's, instruction for instruction (one build cache). The Python pins
     are checked before the vendor packages are hashed (gigabytes): a lock without them is refused at once.
     `lock_name`: the lock's path, as the messages name it."""
-    from envkit.lockfile import dump_lock
+    from envkit.lock.file import dump_lock
 
     check_variant(lock, variant)
     if artifacts is not None and not Path(artifacts).is_dir():

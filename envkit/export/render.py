@@ -173,11 +173,11 @@ def context_inputs(plan: Any) -> list[tuple[str, Any, str | None]]:
 def write_context(plan: Any, out: Path, *, force: bool = False, inputs: tuple[Any, ...] = ()) -> list[Path]:
     """Write the build context: Dockerfile, the lock, hashed requirements, and the inputs handed in.
 
-    Written in place (`envkit.fsutil.claim_output`): the files of an earlier context are replaced or, when no
+    Written in place (`envkit.io.outputs.claim_output`): the files of an earlier context are replaced or, when no
     longer part of it, removed; a file envkit did not write is refused (with `force`: kept, never replaced);
     every path stays under `out` (links on the way refused). An input may lie inside `out` (say `--artifacts
     OUT/artifacts`): it is never removed nor replaced (`inputs`: the files and folders named on the command line)."""
-    from envkit.fsutil import IMAGE_CONTEXT, claim_output
+    from envkit.io.outputs import IMAGE_CONTEXT, claim_output
 
     sources = [Path(source) for _rel, source, _sha in context_inputs(plan) if source is not None]
     claim = claim_output(Path(out), IMAGE_CONTEXT, force=force, inputs=[*inputs, *sources])

@@ -14,7 +14,7 @@ from envkit.export.container import DRIVER
 from envkit.models.lock import Lock
 
 if TYPE_CHECKING:
-    from envkit.matrix_records import Chip
+    from envkit.core.matrix_records import Chip
 
 
 @dataclass(frozen=True)
@@ -63,7 +63,7 @@ class RunArgs:
 def parse_devices(text: str) -> list[int]:
     """`0-3,7` -> [0, 1, 2, 3, 7]: ASCII digits only, every id at most `bounded.MAX_DEVICE_ID`, checked before a
     range is expanded (`0-99999999999` is refused, not built; a 5,000-digit id is refused, not converted)."""
-    from envkit.bounded import MAX_DEVICE_ID
+    from envkit.io.bounded import MAX_DEVICE_ID
 
     shown = text if len(text) <= 60 else text[:60] + "..."
     out: set[int] = set()

@@ -30,7 +30,7 @@ def hccl_path() -> Path:
 @functools.lru_cache(maxsize=2)
 def load_hccl(path: str | None = None) -> HcclData:
     """The HCCL facts; a malformed file is MatrixError (exit 1) naming file:line."""
-    from envkit.yamlio import load_file
+    from envkit.io.yamlio import load_file
 
     file = Path(path) if path else hccl_path()
     data, lines = load_file(file)

@@ -12,11 +12,11 @@ import ipaddress
 import re
 from dataclasses import dataclass, field
 
-from envkit import bounded
 from envkit.errors import Where
 from envkit.fleet.data import HcclData, cite
 from envkit.fleet.inventory import Host
 from envkit.fleet.ranktable import raise_problems
+from envkit.io import bounded
 from envkit.verdict import Verdict
 
 _IFNAME = re.compile(r"^(\^?=)?[A-Za-z0-9_.:@-]+(,[A-Za-z0-9_.:@-]+)*$")

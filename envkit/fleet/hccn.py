@@ -14,9 +14,9 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from envkit import bounded
 from envkit.errors import BadInput
-from envkit.evidence import Evidence
+from envkit.io import bounded
+from envkit.io.evidence import Evidence
 from envkit.verdict import Status, Verdict
 
 Text = str | bytes | None

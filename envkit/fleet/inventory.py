@@ -4,9 +4,9 @@ Supported: `[group]` host lines with `key=value` variables, `[group:vars]`, `[gr
 and numeric ranges (`node[01:03]`). Host variables win over group variables; among groups, a child group's
 variables win over its parent's, as in Ansible. Hosts keep the order of their first appearance.
 
-Untrusted text: numbers, ranges and addresses go through `envkit.bounded`; the hosts, their entries, the groups and
+Untrusted text: numbers, ranges and addresses go through `envkit.io.bounded`; the hosts, their entries, the groups and
 the `[group:children]` edges are capped, and the group graph is walked once (a cycle is refused), so no inventory
-makes the parser hang or run out of memory. Files are read through `envkit.untrusted` (regular files only).
+makes the parser hang or run out of memory. Files are read through `envkit.io.untrusted` (regular files only).
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from envkit import bounded, untrusted
-from envkit.bounded import MAX_HOSTS, host_range
 from envkit.errors import BadInput, Where
+from envkit.io import bounded, untrusted
+from envkit.io.bounded import MAX_HOSTS, host_range
 
 MAX_GROUPS = 1024  # groups in one inventory: bounds the group graph's walk
 # a host name is used as a folder name (hosts/<name>) and an address reaches rendered shell scripts: plain names only

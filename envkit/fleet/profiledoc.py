@@ -1,6 +1,6 @@
 """The shape of a collective profile (`envkit smoke --collectives`, `envkit launch node` and `launch profile`) as it
 is read back: strict (no coercion: `"false"` is no bool, `1.0` no size), unknown keys refused, times finite and not
-negative (`envkit.jsonread` has refused NaN and Infinity before). `Profile` is what `envkit compare` reads, a host's
+negative (`envkit.io.jsonread` has refused NaN and Infinity before). `Profile` is what `envkit compare` reads, a host's
 `HostProfile` what `envkit launch profile` merges. The sections compare does not read (copies, vendor tools) are
 objects of any content, within the reader's size and depth caps."""
 

@@ -15,7 +15,7 @@ class StrictModel(BaseModel):
 
 class OmitsAbsent(StrictModel):
     """A model whose optional keys named in `dump_drop_none` appear only when set, so that a document without them
-    dumps exactly as before they existed: in `model_dump` (here) and in the lock's YAML (`envkit.lockfile` reads
+    dumps exactly as before they existed: in `model_dump` (here) and in the lock's YAML (`envkit.lock.file` reads
     the same set)."""
 
     dump_drop_none: ClassVar[frozenset[str]] = frozenset()

@@ -120,7 +120,7 @@ class ClosureTarget(StrictModel):
 
 class BuiltFrom(StrictModel):
     """A wheel `envkit lock` built from its sdist, as the vendor builds it (vLLM for Ascend: `VLLM_TARGET_DEVICE=empty`,
-    `envkit.sdistbuild`): the package's `url` is the sdist's; its sha256 and size are the built wheel's."""
+    `envkit.artifacts.sdist`): the package's `url` is the sdist's; its sha256 and size are the built wheel's."""
 
     sdist: PlainName = Field(description="the sdist's file name")
     sdist_sha256: Sha256

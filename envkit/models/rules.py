@@ -1,8 +1,8 @@
 """The lock models' own rules, as plain functions: no pydantic here.
 
 The pydantic models (`envkit.models.safe`, `envkit.models.lock`) attach these as their validators, and the lock's
-plain-record reader (`envkit.lockread`, driven by the table `tools/matrix_records.py` generates from the very same
-models into `envkit/lock_records.py`) calls the same functions, so that a rule has one definition. A field rule
+plain-record reader (`envkit.lock.read`, driven by the table `tools/matrix_records.py` generates from the very same
+models into `envkit/lock/records.py`) calls the same functions, so that a rule has one definition. A field rule
 takes the value and returns it (ValueError: refused); a model rule takes the validated object (a model, or its
 plain record: the same attributes) and returns it.
 """
@@ -18,7 +18,7 @@ _T = TypeVar("_T")
 # The projects envkit builds from their sdist, with the vendor's build settings (vLLM for Ascend: vllm-ascend's
 # installation guide and Dockerfiles build it with VLLM_TARGET_DEVICE=empty), the fixed time of the wheel's members and
 # the command. A lock's `built` package must name exactly these: building runs the sdist's own code
-# (`envkit.sdistbuild`), so nothing a lock says chooses what is built or how.
+# (`envkit.artifacts.sdist`), so nothing a lock says chooses what is built or how.
 SDIST_BUILDS: dict[str, dict[str, str]] = {"vllm": {"VLLM_TARGET_DEVICE": "empty"}}
 SOURCE_DATE_EPOCH = "315532800"  # 1980-01-01, the zip epoch: the wheel's members get one fixed time
 SDIST_BUILD_COMMAND = "pip wheel --no-build-isolation --no-deps"
@@ -49,7 +49,7 @@ def mirror_prefix(value: str) -> str:
     `http://127.0.0.1:80/` does not cover `http://127.0.0.1:8000/`)."""
     if not value.startswith(("http://", "file:///")) or not value.endswith("/") or value.count("/") < 3:
         raise ValueError(f"mirror {value[:80]!r} is not an http:// origin or a file:/// folder ending in /")
-    from envkit.urlpath import decoded_path
+    from envkit.io.urlpath import decoded_path
 
     try:
         decoded_path(value)
@@ -61,7 +61,7 @@ def mirror_prefix(value: str) -> str:
 def is_mirrored(url: str, mirrors: list[str]) -> bool:
     """Whether `url` may be fetched: https, or http/file under a mirror prefix the user asked for, its path decoded
     as a server or the file system decodes it (no `..`, `..%2f`, `%2e%2e`, `%252e%252e%252f`, backslash or NUL that
-    could climb out of it: `envkit.urlpath`)."""
+    could climb out of it: `envkit.io.urlpath`)."""
     return mirror_refusal(url, mirrors) is None
 
 
@@ -69,7 +69,7 @@ def mirror_refusal(url: str, mirrors: list[str]) -> str | None:
     """Why `url` may not be fetched (None: it may): see `is_mirrored`."""
     if url.startswith("https://"):
         return None
-    from envkit.urlpath import under
+    from envkit.io.urlpath import under
 
     try:
         if any(under(url, m) for m in mirrors):

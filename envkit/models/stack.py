@@ -7,7 +7,7 @@ from pydantic import Field
 
 from envkit.models.base import OmitsAbsent, StrictModel
 from envkit.models.safe import Ident, PythonMinor, Version
-from envkit.stackkeys import ALL_KEYS, FRAMEWORK_KEYS, STACK_KEYS
+from envkit.models.stackkeys import ALL_KEYS, FRAMEWORK_KEYS, STACK_KEYS
 
 __all__ = ["ALL_KEYS", "FRAMEWORK_KEYS", "STACK_KEYS", "FullStack", "Origin", "Stack"]
 

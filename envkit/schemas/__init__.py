@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from envkit.fsutil import atomic_write_text
+from envkit.io.outputs import atomic_write_text
 
 HERE = Path(__file__).resolve().parent
 

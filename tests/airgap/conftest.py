@@ -22,12 +22,12 @@ def fake_wheel(name: str, version: str) -> tuple[str, bytes]:
 def _lock_with_closure(tmp_path: Path, monkeypatch, target: list[tuple[str, str]], python: str = "3.10"):
     """A real resolved lock (the default stack, Python 3.10) whose closure names small stand-in wheels served
     from a local 127.0.0.1 server (no PyPI): `target` as (name, version), and `gamma` for the controller."""
-    from envkit.closure import make_target
-    from envkit.lockfile import dump_lock
-    from envkit.locking import build_lock
-    from envkit.matrix import load_matrix
+    from envkit.artifacts.closure import make_target
+    from envkit.core.derive import build_lock
+    from envkit.core.matrix import load_matrix
+    from envkit.core.resolve import pins_from_mapping, solve
+    from envkit.lock.file import dump_lock
     from envkit.models.lock import ClosurePackage, PythonClosure
-    from envkit.resolve import pins_from_mapping, solve
     from tests.airgap.httpserve import Server
 
     monkeypatch.setenv("ENVKIT_CACHE_DIR", str(tmp_path / "cache"))
@@ -84,7 +84,7 @@ def full_offline_lock(tmp_path, monkeypatch):
     """A lock whose closure covers every pin of the stack and CANN's Python dependencies (stand-in wheels)."""
     import re
 
-    from envkit.lockfile import read_lock
+    from envkit.lock.file import read_lock
 
     probe = _lock_with_closure(tmp_path / "probe", monkeypatch, [])
     probe[2].__exit__(None, None, None)

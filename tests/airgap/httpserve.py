@@ -54,7 +54,7 @@ def make_handler(root: Path, rate: float | None = None, simple_index: bool = Fal
                         time.sleep(len(chunk) / rate)
 
         def _index(self, project: str):
-            from envkit.closure import normalize
+            from envkit.artifacts.closure import normalize
 
             if not project:
                 body = "".join(

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import quote, unquote, urlsplit
 
-from envkit.wheels import normalize
+from envkit.artifacts.wheels import normalize
 from tests.airgap.httpserve import Threaded
 
 TORCH_FAMILY = ("torch", "torchvision", "torchaudio", "triton", "pytorch-triton")

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from envkit import airgap
 from envkit.errors import BadInput, CheckFailed
+from envkit.jobs import bundle as airgap
 
 HERE = Path(__file__).resolve().parent
 
@@ -188,8 +188,8 @@ def test_not_a_bundle(tmp_path):
 
 
 def test_warm_rebuild_keeps_an_unchanged_identical_archive_and_rewrites_a_changed_one(offline_lock, tmp_path):
-    from envkit.download import Downloader, HashStamps, WheelCache
-    from envkit.lockfile import read_lock
+    from envkit.artifacts.download import Downloader, HashStamps, WheelCache
+    from envkit.lock.file import read_lock
 
     path, _ = offline_lock
     cache = WheelCache()

@@ -10,7 +10,7 @@ import tarfile
 
 import pytest
 
-from envkit.closure import host_arch, host_python
+from envkit.artifacts.closure import host_arch, host_python
 
 pytestmark = [pytest.mark.network, pytest.mark.slow]
 

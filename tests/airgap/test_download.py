@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from envkit.download import Downloader, Fetch, WheelCache
+from envkit.artifacts.download import Downloader, Fetch, WheelCache
 from envkit.errors import CannotRun
 from tests.airgap.httpserve import Server
 
@@ -31,7 +31,7 @@ def served(tmp_path):
 
 def _child(url: str, sha: str, cache: Path) -> subprocess.Popen:
     code = (
-        "import sys; from pathlib import Path; from envkit.download import Downloader, Fetch, WheelCache;"
+        "import sys; from pathlib import Path; from envkit.artifacts.download import Downloader, Fetch, WheelCache;"
         f"Downloader(WheelCache(Path({str(cache)!r})), jobs=1).fetch_all([Fetch({url!r}, {sha!r}, {SIZE}, 'pkg')])"
     )
     return subprocess.Popen([sys.executable, "-c", code], cwd=ROOT)

@@ -43,7 +43,7 @@ def stack(tmp_path, monkeypatch):
 
 def _lock_bundle_verify(cli, path: Path, tmp_path: Path, *args: str):
     """`envkit lock ARGS --json`, then `bundle build` and `bundle verify`; (lock's closure, lock summary, tar names)."""
-    from envkit.lockfile import read_lock
+    from envkit.lock.file import read_lock
 
     r = cli("lock", "--lock", str(path), *args, "--json")
     assert r.returncode == 0, r.stdout + r.stderr
@@ -122,7 +122,7 @@ def test_a_nightly_shaped_index_without_hashes_gets_a_computed_sha256_recorded_a
 
 
 def test_the_pytorch_shape_answers_html_whatever_is_asked_and_403_for_an_unknown_project(stack):
-    from envkit import httpclient
+    from envkit.io import httpclient
 
     _, _, _, cpu = stack
     with _torch_from_pytorch(cpu) as pt:
@@ -337,7 +337,7 @@ def _pylock(url: str, hashes: dict | None = None, size: int | None = None, name:
 
 
 def _plan(mirror: str = "http://127.0.0.1:1/", index: str = "simple"):
-    from envkit.closure import ClosurePlan, make_target
+    from envkit.artifacts.closure import ClosurePlan, make_target
 
     return ClosurePlan(roots=("torch==2.12.0+cpu",), target=make_target("3.10", "aarch64"), index_url=mirror + index)
 
@@ -353,7 +353,7 @@ def _plan(mirror: str = "http://127.0.0.1:1/", index: str = "simple"):
     ],
 )
 def test_a_link_whose_decoded_name_leaves_its_folder_is_bad_input(tail):
-    from envkit.closure import closure_from_pylock
+    from envkit.artifacts.closure import closure_from_pylock
 
     with pytest.raises(BadInput) as exc:
         closure_from_pylock(_pylock(f"http://127.0.0.1:1/whl/cpu/{tail}", size=1), _plan(), "uv", complete=None)
@@ -365,7 +365,7 @@ def test_a_link_whose_decoded_name_leaves_its_folder_is_bad_input(tail):
     ["evil-2.12.0+cpu-cp310-cp310-manylinux_2_28_aarch64.whl", "torch-2.11.0+cpu-cp310-cp310-manylinux_2_28_aarch64.whl"],
 )
 def test_a_file_of_another_project_or_version_under_the_project_is_bad_input(fname):
-    from envkit.closure import closure_from_pylock
+    from envkit.artifacts.closure import closure_from_pylock
 
     with pytest.raises(BadInput) as exc:
         closure_from_pylock(_pylock(f"http://127.0.0.1:1/whl/cpu/{fname.replace('+', '%2B')}", size=1), _plan(), "uv")
@@ -373,7 +373,7 @@ def test_a_file_of_another_project_or_version_under_the_project_is_bad_input(fna
 
 
 def test_the_percent_decoded_name_is_recorded_and_published_hashes_are_kept(tmp_path):
-    from envkit.closure import closure_from_pylock
+    from envkit.artifacts.closure import closure_from_pylock
 
     url = f"http://127.0.0.1:1/whl/cpu/{TORCH_FILE.replace('+', '%2B')}"
     closure = closure_from_pylock(_pylock(url, size=7), _plan(), "uv")
@@ -382,8 +382,8 @@ def test_the_percent_decoded_name_is_recorded_and_published_hashes_are_kept(tmp_
 
 
 def test_an_md5_only_file_gets_a_computed_sha256_and_a_wrong_md5_fails(tmp_path):
-    from envkit.closure import closure_from_pylock, complete_from_download
-    from envkit.download import WheelCache
+    from envkit.artifacts.closure import closure_from_pylock, complete_from_download
+    from envkit.artifacts.download import WheelCache
 
     folder = tmp_path / "w"
     folder.mkdir()
@@ -408,8 +408,8 @@ def test_an_md5_only_file_gets_a_computed_sha256_and_a_wrong_md5_fails(tmp_path)
 def test_a_published_sha256_without_a_size_takes_the_size_from_head_or_else_the_download(tmp_path):
     """The PyTorch shape: sha256 in the fragment, no size. A HEAD request gives it; a server without HEAD (501) has
     the file downloaded once into the bundle cache instead (its sha256 checked against the published one)."""
-    from envkit.closure import closure_from_pylock, complete_from_download
-    from envkit.download import WheelCache
+    from envkit.artifacts.closure import closure_from_pylock, complete_from_download
+    from envkit.artifacts.download import WheelCache
 
     cpu = tmp_path / "cpu"
     cpu.mkdir()
@@ -432,8 +432,8 @@ def test_a_published_sha256_without_a_size_takes_the_size_from_head_or_else_the_
 
 def test_uvs_own_sha256_of_a_hashless_link_is_recorded_as_computed(tmp_path):
     """uv writes a sha256 it computed for a link without a fragment: the page says nothing was published."""
-    from envkit.closure import closure_from_pylock, complete_from_download
-    from envkit.download import WheelCache
+    from envkit.artifacts.closure import closure_from_pylock, complete_from_download
+    from envkit.artifacts.download import WheelCache
 
     cpu = tmp_path / "cpu"
     cpu.mkdir()
@@ -454,7 +454,7 @@ def test_uvs_own_sha256_of_a_hashless_link_is_recorded_as_computed(tmp_path):
 
 
 def test_the_page_reader_follows_base_href_entities_fragments_and_json():
-    from envkit.simpleindex import link_key, parse_html, parse_json
+    from envkit.artifacts.index import link_key, parse_html, parse_json
 
     page = (
         '<html><head><base href="https://files.example/root/"></head><body>'
@@ -478,7 +478,7 @@ def test_the_page_reader_follows_base_href_entities_fragments_and_json():
 def test_the_page_reader_resolves_relative_links_against_the_url_after_a_redirect(stack, tmp_path):
     """A static bandersnatch copy answers `/simple/<p>` with a 301 to `/simple/<p>/` and HTML whatever is asked; the
     `../../packages/...` links resolve against the redirected URL (pip's `response.url`), with their fragments."""
-    from envkit.simpleindex import link_key, read_page
+    from envkit.artifacts.index import link_key, read_page
 
     _, _, pypi, _ = stack
     web = bandersnatch_tree(pypi, tmp_path / "web", "md5")
@@ -495,7 +495,7 @@ def test_the_page_reader_resolves_relative_links_against_the_url_after_a_redirec
 def test_sha256_from_is_optional_strict_and_absent_from_the_dump_unless_set():
     from pydantic import ValidationError
 
-    from envkit.lockfile import _plain
+    from envkit.lock.file import _plain
     from envkit.models.lock import ClosurePackage
 
     row = {
@@ -516,7 +516,7 @@ def test_sha256_from_is_optional_strict_and_absent_from_the_dump_unless_set():
 
 
 def test_a_find_links_file_that_is_a_device_is_refused_not_read(tmp_path):
-    from envkit.download import WheelCache, measure
+    from envkit.artifacts.download import WheelCache, measure
 
     link = tmp_path / "links" / "zero-1.0-py3-none-any.whl"
     link.parent.mkdir()
@@ -528,7 +528,7 @@ def test_a_find_links_file_that_is_a_device_is_refused_not_read(tmp_path):
 
 
 def test_the_page_reader_keeps_links_up_to_its_cap_and_drops_the_rest(monkeypatch):
-    import envkit.simpleindex as S
+    import envkit.artifacts.index as S
 
     monkeypatch.setattr(S, "MAX_LINKS", 3)
     page = "".join(f'<a href="f{i}-1.0-py3-none-any.whl#sha256={i:064x}">f{i}</a>' for i in range(4))
@@ -537,8 +537,8 @@ def test_the_page_reader_keeps_links_up_to_its_cap_and_drops_the_rest(monkeypatc
 
 
 def test_an_index_page_at_its_size_cap_is_read_and_one_byte_more_refused(monkeypatch):
-    import envkit.simpleindex as S
-    from envkit import httpclient
+    import envkit.artifacts.index as S
+    from envkit.io import httpclient
 
     page = '<a href="a-1.0-py3-none-any.whl#sha256=' + "a" * 64 + '">a</a>'
     with Index(Routes(pages={"/simple/a/": (page, None)}, page_prefix="/simple/")) as idx:

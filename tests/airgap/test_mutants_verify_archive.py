@@ -1,4 +1,4 @@
-"""envkit.airgap.verify on archives made here, pinned exactly: each refusal's message, member, `where` and hint,
+"""envkit.jobs.bundle.verify on archives made here, pinned exactly: each refusal's message, member, `where` and hint,
 each unreadable archive's message (the last good member, or "at its start"), what a compressed stream's end must
 hold (its gzip CRC, read on at most 1 MiB), the folders extraction makes, sparse and root-owned members accepted."""
 
@@ -16,7 +16,7 @@ import pytest
 from envkit.errors import BadInput, CheckFailed, Where
 from tests.hostile.test_archives import ALPHA, FILES, ROOT, _damaged, _good, _manifest, _node, _reg, _truncated, _write
 
-V = importlib.import_module("envkit.airgap.verify")  # the module (envkit.airgap.verify is the function)
+V = importlib.import_module("envkit.jobs.bundle.verify")  # the module (envkit.jobs.bundle.verify is the function)
 REFUSED_HINT = "Do not extract this archive; get the bundle again from a trusted source."
 UNREADABLE_HINT = "The archive is truncated or damaged; get the bundle again."
 BETA = f"{ROOT}/wheels/beta-1.0-py3-none-any.whl"

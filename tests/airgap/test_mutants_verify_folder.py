@@ -1,4 +1,4 @@
-"""envkit.airgap.verify's folder and plain-archive paths pinned down: where each error points and what its hint says,
+"""envkit.jobs.bundle.verify's folder and plain-archive paths pinned down: where each error points and what its hint says,
 what a member type is called, the worker count, biggest-first hashing, a file swapped or an archive cut after the
 walk, sparse members, and the manifest cap at its edge (tests/airgap/test_verify_fast.py has the main cases)."""
 
@@ -16,7 +16,7 @@ from envkit.errors import BadInput, CheckFailed
 from tests.airgap.test_verify_fast import ALPHA, BETA, _folder, _sha, _tar, _with_sums
 from tests.hostile.test_archives import FILES, ROOT, _good, _manifest, _node, _reg, _write
 
-V = importlib.import_module("envkit.airgap.verify")  # the module (envkit.airgap.verify is the function)
+V = importlib.import_module("envkit.jobs.bundle.verify")  # the module (envkit.jobs.bundle.verify is the function)
 GOOD = {**FILES, "manifest.json": _manifest(FILES)}
 BIGGEST_FIRST = [ALPHA, BETA, "install.sh"]  # 300, 70 and 23 bytes
 

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pytest
 
-from envkit.closure import host_arch, host_python
+from envkit.artifacts.closure import host_arch, host_python
 
 pytestmark = [pytest.mark.network, pytest.mark.root, pytest.mark.slow]
 
@@ -85,7 +85,7 @@ def _pip_install(
 def built(tmp_path_factory) -> Path:
     """One real bundle, from one lock and one download of real PyPI wheels into one wheel cache."""
     _need_root_unshare()
-    from envkit.closure import find_uv
+    from envkit.artifacts.closure import find_uv
     from envkit.errors import CannotRun
 
     try:

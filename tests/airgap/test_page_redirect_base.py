@@ -5,7 +5,7 @@ page alike; otherwise no link matches the file the resolver picked and every pub
 A real HTTP server on 127.0.0.1 (`tests/airgap/indexshapes.py`'s `Index`) answers `/simple/pkg/` with a 302 to
 `/other/deeper/pkg/`, a page one folder deeper, so that each relative link names another file depending on the base:
 `../../files/...` is `/other/files/...` from the page and `/files/...` from the URL asked for. Held through
-`read_page` (`envkit.simpleindex`), `httpclient.open_url`'s `Response.url`, and the closure's `published` lookup
+`read_page` (`envkit.artifacts.index`), `httpclient.open_url`'s `Response.url`, and the closure's `published` lookup
 (`complete_from_download`: the published sha256 is kept, not computed)."""
 
 from __future__ import annotations
@@ -60,8 +60,8 @@ def _location(style: str, origin: str) -> str:
 @pytest.mark.parametrize("style", LOCATIONS)
 @pytest.mark.parametrize("kind", ["html", "json"])
 def test_relative_links_resolve_against_the_url_answered(kind, style):
-    from envkit import httpclient
-    from envkit.simpleindex import PAGE, link_key, read_page
+    from envkit.artifacts.index import PAGE, link_key, read_page
+    from envkit.io import httpclient
 
     with Index(_routes(kind, "")) as idx:
         idx.routes.redirects[ASKED] = _location(style, idx.url)
@@ -84,7 +84,7 @@ def test_relative_links_resolve_against_the_url_answered(kind, style):
 @pytest.mark.parametrize("kind", ["html", "json"])
 def test_without_a_redirect_the_links_resolve_against_the_page(kind):
     """The control: the page asked for directly gives the same keys (the base is the page's own URL)."""
-    from envkit.simpleindex import link_key, read_page
+    from envkit.artifacts.index import link_key, read_page
 
     with Index(_routes(kind, "")) as idx:
         got = read_page(idx.url + ANSWERED)
@@ -98,8 +98,8 @@ def test_the_closure_keeps_the_published_sha256_of_a_redirected_page(kind, tmp_p
     """What the base is for: the file the resolver picked (its URL as the index's page names it, without a hash, as
     uv gives a link it hashed itself) finds its published sha256 on the redirected page: recorded as published
     (`computed=False`), nothing downloaded."""
-    from envkit.closure import ClosurePlan, Picked, complete_from_download, make_target
-    from envkit.download import WheelCache
+    from envkit.artifacts.closure import ClosurePlan, Picked, complete_from_download, make_target
+    from envkit.artifacts.download import WheelCache
 
     with Index(_routes(kind, ANSWERED)) as idx:
         plan = ClosurePlan(roots=("pkg",), target=make_target("3.10", "aarch64"), index_url=idx.url + "/simple/")

@@ -18,7 +18,7 @@ import tarfile
 
 import pytest
 
-from envkit.closure import host_arch, host_python
+from envkit.artifacts.closure import host_arch, host_python
 
 SERVING = ["vllm", "vllm-ascend", "triton-ascend"]  # the vendor's install order
 ARCH = "x86_64"  # torch's CPU build then comes from the PyTorch CPU index: both --index-for mirrors are used
@@ -26,9 +26,9 @@ ARCH = "x86_64"  # torch's CPU build then comes from the PyTorch CPU index: both
 
 @pytest.fixture
 def serving_stack(tmp_path, monkeypatch, cli):
-    from envkit.closure import envkit_roots, find_uv, req_name, target_roots
+    from envkit.artifacts.closure import envkit_roots, find_uv, req_name, target_roots
     from envkit.errors import CannotRun
-    from envkit.lockfile import read_lock
+    from envkit.lock.file import read_lock
     from tests.airgap.httpserve import Server
     from tests.airgap.torchindex import stack_indexes, standin_sdist, standin_wheel
 
@@ -94,8 +94,8 @@ def serving_bundle(serving_stack, tmp_path, cli):
 
 @pytest.mark.slow
 def test_the_serving_closure_holds_the_vendors_order_and_no_triton_or_cuda(serving_bundle, tmp_path, cli):
-    from envkit.closure import req_name
-    from envkit.lockfile import read_lock
+    from envkit.artifacts.closure import req_name
+    from envkit.lock.file import read_lock
 
     path, pypi, cpu, ascend = serving_bundle
     lock = read_lock(path)
@@ -130,7 +130,7 @@ BASE = "example.org/base@sha256:" + "0" * 64  # the stand-in lock's Python is th
 
 def _image_build(cli, path, tmp_path, out, *extra):
     """`bundle build` with what an image context needs: stand-in vendor packages (trusted) and a base image."""
-    from envkit.lockfile import read_lock
+    from envkit.lock.file import read_lock
     from tests.airgap.test_bundle import _installers
 
     arts = tmp_path / "arts"
@@ -146,9 +146,9 @@ def _image_build(cli, path, tmp_path, out, *extra):
 
 def _plan(path, arts, variant):
     """The bundle plan of `_image_build`, in this process (the fixture's ENVKIT_CACHE_DIR)."""
-    from envkit.airgap.plan import plan_bundle
-    from envkit.download import HashStamps, WheelCache
-    from envkit.lockfile import read_lock
+    from envkit.artifacts.download import HashStamps, WheelCache
+    from envkit.jobs.bundle.plan import plan_bundle
+    from envkit.lock.file import read_lock
 
     cache = WheelCache()
     opts = {"artifacts": arts, "trust_artifacts": True, "base": BASE, "variant": variant}
@@ -163,8 +163,8 @@ def _context(bundle):
 
 @pytest.mark.slow
 def test_bundle_build_variant_serving_renders_the_serving_context_from_the_bundles_wheels(serving_bundle, tmp_path, cli):
-    from envkit.airgap.plan import image_tag
-    from envkit.lockfile import read_lock
+    from envkit.jobs.bundle.plan import image_tag
+    from envkit.lock.file import read_lock
 
     path = serving_bundle[0]
     lock = read_lock(path)
@@ -236,7 +236,7 @@ def test_an_unreachable_index_is_exit_2_naming_its_id_and_the_option(serving_sta
 
 
 def test_index_for_replaces_the_url_of_the_index_the_pins_name(serving_stack):
-    from envkit.closure import index_overrides, pinned_sources, target_roots
+    from envkit.artifacts.closure import index_overrides, pinned_sources, target_roots
     from envkit.errors import BadInput
 
     _, lock, _, _, _ = serving_stack
@@ -260,7 +260,7 @@ def test_index_for_replaces_the_url_of_the_index_the_pins_name(serving_stack):
 @pytest.mark.slow
 def test_the_bundle_installs_offline_with_the_locked_versions(serving_bundle, tmp_path):
     """install.sh into a venv, then the target wheels into a new venv with the bundle's pip rules: all in `unshare -n`."""
-    from envkit.lockfile import read_lock
+    from envkit.lock.file import read_lock
     from tests.airgap.test_offline import _extract, _install, _need_root_unshare, _offline, _pip_install
 
     _need_root_unshare()
@@ -296,8 +296,8 @@ def test_a_second_lock_builds_nothing_and_a_bundle_elsewhere_builds_the_same_byt
     import os
     import shutil
 
-    from envkit.download import WheelCache
-    from envkit.lockfile import dump_lock, read_lock
+    from envkit.artifacts.download import WheelCache
+    from envkit.lock.file import dump_lock, read_lock
 
     path, pypi, cpu, ascend = serving_bundle
     before = path.read_text()

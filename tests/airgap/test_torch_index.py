@@ -46,7 +46,7 @@ def test_lock_bundle_verify_holds_torch_cpu_and_torch_npu_and_no_cuda_wheel(cpu_
     r = cli("lock", "--lock", str(path), "--index-url", pypi, "--torch-index-url", cpu, "--json")
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["target"]["torch"]["url"].startswith(cpu.rsplit("/simple", 1)[0])
-    from envkit.lockfile import read_lock
+    from envkit.lock.file import read_lock
 
     closure = read_lock(path).python.closure
     got = {p.name: p for p in closure.packages}
@@ -92,7 +92,7 @@ def test_an_unreachable_torch_index_is_exit_2_naming_it_and_the_option(cpu_stack
 def test_a_closure_with_a_cuda_wheel_is_refused_naming_it_and_what_pulled_it(cpu_stack, cli):
     """A lock whose torch pin names no index (as envkit wrote before torch_builds): torch comes from "PyPI", whose
     build pulls nvidia-cublas-cu13 and triton; `envkit lock` refuses it."""
-    from envkit.lockfile import dump_lock
+    from envkit.lock.file import dump_lock
 
     path, lock, pypi, _ = cpu_stack
     pins = [
@@ -112,7 +112,7 @@ def test_the_plan_pins_torch_to_an_explicit_index_only_uv_may_use_for_it():
         import tomllib
     except ImportError:  # pragma: no cover - Python 3.10
         import tomli as tomllib
-    from envkit.closure import ClosurePlan, make_target
+    from envkit.artifacts.closure import ClosurePlan, make_target
 
     plan = ClosurePlan(
         roots=("torch==2.12.0+cpu", "torch_npu==2.12.0"),
@@ -128,7 +128,7 @@ def test_the_plan_pins_torch_to_an_explicit_index_only_uv_may_use_for_it():
 
 
 def test_pinned_indexes_follow_the_lock_and_the_option(cpu_stack):
-    from envkit.closure import pinned_indexes, target_roots
+    from envkit.artifacts.closure import pinned_indexes, target_roots
 
     _, lock, _, _ = cpu_stack
     roots = target_roots(lock)
@@ -138,7 +138,7 @@ def test_pinned_indexes_follow_the_lock_and_the_option(cpu_stack):
 
 
 def test_refuse_cuda_names_the_wheels_and_the_package_that_pulled_them():
-    from envkit.closure import make_target, parse_via, refuse_cuda
+    from envkit.artifacts.closure import make_target, parse_via, refuse_cuda
     from envkit.models.lock import ClosurePackage, PythonClosure
 
     def pkg(name, version, fn):
@@ -185,7 +185,7 @@ def test_refuse_cuda_names_the_wheels_and_the_package_that_pulled_them():
     ],
 )
 def test_a_cuda_torch_is_a_cuda_wheel_and_a_cpu_one_is_not(arch, name, version, cuda):
-    from envkit.closure import cuda_packages, make_target, refuse_cuda
+    from envkit.artifacts.closure import cuda_packages, make_target, refuse_cuda
     from envkit.models.lock import ClosurePackage, PythonClosure
 
     fn = f"{name.replace('-', '_')}-{version}-cp311-cp311-manylinux_2_28_{arch}.whl"
@@ -214,7 +214,7 @@ def test_online_without_a_closure_the_torch_layer_installs_from_the_cpu_index(cp
     from tests.image.conftest import fake_requirements, fixture_installers
 
     path, _, _, _ = cpu_stack
-    from envkit.lockfile import read_lock
+    from envkit.lock.file import read_lock
 
     plan = plan_build(
         read_lock(path),
@@ -280,7 +280,7 @@ def test_the_default_targets_bundle_installs_offline_for_its_platform(cpu_stack,
         timeout=300,
     )
     assert p.returncode == 0, p.stdout + p.stderr
-    from envkit.lockfile import read_lock
+    from envkit.lock.file import read_lock
 
     installed = {
         i["metadata"]["name"].lower().replace("_", "-"): i["metadata"]["version"]

@@ -1,4 +1,4 @@
-"""envkit.airgap.verify on small bundles made here: is_bundle, check_members, a folder's missing, extra and modified
+"""envkit.jobs.bundle.verify on small bundles made here: is_bundle, check_members, a folder's missing, extra and modified
 files named exactly, what a folder must not hold, and the SHA256SUMS cross-check once every file is the manifest's."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import pytest
 from envkit.errors import BadInput, CheckFailed
 from tests.hostile.test_archives import FILES, ROOT, _good, _manifest, _node, _reg, _write
 
-V = importlib.import_module("envkit.airgap.verify")  # the module (envkit.airgap.verify is the function)
+V = importlib.import_module("envkit.jobs.bundle.verify")  # the module (envkit.jobs.bundle.verify is the function)
 ALPHA = "wheels/alpha-1.0-py3-none-any.whl"
 BETA = "wheels/beta-1.0-py3-none-any.whl"
 

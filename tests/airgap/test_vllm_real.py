@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from envkit.closure import host_arch, host_python
+from envkit.artifacts.closure import host_arch, host_python
 
 pytestmark = [pytest.mark.network, pytest.mark.root, pytest.mark.slow]
 
@@ -58,7 +58,7 @@ def real_serving(tmp_path_factory):
     path = tmp / "envkit.lock"
     r = run_cli("resolve", "--workload", "serving", "--arch", "x86_64", "--python", "3.11", "-o", str(path), env=env)
     assert r.returncode == 0, r.stdout + r.stderr
-    from envkit.lockfile import dump_lock, read_lock
+    from envkit.lock.file import dump_lock, read_lock
 
     lock = read_lock(path)
     cpu_pin = "2.13.0+cpu" if "+cpu" in next(p.version for p in lock.python.requirements if p.name == "torch") else "2.13.0"
@@ -88,8 +88,8 @@ def real_serving(tmp_path_factory):
 
 
 def test_the_real_vllm_is_built_from_its_sdist_and_its_closure_holds_no_cuda(real_serving):
-    from envkit.closure import CUDA_NAME, cuda_torch
-    from envkit.lockfile import read_lock
+    from envkit.artifacts.closure import CUDA_NAME, cuda_torch
+    from envkit.lock.file import read_lock
 
     path, _, seconds = real_serving
     closure = read_lock(path).python.closure
@@ -107,7 +107,7 @@ def test_the_real_vllm_is_built_from_its_sdist_and_its_closure_holds_no_cuda(rea
 
 
 def test_the_real_serving_bundle_installs_offline_and_vllm_imports_with_plugins_off(real_serving, tmp_path):
-    from envkit.lockfile import read_lock
+    from envkit.lock.file import read_lock
     from tests.airgap.test_offline import _clean_env, _offline
 
     path, bundle, _ = real_serving
@@ -137,9 +137,9 @@ def test_the_real_serving_bundle_installs_offline_and_vllm_imports_with_plugins_
 def test_the_image_takes_the_built_wheel_of_the_real_lock(real_serving):
     """The image's pip picks the built `linux_x86_64` wheel (setuptools' tag for the empty build) for vllm, and the
     image's pins accept `0.23.0+empty` for the lock's vllm==0.23.0."""
+    from envkit.artifacts.wheels import Requirement
     from envkit.export.image import check_closure, closure_files
-    from envkit.lockfile import read_lock
-    from envkit.wheels import Requirement
+    from envkit.lock.file import read_lock
 
     lock = read_lock(real_serving[0])
     files = {p.name: p for p in closure_files(lock)}

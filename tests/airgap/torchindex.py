@@ -99,7 +99,7 @@ def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
 
 def standin_sdist(folder: Path, name: str, version: str, requires: list[str]) -> Path:
     """A stand-in sdist `name-version.tar.gz` built by an in-tree PEP 517 backend (`STANDIN_BACKEND`) that needs
-    nothing but torch: what `envkit.sdistbuild` builds as vLLM's (`VLLM_TARGET_DEVICE=empty`)."""
+    nothing but torch: what `envkit.artifacts.sdist` builds as vLLM's (`VLLM_TARGET_DEVICE=empty`)."""
     import tarfile
 
     base = f"{name}-{version}"
@@ -160,12 +160,12 @@ def default_stack(tmp_path: Path, monkeypatch) -> tuple[Path, object, Path, Path
     folders of stand-in wheels, `pypi` (the rest) and `cpu` (torch X+cpu); the cache under `tmp_path` (uv needed)."""
     import pytest
 
-    from envkit.closure import envkit_roots, find_uv, target_roots
+    from envkit.artifacts.closure import envkit_roots, find_uv, target_roots
+    from envkit.core.derive import build_lock
+    from envkit.core.matrix import load_matrix
+    from envkit.core.resolve import pins_from_mapping, solve
     from envkit.errors import CannotRun
-    from envkit.lockfile import dump_lock
-    from envkit.locking import build_lock
-    from envkit.matrix import load_matrix
-    from envkit.resolve import pins_from_mapping, solve
+    from envkit.lock.file import dump_lock
 
     try:
         find_uv()

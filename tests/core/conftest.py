@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from envkit.matrix import LoadedMatrix, load_matrix
+from envkit.core.matrix import LoadedMatrix, load_matrix
 from envkit.records import replace
 
 

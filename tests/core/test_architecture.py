@@ -23,41 +23,49 @@ PKG = ROOT / "envkit"
 
 # The resolver side: what only `resolve`, `validate`, `matrix` and `doctor` (which validates an observed stack) use.
 RESOLVER_SIDE = (
-    "envkit.matrix",
-    "envkit.constraints",
-    "envkit.resolve",
-    "envkit.locking",
-    "envkit.validation",
-    "envkit.stackfile",
+    "envkit.core.matrix",
+    "envkit.core.constraints",
+    "envkit.core.resolve",
+    "envkit.core.derive",
+    "envkit.core.validation",
+    "envkit.core.stackfile",
     "envkit.models.matrix",
-    "envkit.matrix_records",
+    "envkit.core.matrix_records",
 )
 # The jobs and what they stand on. A package named here counts with every module in it.
 JOBS = (
-    "envkit.lockfile",
+    "envkit.lock.file",
     "envkit.export.image",
     "envkit.export.render",
     "envkit.executor.docker",
-    "envkit.airgap",
-    "envkit.provision",
+    "envkit.jobs.bundle",
+    "envkit.jobs.provision",
     "envkit.executor.ansible",
-    "envkit.closure",
-    "envkit.download",
-    "envkit.uptodate",
-    "envkit.wheels",
-    "envkit.fsutil",
-    "envkit.httpclient",
-    "envkit.untrusted",
-    "envkit.launch",
-    "envkit.smoke",
+    "envkit.artifacts.closure",
+    "envkit.artifacts.download",
+    "envkit.jobs.bundle.uptodate",
+    "envkit.artifacts.wheels",
+    "envkit.io.outputs",
+    "envkit.io.httpclient",
+    "envkit.io.untrusted",
+    "envkit.jobs.launch",
+    "envkit.jobs.smoke",
     "envkit.fleet",
-    "envkit.k8s",
+    "envkit.jobs.k8s",
     "envkit.export.k8s",
     "envkit.export.k8s_check",
 )
 # The job areas: each its own room. `image` is the one job without a module of its own (its CLI calls the export
 # layer and the Docker executor); a new job gets a line here.
-JOB_AREAS = ("envkit.airgap", "envkit.provision", "envkit.launch", "envkit.smoke", "envkit.doctor", "envkit.k8s")
+JOB_AREAS = (
+    "envkit.jobs.bundle",
+    "envkit.jobs.provision",
+    "envkit.jobs.launch",
+    "envkit.jobs.smoke",
+    "envkit.jobs.doctor",
+    "envkit.jobs.k8s",
+    "envkit.jobs.matrix",
+)
 
 
 def _module_name(path: Path) -> str:
@@ -97,7 +105,7 @@ def _imports_of(text: str, module: str, is_package: bool) -> set[str]:
             if node.level:
                 base = ".".join(package[: len(package) - node.level + 1] + ([base] if base else []))
             out.add(base)
-            out.update(f"{base}.{alias.name}" for alias in node.names)  # `from envkit import matrix`
+            out.update(f"{base}.{alias.name}" for alias in node.names)  # `from envkit.core import matrix`
     return out
 
 
@@ -107,7 +115,13 @@ def _forbidden(name: str) -> bool:
 
 def test_the_job_list_finds_the_jobs():
     names = {_module_name(p) for p in _job_files()}
-    for must in ("envkit.lockfile", "envkit.export.image", "envkit.provision", "envkit.closure", "envkit.airgap"):
+    for must in (
+        "envkit.lock.file",
+        "envkit.export.image",
+        "envkit.jobs.provision",
+        "envkit.artifacts.closure",
+        "envkit.jobs.bundle",
+    ):
         assert must in names, f"{must} moved: update JOBS"
 
 
@@ -119,10 +133,12 @@ def test_no_job_module_imports_the_matrix_or_the_resolver(path: Path):
 
 def test_the_static_check_sees_lazy_and_relative_imports():
     """The checker itself: an import inside a function and a relative import are both seen."""
-    text = "def f():\n    from envkit.matrix import load_matrix\n    from .. import constraints\n    from ..resolve import x\n"
-    found = {m for m in _imports_of(text, "envkit.airgap.plan", False) if _forbidden(m)}
-    assert {"envkit.matrix", "envkit.constraints", "envkit.resolve"} <= found
-    assert not {m for m in _imports_of("from . import plan\nimport envkit.lockfile\n", "envkit.airgap", True) if _forbidden(m)}
+    text = "def f():\n    from envkit.core.matrix import load_matrix\n    from ...core import constraints\n    from ...core.resolve import x\n"
+    found = {m for m in _imports_of(text, "envkit.jobs.bundle.plan", False) if _forbidden(m)}
+    assert {"envkit.core.matrix", "envkit.core.constraints", "envkit.core.resolve"} <= found
+    assert not {
+        m for m in _imports_of("from . import plan\nimport envkit.lock.file\n", "envkit.jobs.bundle", True) if _forbidden(m)
+    }
 
 
 def test_importing_the_jobs_loads_no_resolver_module():
@@ -238,7 +254,7 @@ def test_resolve_with_a_warm_matrix_store_loads_no_pydantic(tmp_path):
         "from envkit.cli import main\n"
         "try:\n    main(sys.argv[2:] + ['-o', sys.argv[1]])\nexcept SystemExit as e:\n    assert not e.code, e.code\n"
         "print('LOADED', sorted(m for m in sys.modules if m.split('.')[0] in ('pydantic', 'pydantic_core') "
-        "or m.startswith('envkit.models')))\n"
+        "or m.startswith('envkit.models.') and m != 'envkit.models.stackkeys'))\n"
     )
     lock = str(tmp_path / "l.lock")
     runs = [
@@ -254,7 +270,7 @@ def test_bundle_verify_starts_without_typer_or_the_lock_gate(tmp_path):
     p = _run_loaded(
         "try:\n    main(['bundle', 'verify', sys.argv[1], '--json'])\nexcept SystemExit as e:\n    assert e.code == 2, e.code\n",
         tmp_path / "none",
-        also=" or m in ('envkit.lockfile', 'envkit.matrix')",
+        also=" or m in ('envkit.lock.file', 'envkit.core.matrix')",
     )
     assert "LOADED []" in p.stdout, p.stdout + p.stderr
 
@@ -265,7 +281,7 @@ def test_registering_the_lock_gate_loads_no_lock_module():
         "import sys\n"
         "from envkit.cli import main\n"
         "try:\n    main(['matrix', 'show', 'chips'])\nexcept SystemExit as e:\n    assert not e.code, e.code\n"
-        "print('LOADED', sorted(m for m in sys.modules if m in ('envkit.models.lock', 'envkit.lockfile', 'envkit.locking')))\n"
+        "print('LOADED', sorted(m for m in sys.modules if m in ('envkit.models.lock', 'envkit.lock.file', 'envkit.core.derive')))\n"
     )
     p = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert "LOADED []" in p.stdout, p.stdout + p.stderr
@@ -282,7 +298,7 @@ def _edges(modules: dict[str, Path]) -> dict[str, set[str]]:
     for name, path in modules.items():
         named = _imports(path)
         out[name] = {m for m in named if m in modules and m != name}
-        # `from envkit.smoke import checks` names both envkit.smoke and envkit.smoke.checks: the package is only the
+        # `from envkit.jobs.smoke import checks` names both envkit.jobs.smoke and envkit.jobs.smoke.checks: the package is only the
         # way to the module (Python imports it first anyway), so it is no edge of its own
         out[name] -= {m for m in out[name] if any(o.startswith(m + ".") for o in out[name])}
     return out
@@ -360,26 +376,26 @@ def test_the_checks_see_a_crossing_and_a_circle():
     """The checkers themselves, on a made-up graph: a job reaching into another, a shared layer into a job (lazy
     imports count), a circle through three modules; and a package named on the way to its module is no edge."""
     texts = {
-        "envkit.launch.profile": "def f():\n    from envkit.provision import dump_vars\n",
-        "envkit.fleet.hccn": "from envkit.doctor import probe\n",
+        "envkit.jobs.launch.profile": "def f():\n    from envkit.jobs.provision import dump_vars\n",
+        "envkit.fleet.hccn": "from envkit.jobs.doctor import probe\n",
         "envkit.a": "import envkit.b\n",
         "envkit.b": "from envkit import c\n",
         "envkit.c": "from envkit.a import x\n",
-        "envkit.smoke.runner": "from envkit.smoke import checks\nfrom envkit.fleet.dist import free_port\n",
+        "envkit.jobs.smoke.runner": "from envkit.jobs.smoke import checks\nfrom envkit.executor.dist import free_port\n",
     }
-    modules = {*texts, "envkit.provision", "envkit.doctor", "envkit.doctor.probe", "envkit.smoke", "envkit.smoke.checks",
-               "envkit.fleet", "envkit.fleet.dist"}  # fmt: skip
+    modules = {*texts, "envkit.jobs.provision", "envkit.jobs.doctor", "envkit.jobs.doctor.probe", "envkit.jobs.smoke", "envkit.jobs.smoke.checks",
+               "envkit.fleet", "envkit.executor.dist"}  # fmt: skip
     edges = {m: set() for m in modules}
     for m, text in texts.items():
         named = _imports_of(text, m, False)
         edges[m] = {n for n in named if n in modules and n != m}
         edges[m] -= {n for n in edges[m] if any(o.startswith(n + ".") for o in edges[m])}
     assert _crossings(edges) == [
-        "envkit.fleet.hccn (a shared layer) imports envkit.doctor.probe (the job envkit.doctor)",
-        "envkit.launch.profile (the job envkit.launch) imports envkit.provision (the job envkit.provision)",
+        "envkit.fleet.hccn (a shared layer) imports envkit.jobs.doctor.probe (the job envkit.jobs.doctor)",
+        "envkit.jobs.launch.profile (the job envkit.jobs.launch) imports envkit.jobs.provision (the job envkit.jobs.provision)",
     ]
     assert _circles(edges) == [["envkit.a", "envkit.b", "envkit.c"]]
-    assert edges["envkit.smoke.runner"] == {"envkit.smoke.checks", "envkit.fleet.dist"}
+    assert edges["envkit.jobs.smoke.runner"] == {"envkit.jobs.smoke.checks", "envkit.executor.dist"}
 
 
 def test_a_schema_2_lock_is_upgraded_on_read_with_a_notice(run_cli, tmp_path):
@@ -389,7 +405,7 @@ def test_a_schema_2_lock_is_upgraded_on_read_with_a_notice(run_cli, tmp_path):
     import yaml
 
     from envkit.errors import BadInput
-    from envkit.lockfile import read_lock
+    from envkit.lock.file import read_lock
 
     new = tmp_path / "new.lock"
     assert run_cli("resolve", "--chip", "a3", "-o", str(new)).code == 0
@@ -403,7 +419,7 @@ def test_a_schema_2_lock_is_upgraded_on_read_with_a_notice(run_cli, tmp_path):
         assert r.code == 0, (argv, r.out, r.err)
         assert r.err.count(f"notice: {old} is a lock of schema 2; read as schema 3") == 1, argv
         assert "platform.device_plugin_resource, platform.hccl, platform.kubernetes derived" in r.err
-    from envkit.locking import matrix_check
+    from envkit.core.derive import matrix_check
 
     lifted = read_lock(old, matrix_check())
     assert lifted.schema_version == 3 and lifted.platform.device_plugin_resource == facts["device_plugin_resource"]

@@ -8,15 +8,15 @@ from typing import Any
 
 import pytest
 
-from envkit.doctor.parsers import (
+from envkit.core.matrix import LoadedMatrix, check_matrix, load_matrix, plain
+from envkit.export.runargs import chip_from_lock, chip_from_row, run_args
+from envkit.jobs.doctor.parsers import (
     NpuSmiInfo,
     chip_from_npu_smi,
     chip_from_package_name,
     chip_from_soc,
     parse_npu_smi_info,
 )
-from envkit.export.runargs import chip_from_lock, chip_from_row, run_args
-from envkit.matrix import LoadedMatrix, check_matrix, load_matrix, plain
 from envkit.models.matrix import Matrix
 from envkit.records import asdict
 
@@ -76,10 +76,10 @@ def test_the_new_chip_row_is_consistent(with_chip):
 
 
 def test_resolve_takes_its_id_and_alias_and_locks_it(with_chip):
-    from envkit.locking import build_lock
-    from envkit.resolve import validate_stack
-    from envkit.resolve.pins import pins_from_mapping
-    from envkit.resolve.search import solve
+    from envkit.core.derive import build_lock
+    from envkit.core.resolve import validate_stack
+    from envkit.core.resolve.pins import pins_from_mapping
+    from envkit.core.resolve.search import solve
 
     for spelling in (NEW, "atlas-z", "960X1"):
         pins = pins_from_mapping(with_chip, {"chip": spelling})

@@ -1,4 +1,4 @@
-"""envkit.clock: the one reader of the calendar, fixed by SOURCE_DATE_EPOCH."""
+"""envkit.io.clock: the one reader of the calendar, fixed by SOURCE_DATE_EPOCH."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import datetime
 
 import pytest
 
-from envkit import clock
 from envkit.errors import BadInput
+from envkit.io import clock
 
 
 @pytest.mark.parametrize(

@@ -14,7 +14,7 @@ import threading
 import pytest
 
 from envkit.errors import BadInput
-from envkit.fsutil import (
+from envkit.io.outputs import (
     IMAGE_CONTEXT,
     LAUNCH_SET,
     OUTPUT_MARKER,
@@ -146,7 +146,7 @@ def test_a_manifest_is_parsed_strictly_and_a_bad_one_owns_nothing(tmp_path, doc)
 
 
 def test_a_manifest_over_the_size_cap_is_refused_unread(tmp_path, monkeypatch):
-    from envkit import fsutil
+    from envkit.io import outputs as fsutil
 
     out = tmp_path / "out"
     write_output(out, KIND, {"a.txt": "a"})
@@ -291,7 +291,7 @@ def test_an_earlier_envkit_marker_is_taken_over_only_alone_with_its_kinds_files(
 
 
 def test_a_run_killed_half_way_leaves_a_folder_still_ours(tmp_path, monkeypatch):
-    from envkit import fsutil
+    from envkit.io import outputs as fsutil
 
     out = tmp_path / "out"
     write_output(out, KIND, {"a.txt": "a", "b.txt": "b"})
@@ -322,7 +322,7 @@ def test_a_run_killed_half_way_leaves_a_folder_still_ours(tmp_path, monkeypatch)
 
 
 def test_too_many_files_are_refused_before_any_is_read(tmp_path, monkeypatch):
-    from envkit import fsutil
+    from envkit.io import outputs as fsutil
 
     monkeypatch.setattr(fsutil, "MAX_FILES", 3)
     out = tmp_path / "out"
@@ -381,7 +381,7 @@ def test_a_staged_file_moves_into_an_output_on_another_file_system(tmp_path, mon
     """The output is a mount point: the staging folder beside it is on another file system (EXDEV)."""
     import errno
 
-    from envkit import fsutil
+    from envkit.io import outputs as fsutil
 
     real = os.replace
 

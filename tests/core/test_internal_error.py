@@ -38,8 +38,8 @@ def _recurse(*_a, **_k):
 
 # (the function a command calls, argv): the start-up path without typer, and a typer command
 PATHS = {
-    "validate": ("envkit.validation.judge_file", ["validate", "stack.yaml"]),
-    "matrix check": ("envkit.matrix.check_matrix", ["matrix", "check"]),
+    "validate": ("envkit.core.validation.judge_file", ["validate", "stack.yaml"]),
+    "matrix check": ("envkit.core.matrix.check_matrix", ["matrix", "check"]),
 }
 
 
@@ -87,14 +87,14 @@ def test_an_unexpected_exception_is_exit_3_with_its_traceback_in_a_file(path, ra
 
 
 def test_each_internal_error_has_its_own_file(state, monkeypatch, run_cli):
-    monkeypatch.setattr("envkit.validation.judge_file", _zero)
+    monkeypatch.setattr("envkit.core.validation.judge_file", _zero)
     files = {LINE.match(run_cli("validate", "x.yaml").err)["file"] for _ in range(3)}
     assert len(files) == 3 and all(str(os.getpid()) in Path(f).name for f in files)
     assert sorted(map(str, _files(state))) == sorted(files)
 
 
 def test_json_commands_print_an_error_document(state, monkeypatch, run_cli):
-    monkeypatch.setattr("envkit.matrix.check_matrix", _zero)
+    monkeypatch.setattr("envkit.core.matrix.check_matrix", _zero)
     r = run_cli("matrix", "check", "--json")
     assert r.code == 3
     doc = json.loads(r.out)["error"]
@@ -136,17 +136,19 @@ def test_envkit_errors_keep_their_own_exit_code(path, state, monkeypatch, run_cl
 
 
 def test_a_missing_module_that_is_no_optional_extra_is_an_internal_error(state, monkeypatch, run_cli):
-    monkeypatch.setattr("envkit.validation.judge_file", _boom(ModuleNotFoundError("No module named 'pydantic'", name="pydantic")))
+    monkeypatch.setattr(
+        "envkit.core.validation.judge_file", _boom(ModuleNotFoundError("No module named 'pydantic'", name="pydantic"))
+    )
     r = run_cli("validate", "x.yaml")
     assert r.code == 3 and LINE.match(r.err)["what"] == "ModuleNotFoundError: No module named 'pydantic'", r.err
 
 
 @pytest.mark.parametrize("length, shown", [(200, "x" * 200), (201, "x" * 200 + "...")])
 def test_the_message_is_one_printable_line_of_at_most_200_characters(length, shown, state, monkeypatch, run_cli):
-    monkeypatch.setattr("envkit.validation.judge_file", _boom(RuntimeError("x" * length + "\n\x1b[2Jsecond line")))
+    monkeypatch.setattr("envkit.core.validation.judge_file", _boom(RuntimeError("x" * length + "\n\x1b[2Jsecond line")))
     r = run_cli("validate", "x.yaml")
     assert r.code == 3 and LINE.match(r.err)["what"] == f"RuntimeError: {shown}", r.err
-    monkeypatch.setattr("envkit.validation.judge_file", _boom(RuntimeError("a\x1b[31mred\x07")))
+    monkeypatch.setattr("envkit.core.validation.judge_file", _boom(RuntimeError("a\x1b[31mred\x07")))
     r = run_cli("validate", "x.yaml")
     assert LINE.match(r.err)["what"] == "RuntimeError: a?[31mred?" and "\x1b" not in r.err
 
@@ -159,7 +161,7 @@ def test_a_planted_link_is_never_followed(state, monkeypatch, run_cli, tmp_path)
     victim.write_text("keep me\n")
     state.mkdir(parents=True, mode=0o700)
     (state / f"envkit-traceback-{os.getpid()}-feedbeef.txt").symlink_to(victim)
-    monkeypatch.setattr("envkit.validation.judge_file", _zero)
+    monkeypatch.setattr("envkit.core.validation.judge_file", _zero)
     r = run_cli("validate", "x.yaml")
     assert r.code == 3
     file = Path(LINE.match(r.err)["file"])
@@ -179,7 +181,7 @@ def test_a_state_folder_that_is_not_safe_is_passed_over_for_the_temporary_folder
         state.chmod(0o770)
     else:
         state.write_text("not a folder\n")
-    monkeypatch.setattr("envkit.validation.judge_file", _zero)
+    monkeypatch.setattr("envkit.core.validation.judge_file", _zero)
     r = run_cli("validate", "x.yaml")
     assert r.code == 3
     assert Path(LINE.match(r.err)["file"]).parent == tmp_path / "tmp"
@@ -190,7 +192,7 @@ def test_a_relative_xdg_state_home_is_ignored(tmp_path, monkeypatch, run_cli):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("XDG_STATE_HOME", "relative")
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    monkeypatch.setattr("envkit.validation.judge_file", _zero)
+    monkeypatch.setattr("envkit.core.validation.judge_file", _zero)
     r = run_cli("validate", "x.yaml")
     assert r.code == 3 and not (tmp_path / "relative").exists()
     assert Path(LINE.match(r.err)["file"]).parent == tmp_path / "home" / ".local" / "state" / "envkit"
@@ -200,7 +202,7 @@ def test_nowhere_to_write_still_exit_3_and_says_so(state, monkeypatch, run_cli, 
     state.parent.mkdir()
     state.write_text("not a folder\n")
     monkeypatch.setattr("tempfile.tempdir", str(tmp_path / "no-such-folder"))
-    monkeypatch.setattr("envkit.validation.judge_file", _zero)
+    monkeypatch.setattr("envkit.core.validation.judge_file", _zero)
     r = run_cli("validate", "x.yaml")
     assert r.code == 3
     assert r.err == (
@@ -225,20 +227,22 @@ def _envkit(tmp_path: Path, patch: str, *argv: str) -> subprocess.CompletedProce
 
 
 def test_python_m_envkit_exits_3_with_the_file(tmp_path):
-    p = _envkit(tmp_path, "import envkit.validation as v\nv.judge_file = lambda *a: 1 / 0\n", "validate", "x.yaml")
+    p = _envkit(tmp_path, "import envkit.core.validation as v\nv.judge_file = lambda *a: 1 / 0\n", "validate", "x.yaml")
     assert p.returncode == 3, p.stderr
     m = LINE.match(p.stderr)
     assert m and m["what"] == "ZeroDivisionError: division by zero", p.stderr
     file = Path(m["file"])
     assert file.parent == tmp_path / "state" / "envkit" and stat.S_IMODE(file.stat().st_mode) == 0o600
     assert "Traceback (most recent call last):" in file.read_text() and "Traceback" not in p.stderr
-    p = _envkit(tmp_path, "import envkit.validation as v\nv.judge_file = lambda *a: 1 / 0\n", "--debug", "validate", "x.yaml")
+    p = _envkit(
+        tmp_path, "import envkit.core.validation as v\nv.judge_file = lambda *a: 1 / 0\n", "--debug", "validate", "x.yaml"
+    )
     assert p.returncode == 3 and "Traceback (most recent call last):" in p.stderr and "internal error" not in p.stderr
 
 
 def test_python_m_envkit_ctrl_c_is_130(tmp_path):
     patch = """
-    import envkit.matrix as m
+    import envkit.core.matrix as m
 
     def interrupted(*a):
         raise KeyboardInterrupt

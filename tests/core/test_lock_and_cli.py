@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from envkit.lockfile import read_lock
+from envkit.lock.file import read_lock
 from envkit.models.stack import STACK_KEYS
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,5 +1,5 @@
-"""The lock's strict plain reader (`envkit.lockread`, its table generated from the pydantic lock models into
-envkit/lock_spec.py) and `envkit validate`'s start-up path built on it.
+"""The lock's strict plain reader (`envkit.lock.read`, its table generated from the pydantic lock models into
+envkit/lock/spec.py) and `envkit validate`'s start-up path built on it.
 
 The promise: a lock the plain reader takes is one the pydantic Lock model takes, with the same values
 (`plain(record) == model_dump(mode="json")`); whatever it does not take is judged by the model as before, so that
@@ -24,8 +24,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from envkit.lockread import read_lock_records
-from envkit.locktext import plain
+from envkit.lock.read import read_lock_records
+from envkit.lock.text import plain
 from envkit.models.lock import Lock
 from tests.hostile.test_lock_properties import mutations
 
@@ -127,9 +127,9 @@ def test_the_generated_table_and_records_are_current():
 
     gen = load_tool("matrix_records")
     for name, text in (
-        ("lock_records.py", gen.render_lock()),
-        ("lock_spec.py", gen.render_spec()),
-        ("report_records.py", gen.render_report()),
+        ("lock/records.py", gen.render_lock()),
+        ("lock/spec.py", gen.render_spec()),
+        ("core/report_records.py", gen.render_report()),
     ):
         assert (ROOT / "envkit" / name).read_text() == text, f"envkit/{name} is out of date: run `make matrix-records`"
 
@@ -264,7 +264,7 @@ def _slow(lock: Path, json_out: bool) -> str:
     code = (
         "import sys, json\n"
         "from pathlib import Path\n"
-        "from envkit.validation import _validate_text\n"
+        "from envkit.core.validation import _validate_text\n"
         "from envkit.cli.stack import render_report\n"
         "from envkit import console\n"
         f"p = Path({str(lock)!r})\n"
@@ -319,7 +319,7 @@ def test_what_the_start_up_path_does_not_take_is_judged_as_before(locks, tmp_pat
     for case, body in cases.items():
         lock = tmp_path / f"{case.replace(' ', '-')}.lock"
         lock.write_text(body)
-        from envkit.validation import _validate_text, judge_file
+        from envkit.core.validation import _validate_text, judge_file
 
         try:
             want: Any = plain(_validate_text(body, lock))
@@ -350,7 +350,7 @@ def test_the_valid_report_is_printed_as_rich_prints_it(title, plain_path, monkey
 
     from envkit import console
     from envkit.cli import stack
-    from envkit.report_records import ValidationReport
+    from envkit.core.report_records import ValidationReport
 
     report = ValidationReport(
         valid=True,

@@ -4,8 +4,8 @@ from pathlib import Path
 import pytest
 
 from envkit import versions
+from envkit.core.matrix import check_matrix, load_matrix_from
 from envkit.errors import MatrixError
-from envkit.matrix import check_matrix, load_matrix_from
 from envkit.resources import matrices_dir
 
 
@@ -102,7 +102,7 @@ def test_every_section_of_sourced_rows_is_checked_for_its_source(lm):
     hand: they are the pydantic Matrix model's lists of `Sourced` rows (but `images`, checked on its own terms)."""
     import typing
 
-    from envkit.matrix import sourced_sections
+    from envkit.core.matrix import sourced_sections
     from envkit.models.base import Sourced
     from envkit.models.matrix import Matrix
     from envkit.records import replace

@@ -1,12 +1,12 @@
-"""envkit/bounded.py, pinned where `make mutation MODULES=inputs` found its mutants alive: each refusal's words,
+"""envkit/io/bounded.py, pinned where `make mutation MODULES=inputs` found its mutants alive: each refusal's words,
 hint and place (what a user reads: the value, the key, what is allowed), and each limit on both sides."""
 
 from __future__ import annotations
 
 import pytest
 
-from envkit import bounded
 from envkit.errors import BadInput, Where
+from envkit.io import bounded
 
 W = Where("hosts.ini", 7, "ansible_port")
 

@@ -1,4 +1,4 @@
-"""Explanation snapshots of the matrix edges (envkit.constraints), plus the generic rules and the helpers.
+"""Explanation snapshots of the matrix edges (envkit.core.constraints), plus the generic rules and the helpers.
 
 Per edge of `EDGES`, over the shipped matrix: which values of its other keys each value of its first key allows,
 what it says about every value of each key (text, rule, source, confidence), and its conflict message for the first
@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from envkit import versions
-from envkit.constraints import (
+from envkit.core.constraints import (
     ABSENT,
     EDGES,
     Constraint,
@@ -38,9 +38,9 @@ from envkit.constraints import (
     vllm_ascend_cann,
     vllm_ascend_torch_npu,
 )
-from envkit.matrix import LoadedMatrix, with_bounds
+from envkit.core.matrix import LoadedMatrix, with_bounds
+from envkit.core.resolve.pins import torch_versions, vllm_versions
 from envkit.records import replace
-from envkit.resolve.pins import torch_versions, vllm_versions
 
 GOLDEN = Path(__file__).parents[1] / "golden" / "constraints"
 # the edges that read `Strictness`, with the flag each one reads

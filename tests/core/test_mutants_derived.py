@@ -1,4 +1,4 @@
-"""envkit/locking.py's memory of what the matrix derives (`_derived`, behind `check_lock`), pinned for `make mutation
+"""envkit/core/derive.py's memory of what the matrix derives (`_derived`, behind `check_lock`), pinned for `make mutation
 MODULES=lockgate`: a miss derives the lock (from the caller's resolution where it gives one, without solving
 again), keeps only the compared part, keeps "not derivable" as such, and forgets the oldest entry past its bound."""
 
@@ -7,12 +7,12 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from envkit import locking
-from envkit.locking import NOT_DERIVED, check_lock, derive, lock_pins, without
-from envkit.lockread import read_lock_records
-from envkit.locktext import plain
-from envkit.matrix import load_matrix
-from envkit.resolve import valid_resolution
+from envkit.core import derive as locking
+from envkit.core.derive import NOT_DERIVED, check_lock, derive, lock_pins, without
+from envkit.core.matrix import load_matrix
+from envkit.core.resolve import valid_resolution
+from envkit.lock.read import read_lock_records
+from envkit.lock.text import plain
 
 
 @pytest.fixture(scope="module")

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from envkit.errors import BadInput
-from envkit.evidence import Evidence
 from envkit.fleet import hccn as H
 from envkit.fleet.data import cite, load_hccl
+from envkit.io.evidence import Evidence
 from envkit.verdict import Verdict
 
 F = Path(__file__).resolve().parents[1] / "fixtures" / "hccn"

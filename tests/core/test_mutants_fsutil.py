@@ -1,4 +1,4 @@
-"""envkit/fsutil.py, pinned for `make mutation MODULES=outputs`: each refusal's words, hint and place, each limit on
+"""envkit/io/outputs.py, pinned for `make mutation MODULES=outputs`: each refusal's words, hint and place, each limit on
 both sides, the manifest's exact parse and bytes, and what a claim and a commit replace, keep and refuse.
 
 Fast unit tests on tmp_path, fsutil's functions called directly (no CLI). Names are looked up on the module at call
@@ -21,8 +21,8 @@ from pathlib import Path, PurePosixPath
 
 import pytest
 
-from envkit import fsutil
 from envkit.errors import BadInput, CannotRun, Where
+from envkit.io import outputs as fsutil
 
 KIND = fsutil.LAUNCH_SET
 M = fsutil.OUTPUT_MARKER

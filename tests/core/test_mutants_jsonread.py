@@ -1,4 +1,4 @@
-"""envkit/jsonread.py, pinned where `make mutation MODULES=inputs` found its mutants alive: the words, hint and place
+"""envkit/io/jsonread.py, pinned where `make mutation MODULES=inputs` found its mutants alive: the words, hint and place
 of a document of the wrong shape (`checked`), the line a refused value is on, and the cut of a huge number."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import pytest
 from pydantic import BaseModel, ConfigDict
 
 from envkit.errors import BadInput, Where
-from envkit.jsonread import checked, parse_json
+from envkit.io.jsonread import checked, parse_json
 
 
 class Inner(BaseModel):
@@ -132,7 +132,7 @@ def test_the_line_of_a_token_counts_from_the_start_and_skips_strings():
 
 
 def test_read_json_names_a_relative_file_inside_its_root(tmp_path):
-    from envkit.jsonread import read_json
+    from envkit.io.jsonread import read_json
 
     (tmp_path / "d.json").write_text("[NaN]")
     with pytest.raises(BadInput) as info:
@@ -161,7 +161,7 @@ def test_a_key_given_twice_in_two_spellings_has_no_line_and_lines_count_from_the
 
 
 def test_read_json_names_a_relative_file_as_given_without_a_root(tmp_path, monkeypatch):
-    from envkit.jsonread import read_json
+    from envkit.io.jsonread import read_json
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "d.json").write_text("[1]")

@@ -1,4 +1,4 @@
-"""The lock's text and its reading (envkit.lockfile): cases that `make mutation` showed no test held."""
+"""The lock's text and its reading (envkit.lock.file): cases that `make mutation` showed no test held."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from envkit import lockfile
 from envkit.errors import BadInput, Where
-from envkit.lockfile import LockCheck, dump_lock, load_lock, parse_lock, read_lock, write_lock
+from envkit.lock import file as lockfile
+from envkit.lock.file import LockCheck, dump_lock, load_lock, parse_lock, read_lock, write_lock
 from envkit.models.lock import Lock
 
 FN = "dir/envkit.lock"
@@ -24,8 +24,8 @@ OLDER = f"{FN} is a lock of schema 1, made by an older envkit: re-lock it"
 def locks(lm):
     """Derived locks: a plain stack (no framework), a serving one (vllm..triton_ascend set, mindspeed not) and a
     training one (mindspeed set after the unset vllm keys)."""
-    from envkit.locking import build_lock
-    from envkit.resolve import pins_from_mapping, solve
+    from envkit.core.derive import build_lock
+    from envkit.core.resolve import pins_from_mapping, solve
 
     out = {}
     for name, pins in (("plain", {}), ("serving", {"vllm_ascend": "0.25.1rc1"}), ("training", {"mindspeed": "2.1.0"})):
@@ -209,7 +209,7 @@ def test_an_upgraded_lock_s_notice_names_the_file_what_was_derived_and_its_own_c
     """upgrade_lock: the upgrade is asked with the file's name; the notice names the file, both schemas, what was
     derived, and the command to re-lock with: the lock's own `generated_by` where that is a plain envkit command
     line, else `envkit resolve` (a value not yet checked by the schema never reaches the terminal)."""
-    from envkit.lockfile import UPGRADABLE, upgrade_lock
+    from envkit.lock.file import UPGRADABLE, upgrade_lock
 
     asked: list[str] = []
 
@@ -236,7 +236,7 @@ def test_an_upgraded_lock_s_notice_names_the_file_what_was_derived_and_its_own_c
 def test_a_schema_2_lock_is_lifted_on_either_path_and_its_notice_printed_as_text(locks, monkeypatch, capsys, fast):
     """load_lock passes the check's upgrade on its fast path too (else a schema-2 lock would always take the slow
     one), and the notice is printed as it is: `[`…`]` in the lock's own command line is text, not rich markup."""
-    from envkit.locking import upgrade
+    from envkit.core.derive import upgrade
 
     data = yaml.safe_load(dump_lock(locks["plain"]))
     data["schema_version"] = 2

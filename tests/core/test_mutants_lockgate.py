@@ -1,12 +1,12 @@
-"""The lock gate (envkit.models.safe, envkit.locking): cases that `make mutation` showed no test held."""
+"""The lock gate (envkit.models.safe, envkit.core.derive): cases that `make mutation` showed no test held."""
 
 from __future__ import annotations
 
 import pytest
 from pydantic import TypeAdapter, ValidationError
 
-from envkit.locking import hdk_file_version
-from envkit.matrix import load_matrix
+from envkit.core.derive import hdk_file_version
+from envkit.core.matrix import load_matrix
 from envkit.models.safe import Text
 
 TEXT = TypeAdapter(Text)

@@ -1,4 +1,4 @@
-"""The lock gate's checking side (envkit.locking gate/differ/check_lock, envkit.validation): which fields an edited
+"""The lock gate's checking side (envkit.core.derive gate/differ/check_lock, envkit.core.validation): which fields an edited
 lock names, the gate's finding and its refusal, and what `envkit validate` reports for a lock and for a stack file.
 Cases that `make mutation` showed no test held; in-process and fast (one lock built once, edited per test)."""
 
@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
+from envkit.core.derive import build_lock, check_lock, differ, gate
+from envkit.core.resolve import pins_from_mapping, solve
+from envkit.core.validation import validate_file
 from envkit.errors import BadInput
-from envkit.lockfile import dump_lock
-from envkit.lockgate import Edited
-from envkit.locking import build_lock, check_lock, differ, gate
+from envkit.lock.file import dump_lock
+from envkit.lock.gate import Edited
 from envkit.models.lock import Lock
-from envkit.resolve import pins_from_mapping, solve
-from envkit.validation import validate_file
 
 PINS = {"chip": "910b", "arch": "aarch64", "cann": "8.5.0", "python": "3.10"}
 MADE_BY = "envkit resolve --chip 910b --arch aarch64 --cann 8.5.0 --python 3.10"

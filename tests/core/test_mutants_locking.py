@@ -1,4 +1,4 @@
-"""The derive side of envkit.locking: the lock a stack gives, section by section (cases `make mutation` showed no
+"""The derive side of envkit.core.derive: the lock a stack gives, section by section (cases `make mutation` showed no
 test held).
 
 The lock of a few chosen stacks is pinned whole by tests/golden/locking/<stack>.json (all but the envkit version
@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from envkit.locking import _flags, _framework_provenance, build_layout, build_lock, derive_lock, differ, framework_pins
-from envkit.matrix import LoadedMatrix, load_matrix
+from envkit.core.derive import _flags, _framework_provenance, build_layout, build_lock, derive_lock, differ, framework_pins
+from envkit.core.matrix import LoadedMatrix, load_matrix
+from envkit.core.resolve import pins_from_mapping, solve
+from envkit.core.resolve.search import framework_keys
 from envkit.models.lock import Lock
 from envkit.records import asdict, replace
-from envkit.resolve import pins_from_mapping, solve
-from envkit.resolve.search import framework_keys
 
 from .conftest import edited_matrix
 

@@ -1,4 +1,4 @@
-"""envkit/locking.py's seams, pinned for `make mutation MODULES=lockgate`: the check the command line passes to every
+"""envkit/core/derive.py's seams, pinned for `make mutation MODULES=lockgate`: the check the command line passes to every
 lock it reads (`matrix_check`), the schema 2 -> 3 migration (`upgrade`) on what a schema-2 file may hold, and
 `without` (pydantic's `exclude`)."""
 
@@ -8,9 +8,9 @@ import copy
 
 import pytest
 
-from envkit.locking import gate, matrix_check, upgrade, without
-from envkit.locktext import plain
-from envkit.matrix import load_matrix
+from envkit.core.derive import gate, matrix_check, upgrade, without
+from envkit.core.matrix import load_matrix
+from envkit.lock.text import plain
 from envkit.records import replace
 from tests.core.conftest import edited_matrix
 
@@ -70,8 +70,8 @@ def test_a_chip_with_a_firmware_file_and_no_driver_file_gets_its_firmware_s_vers
     """build_artifacts: the firmware's package version and compatible driver range go on the firmware's own entry
     (the last one appended), also where it is the only one (no shipped chip has a firmware file without a driver
     file: the row is made in memory)."""
-    from envkit.locking import build_artifacts, build_lock
-    from envkit.resolve import pins_from_mapping, solve
+    from envkit.core.derive import build_artifacts, build_lock
+    from envkit.core.resolve import pins_from_mapping, solve
 
     res = solve(lm, pins_from_mapping(lm, {}))
     assert res is not None
@@ -86,7 +86,7 @@ def test_a_chip_with_a_firmware_file_and_no_driver_file_gets_its_firmware_s_vers
 
 
 def test_kubernetes_facts_take_the_chip_s_note_the_arch_s_label_and_the_weaker_confidence(lm):
-    from envkit.locking import build_kubernetes
+    from envkit.core.derive import build_kubernetes
 
     k8s = lm.chips["950"].kubernetes
     assert k8s is not None and k8s.note

@@ -1,4 +1,4 @@
-"""envkit.resolve: the cases that `make mutation` showed no test held (unknown-version messages and their nearest
+"""envkit.core.resolve: the cases that `make mutation` showed no test held (unknown-version messages and their nearest
 versions, where a pin came from, patch hints, value lists in chains, minimal conflict cores)."""
 
 from __future__ import annotations
@@ -8,17 +8,25 @@ from pathlib import Path
 
 import pytest
 
-from envkit.constraints import ABSENT, Constraint, Relation, RuleConstraint
+from envkit.core.constraints import ABSENT, Constraint, Relation, RuleConstraint
+from envkit.core.matrix import LoadedMatrix
+from envkit.core.matrix_records import Rule
+from envkit.core.resolve import pins_from_mapping, search, validate_pins, validate_stack
+from envkit.core.resolve.explain import _explain_core, _fmt_values, _minimal_core, _summary, explain, pin_checks
+from envkit.core.resolve.hints import _patch_hints, hints_for, suggest
+from envkit.core.resolve.pins import Pin, _nearest, _where, canonical_pin, torch_versions
+from envkit.core.resolve.search import (
+    SEARCH_ORDER,
+    SERVING_KEYS,
+    framework_keys,
+    initial_domains,
+    satisfiable,
+    solve,
+    with_bounds,
+)
 from envkit.errors import BadInput, CannotRun, Where
-from envkit.matrix import LoadedMatrix
-from envkit.matrix_records import Rule
 from envkit.models.report import Conflict
 from envkit.models.stack import ALL_KEYS
-from envkit.resolve import pins_from_mapping, search, validate_pins, validate_stack
-from envkit.resolve.explain import _explain_core, _fmt_values, _minimal_core, _summary, explain, pin_checks
-from envkit.resolve.hints import _patch_hints, hints_for, suggest
-from envkit.resolve.pins import Pin, _nearest, _where, canonical_pin, torch_versions
-from envkit.resolve.search import SEARCH_ORDER, SERVING_KEYS, framework_keys, initial_domains, satisfiable, solve, with_bounds
 
 from .conftest import edited_matrix
 
@@ -1123,7 +1131,7 @@ def test_chosen_refuses_a_value_the_matrix_lacks(lm):
 def test_a_served_stack_s_hints_name_the_vendor_s_source_and_what_to_remove(lm):
     """_served_hints, whole: a chip outside its torch_npu's TorchNPU line, taken because the vendor runs vllm-ascend
     with it there (the vendor's own source named), and a chip whose vendor image uninstalls triton-ascend."""
-    from envkit.resolve.hints import _served_hints
+    from envkit.core.resolve.hints import _served_hints
 
     res = solve(lm, pins_from_mapping(lm, {"vllm_ascend": "0.30.0rc2", "chip": "310p"}))
     assert res is not None
@@ -1137,7 +1145,7 @@ def test_a_served_stack_s_hints_name_the_vendor_s_source_and_what_to_remove(lm):
 
 
 def test_an_sdist_only_vllm_ascend_is_said_whole(lm):
-    from envkit.resolve.hints import hints_for
+    from envkit.core.resolve.hints import hints_for
 
     pins = pins_from_mapping(lm, {"vllm_ascend": "0.30.0rc2"})
     res = solve(lm, pins)
@@ -1159,7 +1167,7 @@ def test_resolutions_are_equal_by_their_values_and_only_to_resolutions(lm):
 
 
 def test_a_pin_is_declared_unless_said_otherwise():
-    from envkit.resolve.pins import Pin
+    from envkit.core.resolve.pins import Pin
 
     pin = Pin("torch", "2.1.0", "2.1.0", "--torch")
     assert (pin.origin, pin.local) == ("declared", None)

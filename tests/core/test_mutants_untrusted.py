@@ -1,12 +1,12 @@
-"""envkit/untrusted.py, pinned where `make mutation MODULES=inputs` found its mutants alive: the place, words and
+"""envkit/io/untrusted.py, pinned where `make mutation MODULES=inputs` found its mutants alive: the place, words and
 hint of each refusal (a relative path is named joined to its root), and the reason an OS error gives."""
 
 from __future__ import annotations
 
 import pytest
 
-from envkit import untrusted as U
 from envkit.errors import BadInput, Where
+from envkit.io import untrusted as U
 
 SMALL = U.Kind("a test file", 100)
 

@@ -1,11 +1,11 @@
-"""envkit/urlpath.py, pinned where `make mutation MODULES=inputs` found its mutants alive: the words of each
+"""envkit/io/urlpath.py, pinned where `make mutation MODULES=inputs` found its mutants alive: the words of each
 refusal, a `;` parameter after a dot segment, a path still encoded after the last decoding, a mirror that climbs."""
 
 from __future__ import annotations
 
 import pytest
 
-from envkit import urlpath
+from envkit.io import urlpath
 
 
 def refused(url: str) -> str:

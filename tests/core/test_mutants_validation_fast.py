@@ -1,4 +1,4 @@
-"""envkit/validation.py's fast path (`_valid_lock`), pinned for `make mutation MODULES=lockgate`: `envkit validate`
+"""envkit/core/validation.py's fast path (`_valid_lock`), pinned for `make mutation MODULES=lockgate`: `envkit validate`
 of a lock that holds gives its report without pydantic, and hands everything else to the pydantic path
 (`_validate_text`), whose verdict then stands. Every output is the same either way (tests/core/test_lockread.py),
 so these tests call the fast path itself: what it takes, and what it leaves to the other path."""
@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
+from envkit.core.validation import _valid_lock, _validate_text, judge_file
 from envkit.errors import BadInput
-from envkit.locktext import plain
-from envkit.validation import _valid_lock, _validate_text, judge_file
+from envkit.lock.text import plain
 
 
 def test_a_lock_that_holds_is_judged_on_the_fast_path_with_the_slow_path_s_report(default_lock_text, tmp_path):
@@ -72,7 +72,7 @@ def test_another_matrix_an_edit_or_an_unknown_version_goes_to_the_slow_path(defa
 def test_the_fast_path_solves_the_stack_once(default_lock_text, monkeypatch):
     """The lock gate compares with what the matrix derives from the resolution the fast path already made: the
     stack is not solved again (the memory of derived locks emptied, so nothing is taken from an earlier test)."""
-    from envkit import locking
+    from envkit.core import derive as locking
 
     monkeypatch.setattr(locking, "_DERIVED", {})
 

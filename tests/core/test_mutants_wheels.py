@@ -1,4 +1,4 @@
-"""envkit/wheels.py, pinned for `make mutation MODULES=wheels`: the words of each refusal and the line it names,
+"""envkit/artifacts/wheels.py, pinned for `make mutation MODULES=wheels`: the words of each refusal and the line it names,
 the grammar of a written pin on both sides of each length, the tags a target takes (one glibc minor newer is
 refused; the x86_64 legacy tags), the order of the ranking, the SHA256SUMS text."""
 
@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from envkit.closure import make_target
-from envkit.errors import BadInput, Where
-from envkit.wheels import (
+from envkit.artifacts.closure import make_target
+from envkit.artifacts.wheels import (
     LAYOUT,
     Requirement,
     merge,
@@ -19,6 +18,7 @@ from envkit.wheels import (
     tag_order,
     wheel_rank,
 )
+from envkit.errors import BadInput, Where
 
 A, B = "a" * 64, "b" * 64
 

@@ -6,15 +6,15 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from envkit import resolve as resolve_mod
 from envkit import versions
-from envkit.lockfile import _plain, dump_lock
-from envkit.locking import build_lock, derive
-from envkit.locktext import lock_text, plain
-from envkit.matrix import load_matrix
+from envkit.core import resolve as resolve_mod
+from envkit.core.derive import build_lock, derive
+from envkit.core.matrix import load_matrix
+from envkit.core.resolve import pins_from_mapping, solve, validate_pins
+from envkit.lock.file import _plain, dump_lock
+from envkit.lock.text import lock_text, plain
 from envkit.models.lock import Lock
 from envkit.models.stack import STACK_KEYS
-from envkit.resolve import pins_from_mapping, solve, validate_pins
 
 LM = load_matrix()
 M = LM.model
@@ -132,7 +132,7 @@ def test_every_vendor_paired_cann_hdk_resolves_validated():
 def test_lock_text_round_trips_byte_for_byte(run_cli):
     """`envkit resolve` writes with the lockfile's own dumper; reading the text back and dumping it again gives
     the same bytes, for a plain stack and for a serving stack (whose framework keys are dropped when unset)."""
-    from envkit.lockfile import parse_lock
+    from envkit.lock.file import parse_lock
 
     for argv in (["resolve", "-o", "-"], ["resolve", "--workload", "serving", "-o", "-"]):
         r = run_cli(*argv)

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from envkit import refresh
 from envkit.errors import BadInput
+from envkit.jobs.matrix import refresh
 from envkit.resources import matrices_dir
 
 SNAPSHOT = Path(__file__).resolve().parents[1] / "fixtures" / "pypi-snapshot"

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from envkit import refresh, yamlrows
+from envkit.core.matrix import load_matrix_from
 from envkit.errors import BadInput
-from envkit.matrix import load_matrix_from
+from envkit.jobs.matrix import refresh, yamlrows
 from envkit.resources import matrices_dir
 
 SNAPSHOT = Path(__file__).resolve().parents[1] / "fixtures" / "pypi-snapshot"

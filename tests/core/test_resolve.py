@@ -2,8 +2,8 @@
 
 import pytest
 
+from envkit.core.resolve import pins_from_mapping, solve, validate_stack
 from envkit.errors import BadInput
-from envkit.resolve import pins_from_mapping, solve, validate_stack
 
 # (id, pins, expected keys of the resolved stack) -- all valid
 VALID = [

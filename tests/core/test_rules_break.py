@@ -19,8 +19,8 @@ import shutil
 
 import pytest
 
-from envkit.matrix import load_matrix_from
-from envkit.resolve import validate_stack
+from envkit.core.matrix import load_matrix_from
+from envkit.core.resolve import validate_stack
 from envkit.resources import matrices_dir
 
 OLD_TORCH_NPU = """\

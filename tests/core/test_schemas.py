@@ -256,7 +256,7 @@ def test_check_jsonschema_accepts_real_locks_and_refuses_broken_ones(resolved, t
     """A lock `envkit resolve` wrote (a serving one: every optional section) and the same lock with a closure pass
     check-jsonschema against the committed lock.schema.json, as they pass envkit's own reading; each broken copy
     fails both."""
-    from envkit.lockfile import read_lock
+    from envkit.lock.file import read_lock
 
     doc = yaml.safe_load(resolved.read_text())
     closed = copy.deepcopy(doc)

@@ -1,4 +1,4 @@
-"""envkit.sdistbuild without a build: which wheels a target takes, where a build may run, what CANN's pins yield."""
+"""envkit.artifacts.sdist without a build: which wheels a target takes, where a build may run, what CANN's pins yield."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from envkit.closure import cann_runtime_yields, host_arch, host_python, make_target
+from envkit.artifacts.closure import cann_runtime_yields, host_arch, host_python, make_target
+from envkit.artifacts.sdist import Sdist, build_settings, build_wheel, target_takes
 from envkit.errors import CannotRun
-from envkit.sdistbuild import Sdist, build_settings, build_wheel, target_takes
 
 
 def test_the_built_wheel_tag_is_taken_by_its_own_target_only():

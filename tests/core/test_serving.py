@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import pytest
 
-from envkit import constraints
-from envkit.matrix import check_matrix, load_matrix
+from envkit.core import constraints
+from envkit.core.matrix import check_matrix, load_matrix
+from envkit.core.resolve import framework_keys, pins_from_mapping, solve, validate_pins, validate_stack
+from envkit.core.resolve.search import initial_domains
 from envkit.records import replace
-from envkit.resolve import framework_keys, pins_from_mapping, solve, validate_pins, validate_stack
-from envkit.resolve.search import initial_domains
 
 from .conftest import edited_matrix
 
@@ -126,7 +126,7 @@ def test_a_pinned_release_candidate_brings_its_own_stack_and_one_without_triton_
 
 
 def test_vllm_ascend_0_11_0_resolves_to_torch_npu_2_7_1_post1_from_the_ascend_mirror(lm):
-    from envkit.locking import build_lock
+    from envkit.core.derive import build_lock
 
     for version in ("0.11.0", "0.11.0rc3"):
         pins = pins_from_mapping(lm, {"vllm_ascend": version, "arch": "x86_64"})
@@ -175,8 +175,8 @@ def test_training_mindspeed_completes_mindspeed_and_a_plain_stack_has_no_framewo
 
 
 def test_a_serving_lock_pins_vllm_then_vllm_ascend_and_triton_ascend_from_the_ascend_index(lm):
-    from envkit.lockfile import dump_lock
-    from envkit.locking import build_lock
+    from envkit.core.derive import build_lock
+    from envkit.lock.file import dump_lock
 
     pins = pins_from_mapping(lm, {})
     lock = build_lock(lm, solve(lm, pins, framework_keys(pins, "serving")), "envkit resolve --workload serving")
@@ -191,7 +191,7 @@ def test_a_serving_lock_pins_vllm_then_vllm_ascend_and_triton_ascend_from_the_as
 
 
 def test_a_stack_file_takes_the_framework_keys(tmp_path):
-    from envkit.stackfile import read_stack_file
+    from envkit.core.stackfile import read_stack_file
 
     path = tmp_path / "serve.yaml"
     path.write_text("chip: 910b\nvllm_ascend: 0.23.0\nmindspeed: 26.1.0\n")
@@ -298,7 +298,7 @@ def test_the_transformers_of_a_vllm_ascend_release_holds_at_its_bounds(lm, relea
 
 
 def test_resolve_without_a_transformers_pin_picks_the_newest_inside_the_release_spec(lm):
-    from envkit.locking import build_lock
+    from envkit.core.derive import build_lock
 
     # (vllm-ascend, the pick): 0.11.0 at its upper bound though 5.x is recommended; 0.9.1 the newest recommended one
     # below `<4.53.0`; exact pins the recommended list lacks (5.14.1, 5.13.0); a range whose only candidate is its lower
@@ -329,8 +329,8 @@ def test_a_refused_transformers_pin_exits_1_naming_the_edge_and_its_source(run_c
 
 
 def test_a_plain_stack_ignores_the_transformers_of_the_serving_rows(lm):
-    from envkit.lockfile import dump_lock
-    from envkit.locking import build_lock
+    from envkit.core.derive import build_lock
+    from envkit.lock.file import dump_lock
 
     rows = [replace(r, **{"transformers": None}) for r in lm.model.vllm_ascend]
     bare = type(lm)(model=replace(lm.model, **{"vllm_ascend": rows}), digest=lm.digest, files=lm.files)
@@ -355,7 +355,7 @@ def test_a_transformers_spec_is_a_strict_sourced_specifier():
 
 # --- what the vendor runs: a vllm-ascend row's `runs_on` (its chips, and those its image leaves without triton-ascend)
 def _lock(lm, pins, workload=None):
-    from envkit.locking import build_lock
+    from envkit.core.derive import build_lock
 
     pins = pins_from_mapping(lm, pins)
     res = solve(lm, pins, framework_keys(pins, workload))

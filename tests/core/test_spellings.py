@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from envkit import versions
+from envkit.core.resolve import pins_from_mapping, validate_stack
+from envkit.core.resolve.search import initial_domains
 from envkit.errors import BadInput
-from envkit.resolve import pins_from_mapping, validate_stack
-from envkit.resolve.search import initial_domains
 
 
 @pytest.mark.parametrize(

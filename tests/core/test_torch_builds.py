@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from envkit.locking import build_lock, torch_spec
-from envkit.matrix import check_matrix, load_matrix, load_matrix_from
+from envkit.core.derive import build_lock, torch_spec
+from envkit.core.matrix import check_matrix, load_matrix, load_matrix_from
+from envkit.core.resolve import pins_from_mapping, solve
 from envkit.records import replace
-from envkit.resolve import pins_from_mapping, solve
 from envkit.resources import matrices_dir
 
 

@@ -1,4 +1,4 @@
-"""envkit.wheels: the hashed requirement line written and read back, wheel names and tags, the bundle layout."""
+"""envkit.artifacts.wheels: the hashed requirement line written and read back, wheel names and tags, the bundle layout."""
 
 from __future__ import annotations
 
@@ -6,10 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from envkit.closure import make_target
-from envkit.errors import BadInput
-from envkit.models.lock import ClosurePackage, PythonClosure
-from envkit.wheels import (
+from envkit.artifacts.closure import make_target
+from envkit.artifacts.wheels import (
     LAYOUT,
     BundleLayout,
     Requirement,
@@ -21,6 +19,8 @@ from envkit.wheels import (
     wheel_name,
     wheel_rank,
 )
+from envkit.errors import BadInput
+from envkit.models.lock import ClosurePackage, PythonClosure
 
 SHA = "a" * 64
 

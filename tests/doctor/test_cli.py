@@ -153,10 +153,10 @@ def test_python_inside_a_root(root_copy, run_cli):
 @pytest.fixture(scope="module")
 def lock_a2_85(tmp_path_factory) -> Path:
     """A real lock for the healthy-a2 stack, written by the foundation's own lock writer."""
-    from envkit.lockfile import write_lock
-    from envkit.locking import build_lock
-    from envkit.matrix import load_matrix
-    from envkit.resolve import pins_from_mapping, solve
+    from envkit.core.derive import build_lock
+    from envkit.core.matrix import load_matrix
+    from envkit.core.resolve import pins_from_mapping, solve
+    from envkit.lock.file import write_lock
 
     lm = load_matrix()
     pins = pins_from_mapping(lm, dict(chip="910b", arch="aarch64", os="ubuntu22.04", python="3.11", cann="8.5.0", torch="2.6.0"))

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from envkit.doctor.diagnose import diagnose, drift
-from envkit.doctor.probe import probe
-from envkit.doctor.report import Observed, ObservedValue
+from envkit.jobs.doctor.diagnose import diagnose, drift
+from envkit.jobs.doctor.probe import probe
+from envkit.jobs.doctor.report import Observed, ObservedValue
 
 # (component, locked, observed): same release numbers, different versions
 ONLY_RC_POST_PATCH = [

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from envkit.doctor.diagnose import diagnose, drift
-from envkit.doctor.probe import probe
-from envkit.doctor.report import Observed, ObservedValue
+from envkit.jobs.doctor.diagnose import diagnose, drift
+from envkit.jobs.doctor.probe import probe
+from envkit.jobs.doctor.report import Observed, ObservedValue
 
 
 @pytest.fixture

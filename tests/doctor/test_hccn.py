@@ -179,7 +179,7 @@ esac
 
 
 def test_doctor_net_runs_hccn_tool_on_a_host(tmp_path, monkeypatch):
-    from envkit.doctor import run_doctor
+    from envkit.jobs.doctor import run_doctor
 
     bindir = tmp_path / "bin"
     bindir.mkdir()
@@ -187,7 +187,7 @@ def test_doctor_net_runs_hccn_tool_on_a_host(tmp_path, monkeypatch):
     tool.write_text(FAKE_TOOL.replace("__FIX__", str(F)))
     tool.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bindir}:{os.environ['PATH']}")
-    import envkit.doctor.probe as P
+    import envkit.jobs.doctor.probe as P
 
     monkeypatch.setattr(P, "HCCN_TOOL", str(tmp_path / "absent"))  # this host's driver folder must not interfere
     monkeypatch.setattr(P, "_hccn_devices", lambda target, conf, recorded: [0, 1, 2])

@@ -1,17 +1,19 @@
 """Every hazard and the drift/diagnose functions, pinned check by check on small in-memory facts.
 
 Each test compares whole checks (name, status, detail, fix), so a changed word, operator or
-branch in envkit/doctor/hazards.py or diagnose.py shows. No probe, no subprocess: Facts are built here.
+branch in envkit/jobs/doctor/hazards.py or diagnose.py shows. No probe, no subprocess: Facts are built here.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from envkit.doctor import hazards as hz
-from envkit.doctor.diagnose import _equal, drift, observe, validate
-from envkit.doctor.facts import Cann, Facts
-from envkit.doctor.parsers import (
+from envkit.core.matrix import load_matrix
+from envkit.errors import BadInput, CannotRun, Where
+from envkit.jobs.doctor import hazards as hz
+from envkit.jobs.doctor.diagnose import _equal, drift, observe, validate
+from envkit.jobs.doctor.facts import Cann, Facts
+from envkit.jobs.doctor.parsers import (
     BoardInfo,
     ChipIdentity,
     ChipRow,
@@ -22,10 +24,8 @@ from envkit.doctor.parsers import (
     OsRelease,
     ProcessRow,
 )
-from envkit.doctor.probe import CannInstall, Evidence, ProbeResult, PythonProbe
-from envkit.doctor.report import Check, Drift, Observed, ObservedValue
-from envkit.errors import BadInput, CannotRun, Where
-from envkit.matrix import load_matrix
+from envkit.jobs.doctor.probe import CannInstall, Evidence, ProbeResult, PythonProbe
+from envkit.jobs.doctor.report import Check, Drift, Observed, ObservedValue
 
 DRV_SRC = "/usr/local/Ascend/driver/version.info"
 FW_SRC = "/usr/local/Ascend/firmware/version.info"
@@ -1040,7 +1040,7 @@ def test_validate_conflicts_and_suggestions():
 
 def test_validate_sets_aside_every_key():
     """Each of the twelve keys can be refused in turn; the loop gives every one of them its try."""
-    from envkit.doctor.report import STACK_KEYS
+    from envkit.jobs.doctor.report import STACK_KEYS
 
     obs = _obs(**{k: "1.0" for k in STACK_KEYS})
     check, dump = validate(obs, _validator(_Report(), refuse=STACK_KEYS))
@@ -1055,7 +1055,7 @@ def test_validate_sets_aside_every_key():
 
 # --------------------------------------------------------------------------- diagnose
 def test_diagnose_on_an_empty_probe():
-    from envkit.doctor.diagnose import diagnose
+    from envkit.jobs.doctor.diagnose import diagnose
 
     v = _validator(_Report())
     report = diagnose(_probe(root="/empty"), validator=v)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from envkit.doctor.parsers import (
+from envkit.jobs.doctor.parsers import (
     ParseError,
     chip_from_npu_smi,
     chip_from_package_name,

@@ -9,9 +9,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from envkit.doctor import parsers
-from envkit.doctor.diagnose import diagnose
-from envkit.doctor.probe import probe
+from envkit.jobs.doctor import parsers
+from envkit.jobs.doctor.diagnose import diagnose
+from envkit.jobs.doctor.probe import probe
 
 from .conftest import SAMPLES
 

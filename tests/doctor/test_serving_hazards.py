@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from envkit.doctor.diagnose import diagnose
-from envkit.doctor.probe import probe
+from envkit.jobs.doctor.diagnose import diagnose
+from envkit.jobs.doctor.probe import probe
 
 
 def _checks(root: Path, **kw) -> dict:

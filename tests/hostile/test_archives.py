@@ -111,7 +111,7 @@ def _truncated_gz(path: Path) -> Path:
 
 def _bomb(path: Path) -> Path:
     """More members than any bundle has (the cap is lowered for the test), in a gzip: a few hundred bytes."""
-    V = importlib.import_module("envkit.airgap.verify")  # the module (envkit.airgap.verify is the function)
+    V = importlib.import_module("envkit.jobs.bundle.verify")  # the module (envkit.jobs.bundle.verify is the function)
     many = [_reg(f"{ROOT}/many/{i}", b"") for i in range(V.MAX_MEMBERS + 1)]
     return _write(path, _insert(_good(), None, *many))
 
@@ -220,7 +220,7 @@ def _expected() -> dict:
 
 @pytest.fixture
 def small_cap(monkeypatch):
-    monkeypatch.setattr(importlib.import_module("envkit.airgap.verify"), "MAX_MEMBERS", 300)
+    monkeypatch.setattr(importlib.import_module("envkit.jobs.bundle.verify"), "MAX_MEMBERS", 300)
 
 
 @pytest.mark.parametrize("gz", [False, True], ids=["tar", "tar.gz"])

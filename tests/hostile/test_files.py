@@ -1,4 +1,4 @@
-"""Hostile files given where envkit reads a user's file (`envkit.untrusted`): a FIFO, `/dev/zero`, a folder, a
+"""Hostile files given where envkit reads a user's file (`envkit.io.untrusted`): a FIFO, `/dev/zero`, a folder, a
 socket, a link out of the folder it must stay in, a file one byte over its cap, bytes that are not UTF-8, JSON too
 deep. Each is refused promptly (a FIFO never blocks) with exit 2 naming the file; each cap is tested at the cap and
 one byte over. Then through the commands that read such files: `matrix refresh --snapshot` and the model folder
@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from envkit import jsonread as J
-from envkit import untrusted as U
 from envkit.errors import BadInput
+from envkit.io import jsonread as J
+from envkit.io import untrusted as U
 
 SNAPSHOT = Path(__file__).resolve().parents[1] / "fixtures" / "pypi-snapshot"
 SMALL = U.Kind("a test file", 100)
@@ -178,7 +178,7 @@ def test_matrix_refresh_refuses_a_hostile_snapshot_document(snapshot, tmp_path, 
 
 
 def test_matrix_refresh_reads_a_snapshot_document_at_the_cap(snapshot):
-    from envkit import refresh
+    from envkit.jobs.matrix import refresh
 
     doc = (snapshot / "numpy.json").read_bytes()
     padded = doc + b" " * (J.MAX_BYTES - len(doc))
@@ -189,7 +189,7 @@ def test_matrix_refresh_reads_a_snapshot_document_at_the_cap(snapshot):
 @pytest.mark.parametrize("name", ["config.json", "tokenizer_config.json"])
 @pytest.mark.parametrize("kind", ["fifo", "zero", "folder", "too-large"])
 def test_the_serving_smoke_reads_a_model_folder_without_blocking(tmp_path, name, kind):
-    from envkit.smoke import serve as S
+    from envkit.jobs.smoke import serve as S
 
     model = tmp_path / "model"
     model.mkdir()
@@ -210,7 +210,7 @@ def test_the_serving_smoke_reads_a_model_folder_without_blocking(tmp_path, name,
 @pytest.mark.parametrize("name", ["config.json", "tokenizer_config.json"])
 def test_the_serving_smoke_follows_a_link_out_of_the_model_folder(tmp_path, name):
     """A Hugging Face cache snapshot links each file to its blob, outside the snapshot folder."""
-    from envkit.smoke import serve as S
+    from envkit.jobs.smoke import serve as S
 
     model, blobs = tmp_path / "snapshots" / "rev", tmp_path / "blobs"
     model.mkdir(parents=True)

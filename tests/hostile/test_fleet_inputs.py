@@ -14,9 +14,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from envkit import bounded
 from envkit.errors import BadInput
 from envkit.fleet.inventory import parse_hccn_conf, parse_inventory
+from envkit.io import bounded
 from tests.hostile.bounds import SETTINGS, bounded_call
 
 DIGITS = st.text(alphabet="0123456789²٣８_ -+.e", max_size=6000)
@@ -214,7 +214,7 @@ def test_an_inventory_or_hccn_conf_that_is_no_regular_file_is_refused_unopened(t
     ("size", "ok"), [("16G", True), ("16385M", False), ("9" * 5000, False), ("1" * 19, False), ("８K", False)]
 )
 def test_max_size_on_both_sides_of_its_cap(size, ok):
-    from envkit.fleet.collectives import MAX_SIZE, parse_size
+    from envkit.executor.collectives import MAX_SIZE, parse_size
 
     assert MAX_SIZE == 16 << 30
     assert (_bounded(parse_size, size) is not None) == ok

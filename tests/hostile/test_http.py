@@ -11,8 +11,8 @@ import time
 
 import pytest
 
-from envkit import httpclient as H
 from envkit.errors import BadInput, CannotRun, CheckFailed
+from envkit.io import httpclient as H
 
 from .servers import DRIP_INTERVAL, OK_JSON, HostileServer, cert_file
 
@@ -215,7 +215,7 @@ def test_the_proxy_of_the_environment_is_used_and_loopback_bypasses_it(server, m
 @pytest.fixture
 def pypi(server, monkeypatch):
     """`pypi(case)`: refresh's PyPI is a hostile server playing `case` on every path."""
-    from envkit import refresh
+    from envkit.jobs.matrix import refresh
 
     def make(case: str) -> HostileServer:
         srv = server(case)
@@ -227,7 +227,7 @@ def pypi(server, monkeypatch):
 
 @pytest.mark.parametrize("case", ["drip-head", "drip-body"])
 def test_refresh_is_cut_at_its_deadline(pypi, case):
-    from envkit import refresh
+    from envkit.jobs.matrix import refresh
 
     pypi(case)
     exc, took = timed(refresh.Source(timeout=DEADLINE).project, "numpy", "1.24.0")
@@ -247,7 +247,7 @@ def test_refresh_is_cut_at_its_deadline(pypi, case):
     ],
 )
 def test_refresh_refuses_a_hostile_document(pypi, case, error, message):
-    from envkit import refresh
+    from envkit.jobs.matrix import refresh
 
     pypi(case)
     with pytest.raises(error, match=message):
@@ -261,7 +261,7 @@ def test_refresh_through_the_command_is_exit_2_without_a_traceback(pypi, run_cli
 
 
 def test_a_range_request_answered_with_the_whole_file_is_refused(pypi):
-    from envkit import refresh
+    from envkit.jobs.matrix import refresh
 
     srv = pypi(f"sized/{refresh.ZIP_TAIL + 1}")  # a server that ignores Range
     with pytest.raises(CannotRun, match=f"announces {refresh.ZIP_TAIL + 1} bytes, more than the {refresh.ZIP_TAIL}"):
@@ -273,7 +273,7 @@ def test_a_range_request_answered_with_the_whole_file_is_refused(pypi):
 
 # --- bundle downloads ------------------------------------------------------------------------------------
 def _download(url: str, tmp_path, size: int | None = 1000, **kw):
-    from envkit.download import Downloader, Fetch, WheelCache
+    from envkit.artifacts.download import Downloader, Fetch, WheelCache
 
     cache = WheelCache(tmp_path / "cache")
     return Downloader(cache, retries=1, backoff=0, **kw).fetch_all([Fetch(url, "1" * 64, size, "x.whl")]), cache
@@ -297,7 +297,7 @@ def test_a_download_stops_at_the_recorded_size(server, tmp_path):
     with pytest.raises(CheckFailed, match="sends 11 bytes, more than the 10"):  # one byte over the size
         _download(f"{srv.url}/sized/11", tmp_path, size=10)
     data = b"x" * 10  # at the size: fetched
-    from envkit.download import Downloader, Fetch, WheelCache
+    from envkit.artifacts.download import Downloader, Fetch, WheelCache
 
     sha = hashlib.sha256(data).hexdigest()
     got = Downloader(WheelCache(tmp_path / "c2"), retries=1).fetch_all([Fetch(f"{srv.url}/sized/10", sha, 10, "x.whl")])
@@ -319,7 +319,7 @@ def test_a_download_is_not_redirected_from_https_to_http(server, trust_tls, tmp_
 
 # --- the smoke --serve client -----------------------------------------------------------------------------
 def _answer(fn):
-    from envkit.smoke import serve as S
+    from envkit.jobs.smoke import serve as S
 
     req = S.REQUESTS[0]
     t0 = time.monotonic()
@@ -329,7 +329,7 @@ def _answer(fn):
 
 @pytest.mark.parametrize("case", ["drip-head", "drip-body"])
 def test_a_dripping_answer_is_cut_at_the_request_timeout(server, case):
-    from envkit.smoke import serve as S
+    from envkit.jobs.smoke import serve as S
 
     srv = server(case)
     answer, took = _answer(lambda: S.complete(srv.port, S.REQUESTS[0], "m", 4, DEADLINE))
@@ -339,7 +339,7 @@ def test_a_dripping_answer_is_cut_at_the_request_timeout(server, case):
 
 @pytest.mark.parametrize("case", ["drip-sse", "drip-chunked"])
 def test_a_dripping_stream_is_cut_at_the_request_timeout(server, case):
-    from envkit.smoke import serve as S
+    from envkit.jobs.smoke import serve as S
 
     srv = server(case)
     answer, took = _answer(lambda: S.stream(srv.port, S.REQUESTS[0], "m", 4, DEADLINE, expects_done=True))
@@ -348,7 +348,7 @@ def test_a_dripping_stream_is_cut_at_the_request_timeout(server, case):
 
 
 def test_an_answer_at_the_cap_is_read_and_one_byte_more_is_refused(server, monkeypatch):
-    from envkit.smoke import serve as S
+    from envkit.jobs.smoke import serve as S
 
     monkeypatch.setattr(S, "MAX_BODY", 5000)
     for case, expected in [("sized/5000", "not JSON envkit accepts"), ("sized/5001", "announces 5001 bytes")]:
@@ -361,7 +361,7 @@ def test_an_answer_at_the_cap_is_read_and_one_byte_more_is_refused(server, monke
 
 
 def test_readiness_is_bounded_by_serve_timeout_as_a_whole(server, tmp_path):
-    from envkit.smoke import serve as S
+    from envkit.jobs.smoke import serve as S
 
     srv = server("drip-head")
     process = S.ServerProcess(S.ServerCommand("transformers", ["true"], {}, False), tmp_path / "server.log")
@@ -372,7 +372,7 @@ def test_readiness_is_bounded_by_serve_timeout_as_a_whole(server, tmp_path):
 
 
 def test_readiness_refuses_deep_or_oversized_model_lists(server, tmp_path):
-    from envkit.smoke import serve as S
+    from envkit.jobs.smoke import serve as S
 
     process = S.ServerProcess(S.ServerCommand("transformers", ["true"], {}, False), tmp_path / "server.log")
     process.exited = lambda: None
@@ -387,7 +387,7 @@ def test_readiness_refuses_deep_or_oversized_model_lists(server, tmp_path):
 # --- envkit lock: uv reads the index pages ------------------------------------------------------------------
 @pytest.mark.timeout(120)
 def test_a_dripping_index_stops_uv_at_its_deadline(server, tmp_path, monkeypatch):
-    from envkit import closure
+    from envkit.artifacts import closure
 
     try:
         closure.find_uv()

@@ -1,6 +1,6 @@
 """Credentials in an index URL (`http://user:password@host/simple/`) across redirects (issue #35).
 
-Held, through `envkit.httpclient.open_url` (every index page, download and HEAD goes through it) and
+Held, through `envkit.io.httpclient.open_url` (every index page, download and HEAD goes through it) and
 `simpleindex.read_page`: the URL's `user:password` is sent as `Authorization: Basic` to the URL's own origin, on the
 first request and on each redirect that stays there (absolute or relative Location, a chain); it is not sent on a
 redirect to another origin: another host (127.0.0.2), another port of the same host (another server), another
@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from envkit import httpclient as H
+from envkit.io import httpclient as H
 from tests.hostile.servers import cert_file
 
 LIMITS = H.Limits("a test document", 1 << 20, deadline=10.0)
@@ -135,7 +135,7 @@ def test_a_redirect_back_to_the_origin_after_another_sends_them_there_only():
 
 def test_the_index_page_reader_drops_them_on_another_port():
     """Through `read_page`: a credentialed index whose project page redirects to another server of the same host."""
-    from envkit.simpleindex import read_page
+    from envkit.artifacts.index import read_page
 
     with Recorder() as a, Recorder() as b:
         a.redirects = {"/simple/pkg/": b.url("/simple/pkg/")}

@@ -1,4 +1,4 @@
-"""An index page is read in one pass (`envkit.simpleindex`), as Python's html.parser reads it for pip, and without its
+"""An index page is read in one pass (`envkit.artifacts.index`), as Python's html.parser reads it for pip, and without its
 quadratic rescans: the two are held to agree on one corpus of pages (the index shapes' own markup, and the corners
 of HTML a page may use), and the hostile pages that made html.parser take minutes or raise are read at once, with
 no traceback. Their times against a benign page of the same size: benchmarks/hostile_parsers.py."""
@@ -9,7 +9,7 @@ from html.parser import HTMLParser
 
 import pytest
 
-from envkit.simpleindex import MAX_LINKS, _anchors, parse_html
+from envkit.artifacts.index import MAX_LINKS, _anchors, parse_html
 
 HASH = "ab" * 32
 

@@ -95,8 +95,9 @@ def test_validate_names_the_same_fields(edited, run_cli):
 def test_library_callers_choose_the_check(edited, lock_doc, tmp_path):
     """read_lock alone holds the schema; with the matrix check it refuses (a typed EditedLock naming the fields),
     or warns with edits accepted; a command run in-process leaves nothing behind for the next caller."""
-    from envkit import lockfile, locking
     from envkit.cli import main
+    from envkit.core import derive as locking
+    from envkit.lock import file as lockfile
 
     assert lockfile.read_lock(edited).layout.home == "/opt/elsewhere"
     check = locking.matrix_check()
@@ -117,7 +118,8 @@ def test_library_callers_choose_the_check(edited, lock_doc, tmp_path):
 def test_the_check_derives_a_stack_once(edited, lock_doc, tmp_path, monkeypatch):
     """What the matrix derives for a stack is remembered (per matrix digest and stack): a job that reads the same
     lock twice, or two locks of one stack, derives it once."""
-    from envkit import lockfile, locking
+    from envkit.core import derive as locking
+    from envkit.lock import file as lockfile
 
     calls = []
     real = locking.derive_lock
@@ -134,7 +136,7 @@ def test_the_remembered_derivations_are_capped(monkeypatch):
     """At most _DERIVED_MAX stacks are remembered: at the cap every one is still known; one more drops the oldest."""
     from types import SimpleNamespace
 
-    from envkit import locking
+    from envkit.core import derive as locking
 
     calls: list[str] = []
     monkeypatch.setattr(locking, "derive_lock", lambda lm, lock, where: calls.append(lock.stack["chip"]))
@@ -156,8 +158,8 @@ def test_the_remembered_derivations_are_capped(monkeypatch):
 
 
 def test_check_lock_compares_every_derived_section_by_name(lock_doc, tmp_path):
-    from envkit import locking
-    from envkit.lockfile import read_lock
+    from envkit.core import derive as locking
+    from envkit.lock.file import read_lock
 
     assert locking.check_lock(read_lock(_write(tmp_path, lock_doc, "clean.lock")), "clean.lock") == []
     doc = copy.deepcopy(lock_doc)
@@ -239,7 +241,7 @@ def test_a_zip_edition_is_https_only(lock_doc, tmp_path, run_cli):
 
 
 def test_envkit_lock_records_the_mirrors_it_was_given(tmp_path):
-    from envkit.closure import ClosurePlan, make_target, mirror_prefix
+    from envkit.artifacts.closure import ClosurePlan, make_target, mirror_prefix
 
     plan = ClosurePlan(
         roots=("alpha",),

@@ -50,7 +50,7 @@ def test_is_mirrored_accepts(url):
 
 
 def test_decoding_rounds_are_bounded_on_both_sides_of_three():
-    from envkit.urlpath import MAX_DECODE_ROUNDS, decoded_path
+    from envkit.io.urlpath import MAX_DECODE_ROUNDS, decoded_path
 
     assert MAX_DECODE_ROUNDS == 3
 
@@ -183,7 +183,7 @@ def test_bundle_build_refuses_the_lock_before_anything_is_copied(lock_doc, tmp_p
     ],
 )
 def test_mirror_prefix_refuses_a_source_that_climbs(source):
-    from envkit.closure import mirror_prefix
+    from envkit.artifacts.closure import mirror_prefix
 
     with pytest.raises(BadInput, match="is refused|names a host") as exc:
         mirror_prefix(source)
@@ -191,7 +191,7 @@ def test_mirror_prefix_refuses_a_source_that_climbs(source):
 
 
 def test_mirror_prefix_stands_for_the_decoded_folder(tmp_path):
-    from envkit.closure import mirror_prefix
+    from envkit.artifacts.closure import mirror_prefix
 
     folder = tmp_path / "my wheels+1"
     folder.mkdir()
@@ -205,7 +205,7 @@ def test_mirror_prefix_stands_for_the_decoded_folder(tmp_path):
 
 
 def _climbs(url: str) -> bool:
-    from envkit.urlpath import decoded_path
+    from envkit.io.urlpath import decoded_path
 
     try:
         decoded_path(url)
@@ -216,7 +216,7 @@ def _climbs(url: str) -> bool:
 
 @pytest.mark.parametrize("url", [u for u in REFUSED if u.startswith("file:") and _climbs(u)])
 def test_a_download_never_opens_a_file_url_whose_path_is_refused(url):
-    from envkit import download
+    from envkit.artifacts import download
 
     with pytest.raises(CheckFailed, match="alpha.whl: the URL .* is refused: its path"):
         download._open_local(download.Fetch(url, "0" * 64, 1, "alpha.whl"))
@@ -224,7 +224,7 @@ def test_a_download_never_opens_a_file_url_whose_path_is_refused(url):
 
 def test_a_download_opens_the_path_the_check_decoded(tmp_path):
     """`%2B` names a `+`; `%252B` names a literal `%2B` (one decoding: what the URL says), never a `+`."""
-    from envkit import download
+    from envkit.artifacts import download
 
     folder = tmp_path / "wheels"
     folder.mkdir()

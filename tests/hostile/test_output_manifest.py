@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from envkit.fsutil import BUNDLE, IMAGE_CONTEXT, KINDS, LAUNCH_PROFILE, LAUNCH_SET, OUTPUT_MARKER, SMOKE, write_output
+from envkit.io.outputs import BUNDLE, IMAGE_CONTEXT, KINDS, LAUNCH_PROFILE, LAUNCH_SET, OUTPUT_MARKER, SMOKE, write_output
 from tests.airgap.conftest import offline_lock  # noqa: F401 - a fixture: a lock with a small closure served locally
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -147,7 +147,7 @@ def _bundle_build(request, run_cli) -> Command:
 def _smoke(request, run_cli) -> Command:
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
-    from envkit.smoke.model import ensure_tiny_model
+    from envkit.jobs.smoke.model import ensure_tiny_model
 
     model = ensure_tiny_model()
 
@@ -257,7 +257,7 @@ def _provision(request, run_cli) -> Command:
 
 def _fake_pypi(self, url, headers=None):
     """PyPI's JSON API answered from the recorded snapshot (the URLs of the files added back)."""
-    from envkit import refresh
+    from envkit.jobs.matrix import refresh
 
     parts = url.removeprefix(refresh.PYPI + "/pypi/").removesuffix("/json").split("/")
     if len(parts) == 1:
@@ -276,7 +276,7 @@ def _matrix_refresh(request, run_cli) -> Command:
     from envkit.resources import matrices_dir
 
     mp = request.getfixturevalue("monkeypatch")
-    mp.setattr("envkit.refresh.Source._get", _fake_pypi)
+    mp.setattr("envkit.jobs.matrix.refresh.Source._get", _fake_pypi)
     mp.setenv("SOURCE_DATE_EPOCH", "1796083200")  # 2026-12-01, the snapshot's day
 
     def prepare(folder: Path) -> list[Path]:
@@ -559,7 +559,7 @@ def test_matrix_refresh_write_replaces_only_the_regular_matrix_file(tmp_path, ru
 def test_provision_writes_each_hosts_reports_beside_the_output_then_records_them(tmp_path, run_cli, request, monkeypatch):
     """A run killed while it writes the reports (SIGKILL: no `finally`) must leave nothing in the output that its
     manifest does not list: the reports are written in the staging folder beside it, then moved in and listed."""
-    import envkit.provision as provision
+    import envkit.jobs.provision as provision
     from envkit.executor.ansible import RunResult
 
     verdict = {"smoke": "ok", "doctor": "ok", "reports": {"smoke.json": '{"ok": true}', "doctor.json": '{"ok": true}'}}

@@ -231,7 +231,7 @@ def test_a_file_url_is_read_no_further_than_the_recorded_size(tmp_path):
 import resource, sys
 resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, 1 << 20))
 from pathlib import Path
-from envkit.download import Downloader, Fetch, WheelCache
+from envkit.artifacts.download import Downloader, Fetch, WheelCache
 from envkit.errors import CheckFailed
 cache = WheelCache(Path({str(tmp_path / "cache")!r}))
 try:
@@ -247,7 +247,7 @@ except CheckFailed as exc:
 
 
 def test_a_file_url_reads_at_most_one_byte_past_the_size(tmp_path, monkeypatch):
-    from envkit import download
+    from envkit.artifacts import download
     from envkit.errors import CheckFailed
 
     big = tmp_path / "big.whl"
@@ -286,7 +286,7 @@ def test_a_file_url_reads_at_most_one_byte_past_the_size(tmp_path, monkeypatch):
 
 
 def test_a_server_sending_more_than_the_recorded_size_is_refused_at_once(tmp_path):
-    from envkit import download
+    from envkit.artifacts import download
     from envkit.errors import CheckFailed
     from tests.airgap.httpserve import Server
 

@@ -6,7 +6,7 @@ Each is made valid first (the command accepts it), then broken one way at a time
 time, "false" for a bool, 10,000-deep nesting (inside and as the whole document), another top-level type, a key
 missing, an unknown key, a key given twice, a 5,000-digit integer, bytes that are not UTF-8, a truncated document, a
 file over the size cap (sparse: it claims 2 GiB). Every case is exit 2 naming the file (and the key, where there is
-one), never a traceback. `envkit/jsonread.py` and the strict models hold it."""
+one), never a traceback. `envkit/io/jsonread.py` and the strict models hold it."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from envkit.errors import BadInput
-from envkit.jsonread import MAX_BYTES, MAX_DEPTH, parse_json, read_json
+from envkit.io.jsonread import MAX_BYTES, MAX_DEPTH, parse_json, read_json
 
 SNAPSHOT = Path(__file__).resolve().parents[1] / "fixtures" / "pypi-snapshot"
 HOLE = "__HOLE__"  # a placeholder value, replaced in the text by what JSON cannot say through json.dumps
@@ -34,7 +34,7 @@ def _rank(rank: int, seconds: float) -> dict:
 
 def _profile(ranks: list[dict], world: int = 2) -> dict:
     """A profile as `run_profile` writes it (its table made by `aggregate`)."""
-    from envkit.fleet.collectives import aggregate
+    from envkit.executor.collectives import aggregate
 
     return {
         "format": "envkit-collectives/1",
@@ -208,7 +208,7 @@ def _write_run(folder: Path, report: dict | None) -> Path:
     """A smoke run folder (logits.safetensors of one prompt) with `report` as report.json; its logits digest filled."""
     np = pytest.importorskip("numpy")
     pytest.importorskip("safetensors")
-    from envkit.smokerun import METADATA_FORMAT, write_safetensors
+    from envkit.io.smokerun import METADATA_FORMAT, write_safetensors
 
     folder.mkdir(parents=True, exist_ok=True)
     meta = dict.fromkeys(("device", "device_type", "param_device"), "cpu")
@@ -438,8 +438,8 @@ def test_read_json_names_a_missing_file_and_a_folder(tmp_path):
 
 def test_the_report_fields_compare_reads_are_the_smoke_reports_own():
     """compare's view of report.json forbids unknown keys in `model` and `outputs`: exactly the report's own."""
+    from envkit.jobs.smoke import compare
     from envkit.models import smoke as report
-    from envkit.smoke import compare
 
     assert set(compare._Digest.model_fields) == set(report.ModelInfo.model_fields)
     assert set(compare._Outputs.model_fields) == set(report.Outputs.model_fields)
@@ -451,7 +451,7 @@ def test_a_key_given_twice_among_200000_is_named_in_one_pass():
     CPU here, hours on 16 MiB): refused naming that key, read in one pass (benchmarks/hostile_parsers.py times it
     against distinct keys)."""
     from envkit.errors import BadInput
-    from envkit.jsonread import parse_json
+    from envkit.io.jsonread import parse_json
 
     body = ",\n".join(f'"k{i:07d}": 0' for i in range(200_000))
     with pytest.raises(BadInput) as info:

@@ -16,12 +16,12 @@ import posixpath
 from hypothesis import given
 from hypothesis import strategies as st
 
-from envkit import urlpath
+from envkit.artifacts.wheels import parse_requirements, parse_wheel_name, wheel_rank
 from envkit.errors import BadInput
 from envkit.fleet import hccn, ranktable
-from envkit.fsutil import parse_manifest
-from envkit.jsonread import MAX_DEPTH, parse_json
-from envkit.wheels import parse_requirements, parse_wheel_name, wheel_rank
+from envkit.io import urlpath
+from envkit.io.jsonread import MAX_DEPTH, parse_json
+from envkit.io.outputs import parse_manifest
 from tests.hostile.bounds import SETTINGS, bounded_call
 
 # JSON values, including what json.loads takes but envkit refuses (NaN, Infinity, 1e999, a key twice)

@@ -44,7 +44,7 @@ def _instructions(dockerfile: str) -> list[str]:
 @pytest.fixture(scope="module")
 def plan(tmp_path_factory):
     from envkit.export.image import plan_build
-    from envkit.lockfile import read_lock
+    from envkit.lock.file import read_lock
     from tests.image.conftest import GOLDEN_CASES, fake_requirements, fixture_installers, resolve_lock
 
     d = tmp_path_factory.mktemp("quoting")
@@ -164,7 +164,7 @@ def test_install_sh_quotes_or_refuses(tmp_path, payload):
     "payload", ["x --index-url https://evil", "1.0; python_version>'0'", "1.0\nevil==1", "file:///etc/passwd", "1.0 #"]
 )
 def test_requirement_lines_refuse_what_is_not_a_pin(field, payload):
-    from envkit.wheels import Requirement
+    from envkit.artifacts.wheels import Requirement
 
     parts = {"name": "torch", "version": "2.1.0", "hashes": ("a" * 64,)} | {field: payload}
     with pytest.raises(BadInput, match="refused to write the pin"):

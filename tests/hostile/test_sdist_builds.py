@@ -182,8 +182,8 @@ def test_an_sdists_pyproject_is_read_within_its_cap_and_as_toml_only(tmp_path):
     """The build requirements come from the sdist's pyproject.toml: not TOML, not UTF-8, larger than the cap, or no
     tar at all is bad input naming the sdist (was a traceback, and a huge one was read whole into memory); the cap
     holds at both ends."""
+    from envkit.artifacts.sdist import MAX_PYPROJECT, _build_requires
     from envkit.errors import BadInput
-    from envkit.sdistbuild import MAX_PYPROJECT, _build_requires
 
     toml = b'[build-system]\nrequires = ["setuptools>=77", "torch==2.5.1", "cmake"]\n'
     at_cap = toml + b"#" * (MAX_PYPROJECT - len(toml) - 1) + b"\n"

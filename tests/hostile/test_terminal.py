@@ -60,7 +60,7 @@ def test_the_provision_summary_of_a_hostile_host_is_escaped(terminal, capsys):
     task's message) goes through provision's progress lines and summary to the terminal, as the CLI prints them."""
     from envkit.cli.provision import _progress
     from envkit.executor.ansible import HostRow, Summary
-    from envkit.provision import format_plan, format_table, format_warnings
+    from envkit.jobs.provision import format_plan, format_table, format_warnings
 
     row = HostRow(host="node-1", ok=3, failed=1, smoke=f"failed: {HOSTILE}", doctor=HOSTILE, ran=True)
     row.warnings.append(f"npu-smi names chip {HOSTILE}")

@@ -172,7 +172,7 @@ def test_build_run_and_rebuild(inputs) -> None:
     """One build (the engine's layer cache is used: torch and CANN layers of earlier sessions are reused),
     the checks inside it, then the rebuild after a Python-only change (the accelerate pin)."""
     from envkit.executor.docker import Engine
-    from envkit.lockfile import read_lock
+    from envkit.lock.file import read_lock
 
     tag = "localhost/envkit-test:first"
     first = _image_build(inputs["lock"], inputs["artifacts"], tag)
@@ -263,10 +263,10 @@ def _closure_from_wheelhouse(lock_path: Path, wheels: list[Path], out: Path) -> 
 
     from packaging.version import Version
 
-    from envkit.closure import make_target
-    from envkit.lockfile import dump_lock, read_lock
+    from envkit.artifacts.closure import make_target
+    from envkit.artifacts.wheels import normalize
+    from envkit.lock.file import dump_lock, read_lock
     from envkit.models.lock import ClosurePackage, PythonClosure
-    from envkit.wheels import normalize
 
     lock = read_lock(lock_path)
     newest: dict[str, Path] = {}

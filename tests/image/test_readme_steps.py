@@ -83,7 +83,7 @@ def test_the_readme_image_steps_work_as_written(tmp_path, monkeypatch):
 def test_render_names_every_vendor_package_it_lacks_and_where_to_get_it(tmp_path, run_cli):
     """An empty vendor folder: one error listing each CANN package of the lock (not only the first), with the vendor's
     URL of each signed .zip the lock records."""
-    from envkit.lockfile import read_lock
+    from envkit.lock.file import read_lock
 
     lock = tmp_path / "envkit.lock"
     r = run_cli("-q", "resolve", "-o", str(lock))

@@ -12,7 +12,7 @@ import yaml
 from envkit.errors import BadInput, CheckFailed
 from envkit.export.image import parse_requirements, plan_build, sha256_file
 from envkit.export.render import dockerfile, write_context
-from envkit.lockfile import read_lock
+from envkit.lock.file import read_lock
 
 from .conftest import (
     GOLDEN,
@@ -417,7 +417,7 @@ def test_no_python_pins_exit_2(golden_inputs, tmp_path: Path, capsys) -> None:
 def test_a_base_without_an_arch_manifest_dumps_as_before(tmp_path: Path) -> None:
     """`platform_digest` is left out where the OS row has no `platforms` (openEuler 24.03): the lock's YAML and
     pydantic's dump agree (the property test found it once by chance: this holds it every run)."""
-    from envkit.lockfile import _plain
+    from envkit.lock.file import _plain
 
     lock = read_lock(resolve_lock(["--os", "openeuler24.03", "--python", "3.11"], tmp_path / "eu.lock"))
     assert lock.platform.base_image is not None and lock.platform.base_image.platform_digest is None

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
+from envkit.core.matrix import load_matrix
 from envkit.errors import BadInput
 from envkit.export.runargs import ChipDevices, chip_from_lock, chip_from_row, parse_devices, run_args
-from envkit.matrix import load_matrix
 
 
 def chip_from_matrix(chip_id: str) -> ChipDevices:
@@ -83,7 +83,7 @@ def test_container_facts_come_from_the_lock_alone(tmp_path, run_cli, chip, resou
     from envkit.export.container import DRIVER
     from envkit.export.facts import container_facts
     from envkit.export.image import default_tag
-    from envkit.lockfile import read_lock
+    from envkit.lock.file import read_lock
 
     path = tmp_path / f"{chip}.lock"
     assert run_cli("resolve", "--chip", chip, "-o", str(path)).code == 0

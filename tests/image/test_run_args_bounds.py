@@ -16,10 +16,10 @@ import time
 
 import pytest
 
-from envkit.bounded import MAX_DEVICE_ID
+from envkit.core.matrix import load_matrix
 from envkit.errors import BadInput
 from envkit.export.runargs import chip_from_row, parse_devices, run_args
-from envkit.matrix import load_matrix
+from envkit.io.bounded import MAX_DEVICE_ID
 
 COUNTS = {cid: row.davinci_devices for cid, row in load_matrix().chips.items() if row.davinci_devices is not None}
 UNKNOWN = sorted(cid for cid, row in load_matrix().chips.items() if row.davinci_devices is None)

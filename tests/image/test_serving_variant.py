@@ -11,7 +11,7 @@ import pytest
 from envkit.errors import BadInput
 from envkit.export.image import plan_build
 from envkit.export.render import dockerfile, write_context
-from envkit.lockfile import read_lock
+from envkit.lock.file import read_lock
 
 from .conftest import render_args
 

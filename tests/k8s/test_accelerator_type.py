@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from envkit.export.k8s import K8sOptions, plan_k8s, pod_specs
-from envkit.lockfile import read_lock
+from envkit.lock.file import read_lock
 from tests.k8s.conftest import IMAGE, resolve
 
 

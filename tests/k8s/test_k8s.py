@@ -15,7 +15,7 @@ import yaml
 from envkit.errors import BadInput, CheckFailed
 from envkit.export import k8s_check
 from envkit.export.k8s import K8sOptions, plan_k8s, pod_specs, texts
-from envkit.lockfile import read_lock
+from envkit.lock.file import read_lock
 from tests.k8s.conftest import IMAGE
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -422,7 +422,7 @@ def test_render_writes_an_owned_base_and_renders_again(k8s_locks, run_cli, tmp_p
 @pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed (kubectl kustomize builds the base)")
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_kubectl_kustomize_builds_every_base(case, k8s_locks, tmp_path):
-    from envkit.k8s.render import render_k8s
+    from envkit.jobs.k8s.render import render_k8s
 
     key, opts = CASES[case]
     result = render_k8s(k8s_locks[key], tmp_path / "base", replace(opts))
@@ -438,7 +438,7 @@ def test_the_matrix_rows_hold_their_npu_counts_together():
     request; each row is sourced (matrices/platform.yaml)."""
     from pydantic import ValidationError
 
-    from envkit.matrix import load_matrix
+    from envkit.core.matrix import load_matrix
     from envkit.models.matrix import ChipKubernetes
     from envkit.records import asdict
 

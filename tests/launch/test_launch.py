@@ -12,7 +12,7 @@ from envkit.errors import BadInput
 from envkit.fleet import ranktable as RT
 from envkit.fleet.eicodes import find_codes
 from envkit.fleet.inventory import parse_inventory, read_hccn_conf
-from envkit.launch.render import render_launch
+from envkit.jobs.launch.render import render_launch
 from tests.launch.conftest import HCCN, write_inventory
 
 A2_INV = """
@@ -270,7 +270,7 @@ def test_cli_render_and_codes(site, locks, tmp_path, capsys):
 
 def test_hccl_facts_are_part_of_the_matrix_its_digest_and_its_check(tmp_path):
     """matrices/hccl.yaml is a matrix file: an edit changes the digest, a broken row fails `matrix check`."""
-    from envkit.matrix import check_matrix, load_matrix_from
+    from envkit.core.matrix import check_matrix, load_matrix_from
     from envkit.resources import matrices_dir
 
     folder = tmp_path / "m"
@@ -289,7 +289,7 @@ def test_launch_reads_the_chips_hccl_facts_from_the_lock(site, locks, tmp_path):
     not matrices/hccl.yaml, is what launch reads."""
     import yaml
 
-    from envkit.locking import matrix_check
+    from envkit.core.derive import matrix_check
 
     doc = yaml.safe_load(locks["910b"].read_text())
     assert doc["schema_version"] == 3 and doc["platform"]["hccl"]["rank_table"]["version"] == "1.0"

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from envkit.errors import BadInput, CannotRun
-from envkit.launch import profile as P
+from envkit.jobs.launch import profile as P
 
 
 def _ansible() -> None:
@@ -65,7 +65,7 @@ def test_launch_profile_two_local_hosts_one_rendezvous(tmp_path, run_cli):
     """Two hosts x 2 ranks = world 4: each host's ranks are its own (0,1 / 2,3), every result of the merged profile is
     correct, the profile compares with itself, and a host whose envkit is missing is named."""
     _ansible()
-    from envkit.fleet.dist import free_port
+    from envkit.executor.dist import free_port
 
     envkit = str(Path(sys.executable).parent / "envkit")
     inv = tmp_path / "inv.ini"

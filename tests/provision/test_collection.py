@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 import envkit
-from envkit.matrix import load_matrix
+from envkit.core.matrix import load_matrix
 
 ROOT = Path(__file__).resolve().parents[2]
 PLAYBOOKS = ROOT / "playbooks"

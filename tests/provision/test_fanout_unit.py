@@ -18,8 +18,7 @@ import pytest
 
 from envkit.errors import BadInput
 from envkit.executor.ansible import dump_vars
-from envkit.lockfile import read_lock
-from envkit.provision import (
+from envkit.jobs.provision import (
     FANOUT_PORT,
     ProvisionRequest,
     check_fan_out,
@@ -31,6 +30,7 @@ from envkit.provision import (
     render_vars,
     stage_artifacts,
 )
+from envkit.lock.file import read_lock
 from tests.provision import test_pull_unit
 from tests.provision.conftest import write_play
 from tests.provision.fleet import sha256

@@ -1,7 +1,7 @@
 """The firmware range check, in its three places, on one corpus (issue #35): `tests/hostile/ranges/firmware.yaml`.
 
 The same question, is this Version inside these `compatible_version_fw` (or `compatible_version_drv`) ranges, is
-answered by `envkit.provision.firmware_in_range` (render time: the lock's pair refused before any host is touched),
+answered by `envkit.jobs.provision.firmware_in_range` (render time: the lock's pair refused before any host is touched),
 on the host by envkit_probe's `firmware_range_check`, whose answer the envkit_hdk role asserts (tasks/converge.yml:
 the installed driver's range, or the lock's driver's where the driver changes too), and by
 `envkit.versions.in_any_range` (resolve, doctor). Held: all three give envkit.versions' answer on every case of the
@@ -23,7 +23,7 @@ import pytest
 import yaml
 
 from envkit import versions
-from envkit.provision import firmware_in_range
+from envkit.jobs.provision import firmware_in_range
 from envkit.versions import InvalidVersion, in_any_range, parse, parse_ranges
 from tests.provision.conftest import PROBE, load_probe
 

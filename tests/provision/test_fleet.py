@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from envkit.provision import PROBE_TASK
+from envkit.jobs.provision import PROBE_TASK
 from tests.provision.fleet import (
     FLEET_MARKS,
     Fleet,

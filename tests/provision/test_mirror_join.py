@@ -3,7 +3,7 @@ trailing slash, serves the bundle at `/bundles/stack-3/`; no side may drop `stac
 last segment as a file, `urljoin`'s) or add or lose a slash.
 
 One corpus (`CORPUS`: a base URL as given, the URL of one bundle file on it) holds both sides to the same answer:
-- the controller (`envkit.provision.parse_mirror`, the URL `pull_vars` hands the hosts): the root it keeps is the
+- the controller (`envkit.jobs.provision.parse_mirror`, the URL `pull_vars` hands the hosts): the root it keeps is the
   base with its trailing slashes removed and nothing else changed (percent-encoded segments stay as written), and
   the roles' own check accepts it;
 - the `envkit_fetch` module (`url_of`): the file's URL from the controller's root and from the base itself (a URL
@@ -25,7 +25,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from envkit.provision import Mirror, parse_mirror, pull_vars
+from envkit.jobs.provision import Mirror, parse_mirror, pull_vars
 
 MODULE = Path(__file__).resolve().parents[2] / "playbooks" / "roles" / "envkit_preflight" / "library" / "envkit_fetch.py"
 _spec = importlib.util.spec_from_file_location("envkit_fetch_join_under_test", MODULE)
@@ -85,7 +85,7 @@ def test_the_module_joins_as_the_controller_means(base, url):
 
 def test_the_vars_hand_the_hosts_the_roots_the_module_joins():
     """`pull_vars`: the URLs written into vars.yml, each the controller's root, joined by the module to the corpus's."""
-    from envkit.provision import PullPlan
+    from envkit.jobs.provision import PullPlan
 
     mirrors = tuple(parse_mirror(b) for b, _ in CORPUS if not b.endswith("/"))
     grouped = parse_mirror("rack1=http://10.0.0.5:8080/bundles/stack-3")

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from envkit.executor.ansible import parse_lines
-from envkit.provision import PROBE_TASK, format_table, summarize_provision
+from envkit.jobs.provision import PROBE_TASK, format_table, summarize_provision
 from tests.provision.conftest import run_probe
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -14,8 +14,7 @@ import yaml
 
 from envkit.errors import BadInput
 from envkit.executor.ansible import PlaybookRun, parse_lines, playbook_command, playbook_env
-from envkit.lockfile import read_lock
-from envkit.provision import (
+from envkit.jobs.provision import (
     PREFLIGHT_CHECK,
     PROBE_TASK,
     BundlePaths,
@@ -28,6 +27,7 @@ from envkit.provision import (
     stage_artifacts,
     summarize_provision,
 )
+from envkit.lock.file import read_lock
 from tests.provision.conftest import run_local_playbook, run_probe, write_play
 from tests.provision.fleet import resolve_lock, sha256, with_fixture_zip_hashes, write_vendor
 
@@ -470,7 +470,7 @@ def test_check_reports_the_preflight_warnings_in_text_and_json(tmp_path):
 
 def test_summary_keeps_each_warning_once_and_no_all_passed():
     """The preflight check's message: its list of warnings, or ansible's 'All assertions passed' (no warning)."""
-    from envkit.provision import PREFLIGHT_CHECK, format_warnings
+    from envkit.jobs.provision import PREFLIGHT_CHECK, format_warnings
 
     task = f"envkit_preflight : {PREFLIGHT_CHECK}"
     events = [

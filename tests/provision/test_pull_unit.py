@@ -13,8 +13,7 @@ import pytest
 
 from envkit.errors import BadInput, CheckFailed
 from envkit.executor.ansible import dump_vars
-from envkit.lockfile import read_lock
-from envkit.provision import (
+from envkit.jobs.provision import (
     MAX_URL,
     Mirror,
     locate_bundle,
@@ -24,6 +23,7 @@ from envkit.provision import (
     render_vars,
     stage_artifacts,
 )
+from envkit.lock.file import read_lock
 from tests.airgap.mirror import seal
 from tests.provision.fleet import resolve_lock, sha256, write_vendor
 

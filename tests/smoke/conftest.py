@@ -35,7 +35,7 @@ def smoke_cache(tmp_path_factory) -> Path:
 def tiny_model(smoke_cache) -> Path:
     pytest.importorskip("tokenizers")
     pytest.importorskip("numpy")
-    from envkit.smoke.model import ensure_tiny_model
+    from envkit.jobs.smoke.model import ensure_tiny_model
 
     try:
         import torch
@@ -50,7 +50,7 @@ def _run_in_process(smoke_cache, out: Path, dtype: str, **kw):
     torch = pytest.importorskip("torch")
     pytest.importorskip("transformers")
     torch.set_num_threads(int(THREADS))
-    from envkit.smoke.runner import SmokeOptions, run_smoke
+    from envkit.jobs.smoke.runner import SmokeOptions, run_smoke
 
     return run_smoke(SmokeOptions(device="cpu", dtype=dtype, out=out, layers=True, repeat=3, **kw))
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from envkit.errors import BadInput
-from envkit.fleet import collectives as C
+from envkit.executor import collectives as C
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "collectives"
 

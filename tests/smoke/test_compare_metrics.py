@@ -73,7 +73,7 @@ CASES = {"max_abs": _max_abs, "mean_abs": _mean_abs, "cosine_min": _cosine, "top
 
 
 def _write_run(path, logits):
-    from envkit.smokerun import METADATA_FORMAT, write_safetensors
+    from envkit.io.smokerun import METADATA_FORMAT, write_safetensors
 
     meta = {
         "envkit_format": METADATA_FORMAT,
@@ -113,7 +113,7 @@ def test_identical_files_pass_the_limits(tmp_path, thresholds, run_cli):
 
 @pytest.mark.parametrize("metric", sorted(CASES))
 def test_each_metric_alone_outside_its_limit_fails(tmp_path, thresholds, run_cli, metric):
-    from envkit.smoke.compare import logits_metrics
+    from envkit.jobs.smoke.compare import logits_metrics
 
     ref_logits, cand_logits = CASES[metric]()
     # the construction (judged here, not by the code under test): this metric, and only this one, is outside

@@ -1,4 +1,4 @@
-"""envkit.smoke.compare, the pure parts that `make mutation` showed no test held: a metric exactly at its limit,
+"""envkit.jobs.smoke.compare, the pure parts that `make mutation` showed no test held: a metric exactly at its limit,
 log-softmax per row, dtype-pair keys, layer names and metrics, and what a bad thresholds file says."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import math
 import pytest
 
 from envkit.errors import BadInput
-from envkit.smoke.compare import (
+from envkit.jobs.smoke.compare import (
     Limits,
     _g,
     layer_metrics,

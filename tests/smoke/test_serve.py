@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from envkit.errors import BadInput, CannotRun
-from envkit.smoke import serve as S
-from envkit.smoke.device import DeviceSpec
+from envkit.jobs.smoke import serve as S
+from envkit.jobs.smoke.device import DeviceSpec
 
 from .conftest import envkit_subprocess
 
@@ -530,7 +530,7 @@ def test_whole_serving_smoke_on_cpu(smoke_cache, tiny_model, tmp_path):
 
 
 def _second_model(tmp_path) -> Path:
-    from envkit.smoke.model import TinySpec, ensure_tiny_model
+    from envkit.jobs.smoke.model import TinySpec, ensure_tiny_model
 
     return ensure_tiny_model(TinySpec(num_hidden_layers=2), root=tmp_path / "models")
 

@@ -9,7 +9,7 @@ import shutil
 import pytest
 
 from envkit.errors import BadInput
-from envkit.smoke.compare import load_thresholds, logits_metrics, pair_key
+from envkit.jobs.smoke.compare import load_thresholds, logits_metrics, pair_key
 
 np = pytest.importorskip("numpy")
 pytest.importorskip("safetensors")
@@ -24,7 +24,7 @@ def _read(path):
 
 def _rewrite(src_dir, dst, tensors=None, meta=None):
     """A copy of a run's logits file (no report.json), with tensors and metadata changed."""
-    from envkit.smokerun import write_safetensors
+    from envkit.io.smokerun import write_safetensors
 
     m, t = _read(src_dir / "logits.safetensors")
     m.update(meta or {})

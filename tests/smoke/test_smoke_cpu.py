@@ -214,7 +214,7 @@ def test_a_broken_checkpoint_fails_checks_with_exit_1(tiny_model, smoke_cache, r
     assert "FAIL  train" in res.out
     report = json.loads((out / "report.json").read_text())
     assert report["ok"] is False and report["model"]["builtin"] is False
-    from envkit.smoke.model import model_digest
+    from envkit.jobs.smoke.model import model_digest
 
     assert report["model"]["digest"] == model_digest(broken) != model_digest(tiny_model)
 
@@ -224,8 +224,8 @@ def test_placement_check_catches_a_buffer_left_behind(run_fp32, tiny_model):
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from envkit.smoke import checks as C
-    from envkit.smoke.device import Device, DeviceSpec
+    from envkit.jobs.smoke import checks as C
+    from envkit.jobs.smoke.device import Device, DeviceSpec
 
     model = AutoModelForCausalLM.from_pretrained(tiny_model, dtype=torch.float32, attn_implementation="eager")
     name, _ = next((n, b) for n, b in model.named_buffers() if n.endswith("inv_freq"))
@@ -245,7 +245,7 @@ def test_placement_check_catches_a_buffer_left_behind(run_fp32, tiny_model):
 
 def test_collectives_across_two_cpu_processes():
     pytest.importorskip("torch")
-    from envkit.fleet.dist import expected, run_collectives
+    from envkit.executor.dist import expected, run_collectives
 
     res = run_collectives("cpu", 2, timeout_s=60)
     assert res["ok"], res

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from envkit.errors import BadInput, CannotRun
-from envkit.smoke.device import (
+from envkit.jobs.smoke.device import (
     DeviceSpec,
     cann_version_from_path,
     cannot_run,

@@ -8,7 +8,7 @@ import struct
 
 import pytest
 
-from envkit.smoke.model import (
+from envkit.jobs.smoke.model import (
     MODEL_FILES,
     TinySpec,
     build_tiny_model,
@@ -113,7 +113,7 @@ def test_tokenizer_ids_equal_the_raw_tokenizer_and_round_trip(tiny_model):
     from tokenizers import Tokenizer
     from transformers import AutoTokenizer
 
-    from envkit.smoke.prompts import BATCH, DIGITS, EN, FA
+    from envkit.jobs.smoke.prompts import BATCH, DIGITS, EN, FA
 
     raw = Tokenizer.from_file(str(tiny_model / "tokenizer.json"))
     tok = AutoTokenizer.from_pretrained(tiny_model, local_files_only=True)

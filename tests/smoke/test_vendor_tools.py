@@ -7,7 +7,7 @@ import stat
 import time
 from pathlib import Path
 
-from envkit.fleet import collectives as C
+from envkit.executor import collectives as C
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "collectives"
 

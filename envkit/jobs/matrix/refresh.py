@@ -1,0 +1,874 @@
+"""`envkit matrix refresh`: derive the Python-package rules from the packages' own metadata on PyPI.
+
+Reads PyPI's JSON API (``/pypi/NAME/json``: every release with its files' ``requires_python`` and
+wheel names) and each release's core metadata (``/pypi/NAME/VERSION/json``, or, where that answers
+404, the wheel's METADATA read with HTTP range requests) for Transformers, Accelerate and numpy, and
+derives `matrices/python_packages.yaml` rules: Requires-Python, the torch and numpy bounds of
+Requires-Dist, and for numpy the Python range and glibc of its wheel tags. Consecutive releases
+with the same value make one rule (``when: {transformers: ">=4.48.0,<4.52.0"}``), so a bound that
+changes inside a minor series starts a new rule there. Every rule names its releases and the
+metadata field as its source, with the date read.
+
+The derived rules live between ``# BEGIN derived <package>`` / ``# END derived <package>`` markers in
+python_packages.yaml; everything outside the markers is hand-written and left alone. A rule whose
+content is unchanged keeps its existing text (and date), so refreshing a correct matrix changes
+nothing. The result is a unified diff; ``write=True`` applies it.
+
+The rows that pin a PyPI package (torch_npu in torch_npu.yaml, vllm-ascend and triton-ascend in serving.yaml:
+`ROW_KINDS`) get their wheel facts the same way: each release's file list gives its Pythons (the ``cpXY`` tags)
+and, per arch, the lowest glibc of its manylinux tags; a row that says otherwise has those keys rewritten in place
+(`envkit.jobs.matrix.yamlrows`) with one source line naming the files and the day read. `find_new` lists the releases PyPI has
+that the matrix lacks (``envkit matrix refresh --new``).
+
+Offline: ``snapshot`` reads the same documents from a folder (``NAME.json``, ``NAME/VERSION.json``),
+as written by ``record`` (the documents stripped to the fields read here). ``record`` also writes
+``_recorded.json`` (``{"date": ...}``, the day they were read; no PyPI name starts with ``_``), and a
+refresh from a snapshot dates its sources by it: a source says when its fact was read from PyPI, not when
+a copy of it was. Online, the date is `envkit.io.clock.today()` (``SOURCE_DATE_EPOCH`` fixes it).
+"""
+
+from __future__ import annotations
+
+import difflib
+import io
+import json
+import os
+import re
+import struct
+import zlib
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urljoin
+
+from pydantic import BaseModel, ConfigDict
+
+from envkit import versions
+from envkit.errors import BadInput, CannotRun, Where
+from envkit.io import httpclient, jsonread
+
+PYPI = "https://pypi.org"
+# package -> (display name, first release derived: older ones are refused by the NPU-support rules)
+PACKAGES: dict[str, tuple[str, str]] = {
+    "transformers": ("Transformers", "4.32.0"),
+    "accelerate": ("Accelerate", "0.21.0"),
+    "numpy": ("numpy", "1.24.0"),
+}
+RECORDED = "_recorded.json"  # in a snapshot: the day its documents were read
+_ISO_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+_KEPT_DIST = re.compile(r"^(torch|numpy|nvidia-[a-z0-9-]+)\b", re.I)
+_HINT = "Run it where pypi.org answers, or pass --snapshot DIR (a recorded snapshot)."
+ZIP_TAIL = 1 << 16  # the last bytes of a wheel, where its zip directory's end record is
+MAX_ZIP_PART = 16 << 20  # a wheel's central directory, or its METADATA (compressed), read with a range request
+
+
+@dataclass
+class Release:
+    version: str
+    requires_python: str | None
+    requires_dist: list[str]
+    wheels: list[str]
+
+
+class _Snapshot(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, defer_build=True)
+
+
+class _SnapshotDate(_Snapshot):
+    """_recorded.json"""
+
+    date: str
+
+
+class _SnapshotFile(_Snapshot):
+    filename: str
+    packagetype: str | None
+    requires_python: str | None
+
+
+class _SnapshotInfo(_Snapshot):
+    version: str
+
+
+class _SnapshotProject(_Snapshot):
+    """NAME.json"""
+
+    info: _SnapshotInfo
+    releases: dict[str, list[_SnapshotFile]]
+
+
+class _SnapshotReleaseInfo(_Snapshot):
+    version: str
+    requires_python: str | None
+    requires_dist: list[str]
+
+
+class _SnapshotRelease(_Snapshot):
+    """NAME/VERSION.json"""
+
+    info: _SnapshotReleaseInfo
+
+
+@dataclass
+class RefreshResult:
+    diff: str
+    changed: bool
+    rules: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    path: Path | None = None
+    report: list[str] = field(default_factory=list)
+    rows: list[RowChange] = field(default_factory=list)  # the rows whose wheel facts were (or would be) rewritten
+
+
+# --- reading PyPI ------------------------------------------------------------------------------
+class Source:
+    """PyPI (online) or a recorded snapshot folder; optionally records what it reads."""
+
+    def __init__(self, snapshot: Path | None = None, record: Path | None = None, timeout: float = 120.0) -> None:
+        self.snapshot, self.record, self.timeout = snapshot, record, timeout
+        self.recorded: dict[str, str] = {}  # relative path -> document: written into `record` when the run ends
+        self._projects: dict[tuple[str, str, bool], dict[str, Any]] = {}  # one read of a project per run
+
+    def _load(self, rel: str) -> dict[str, Any] | None:
+        """A snapshot document (a regular file inside the snapshot folder, capped), read strictly and of the exact
+        shape `record` writes (`_SnapshotDate`, `_SnapshotProject`, `_SnapshotRelease`): BadInput naming the file and
+        the key otherwise; None when there is none."""
+        from envkit.io.jsonread import checked
+
+        assert self.snapshot is not None
+        if not os.path.lexists(self.snapshot / rel):
+            return None
+        path = self.snapshot / rel
+        doc = jsonread.read_json(rel, what="PyPI snapshot document", root=self.snapshot)
+        model = _SnapshotDate if rel == RECORDED else _SnapshotRelease if "/" in rel else _SnapshotProject
+        checked(doc, model, path, what=f"PyPI snapshot document ({model.__doc__})")
+        if model is _SnapshotProject:
+            for version in doc["releases"]:
+                if not versions.is_valid(version) and doc["releases"][version]:
+                    raise BadInput(
+                        f"{path}: releases.{version[:40]}: not a version",
+                        where=Where(str(path), None, f"releases.{version[:40]}"),
+                    )
+        return doc
+
+    def _save(self, rel: str, doc: dict[str, Any]) -> None:
+        if self.record is not None:
+            self.recorded[rel] = json.dumps(doc, indent=1, sort_keys=True) + "\n"
+
+    def read_date(self) -> str:
+        """The day the documents were read from PyPI: a snapshot's recorded date, else today (recorded too)."""
+        from envkit.io.clock import today
+
+        if self.snapshot is None:
+            day = today()
+            self._save(RECORDED, {"date": day})
+            return day
+        doc = self._load(RECORDED)
+        if doc is None:
+            return today()  # a snapshot recorded before the date was kept
+        recorded = doc.get("date") if isinstance(doc, dict) else None
+        if not (isinstance(recorded, str) and _ISO_DATE.fullmatch(recorded)):
+            raise BadInput(f"the snapshot's {RECORDED} has no date YYYY-MM-DD", where=Where(file=str(self.snapshot / RECORDED)))
+        return recorded
+
+    def _get(self, url: str, headers: dict[str, str] | None = None, limit: int | None = None) -> bytes:
+        """A body from PyPI within `self.timeout` seconds for the whole request: a JSON document (capped at
+        httpclient.JSON_DOCUMENT's size), or a byte range (`limit`: its length). HTTPStatus for a status that
+        is not success, HTTPFailure (CannotRun) when PyPI cannot be read."""
+        limits = httpclient.JSON_DOCUMENT if limit is None else httpclient.PART.but(max_bytes=limit)
+        return httpclient.get(
+            url,
+            limits.but(deadline=self.timeout),
+            headers={"User-Agent": "envkit-matrix-refresh", **(headers or {})},
+            hint=_HINT,
+            ok=(200,) if limit is None else (200, 206),
+        )
+
+    def _get_json(self, url: str) -> dict[str, Any]:
+        doc = jsonread.parse_json(self._get(url, {"Accept": "application/json"}), url, what="PyPI JSON document")
+        if not isinstance(doc, dict) or not isinstance(doc.get("info"), dict):
+            raise BadInput(f"{url} is not a PyPI JSON document (no 'info' object)", hint=_HINT)
+        return doc
+
+    def project(self, name: str, since: str, *, prereleases: bool = False) -> dict[str, Any]:
+        """``/pypi/NAME/json`` stripped: info.version, releases keys, and the files of releases >= since."""
+        key = (name, since, prereleases)
+        if key not in self._projects:
+            self._projects[key] = self._project(name, since, prereleases)
+        return self._projects[key]
+
+    def _project(self, name: str, since: str, prereleases: bool) -> dict[str, Any]:
+        if self.snapshot is not None:
+            doc = self._load(f"{name}.json")
+            if doc is None:
+                raise BadInput(
+                    f"the snapshot {self.snapshot} has no {name}.json",
+                    hint="Record one with `tools/matrix_refresh.py --record DIR`.",
+                )
+            return doc
+        url = f"{PYPI}/pypi/{name}/json"
+        raw = self._get_json(url)
+        keep = ("filename", "packagetype", "requires_python")
+        releases = raw.get("releases")
+        shaped = isinstance(releases, dict) and all(
+            isinstance(files, list) and all(isinstance(f, dict) and isinstance(f.get("url"), str) for f in files)
+            for files in releases.values()
+        )
+        if not shaped or not isinstance(releases, dict) or not isinstance(raw["info"].get("version"), str):
+            raise BadInput(f"{url} is not a PyPI project document (releases: lists of files with a url)", hint=_HINT)
+        doc = {
+            "info": {"version": raw["info"]["version"]},
+            "releases": {
+                v: (
+                    [{**{k: f.get(k) for k in keep}, "url": urljoin(url, f["url"])} for f in files if not f.get("yanked")]
+                    if _wanted(v, since, prereleases)
+                    else []
+                )
+                for v, files in releases.items()
+            },
+        }
+        # the snapshot keeps what is read, not where it was downloaded from
+        self._save(
+            f"{name}.json",
+            {
+                "info": doc["info"],
+                "releases": {v: [{k: f[k] for k in keep} for f in files] for v, files in doc["releases"].items()},
+            },
+        )
+        return doc
+
+    def metadata(self, name: str, version: str, files: list[dict[str, Any]]) -> dict[str, Any]:
+        """``/pypi/NAME/VERSION/json`` stripped to info.version/requires_python/requires_dist (torch, numpy)."""
+        rel = f"{name}/{version}.json"
+        if self.snapshot is not None:
+            doc = self._load(rel)
+            if doc is None:
+                raise BadInput(f"the snapshot {self.snapshot} has no {rel}")
+            return doc
+        try:
+            info = self._get_json(f"{PYPI}/pypi/{name}/{version}/json")["info"]
+            dist, rp = info.get("requires_dist") or [], info.get("requires_python")
+        except httpclient.HTTPStatus:
+            dist, rp = self._wheel_metadata(files)
+        if not (isinstance(dist, list) and all(isinstance(d, str) for d in dist) and isinstance(rp, (str, type(None)))):
+            raise BadInput(f"PyPI's metadata of {name} {version} is malformed (requires_dist, requires_python)", hint=_HINT)
+        doc = {
+            "info": {
+                "version": version,
+                "requires_python": rp or None,
+                "requires_dist": sorted(d for d in dist if _KEPT_DIST.match(d)),
+            }
+        }
+        self._save(rel, doc)
+        return doc
+
+    def _wheel_metadata(self, files: list[dict[str, Any]]) -> tuple[list[str], str | None]:
+        """Requires-Dist and Requires-Python from a wheel's METADATA, read with range requests."""
+        wheels = sorted((f for f in files if f["filename"].endswith(".whl")), key=lambda f: _wheel_rank(f["filename"]))
+        if not wheels:
+            return [], None
+        text = _read_zip_member(self, wheels[0]["url"], ".dist-info/METADATA")
+        dist = [v.strip() for k, v in _headers(text) if k == "requires-dist"]
+        rp = next((v.strip() for k, v in _headers(text) if k == "requires-python"), None)
+        return dist, rp
+
+
+def _wheel_rank(filename: str) -> tuple[int, str]:
+    return (0 if "none-any" in filename else 1 if "manylinux" in filename and "x86_64" in filename else 2, filename)
+
+
+def _headers(text: str) -> list[tuple[str, str]]:
+    out = []
+    for line in text.split("\n\n", 1)[0].splitlines():
+        if ":" in line and not line.startswith(" "):
+            k, _, v = line.partition(":")
+            out.append((k.strip().lower(), v))
+    return out
+
+
+def _read_zip_member(src: Source, url: str, suffix: str) -> str:
+    """One member of a remote zip (a wheel), from its central directory, with three range requests."""
+    tail = src._get(url, {"Range": f"bytes=-{ZIP_TAIL}"}, ZIP_TAIL)
+    eocd = tail.rfind(b"PK\x05\x06")
+    if eocd < 0 or len(tail) < eocd + 20:
+        raise CannotRun(f"not a zip: {url}")
+    cd_size, cd_offset = struct.unpack("<II", tail[eocd + 12 : eocd + 20])
+    if not 0 < cd_size <= MAX_ZIP_PART:
+        raise CannotRun(f"{url}: a zip directory of {cd_size} bytes (at most {MAX_ZIP_PART} are read)", hint=_HINT)
+    cd = src._get(url, {"Range": f"bytes={cd_offset}-{cd_offset + cd_size - 1}"}, cd_size)
+    pos = 0
+    while pos + 46 <= len(cd) and cd[pos : pos + 4] == b"PK\x01\x02":
+        (method,) = struct.unpack("<H", cd[pos + 10 : pos + 12])
+        csize, _usize, nlen, elen, clen = struct.unpack("<IIHHH", cd[pos + 20 : pos + 34])
+        (offset,) = struct.unpack("<I", cd[pos + 42 : pos + 46])
+        name = cd[pos + 46 : pos + 46 + nlen].decode()
+        if name.endswith(suffix) and name.count("/") == 1:
+            if csize > MAX_ZIP_PART:
+                raise CannotRun(f"{url}: {name} is {csize} bytes compressed (at most {MAX_ZIP_PART} are read)", hint=_HINT)
+            span = 30 + 1024 + csize + 1
+            blob = src._get(url, {"Range": f"bytes={offset}-{offset + span - 1}"}, span)
+            n2, e2 = struct.unpack("<HH", blob[26:30])
+            data = blob[30 + n2 + e2 : 30 + n2 + e2 + csize]
+            try:
+                raw = _inflate(data, MAX_ZIP_PART) if method == 8 else data
+            except zlib.error as exc:
+                raise CannotRun(f"{url}: {name} cannot be inflated: {exc}", hint=_HINT) from None
+            return raw.decode("utf-8", "replace")
+        pos += 46 + nlen + elen + clen
+    raise CannotRun(f"no {suffix} in {url}")
+
+
+def _inflate(data: bytes, limit: int) -> bytes:
+    """Raw deflate data inflated to at most `limit` bytes (a zip bomb stops there: CannotRun)."""
+    inflater = zlib.decompressobj(-15)
+    out = inflater.decompress(data, limit + 1)
+    if len(out) > limit:
+        raise CannotRun(f"a zip member inflates to more than {limit} bytes")
+    return out
+
+
+def _wanted(v: str, since: str, prereleases: bool) -> bool:
+    return (prereleases and versions.is_valid(v) or _final(v)) and versions.parse(v) >= versions.parse(since)
+
+
+def _final(v: str) -> bool:
+    try:
+        p = versions.parse(v)
+    except versions.InvalidVersion:
+        return False
+    return not p.is_prerelease and not any(kind == 0 for kind, _ in p.key)
+
+
+# --- deriving ------------------------------------------------------------------------------------
+def releases(src: Source, name: str) -> list[Release]:
+    """The final releases since the package's floor, oldest first, with their metadata."""
+    since = PACKAGES[name][1]
+    doc = src.project(name, since)
+    chosen = sorted((v for v, files in doc["releases"].items() if files), key=versions.sort_key)
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        metas = list(pool.map(lambda v: src.metadata(name, v, doc["releases"][v]), chosen))
+    out = []
+    for v, meta in zip(chosen, metas, strict=True):
+        files = doc["releases"][v]
+        rp = meta["info"].get("requires_python") or next((f["requires_python"] for f in files if f.get("requires_python")), None)
+        out.append(
+            Release(
+                v,
+                rp,
+                list(meta["info"].get("requires_dist") or []),
+                [f["filename"] for f in files if f["filename"].endswith(".whl")],
+            )
+        )
+    return out
+
+
+def _lower(spec: str | None) -> str | None:
+    """``>=3.9.0`` -> ``>=3.9`` (the Requires-Python lower bound, trailing .0 dropped)."""
+    if not spec:
+        return None
+    m = re.search(r">=\s*([0-9.]+)", spec)
+    if not m:
+        return None
+    parts = m.group(1).rstrip(".").split(".")
+    while len(parts) > 2 and parts[-1] == "0":
+        parts.pop()
+    return ">=" + ".".join(parts)
+
+
+def _dist_spec(dist: list[str], name: str, extra: str | None) -> str | None:
+    """The specifier of `name` in Requires-Dist (in `extra` where given), normalised: ``>=2.1,<2.7``."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    for line in dist:
+        try:
+            req = Requirement(line)
+        except InvalidRequirement:
+            continue
+        if req.name.lower() != name:
+            continue
+        in_extra = req.marker is not None and "extra" in str(req.marker)
+        if (
+            extra is None
+            and in_extra
+            or extra is not None
+            and not (in_extra and req.marker is not None and req.marker.evaluate({"extra": extra}))
+        ):
+            continue
+        specs = sorted(req.specifier, key=lambda s: (s.operator not in (">=", ">"), s.version))
+        return ",".join(f"{s.operator}{s.version}" for s in specs) or None
+    return None
+
+
+def _cp_range(wheels: list[str]) -> tuple[str, str] | None:
+    tags = sorted({int(m.group(1)) for w in wheels if (m := re.search(r"-cp3([0-9]{1,3})-cp3[0-9]{1,3}-", w))})
+    return (f"3.{tags[0]}", f"3.{tags[-1] + 1}") if tags else None
+
+
+def _glibc(wheels: list[str]) -> str | None:
+    """The lowest glibc any Linux wheel of the release needs, where it is above manylinux2014's 2.17."""
+    lows = [(int(a), int(b)) for w in wheels for a, b in re.findall(r"manylinux_([0-9]{1,3})_([0-9]{1,3})_(?:x86_64|aarch64)", w)]
+    lows += [(2, 17) for w in wheels if re.search(r"manylinux2014_(x86_64|aarch64)", w)]
+    if not lows:
+        return None
+    low = min(lows)
+    return f">={low[0]}.{low[1]}" if low > (2, 17) else None
+
+
+def _spans(rels: list[Release], value) -> list[tuple[str, str | None, str, Any]]:
+    """(first, next first or None, last, value) for each run of consecutive releases with one value."""
+    out: list[list[Any]] = []
+    for r in rels:
+        v = value(r)
+        if out and out[-1][3] == v:
+            out[-1][2] = r.version
+        else:
+            out.append([r.version, None, r.version, v])
+    for i in range(len(out) - 1):
+        out[i][1] = out[i + 1][0]
+    return [tuple(s) for s in out if s[3] is not None]
+
+
+def _when(name: str, first: str, nxt: str | None) -> dict[str, str]:
+    return {name: f">={first},<{nxt}" if nxt else f">={first}"}
+
+
+def _source(name: str, first: str, last: str, fieldname: str, today: str) -> str:
+    span = first if first == last else f"{first} … {last}"
+    return f"PyPI {name} {span} metadata {fieldname} (https://pypi.org/project/{name}/{first}/), read {today}"
+
+
+def derive(name: str, rels: list[Release], today: str) -> list[dict[str, Any]]:
+    """The rule rows of one package, in a stable order: Python, then torch, then numpy bounds."""
+    title = PACKAGES[name][0]
+    rules: list[dict[str, Any]] = []
+    if name == "numpy":
+
+        def pyval(r: Release):
+            lo, cp = _lower(r.requires_python), _cp_range(r.wheels)
+            if not (lo or cp):
+                return None
+            if not lo and cp:
+                lo = f">={cp[0]}"
+            return (f"{lo},<{cp[1]}" if cp else lo, _glibc(r.wheels))
+
+        for first, nxt, last, (py, glibc) in _spans(rels, pyval):
+            requires = {"python": py, **({"glibc": glibc} if glibc else {})}
+            extra = f" and glibc {glibc}" if glibc else ""
+            rules.append(
+                {
+                    "id": f"numpy/python-{first}",
+                    "when": _when(name, first, nxt),
+                    "requires": requires,
+                    "message": f"numpy {{numpy}} needs Python {py}{extra} (Requires-Python and wheel tags)",
+                    "source": _source(name, first, last, "Requires-Python and wheel tags", today),
+                    "confidence": "derived",
+                }
+            )
+        return rules
+    for first, nxt, last, requires_py in _spans(rels, lambda r: _lower(r.requires_python)):
+        rules.append(
+            {
+                "id": f"{name}/python-{first}",
+                "when": _when(name, first, nxt),
+                "requires": {"python": requires_py},
+                "message": f"{title} {{{name}}} requires Python {requires_py} (Requires-Python)",
+                "source": _source(name, first, last, "Requires-Python", today),
+                "confidence": "derived",
+            }
+        )
+    torch_extra = "torch" if name == "transformers" else None
+    for first, nxt, last, spec in _spans(rels, lambda r: _dist_spec(r.requires_dist, "torch", torch_extra)):
+        rules.append(
+            {
+                "id": f"{name}/torch-{first}",
+                "when": _when(name, first, nxt),
+                "requires": {"torch": spec},
+                "message": f"{title} {{{name}}} requires torch {spec} (Requires-Dist)",
+                "source": _source(name, first, last, "Requires-Dist torch", today),
+                "confidence": "derived",
+            }
+        )
+
+    def numpy_upper(r: Release) -> str | None:
+        spec = _dist_spec(r.requires_dist, "numpy", None)
+        return ",".join(p for p in spec.split(",") if p.startswith("<")) or None if spec else None
+
+    for first, nxt, last, spec in _spans(rels, numpy_upper):
+        rules.append(
+            {
+                "id": f"{name}/numpy-{first}",
+                "when": _when(name, first, nxt),
+                "requires": {"numpy": spec},
+                "message": f"{title} {{{name}}} requires numpy {spec} (Requires-Dist)",
+                "source": _source(name, first, last, "Requires-Dist numpy", today),
+                "confidence": "derived",
+            }
+        )
+    return rules
+
+
+# --- torch and torch_npu: a report of what PyPI has that the matrix rows do not say --------------
+def torch_build(dist: list[str], arch: str) -> str:
+    """``cuda`` when an nvidia-* requirement applies on `arch` (Linux), else ``cpu``: the build PyPI serves there."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    env = {"platform_machine": arch, "platform_system": "Linux", "sys_platform": "linux", "extra": ""}
+    for line in dist:
+        try:
+            req = Requirement(line)
+        except InvalidRequirement:
+            continue
+        if req.name.lower().startswith("nvidia-") and (req.marker is None or req.marker.evaluate(env)):
+            return "cuda"
+    return "cpu"
+
+
+def _arch_files(files: list[dict[str, Any]], arch: str, cp: str | None = None) -> list[dict[str, Any]]:
+    return [f for f in files if f["filename"].endswith(f"_{arch}.whl") and (cp is None or f"-{cp}-" in f["filename"])]
+
+
+def torch_report(src: Source, lm: Any) -> list[str]:
+    """Per torch it pins: the build PyPI serves on each arch (CPU or CUDA, from Requires-Dist markers of the cp310
+    wheel). (What torch_npu's wheels say is derived into its rows: `wheel_rows`.)"""
+    lines: list[str] = []
+    tdoc = src.project("torch", "2.6.0")
+    pinned = sorted({t.torch for t in lm.model.torch_npu if t.cann is not None}, key=versions.sort_key)
+    for v in pinned:
+        files = _arch_files(tdoc["releases"].get(v) or [], "aarch64", "cp310")
+        if not files:
+            continue
+        dist = src.metadata("torch", v, files)["info"].get("requires_dist") or []
+        lines.append(
+            f"torch {v}: PyPI serves a {torch_build(dist, 'aarch64')} build on aarch64, a "
+            f"{torch_build(dist, 'x86_64')} build on x86_64 (https://pypi.org/project/torch/{v}/ metadata "
+            "Requires-Dist)"
+        )
+    return lines
+
+
+# --- the rows of the pip packages the matrix pins: what their wheel files say ------------------------
+ARCHES = ("x86_64", "aarch64")
+_LEGACY = {"manylinux1": (2, 5), "manylinux2010": (2, 12), "manylinux2014": (2, 17)}
+# bounded ASCII digits: a 5,000-digit tag in a snapshot or an index answer is no tag (int() refuses past 4,300 digits)
+_MANYLINUX = re.compile(r"^(manylinux1|manylinux2010|manylinux2014|manylinux_([0-9]{1,3})_([0-9]{1,3}))_(x86_64|aarch64)$")
+_CP = re.compile(r"^cp3([0-9]{1,3})$")
+DERIVED_PREFIX = "PyPI wheel files of "  # the source line refresh writes (and replaces) on a row it derived
+
+
+@dataclass(frozen=True)
+class RowKind:
+    """A matrix list whose rows pin a PyPI package: where they are, and how a row spells its wheel facts."""
+
+    package: str  # the PyPI name
+    file: str  # under the matrices folder
+    section: str  # the top-level list
+    since: str  # the oldest release read
+    python_list: bool  # python as the wheels' Pythons (`["3.10", "3.11"]`), else a range (`">=3.10,<3.12"`)
+    pypi_only: bool  # only rows with `index: pypi` (others come from another index)
+
+
+ROW_KINDS = (
+    RowKind("torch-npu", "torch_npu.yaml", "torch_npu", "2.1.0", python_list=True, pypi_only=False),
+    RowKind("vllm-ascend", "serving.yaml", "vllm_ascend", "0.7.0", python_list=False, pypi_only=False),
+    RowKind("triton-ascend", "serving.yaml", "triton_ascend", "3.0.0", python_list=False, pypi_only=True),
+)
+
+
+@dataclass(frozen=True)
+class WheelFacts:
+    """What one release's files on PyPI say: the CPython minors of its wheels, the lowest glibc of its manylinux
+    wheels per arch, and how many wheels it has."""
+
+    pythons: tuple[int, ...]
+    manylinux: dict[str, str]
+    wheels: int
+
+    def python_range(self) -> str | None:
+        """`>=3.10,<3.13` from the wheels (cp310 … cp312); None without a cp wheel."""
+        return f">=3.{self.pythons[0]},<3.{self.pythons[-1] + 1}" if self.pythons else None
+
+    def python_list(self) -> list[str] | None:
+        return [f"3.{m}" for m in self.pythons] or None
+
+    def said(self) -> str:
+        if not self.wheels:
+            return "no wheel (sdist only)"
+        py = ", ".join(f"cp3{m}" for m in self.pythons) or "no cp tag"
+        ml = "; ".join(f"manylinux_{g.replace('.', '_')} on {arch}" for arch, g in self.manylinux.items())
+        return f"{py}; {ml}" if ml else py
+
+
+def wheel_facts(files: list[dict[str, Any]]) -> WheelFacts:
+    """The facts of a release's files (their `filename`); a tag set compressed in one file name
+    (`manylinux_2_27_x86_64.manylinux_2_28_x86_64`) counts by its lowest tag."""
+    from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+
+    pythons: set[int] = set()
+    lows: dict[str, tuple[int, int]] = {}
+    wheels = 0
+    for f in files:
+        name = f["filename"]
+        if not name.endswith(".whl"):
+            continue
+        try:
+            tags = parse_wheel_filename(name)[3]
+        except InvalidWheelFilename:
+            continue
+        wheels += 1
+        for tag in tags:
+            if (m := _CP.match(tag.interpreter)) and tag.abi == tag.interpreter:
+                pythons.add(int(m.group(1)))
+            if m := _MANYLINUX.match(tag.platform):
+                glibc = _LEGACY.get(m.group(1)) or (int(m.group(2)), int(m.group(3)))
+                arch = m.group(4)
+                lows[arch] = min(lows.get(arch, glibc), glibc)
+    return WheelFacts(tuple(sorted(pythons)), {arch: "{}.{}".format(*lows[arch]) for arch in ARCHES if arch in lows}, wheels)
+
+
+@dataclass(frozen=True)
+class RowChange:
+    """One matrix row whose wheel facts differ from PyPI's: the fields to set (None: remove)."""
+
+    kind: RowKind
+    version: str
+    fields: dict[str, Any]
+    was: dict[str, Any]
+    facts: WheelFacts
+
+    def line(self) -> str:
+        parts = [f"{k} {_shown(self.was.get(k))} -> {_shown(v)}" for k, v in self.fields.items()]
+        return f"{self.kind.package} {self.version}: {'; '.join(parts)} (PyPI: {self.facts.said()})"
+
+
+def _shown(value: Any) -> str:
+    from envkit.jobs.matrix.yamlrows import flow
+
+    return "absent" if value is None else flow(value)
+
+
+def _wanted_fields(kind: RowKind, facts: WheelFacts) -> dict[str, Any]:
+    """The fields a row should have by its release's files. The Pythons only where there are cp wheels (a release
+    without wheels keeps its own range: the release table's, or Requires-Python); the glibc per arch of the
+    manylinux wheels: a framework release without any wheel is an sdist (`manylinux` removed); a torch_npu row keeps
+    its own there (the field is required: its wheels are on another index). `sdist_only` (resolve never picks the
+    release unpinned) stays by hand: 0.7.3 and 0.8.x have no wheel either, and the conflict explanations still lean on
+    them as the fallback a serving stack may take (`matrix check` holds `sdist_only` rows to `manylinux: null`)."""
+    out: dict[str, Any] = {}
+    if facts.pythons:
+        out["python"] = facts.python_list() if kind.python_list else facts.python_range()
+    if facts.manylinux or not kind.python_list:
+        out["manylinux"] = facts.manylinux or None
+    return out
+
+
+def wheel_rows(src: Source, lm: Any) -> tuple[list[RowChange], list[str]]:
+    """Each row of ROW_KINDS against its release's files on PyPI: the rows whose python/manylinux differ, and a
+    line per row that PyPI does not have (a release from another index, or withdrawn)."""
+    changes: list[RowChange] = []
+    missing: list[str] = []
+    for kind in ROW_KINDS:
+        doc = src.project(kind.package, kind.since, prereleases=True)
+        on_pypi = {versions.parse(v).key: files for v, files in doc["releases"].items() if files and versions.is_valid(v)}
+        for row in getattr(lm.model, kind.section):
+            if kind.pypi_only and getattr(row, "index", "pypi") != "pypi":
+                continue
+            files = on_pypi.get(versions.parse(row.version).key)
+            if files is None:
+                missing.append(f"{kind.package} {row.version}: a matrix row with no file on PyPI")
+                continue
+            facts = wheel_facts(files)
+            want = _wanted_fields(kind, facts)
+            was = {k: getattr(row, k, None) for k in want}
+            diff = {k: v for k, v in want.items() if was.get(k) != v}
+            if diff:
+                changes.append(RowChange(kind, row.version, diff, {k: was.get(k) for k in diff}, facts))
+    return changes, missing
+
+
+def apply_row_changes(matrix_dir: Path, changes: list[RowChange], day: str) -> dict[str, tuple[str, str]]:
+    """file name -> (old text, new text) with every change written into its row, each row's derived source line
+    set; every edited file is loaded again and each changed row must read back as its fields (else BadInput)."""
+    from envkit.io.yamlio import fast_load_text
+    from envkit.jobs.matrix.yamlrows import set_fields
+
+    texts: dict[str, tuple[str, str]] = {}
+    for ch in changes:
+        path = matrix_dir / ch.kind.file
+        old, text = texts.get(ch.kind.file) or (path.read_bytes().decode("utf-8"),) * 2
+        line = f"{DERIVED_PREFIX}{ch.kind.package} {ch.version}: {ch.facts.said()} (https://pypi.org/project/{ch.kind.package}/{ch.version}/#files), read {day}"
+        text = set_fields(
+            text,
+            str(path),
+            ch.kind.section,
+            ch.version,
+            ch.fields,
+            after="python",
+            source=(DERIVED_PREFIX, line),
+        )
+        texts[ch.kind.file] = (old, text)
+    for ch in changes:
+        rows = fast_load_text(texts[ch.kind.file][1])[ch.kind.section]
+        row = next(
+            r
+            for r in rows
+            if versions.is_valid(str(r.get("version")))
+            and versions.parse(str(r["version"])).key == versions.parse(ch.version).key
+        )
+        if any(row.get(k) != v for k, v in ch.fields.items()):
+            raise BadInput(
+                f"{matrix_dir / ch.kind.file}: {ch.kind.section}[{ch.version}] did not read back as written",
+                where=Where(str(matrix_dir / ch.kind.file), None, ch.kind.section),
+            )
+    return texts
+
+
+def new_releases(src: Source, lm: Any) -> list[str]:
+    """Releases on PyPI (final and pre-releases, with files) that the matrix has no row for, newer than its oldest
+    row of the package (torch: its newest): one line each, newest first per package. A pre-release the matrix has a row of the same
+    release for (its final, a post, a later rc: 2.9.0rc1 beside 2.9.0) is superseded, not missing."""
+    lines: list[str] = []
+    pinned = [
+        (k.package, src.project(k.package, k.since, prereleases=True), [r.version for r in getattr(lm.model, k.section)], min)
+        for k in ROW_KINDS
+    ]
+    # torch: the matrix has a torch_builds row for each torch a torch_npu pins (not every torch): a torch newer than
+    # the newest of them is news (torch_npu will follow it), an older one it skipped (2.7.0 beside 2.7.1) is not
+    pinned.append(("torch", src.project("torch", "2.6.0"), [b.torch for b in lm.model.torch_builds], max))
+    for package, doc, pins, floor in pinned:
+        rows = [versions.parse(v) for v in pins]
+        have = {r.key for r in rows}
+        carried = {_release(r) for r in rows}
+        oldest = floor(rows, default=None)
+        found = []
+        for v, files in doc["releases"].items():
+            if not (files and versions.is_valid(v)):
+                continue
+            p = versions.parse(v)
+            if p.key in have or (oldest is not None and p <= oldest) or (not _final(v) and _release(p) in carried):
+                continue
+            found.append(v)
+        for v in sorted(found, key=versions.sort_key, reverse=True):
+            pre = "pre-release" if not _final(v) else "release"
+            said = wheel_facts(doc["releases"][v]).said()
+            lines.append(f"{package} {v}: a {pre} on PyPI the matrix lacks ({said}; https://pypi.org/project/{package}/{v}/)")
+    return lines
+
+
+def _release(v: versions.Version) -> tuple[int, ...]:
+    """2.9.0rc1, 2.9.0 and 2.9.0.post2 -> (2, 9, 0): the release they are versions of (trailing zeros dropped)."""
+    r = list(v.release)
+    while len(r) > 1 and r[-1] == 0:
+        r.pop()
+    return tuple(r)
+
+
+# --- writing -------------------------------------------------------------------------------------
+def _q(value: str) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _row_yaml(rule: dict[str, Any]) -> str:
+    flow = lambda d: "{" + ", ".join(f"{k}: {_q(v)}" for k, v in d.items()) + "}"  # noqa: E731
+    return (
+        f"  - id: {rule['id']}\n    when: {flow(rule['when'])}\n    requires: {flow(rule['requires'])}\n"
+        f"    message: {_q(rule['message'])}\n    source: {_q(rule['source'])}\n    confidence: {rule['confidence']}\n"
+    )
+
+
+def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    keys = ("id", "when", "requires", "message")
+    return all(a.get(k) == b.get(k) for k in keys)
+
+
+def _block(text: str, name: str) -> tuple[int, int]:
+    begin, end = f"  # BEGIN derived {name}", f"  # END derived {name}"
+    try:
+        i = text.index(begin)
+        j = text.index(end, i)
+    except ValueError:
+        raise BadInput(
+            f"python_packages.yaml has no '{begin.strip()}' … '{end.strip()}' block",
+            hint="The derived rules of each package live between these markers.",
+        ) from None
+    return text.index("\n", i) + 1, j
+
+
+def render(text: str, derived: dict[str, list[dict[str, Any]]]) -> str:
+    """python_packages.yaml with each package's derived block replaced; unchanged rules keep their text."""
+    from envkit.io.yamlio import fast_load_text
+
+    for name, rules in derived.items():
+        i, j = _block(text, name)
+        old_rows = fast_load_text("rules:\n" + text[i:j]).get("rules") or []
+        by_id = {r["id"]: r for r in old_rows}
+        parts = []
+        for rule in rules:
+            old = by_id.get(rule["id"])
+            parts.append(_row_yaml(old if old is not None and _same(old, rule) else rule))
+        text = text[:i] + "".join(parts) + text[j:]
+    return text
+
+
+def refresh(
+    matrix_dir: Path,
+    *,
+    snapshot: Path | None = None,
+    record: Path | None = None,
+    write: bool = False,
+    today: str | None = None,
+    packages: list[str] | None = None,
+) -> RefreshResult:
+    """Derive the rules and the rows' wheel facts, diff them against the matrix files, and write them when asked.
+
+    The rules of `packages` (default: all of PACKAGES) go into python_packages.yaml; with the default, the rows of
+    ROW_KINDS also get the Pythons and manylinux glibc their wheel files on PyPI say (`wheel_rows`), and the
+    report says what torch PyPI serves per arch and which rows PyPI lacks.
+
+    `record`: a folder claimed before anything is read (`envkit.io.outputs.claim_output`: an earlier snapshot's, or
+    new), given the documents read when the run succeeds. `write`: only the matrix files that change are replaced,
+    each when it is still the regular file that was read (never written through a link)."""
+    from envkit.io.outputs import PYPI_SNAPSHOT, claim_output, replace_file
+
+    path = matrix_dir / "python_packages.yaml"
+    claim = None if record is None else claim_output(record, PYPI_SNAPSHOT, inputs=[snapshot, matrix_dir])
+    src = Source(snapshot=snapshot, record=record)
+    day = today or src.read_date()
+    derived = {name: derive(name, releases(src, name), day) for name in (packages or list(PACKAGES))}
+    report: list[str] = []
+    changes: list[RowChange] = []
+    was = path.read_bytes()
+    old = was.decode("utf-8")
+    texts = {path.name: (old, render(old, derived))}
+    if packages is None:
+        from envkit.core.matrix import load_matrix_from
+
+        lm = load_matrix_from(matrix_dir)
+        report = torch_report(src, lm)
+        changes, missing = wheel_rows(src, lm)
+        report += [ch.line() for ch in changes] + missing
+        texts.update(apply_row_changes(matrix_dir, changes, day))
+    diff = "".join(
+        "".join(
+            difflib.unified_diff(io.StringIO(a).readlines(), io.StringIO(b).readlines(), fromfile=f"a/{name}", tofile=f"b/{name}")
+        )
+        for name, (a, b) in sorted(texts.items())
+    )
+    if claim is not None and src.recorded:  # read from PyPI (a snapshot read records nothing)
+        writer = claim.writer()
+        for rel, text in sorted(src.recorded.items()):
+            writer.text(rel, text)
+        writer.commit()
+    changed = any(a != b for a, b in texts.values())
+    if write:
+        for name, (a, b) in sorted(texts.items()):
+            if a != b:
+                replace_file(matrix_dir / name, b.encode("utf-8"), was=a.encode("utf-8"))
+    return RefreshResult(diff=diff, changed=changed, rules=derived, path=path, report=report, rows=changes)
+
+
+def find_new(matrix_dir: Path, *, snapshot: Path | None = None) -> list[str]:
+    """`envkit matrix refresh --new`: the releases on PyPI of the packages the matrix pins that it has no row for
+    (`new_releases`)."""
+    from envkit.core.matrix import load_matrix_from
+
+    return new_releases(Source(snapshot=snapshot), load_matrix_from(matrix_dir))
