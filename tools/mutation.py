@@ -61,6 +61,12 @@ MODULES: dict[str, tuple[str, ...]] = {
         "envkit/fleet/env.py",
         "envkit/fleet/hccn.py",
     ),
+    # issue 35: the surfaces added since: run-args, Kubernetes manifests, the index reader, the HTTP client, provision
+    "runargs": ("envkit/export/runargs.py",),
+    "k8s": ("envkit/export/k8s.py",),
+    "index": ("envkit/artifacts/index.py",),
+    "http": ("envkit/io/httpclient.py",),
+    "provision": ("envkit/jobs/provision/__init__.py",),
 }
 
 # group -> the fast unit tests that hold it. mutmut runs, for each mutant, only those of them that reach the mutated
@@ -162,6 +168,21 @@ TESTS: dict[str, tuple[str, ...]] = {
         "tests/doctor/test_hccn.py",
         "tests/provision/test_net_preflight.py",
         "tests/provision/test_provision_unit.py",
+    ),
+    "runargs": ("tests/image/test_run_args.py", "tests/image/test_run_args_bounds.py", "tests/core/test_chip_as_data.py"),
+    "k8s": ("tests/k8s",),
+    "index": (
+        "tests/hostile/test_index_pages.py",
+        "tests/airgap/test_page_redirect_base.py",
+        "tests/airgap/test_index_shapes.py",
+    ),
+    "http": ("tests/hostile/test_http.py", "tests/hostile/test_http_credentials.py", "tests/airgap/test_page_redirect_base.py"),
+    "provision": (
+        "tests/provision/test_provision_unit.py",
+        "tests/provision/test_pull_unit.py",
+        "tests/provision/test_fanout_unit.py",
+        "tests/provision/test_mirror_join.py",
+        "tests/provision/test_firmware_ranges.py",
     ),
 }
 

@@ -451,7 +451,7 @@ def load_profile(path: Path) -> dict[str, Any]:
     file and the key otherwise."""
     from envkit.fleet.profiledoc import FORMAT, Profile
     from envkit.io.jsonread import checked, read_json
-    from envkit.io.smokerun import REPORT_FILE, report_keys
+    from envkit.models.smokerun import REPORT_FILE, report_keys
 
     p = Path(path)
     if p.is_dir():
@@ -636,7 +636,7 @@ def is_profile(path: str | Path) -> bool:
     JSON or a report.json), or a run folder whose report.json has a collectives section. Never raises: whether the
     file is a good profile, `load_profile` then says, naming it."""
     from envkit.io.jsonread import read_json
-    from envkit.io.smokerun import LOGITS_FILE, REPORT_FILE
+    from envkit.models.smokerun import LOGITS_FILE, REPORT_FILE
 
     p = Path(path)
     if not p.is_dir():

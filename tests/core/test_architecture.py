@@ -21,51 +21,59 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 PKG = ROOT / "envkit"
 
-# The resolver side: what only `resolve`, `validate`, `matrix` and `doctor` (which validates an observed stack) use.
-RESOLVER_SIDE = (
-    "envkit.core.matrix",
-    "envkit.core.constraints",
-    "envkit.core.resolve",
-    "envkit.core.derive",
-    "envkit.core.validation",
-    "envkit.core.stackfile",
-    "envkit.models.matrix",
-    "envkit.core.matrix_records",
-)
-# The jobs and what they stand on. A package named here counts with every module in it.
-JOBS = (
-    "envkit.lock.file",
-    "envkit.export.image",
-    "envkit.export.render",
-    "envkit.executor.docker",
-    "envkit.jobs.bundle",
-    "envkit.jobs.provision",
-    "envkit.executor.ansible",
-    "envkit.artifacts.closure",
-    "envkit.artifacts.download",
-    "envkit.jobs.bundle.uptodate",
-    "envkit.artifacts.wheels",
-    "envkit.io.outputs",
-    "envkit.io.httpclient",
-    "envkit.io.untrusted",
-    "envkit.jobs.launch",
-    "envkit.jobs.smoke",
-    "envkit.fleet",
-    "envkit.jobs.k8s",
-    "envkit.export.k8s",
-    "envkit.export.k8s_check",
-)
-# The job areas: each its own room. `image` is the one job without a module of its own (its CLI calls the export
-# layer and the Docker executor); a new job gets a line here.
-JOB_AREAS = (
-    "envkit.jobs.bundle",
-    "envkit.jobs.provision",
-    "envkit.jobs.launch",
-    "envkit.jobs.smoke",
-    "envkit.jobs.doctor",
-    "envkit.jobs.k8s",
-    "envkit.jobs.matrix",
-)
+# The floors, bottom up: a module's floor is its folder under envkit/ (a job's, its folder under envkit/jobs/; the root's
+# modules are the vocabulary), and each floor may import the floors named here, lazy and TYPE_CHECKING imports
+# included. A new folder gets a line; a job that is not listed is refused by test_every_module_has_a_floor.
+_BASE = frozenset({"vocabulary", "io", "models", "lock"})
+_SHARED = _BASE | {"artifacts", "fleet", "export", "executor"}
+MAY_IMPORT: dict[str, frozenset[str]] = {
+    "vocabulary": frozenset({"vocabulary"}),
+    "io": frozenset({"vocabulary", "io"}),
+    "models": frozenset({"vocabulary", "io", "models"}),
+    "schemas": frozenset({"vocabulary", "io", "models", "schemas"}),
+    "lock": _BASE,
+    "core": _BASE | {"core"},  # the resolver side: matrix, constraints, resolve, derive, validation
+    "artifacts": _BASE | {"artifacts"},
+    "fleet": _BASE | {"fleet"},
+    "export": _BASE | {"artifacts", "fleet", "export"},
+    "executor": _BASE | {"fleet", "executor"},
+    "jobs.bundle": _SHARED | {"jobs.bundle"},
+    "jobs.provision": _SHARED | {"jobs.provision"},
+    "jobs.launch": _SHARED | {"jobs.launch"},
+    "jobs.k8s": _SHARED | {"jobs.k8s"},
+    "jobs.smoke": _SHARED | {"jobs.smoke"},
+    "jobs.scan": _SHARED | {"jobs.scan"},
+    "jobs.doctor": _SHARED | {"core", "jobs.doctor"},  # doctor validates the stack it observes
+    "jobs.matrix": _SHARED | {"core", "jobs.matrix"},  # matrix refresh edits the matrix's rows
+    "entry": frozenset({"cli", "vocabulary"}),  # envkit/__main__.py
+}
+MAY_IMPORT["cli"] = frozenset(MAY_IMPORT) - {"entry"} | {"cli", "jobs"}  # the front end calls every floor
+# (importer, imported) pairs the table does not allow, each with why
+EXCEPTIONS = {
+    ("envkit.export.runargs", "envkit.core.matrix_records"): "a type only: `image run-args --chip` is a matrix query",
+}
+VOCABULARY = frozenset({"envkit", "envkit.errors", "envkit.console", "envkit.resources", "envkit.records", "envkit.verdict",
+                        "envkit.versions"})  # fmt: skip
+
+
+def floor(module: str) -> str | None:
+    """The floor of a module of the package (None: not envkit's)."""
+    parts = module.split(".")
+    if parts[0] != "envkit":
+        return None
+    if module in VOCABULARY or module == "envkit.__version__" or (len(parts) > 2 and ".".join(parts[:2]) in VOCABULARY):
+        return "vocabulary"
+    if module == "envkit.__main__":
+        return "entry"
+    if parts[1] == "jobs":
+        return "jobs" if len(parts) == 2 else f"jobs.{parts[2]}"
+    return parts[1]
+
+
+# The resolver side and the modules that must not load it (derived from the table: every floor that may not import
+# core), for the dynamic check of what importing them loads.
+RESOLVER_SIDE = ("envkit.core", "envkit.models.matrix")
+JOB_AREAS = tuple(sorted(f"envkit.{f}" for f in MAY_IMPORT if f.startswith("jobs.")))
 
 
 def _module_name(path: Path) -> str:
@@ -77,14 +85,14 @@ def _module_name(path: Path) -> str:
 
 
 def _job_files() -> list[Path]:
-    files = []
-    for job in JOBS:
-        base = ROOT / Path(*job.split("."))
-        if base.is_dir():
-            files += sorted(base.rglob("*.py"))
-        elif base.with_suffix(".py").is_file():
-            files.append(base.with_suffix(".py"))
-    return files
+    """Every module of the jobs and the floors they stand on (lock and above) that may not import the resolver side."""
+    return [
+        p
+        for p in sorted(PKG.rglob("*.py"))
+        if (f := floor(_module_name(p))) in MAY_IMPORT
+        and "core" not in MAY_IMPORT[f]
+        and f not in ("vocabulary", "io", "models", "schemas")
+    ]
 
 
 def _imports(path: Path) -> set[str]:
@@ -123,12 +131,6 @@ def test_the_job_list_finds_the_jobs():
         "envkit.jobs.bundle",
     ):
         assert must in names, f"{must} moved: update JOBS"
-
-
-@pytest.mark.parametrize("path", _job_files(), ids=lambda p: str(p.relative_to(ROOT)))
-def test_no_job_module_imports_the_matrix_or_the_resolver(path: Path):
-    bad = sorted(m for m in _imports(path) if _forbidden(m))
-    assert not bad, f"{path.relative_to(ROOT)} imports {bad}: a job reads the lock, never the matrix or the resolver"
 
 
 def test_the_static_check_sees_lazy_and_relative_imports():
@@ -360,6 +362,54 @@ def _circles(edges: dict[str, set[str]]) -> list[list[str]]:
                 if len(comp) > 1:
                     found.append(sorted(comp))
     return found
+
+
+def _floor_breaks(edges: dict[str, set[str]]) -> list[str]:
+    bad = []
+    for src, dsts in sorted(edges.items()):
+        here = floor(src)
+        for dst in sorted(dsts):
+            there = floor(dst)
+            if there is None or here is None or there in MAY_IMPORT.get(here, ()) or (src, dst) in EXCEPTIONS:
+                continue
+            if there == "jobs":  # `from envkit.jobs import bundle`: the package on the way to the job's module
+                continue
+            bad.append(f"{src} ({here}) imports {dst} ({there}): {here} may import {', '.join(sorted(MAY_IMPORT[here]))}")
+    return bad
+
+
+def test_every_module_has_a_floor_and_the_table_names_every_folder():
+    modules = _package_modules()
+    homeless = sorted(m for m in modules if floor(m) not in MAY_IMPORT and floor(m) != "jobs")
+    assert not homeless, f"modules in no floor of MAY_IMPORT (add their folder): {homeless}"
+    folders = {p.name for p in PKG.iterdir() if (p / "__init__.py").is_file()} - {"jobs"}
+    jobs = {f"jobs.{p.name}" for p in (PKG / "jobs").iterdir() if (p / "__init__.py").is_file()}
+    assert folders | jobs <= set(MAY_IMPORT), sorted(folders | jobs - set(MAY_IMPORT))
+
+
+def test_each_floor_imports_only_the_floors_below_it():
+    """The folder table, on every import statement of the package (lazy and TYPE_CHECKING ones too)."""
+    bad = _floor_breaks(_edges(_package_modules()))
+    assert not bad, "imports the table does not allow:\n" + "\n".join(bad)
+    for (src, dst), why in EXCEPTIONS.items():
+        assert dst in _edges(_package_modules()).get(src, set()), f"stale exception {src} -> {dst} ({why})"
+
+
+def test_the_table_check_sees_a_floor_broken():
+    edges = {
+        "envkit.io.jsonread": {"envkit.models.lock"},  # io under models
+        "envkit.export.k8s": {"envkit.jobs.k8s.render"},  # a shared floor into a job
+        "envkit.jobs.k8s.render": {"envkit.core.matrix", "envkit.lock.file"},  # a job into the resolver side
+        "envkit.jobs.doctor.diagnose": {"envkit.core.validation"},  # allowed: doctor validates
+        "envkit.cli.k8s": {"envkit.jobs.k8s.render"},
+    }
+    assert _floor_breaks(edges) == [
+        "envkit.export.k8s (export) imports envkit.jobs.k8s.render (jobs.k8s): export may import artifacts, export, "
+        "fleet, io, lock, models, vocabulary",
+        "envkit.io.jsonread (io) imports envkit.models.lock (models): io may import io, vocabulary",
+        "envkit.jobs.k8s.render (jobs.k8s) imports envkit.core.matrix (core): jobs.k8s may import artifacts, executor, "
+        "export, fleet, io, jobs.k8s, lock, models, vocabulary",
+    ]
 
 
 def test_no_job_imports_another_and_no_shared_layer_imports_a_job():

@@ -208,7 +208,7 @@ def _write_run(folder: Path, report: dict | None) -> Path:
     """A smoke run folder (logits.safetensors of one prompt) with `report` as report.json; its logits digest filled."""
     np = pytest.importorskip("numpy")
     pytest.importorskip("safetensors")
-    from envkit.io.smokerun import METADATA_FORMAT, write_safetensors
+    from envkit.models.smokerun import METADATA_FORMAT, write_safetensors
 
     folder.mkdir(parents=True, exist_ok=True)
     meta = dict.fromkeys(("device", "device_type", "param_device"), "cpu")

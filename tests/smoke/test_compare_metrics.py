@@ -73,7 +73,7 @@ CASES = {"max_abs": _max_abs, "mean_abs": _mean_abs, "cosine_min": _cosine, "top
 
 
 def _write_run(path, logits):
-    from envkit.io.smokerun import METADATA_FORMAT, write_safetensors
+    from envkit.models.smokerun import METADATA_FORMAT, write_safetensors
 
     meta = {
         "envkit_format": METADATA_FORMAT,

@@ -14,13 +14,13 @@ from envkit.errors import BadInput
 np = pytest.importorskip("numpy")
 pytest.importorskip("safetensors")
 
-from envkit.io.smokerun import METADATA_FORMAT, write_safetensors  # noqa: E402
 from envkit.jobs.smoke.compare import (  # noqa: E402 - after the importorskip of numpy and safetensors
     check_comparable,
     compare_runs,
     format_table,
     load_run,
 )
+from envkit.models.smokerun import METADATA_FORMAT, write_safetensors  # noqa: E402
 
 MODEL = "sha256:" + "a" * 64
 PROMPTS = "sha256:" + "b" * 64

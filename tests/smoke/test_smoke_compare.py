@@ -24,7 +24,7 @@ def _read(path):
 
 def _rewrite(src_dir, dst, tensors=None, meta=None):
     """A copy of a run's logits file (no report.json), with tensors and metadata changed."""
-    from envkit.io.smokerun import write_safetensors
+    from envkit.models.smokerun import write_safetensors
 
     m, t = _read(src_dir / "logits.safetensors")
     m.update(meta or {})

@@ -28,8 +28,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from envkit.errors import BadInput, Where
 from envkit.io.jsonread import parse_json
-from envkit.io.smokerun import LOGITS_FILE, REPORT_FILE, read_logits, read_report
 from envkit.models.base import ReportModel, StrictModel
+from envkit.models.smokerun import LOGITS_FILE, REPORT_FILE, read_logits, read_report
 
 METRICS = ("max_abs", "mean_abs", "cosine_min", "top1", "kl_max")
 DTYPE_ORDER = {"fp32": 0, "fp16": 1, "bf16": 2}

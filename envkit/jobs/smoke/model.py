@@ -27,7 +27,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from envkit.io.smokerun import write_safetensors  # the model's files and the run's logits: one writer
+from envkit.models.smokerun import write_safetensors  # the model's files and the run's logits: one writer
 
 RECIPE_VERSION = 1
 SEED = 1234

@@ -25,7 +25,6 @@ from typing import Any
 
 from envkit import __version__
 from envkit.errors import BadInput, CannotRun
-from envkit.io.smokerun import LOGITS_FILE, METADATA_FORMAT, REPORT_FILE, report_text, write_logits
 from envkit.jobs.smoke import checks as C
 from envkit.jobs.smoke.device import (
     DeviceSpec,
@@ -39,6 +38,7 @@ from envkit.jobs.smoke.device import (
 from envkit.jobs.smoke.model import corpus_text, ensure_tiny_model, model_digest
 from envkit.jobs.smoke.prompts import prompt_digest, prompt_set
 from envkit.models.smoke import Check, Environment, ModelInfo, Outputs, PromptInfo, SmokeReport, Timings
+from envkit.models.smokerun import LOGITS_FILE, METADATA_FORMAT, REPORT_FILE, report_text, write_logits
 
 DTYPES = ("bf16", "fp16", "fp32")
 

@@ -1102,8 +1102,8 @@ def serve_stage(
 def add_serve(result: Any, sopts: ServeOptions, progress: Callable[[str], None] = lambda _m: None) -> Any:
     """`envkit smoke --serve`: the serving checks appended to a finished smoke run, `serve` in report.json."""
     from envkit.io.outputs import SMOKE, claim_output, update_output
-    from envkit.io.smokerun import REPORT_FILE, report_text
     from envkit.jobs.smoke.runner import SmokeResult
+    from envkit.models.smokerun import REPORT_FILE, report_text
 
     report = result.report
     spec = parse_device(report.device)
