@@ -233,7 +233,7 @@ def serve_cmd(
     """
     import signal
 
-    from envkit.jobs.bundle.serve import Limits, ServeRequest, open_mirror
+    from envkit.jobs.bundle.mirror import Limits, ServeRequest, open_mirror
 
     limits = Limits(max_connections=max_connections, header_timeout=header_timeout)
     server = open_mirror(ServeRequest(bundle=bundle, bind=bind, port=port, expect_digest=expect_digest, limits=limits))

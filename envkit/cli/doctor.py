@@ -80,7 +80,7 @@ def register(app: typer.Typer) -> None:
         A --root is read as data: its files are read (regular files only, capped), nothing in it is run.
         """
         from envkit.jobs.doctor import run_doctor
-        from envkit.jobs.doctor.probe import Target
+        from envkit.jobs.doctor.observe import Target
         from envkit.jobs.doctor.report import render_text
 
         if not root.is_dir():

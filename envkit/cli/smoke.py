@@ -74,7 +74,7 @@ def register(app: typer.Typer) -> None:
 
         opts = SmokeOptions(device=device, model=model, dtype=dtype, out=out, nproc=nproc, layers=layers, repeat=repeat)
         if serve:  # the serving options are checked before the smoke run, not after it
-            from envkit.jobs.smoke.serve import ServeOptions
+            from envkit.jobs.smoke.serving import ServeOptions
 
             sopts = ServeOptions(engine=server, ready_timeout=serve_timeout, max_tokens=serve_tokens).check()
         if collectives:
@@ -85,7 +85,7 @@ def register(app: typer.Typer) -> None:
         else:
             result = run_smoke(opts, progress=console.progress)
         if serve:
-            from envkit.jobs.smoke.serve import add_serve
+            from envkit.jobs.smoke.serving import add_serve
 
             result = add_serve(result, sopts, progress=console.progress)
         if json_out:

@@ -1,4 +1,4 @@
-"""`envkit bundle serve`: a verified bundle as a read-only HTTP mirror (envkit/jobs/bundle/serve.py)."""
+"""`envkit bundle serve`: a verified bundle as a read-only HTTP mirror (envkit/jobs/bundle/mirror.py)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from envkit.errors import BadInput, CheckFailed
-from envkit.jobs.bundle.serve import ServeRequest, open_mirror, parse_range
+from envkit.jobs.bundle.mirror import ServeRequest, open_mirror, parse_range
 from tests.airgap.mirror import seal
 
 SIZE = 1000
@@ -197,9 +197,9 @@ def test_a_silent_client_is_dropped_after_the_client_timeout(bundle):
     served, one silent past it is dropped (the thread serving it is freed)."""
     import socket
 
-    from envkit.jobs.bundle import serve
+    from envkit.jobs.bundle import mirror
 
-    server = open_mirror(ServeRequest(bundle=bundle, port=0, limits=serve.Limits(client_timeout=0.5)), log=None)
+    server = open_mirror(ServeRequest(bundle=bundle, port=0, limits=mirror.Limits(client_timeout=0.5)), log=None)
     threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
     try:
         with socket.create_connection(server.server_address[:2], timeout=10) as s:

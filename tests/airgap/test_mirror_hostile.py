@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from envkit.jobs.bundle.serve import Limits, ServeRequest, open_mirror, parse_range
+from envkit.jobs.bundle.mirror import Limits, ServeRequest, open_mirror, parse_range
 from tests.airgap.mirror import seal
 
 SIZE = 1000

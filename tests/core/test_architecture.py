@@ -427,13 +427,13 @@ def test_the_checks_see_a_crossing_and_a_circle():
     imports count), a circle through three modules; and a package named on the way to its module is no edge."""
     texts = {
         "envkit.jobs.launch.profile": "def f():\n    from envkit.jobs.provision import dump_vars\n",
-        "envkit.fleet.hccn": "from envkit.jobs.doctor import probe\n",
+        "envkit.fleet.hccn": "from envkit.jobs.doctor import observe\n",
         "envkit.a": "import envkit.b\n",
         "envkit.b": "from envkit import c\n",
         "envkit.c": "from envkit.a import x\n",
         "envkit.jobs.smoke.runner": "from envkit.jobs.smoke import checks\nfrom envkit.executor.dist import free_port\n",
     }
-    modules = {*texts, "envkit.jobs.provision", "envkit.jobs.doctor", "envkit.jobs.doctor.probe", "envkit.jobs.smoke", "envkit.jobs.smoke.checks",
+    modules = {*texts, "envkit.jobs.provision", "envkit.jobs.doctor", "envkit.jobs.doctor.observe", "envkit.jobs.smoke", "envkit.jobs.smoke.checks",
                "envkit.fleet", "envkit.executor.dist"}  # fmt: skip
     edges = {m: set() for m in modules}
     for m, text in texts.items():
@@ -441,7 +441,7 @@ def test_the_checks_see_a_crossing_and_a_circle():
         edges[m] = {n for n in named if n in modules and n != m}
         edges[m] -= {n for n in edges[m] if any(o.startswith(n + ".") for o in edges[m])}
     assert _crossings(edges) == [
-        "envkit.fleet.hccn (a shared layer) imports envkit.jobs.doctor.probe (the job envkit.jobs.doctor)",
+        "envkit.fleet.hccn (a shared layer) imports envkit.jobs.doctor.observe (the job envkit.jobs.doctor)",
         "envkit.jobs.launch.profile (the job envkit.jobs.launch) imports envkit.jobs.provision (the job envkit.jobs.provision)",
     ]
     assert _circles(edges) == [["envkit.a", "envkit.b", "envkit.c"]]

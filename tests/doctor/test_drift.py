@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from envkit.jobs.doctor.diagnose import diagnose, drift
-from envkit.jobs.doctor.probe import probe
+from envkit.jobs.doctor.observe import probe
 from envkit.jobs.doctor.report import Observed, ObservedValue
 
 # (component, locked, observed): same release numbers, different versions

@@ -187,7 +187,7 @@ def test_doctor_net_runs_hccn_tool_on_a_host(tmp_path, monkeypatch):
     tool.write_text(FAKE_TOOL.replace("__FIX__", str(F)))
     tool.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bindir}:{os.environ['PATH']}")
-    import envkit.jobs.doctor.probe as P
+    import envkit.jobs.doctor.observe as P
 
     monkeypatch.setattr(P, "HCCN_TOOL", str(tmp_path / "absent"))  # this host's driver folder must not interfere
     monkeypatch.setattr(P, "_hccn_devices", lambda target, conf, recorded: [0, 1, 2])

@@ -13,6 +13,7 @@ from envkit.errors import BadInput, CannotRun, Where
 from envkit.jobs.doctor import hazards as hz
 from envkit.jobs.doctor.diagnose import _equal, drift, observe, validate
 from envkit.jobs.doctor.facts import Cann, Facts
+from envkit.jobs.doctor.observe import CannInstall, Evidence, ProbeResult, PythonProbe
 from envkit.jobs.doctor.parsers import (
     BoardInfo,
     ChipIdentity,
@@ -24,7 +25,6 @@ from envkit.jobs.doctor.parsers import (
     OsRelease,
     ProcessRow,
 )
-from envkit.jobs.doctor.probe import CannInstall, Evidence, ProbeResult, PythonProbe
 from envkit.jobs.doctor.report import Check, Drift, Observed, ObservedValue
 
 DRV_SRC = "/usr/local/Ascend/driver/version.info"

@@ -6,7 +6,7 @@ import os
 import sys
 from pathlib import Path
 
-from envkit.jobs.doctor.probe import Target, probe, run_command
+from envkit.jobs.doctor.observe import Target, probe, run_command
 
 
 def test_absolute_symlink_stays_inside_root(root_copy):
@@ -142,7 +142,7 @@ def test_host_python_probe_reads_metadata_without_importing(tmp_path: Path):
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: torch-npu\nVersion: 2.6.0.post5\nRequires-Dist: torch==2.6.0\n")
     (dist / "RECORD").write_text("")
     env = {"PYTHONPATH": str(site), "PATH": os.environ.get("PATH", "")}
-    from envkit.jobs.doctor.probe import _python_from_host
+    from envkit.jobs.doctor.observe import _python_from_host
 
     res = _python_from_host(sys.executable, env, timeout=30)
     assert res.error is None, res.error
@@ -152,7 +152,7 @@ def test_host_python_probe_reads_metadata_without_importing(tmp_path: Path):
 
 
 def test_host_python_probe_failures(tmp_path: Path):
-    from envkit.jobs.doctor.probe import _python_from_host
+    from envkit.jobs.doctor.observe import _python_from_host
 
     slow = tmp_path / "slowpython"
     slow.write_text("#!/bin/sh\nsleep 30\n")

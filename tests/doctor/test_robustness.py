@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from envkit.jobs.doctor import parsers
 from envkit.jobs.doctor.diagnose import diagnose
-from envkit.jobs.doctor.probe import probe
+from envkit.jobs.doctor.observe import probe
 
 from .conftest import SAMPLES
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from envkit.jobs.doctor.diagnose import diagnose
-from envkit.jobs.doctor.probe import probe
+from envkit.jobs.doctor.observe import probe
 
 
 def _checks(root: Path, **kw) -> dict:

@@ -189,7 +189,7 @@ def test_matrix_refresh_reads_a_snapshot_document_at_the_cap(snapshot):
 @pytest.mark.parametrize("name", ["config.json", "tokenizer_config.json"])
 @pytest.mark.parametrize("kind", ["fifo", "zero", "folder", "too-large"])
 def test_the_serving_smoke_reads_a_model_folder_without_blocking(tmp_path, name, kind):
-    from envkit.jobs.smoke import serve as S
+    from envkit.jobs.smoke import serving as S
 
     model = tmp_path / "model"
     model.mkdir()
@@ -210,7 +210,7 @@ def test_the_serving_smoke_reads_a_model_folder_without_blocking(tmp_path, name,
 @pytest.mark.parametrize("name", ["config.json", "tokenizer_config.json"])
 def test_the_serving_smoke_follows_a_link_out_of_the_model_folder(tmp_path, name):
     """A Hugging Face cache snapshot links each file to its blob, outside the snapshot folder."""
-    from envkit.jobs.smoke import serve as S
+    from envkit.jobs.smoke import serving as S
 
     model, blobs = tmp_path / "snapshots" / "rev", tmp_path / "blobs"
     model.mkdir(parents=True)

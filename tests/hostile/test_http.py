@@ -319,7 +319,7 @@ def test_a_download_is_not_redirected_from_https_to_http(server, trust_tls, tmp_
 
 # --- the smoke --serve client -----------------------------------------------------------------------------
 def _answer(fn):
-    from envkit.jobs.smoke import serve as S
+    from envkit.jobs.smoke import serving as S
 
     req = S.REQUESTS[0]
     t0 = time.monotonic()
@@ -329,7 +329,7 @@ def _answer(fn):
 
 @pytest.mark.parametrize("case", ["drip-head", "drip-body"])
 def test_a_dripping_answer_is_cut_at_the_request_timeout(server, case):
-    from envkit.jobs.smoke import serve as S
+    from envkit.jobs.smoke import serving as S
 
     srv = server(case)
     answer, took = _answer(lambda: S.complete(srv.port, S.REQUESTS[0], "m", 4, DEADLINE))
@@ -339,7 +339,7 @@ def test_a_dripping_answer_is_cut_at_the_request_timeout(server, case):
 
 @pytest.mark.parametrize("case", ["drip-sse", "drip-chunked"])
 def test_a_dripping_stream_is_cut_at_the_request_timeout(server, case):
-    from envkit.jobs.smoke import serve as S
+    from envkit.jobs.smoke import serving as S
 
     srv = server(case)
     answer, took = _answer(lambda: S.stream(srv.port, S.REQUESTS[0], "m", 4, DEADLINE, expects_done=True))
@@ -348,7 +348,7 @@ def test_a_dripping_stream_is_cut_at_the_request_timeout(server, case):
 
 
 def test_an_answer_at_the_cap_is_read_and_one_byte_more_is_refused(server, monkeypatch):
-    from envkit.jobs.smoke import serve as S
+    from envkit.jobs.smoke import serving as S
 
     monkeypatch.setattr(S, "MAX_BODY", 5000)
     for case, expected in [("sized/5000", "not JSON envkit accepts"), ("sized/5001", "announces 5001 bytes")]:
@@ -361,7 +361,7 @@ def test_an_answer_at_the_cap_is_read_and_one_byte_more_is_refused(server, monke
 
 
 def test_readiness_is_bounded_by_serve_timeout_as_a_whole(server, tmp_path):
-    from envkit.jobs.smoke import serve as S
+    from envkit.jobs.smoke import serving as S
 
     srv = server("drip-head")
     process = S.ServerProcess(S.ServerCommand("transformers", ["true"], {}, False), tmp_path / "server.log")
@@ -372,7 +372,7 @@ def test_readiness_is_bounded_by_serve_timeout_as_a_whole(server, tmp_path):
 
 
 def test_readiness_refuses_deep_or_oversized_model_lists(server, tmp_path):
-    from envkit.jobs.smoke import serve as S
+    from envkit.jobs.smoke import serving as S
 
     process = S.ServerProcess(S.ServerCommand("transformers", ["true"], {}, False), tmp_path / "server.log")
     process.exited = lambda: None

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from envkit.executor.ansible import dump_vars, playbook_env
-from envkit.jobs.bundle.serve import ServeRequest, open_mirror
+from envkit.jobs.bundle.mirror import ServeRequest, open_mirror
 from tests.airgap.mirror import seal
 from tests.provision.conftest import run_local_playbook, write_play
 from tests.provision.mirrors import Drip, RangeMirror

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from envkit.errors import BadInput, CannotRun
-from envkit.jobs.smoke import serve as S
+from envkit.jobs.smoke import serving as S
 from envkit.jobs.smoke.device import DeviceSpec
 
 from .conftest import envkit_subprocess

@@ -33,14 +33,14 @@ def run_doctor(
     A root other than ``/`` is data: nothing in it runs unless ``exec_root_tools``. With ``net``, hccn_tool's
     state of every device is checked too (pinging ``peers``; EI codes of the ``net_log`` text explained)."""
     from envkit.jobs.doctor.diagnose import diagnose
-    from envkit.jobs.doctor.probe import probe
+    from envkit.jobs.doctor.observe import probe
 
     result = probe(root, python=python, env_file=env_file, timeout=timeout, exec_root_tools=exec_root_tools)
     report = diagnose(result, lock_stack=lock_stack, lock_path=lock_path, validator=validator)
     if not net:
         return report
     from envkit.jobs.doctor.net import net_section
-    from envkit.jobs.doctor.probe import probe_net
+    from envkit.jobs.doctor.observe import probe_net
 
     got = probe_net(root, peers=peers, env_file=env_file, timeout=timeout, exec_root_tools=exec_root_tools)
     chip = report.observed.chip.value if report.observed.chip is not None else (lock_stack or {}).get("chip")

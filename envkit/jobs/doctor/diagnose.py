@@ -8,7 +8,7 @@ from typing import Any
 from envkit.errors import BadInput, EnvkitError
 from envkit.jobs.doctor.facts import Facts, gather
 from envkit.jobs.doctor.hazards import run_hazards
-from envkit.jobs.doctor.probe import ProbeResult
+from envkit.jobs.doctor.observe import ProbeResult
 from envkit.jobs.doctor.report import STACK_KEYS, Check, DoctorReport, Drift, Observed, ObservedValue
 from envkit.versions import InvalidVersion, same
 

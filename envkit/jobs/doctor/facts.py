@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from envkit.jobs.doctor.observe import CannInstall, Evidence, ProbeResult
 from envkit.jobs.doctor.parsers import (
     BoardInfo,
     ChipIdentity,
@@ -33,7 +34,6 @@ from envkit.jobs.doctor.parsers import (
     parse_os_release,
     parse_package_install_info,
 )
-from envkit.jobs.doctor.probe import CannInstall, Evidence, ProbeResult
 from envkit.jobs.doctor.report import Check
 from envkit.versions import InvalidVersion, newest_first, parse
 
