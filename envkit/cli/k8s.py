@@ -49,9 +49,46 @@ def render(
     name: Annotated[Optional[str], typer.Option("--name", help="Name of the job or server (default: envkit-<chip>).")] = None,
     script: Annotated[str, typer.Option("--script", help="The training script each pod launches.")] = "train.py",
     launcher: Annotated[str, typer.Option("--launcher", help="torchrun or accelerate.")] = "torchrun",
-    model: Annotated[str, typer.Option("--model", help="Serving: the model vllm serve loads (a path in the pod or an id).")] = (
-        "/models/model"
-    ),
+    model: Annotated[
+        Optional[str],
+        typer.Option(
+            "--model",
+            help="Serving: the model vllm serve loads (default: the model volume's mount path, else /models/model).",
+        ),
+    ] = None,
+    model_pvc: Annotated[
+        Optional[str],
+        typer.Option("--model-pvc", help="Serving: a PersistentVolumeClaim holding the model, mounted read-only."),
+    ] = None,
+    model_host_path: Annotated[
+        Optional[str],
+        typer.Option("--model-host-path", help="Serving: a directory on every node holding the model, mounted read-only."),
+    ] = None,
+    model_mount: Annotated[
+        Optional[str],
+        typer.Option("--model-mount", help="Where the model volume is mounted (default: /models/<PVC name or directory name>)."),
+    ] = None,
+    schedule_policy: Annotated[
+        Optional[str],
+        typer.Option(
+            "--schedule-policy",
+            help="Volcano's huawei.com/schedule_policy by hardware form (required for 950, e.g. chip8-node8-ra64-sp).",
+        ),
+    ] = None,
+    rank_table_timeout: Annotated[
+        int,
+        typer.Option("--rank-table-timeout", help="Seconds a training pod waits for the operator's rank table (1 to 86400)."),
+    ] = 600,
+    cpu: Annotated[
+        Optional[str], typer.Option("--cpu", help="CPU request of every container (default: 4 per NPU; envkit's choice).")
+    ] = None,
+    memory: Annotated[
+        Optional[str],
+        typer.Option("--memory", help="Memory request and limit of every container (default: 32Gi per NPU; envkit's choice)."),
+    ] = None,
+    run_as: Annotated[
+        str, typer.Option("--run-as", help="UID:GID the containers run as: the image's HwHiAiUser (build args).")
+    ] = "1000:1000",
     accelerator_type: Annotated[
         Optional[str], typer.Option("--accelerator-type", help="The accelerator-type node label (default: the chip's, if one).")
     ] = None,
@@ -84,6 +121,16 @@ def render(
         if not sep or not key:
             raise BadInput(f"--hccl {item[:60]!r} is not NAME=VALUE", hint="e.g. --hccl HCCL_CONNECT_TIMEOUT=600")
         pairs.append((key, value))
+    uid, sep, gid = run_as.partition(":")
+    if (
+        not sep
+        or not uid.isascii()
+        or not uid.isdigit()
+        or not gid.isascii()
+        or not gid.isdigit()
+        or max(len(uid), len(gid)) > 10
+    ):
+        raise BadInput(f"--run-as {run_as[:40]!r} is not UID:GID", hint="e.g. --run-as 1000:1000 (the image's HwHiAiUser)")
     opts = K8sOptions(
         image=image,
         nodes=tuple(node),
@@ -103,6 +150,14 @@ def render(
         queue=queue,
         hccl=tuple(pairs),
         kube_version=kube_version,
+        schedule_policy=schedule_policy,
+        rank_table_timeout=rank_table_timeout,
+        model_pvc=model_pvc,
+        model_host_path=model_host_path,
+        model_mount=model_mount,
+        cpu=cpu,
+        memory=memory,
+        run_as=(int(uid), int(gid)),
     )
     result = render_k8s(lock, out, opts, force=force, lock_check=lock_check(ctx))
     if json_out:

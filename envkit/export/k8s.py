@@ -7,10 +7,14 @@ from the lock through `ContainerFacts` (devices, mounts, environment, the device
 `platform.kubernetes` (MindCluster's documented values, sourced in matrices/platform.yaml and copied by resolve).
 
 Documents:
-  smoke/<node>.yaml       one batch/v1 Job per named node: pinned to it, all its NPUs, `envkit smoke --device npu --json`
+  smoke/<node>.yaml       one batch/v1 Job per named node: pinned to it, all its NPUs, `envkit smoke` on each NPU
   training/*.yaml         AscendJob (default) + its `rings-config-<job>` ConfigMap, or a Volcano Job (svc, env
                           plugins) + the same ConfigMap, or a Kubeflow PyTorchJob v1
-  serving/*.yaml          a vLLM Ascend server: a Deployment (one node) or a LeaderWorkerSet (several), and a Service
+  serving/*.yaml          a vLLM Ascend server: a Deployment (one node) or a LeaderWorkerSet (several), and a Service;
+                          the model from a read-only PVC or host directory (--model-pvc / --model-host-path)
+Every container: CPU and memory (envkit's sizes per NPU), the image's non-root user, no privilege escalation, no
+capabilities; hostPaths typed; `huawei.com/schedule_policy` where Volcano's Ascend plugin needs it; training pods
+wait for the operator's rank table before the launcher starts.
   kustomization.yaml      the base (`kubectl kustomize DIR`)
 Every value from the lock or the command line lands in a YAML string through the dumper (never a template), and a
 shell line (LWS's Ray start) quotes each word with `shlex.quote`.
@@ -53,6 +57,118 @@ _RESOURCE = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9
 _IMAGE = re.compile(r"^[a-z0-9][a-z0-9._/:-]{0,254}(@sha256:[0-9a-f]{64})?$|^[a-z0-9][a-z0-9._/:-]{0,254}:[A-Za-z0-9_.-]{1,128}$")
 _LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
 _K8S_VERSION = re.compile(r"^1\.[0-9]{2}$")
+
+# MindCluster's Volcano plugin picks its scheduling handler from the job's `huawei.com/schedule_policy` annotation
+# (it also reads the key from a pod's annotations). A `huawei.com/npu` (950 family) request without one gets no
+# handler, so its pods get no NPUs: ascend-for-volcano internal/npu/factory.go `get910CardHandlerName`; the key in
+# plugin/type.go `annotationKeysForPodGroup`. The values by hardware form: MC docs/en/scheduling/api/volcano.md
+# Table 3 and, for the 950 family, docs/zh/scheduling/04_usage/03_basic_scheduling/07_Intergenerational_upgrade.md
+# Table 1 (which states no default). 910B and A3 jobs may name one (without it the plugin goes by accelerator-type
+# and sp-block); a 310P job's handler never reads it (factory.go `init310PCardPolicyHandler`).
+SCHEDULE_POLICY_KEY = "huawei.com/schedule_policy"
+SCHEDULE_POLICY_RESOURCE = "huawei.com/npu"
+SCHEDULE_POLICIES: dict[str, dict[str, str]] = {
+    "910b": {
+        "chip8-node8": "8 NPUs per node on one ring (Atlas 800T A2)",
+        "chip8-node16": "16 NPUs per node, rings of 8 (Atlas 200T A2 Box16)",
+    },
+    "a3": {
+        "chip2-node16": "16 NPUs per node, rings of 2 (Atlas 800T A3)",
+        "chip2-node16-sp": "16 NPUs per node, rings of 2, a SuperPoD (Atlas 900 A3 SuperPoD)",
+        "chip2-node8": "8 NPUs per node, rings of 2",
+        "chip2-node8-sp": "8 NPUs per node, rings of 2, a SuperPoD (Atlas 9000 A3 SuperPoD)",
+    },
+    "950": {
+        "chip1-node8": "Atlas 350 cards, 8 per node, no UB interconnect",
+        "chip1-node16": "Atlas 350 cards, 16 per node, no UB interconnect",
+        "chip4-node8": "Atlas 350 cards, 8 per node, UB-linked in fours",
+        "chip4-node16": "Atlas 350 cards, 16 per node, UB-linked in fours",
+        "chip8-node8": "Atlas 850 series, not a SuperPoD",
+        "chip8-node8-sp": "Atlas 850 SuperPoD",
+        "chip8-node8-ra64-sp": "Atlas 950 SuperPoD",
+    },
+}
+# The 950 family's accelerator-type labels and their policies (ascend-for-volcano common/util/constants.go comments;
+# 850-Atlas-8p-8, the non-SuperPoD 850: the upgrade guide above). Only a hint in the message: no default is documented.
+POLICY_OF_ACCELERATOR_TYPE = {
+    "350-Atlas-8": "chip1-node8",
+    "350-Atlas-16": "chip1-node16",
+    "350-Atlas-4p-8": "chip4-node8",
+    "350-Atlas-4p-16": "chip4-node16",
+    "850-Atlas-8p-8": "chip8-node8",
+    "850-SuperPod-Atlas-8": "chip8-node8-sp",
+    "950-SuperPod-Atlas-8": "chip8-node8-ra64-sp",
+}
+
+# The image's user: `HwHiAiUser`, uid and gid 1000 (images/Dockerfile.j2 build args). Its USER is a name, so a pod
+# that asks for runAsNonRoot must name the number (the kubelet cannot check a name).
+RUN_AS = (1000, 1000)
+MAX_ID = 2**31 - 1
+# What each NPU container asks for besides its NPUs: envkit's choice (no vendor states one), per NPU of the pod.
+# The only vendor figure, vllm-ascend's Kthena example, gives a 4-NPU server cpu 8 and 64Gi; training's data loaders
+# and /dev/shm (memory-backed, counted against the limit) take more, so envkit doubles it. --cpu / --memory override.
+CPU_PER_NPU = 4
+MEMORY_GI_PER_NPU = 32
+_CPU = re.compile(r"^(?:([0-9]{1,7})(m?)|([0-9]{1,4})\.([0-9]{1,3}))$")
+_MEMORY = re.compile(r"^([0-9]{1,14})(Ki|Mi|Gi|Ti|k|M|G|T)?$")
+_MEMORY_UNITS = {None: 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
+CPU_RANGE_M = (100, 1024 * 1000)  # 100m to 1024 cores
+MEMORY_RANGE = (2**30, 64 * 2**40)  # 1Gi (an NPU container imports torch and CANN) to 64Ti
+# hostPath types of the driver mounts (`ContainerFacts.mounts`): a path that is not what the type says is a
+# failed mount, not an empty directory the kubelet creates. The devices themselves (/dev/davinciN, CharDevice)
+# come from the device plugin and the Ascend Docker Runtime, never a hostPath.
+HOST_PATH_TYPES = {
+    "/usr/local/Ascend/driver": "Directory",
+    "/usr/local/Ascend/driver/lib64": "Directory",
+    "/usr/local/Ascend/driver/version.info": "File",
+    "/usr/local/Ascend/driver/tools/hccn_tool": "File",
+    "/usr/local/dcmi": "Directory",
+    "/usr/local/bin/npu-smi": "File",
+    "/etc/ascend_install.info": "File",
+}
+# The served model's volume: mounted read-only at /models/<name> unless --model-mount says where.
+MODEL_VOLUME = "model"
+MODEL_DIR = "/models"
+_PATH = re.compile(r"^(/[A-Za-z0-9._+-]+)+$")
+_RESERVED = (
+    *("/bin", "/boot", "/dev", "/etc", "/lib", "/lib64", "/opt/envkit", "/proc", "/root", "/run", "/sbin", "/sys"),
+    *("/tmp", "/usr", "/var", "/user/serverid"),
+)
+# Training waits for the rank table: the ConfigMap starts as {"status":"initializing"} and the Ascend Operator writes
+# it (status "completed", server_list) once the job's pods are placed (MC docs/en/scheduling/api/hccl.json_file_description.md;
+# MindCluster's launch scripts wait for "completed": "status of ranktable is not completed, waiting for file update",
+# docs/en/faultdiag/user_guide/03_collecting_logs.md). The pod polls the mounted file (the kubelet swaps a
+# ConfigMap volume's files on update, so each poll opens it anew) and execs the launcher; past the deadline it exits
+# 1 saying so. No `$` in it: the kubelet expands `$(VAR)` and `$$` in a container's command.
+RANK_TABLE_TIMEOUT = 600
+RANK_TABLE_TIMEOUT_RANGE = (1, 86400)
+WAIT_RANK_TABLE = """\
+import json, os, sys, time
+path, limit, argv = sys.argv[1], float(sys.argv[2]), sys.argv[3:]
+deadline = time.monotonic() + limit
+status = None
+print("envkit: waiting up to %g s for the rank table %s" % (limit, path), file=sys.stderr, flush=True)
+while True:
+    try:
+        with open(path, encoding="utf-8") as f:
+            status = json.load(f).get("status")
+    except (OSError, ValueError, AttributeError) as exc:
+        status = "unreadable (%s)" % type(exc).__name__
+    if status == "completed":
+        break
+    if time.monotonic() >= deadline:
+        print("envkit: the rank table %s is not completed after %g s (status: %s): the Ascend Operator writes it "
+              "once every pod of the job is scheduled; see its log and the rings-config ConfigMap" % (path, limit, status),
+              file=sys.stderr, flush=True)
+        sys.exit(1)
+    time.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
+print("envkit: rank table completed; starting %s" % argv[0], file=sys.stderr, flush=True)
+try:
+    os.execvp(argv[0], argv)
+except OSError as exc:
+    print("envkit: cannot run %s: %s" % (argv[0], exc), file=sys.stderr, flush=True)
+    sys.exit(127)
+"""
 
 
 @dataclass(frozen=True)
@@ -109,12 +225,20 @@ class K8sOptions:
     name: str | None = None
     script: str = "train.py"
     launcher: str = "torchrun"
-    model: str = "/models/model"
+    model: str | None = None  # None: the model volume's mount path, else /models/model
     accelerator_type: str | None = None
     super_pod: bool | None = None  # None: on where the chip has a SuperPoD block (a3)
     queue: str = "default"
     hccl: tuple[tuple[str, str], ...] = ()
     kube_version: str = "1.30"
+    schedule_policy: str | None = None
+    rank_table_timeout: int = RANK_TABLE_TIMEOUT
+    model_pvc: str | None = None
+    model_host_path: str | None = None
+    model_mount: str | None = None
+    cpu: str | None = None  # None: CPU_PER_NPU per NPU of the pod
+    memory: str | None = None  # None: MEMORY_GI_PER_NPU Gi per NPU of the pod
+    run_as: tuple[int, int] = RUN_AS
 
 
 @dataclass
@@ -131,6 +255,10 @@ class K8sPlan:
     engine: str
     serving: bool
     kube_version: str
+    schedule_policy: str | None = None
+    smoke_npus: int = 0
+    model: str | None = None  # serving: what vllm serve loads
+    model_volume: dict[str, Any] | None = None  # serving: the model's volume (PVC or hostPath), None: none mounted
     node_labels: dict[str, str] = field(default_factory=dict)
     files: dict[str, dict[str, Any]] = field(default_factory=dict)
     readme: str = ""
@@ -203,8 +331,163 @@ def _check_options(lock: Lock, opts: K8sOptions) -> None:
         train_script(opts.script, Where(None, None, "--script"))
     except BadInput as exc:
         raise _bad(f"--script {opts.script[:80]!r} is not a plain script path", exc.hint or "", "--script") from None
-    if not opts.model or len(opts.model) > 1024 or any(c in opts.model for c in "\x00\n\r"):
+    if opts.model is not None and (not opts.model or len(opts.model) > 1024 or any(c in opts.model for c in "\x00\n\r")):
         raise _bad(f"--model {opts.model[:80]!r} is not a model name or path", "A Hugging Face id or a path in the pod.")
+    lo, hi = RANK_TABLE_TIMEOUT_RANGE
+    if not lo <= opts.rank_table_timeout <= hi:
+        raise _bad(
+            f"--rank-table-timeout {opts.rank_table_timeout}: {lo} to {hi} seconds",
+            f"How long a training pod waits for the Ascend Operator's rank table (default {RANK_TABLE_TIMEOUT}).",
+        )
+    if opts.cpu is not None:
+        cpu_quantity(opts.cpu)
+    if opts.memory is not None:
+        memory_quantity(opts.memory)
+    uid, gid = opts.run_as
+    if not (1 <= uid <= MAX_ID and 0 <= gid <= MAX_ID):
+        raise _bad(
+            f"--run-as {uid}:{gid}: the user is 1 to {MAX_ID} (pods run as non-root), the group 0 to {MAX_ID}",
+            f"The image's HwHiAiUser ids (images/Dockerfile.j2 build args, default {RUN_AS[0]}:{RUN_AS[1]}).",
+        )
+    _check_model_options(opts)
+
+
+def cpu_quantity(text: str) -> int:
+    """A CPU quantity (`8`, `500m`, `1.5`) in millicores, within CPU_RANGE_M; BadInput otherwise."""
+    m = _CPU.fullmatch(text)
+    lo, hi = CPU_RANGE_M
+    if m is None:
+        raise _bad(f"--cpu {text[:40]!r} is not a CPU quantity", "Cores (8, 1.5) or millicores (500m).")
+    if m[1] is not None:
+        milli = int(m[1]) if m[2] else int(m[1]) * 1000
+    else:
+        milli = int(m[3]) * 1000 + int(m[4].ljust(3, "0"))
+    if not lo <= milli <= hi:
+        raise _bad(f"--cpu {text}: {lo}m to {hi // 1000} cores", "The CPU request of every NPU container.")
+    return milli
+
+
+def memory_quantity(text: str) -> int:
+    """A memory quantity (`256Gi`, `64G`, bytes) in bytes, within MEMORY_RANGE; BadInput otherwise."""
+    m = _MEMORY.fullmatch(text)
+    lo, hi = MEMORY_RANGE
+    if m is None:
+        raise _bad(
+            f"--memory {text[:40]!r} is not a memory quantity", "A number with Ki, Mi, Gi, Ti (or k, M, G, T), e.g. 256Gi."
+        )
+    size = int(m[1]) * _MEMORY_UNITS[m[2]]
+    if not lo <= size <= hi:
+        raise _bad(f"--memory {text}: 1Gi to 64Ti", "The memory request and limit of every NPU container.")
+    return size
+
+
+def _check_path(what: str, value: str) -> None:
+    parts = value.split("/")[1:]
+    if len(value) > 1024 or not _PATH.fullmatch(value) or any(p in (".", "..") or len(p) > 255 for p in parts):
+        raise _bad(
+            f"{what} {value[:80]!r} is not an absolute path",
+            "An absolute path without '.' or '..' parts or a trailing '/': letters, digits and . _ + - in each part "
+            "(at most 255), 1024 in all.",
+        )
+
+
+def _check_model_options(opts: K8sOptions) -> None:
+    if opts.model_pvc is not None and opts.model_host_path is not None:
+        raise _bad(
+            "--model-pvc and --model-host-path together: the model comes from one volume",
+            "A PersistentVolumeClaim (--model-pvc NAME) or a directory on every node (--model-host-path PATH).",
+        )
+    if opts.model_pvc is not None and (len(opts.model_pvc) > 63 or not _NAME.fullmatch(opts.model_pvc)):
+        raise _bad(
+            f"--model-pvc {opts.model_pvc[:80]!r} is not a PersistentVolumeClaim name",
+            "Lower-case letters, digits and '-', at most 63, starting and ending with a letter or digit.",
+        )
+    if opts.model_host_path is not None:
+        _check_path("--model-host-path", opts.model_host_path)
+    if opts.model_mount is not None:
+        if opts.model_pvc is None and opts.model_host_path is None:
+            raise _bad("--model-mount without a model volume", "Give --model-pvc NAME or --model-host-path PATH with it.")
+        _check_path("--model-mount", opts.model_mount)
+
+
+def _model_mount(opts: K8sOptions) -> str | None:
+    if opts.model_pvc is not None:
+        return opts.model_mount or f"{MODEL_DIR}/{opts.model_pvc}"
+    if opts.model_host_path is not None:
+        return opts.model_mount or f"{MODEL_DIR}/{opts.model_host_path.rsplit('/', 1)[-1]}"
+    return None
+
+
+def _under(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def _model_volume(opts: K8sOptions, serving: bool, taken: list[str]) -> tuple[str, dict[str, Any]] | None:
+    """The served model's mount path and read-only volume (PVC or a hostPath directory), or None."""
+    mount = _model_mount(opts)
+    if mount is None:
+        return None
+    if not serving:
+        raise _bad(
+            "--model-pvc / --model-host-path mount the served model: this base trains",
+            "Serve (a serving lock, or --serving), or put the training data in the image or your own volume.",
+        )
+    for other in (*_RESERVED, *taken):
+        if _under(mount, other) or _under(other, mount):
+            raise _bad(
+                f"the model's mount path {mount} overlaps {other}",
+                f"Mount it elsewhere: --model-mount {MODEL_DIR}/NAME.",
+            )
+    if opts.model_pvc is not None:
+        volume: dict[str, Any] = {"name": MODEL_VOLUME, "persistentVolumeClaim": {"claimName": opts.model_pvc, "readOnly": True}}
+    else:
+        volume = {"name": MODEL_VOLUME, "hostPath": {"path": opts.model_host_path, "type": "Directory"}}
+    return mount, volume
+
+
+def _served_model(opts: K8sOptions, mount: str | None) -> str:
+    if mount is None:
+        return opts.model or "/models/model"
+    if opts.model is None:
+        return mount
+    if not _under(opts.model, mount):
+        raise _bad(
+            f"--model {opts.model[:80]!r} is not in the model volume mounted at {mount}",
+            f"Leave --model out (vLLM loads {mount}) or name a directory in it: --model {mount}/NAME.",
+        )
+    return opts.model
+
+
+def _schedule_policy(lock: Lock, opts: K8sOptions, resource: str) -> str | None:
+    """The `huawei.com/schedule_policy` annotation: required for a `huawei.com/npu` job under Volcano (no default is
+    documented), optional for 910B and A3, refused where MindCluster's Volcano plugin does not read it."""
+    chip = lock.stack.chip
+    values = SCHEDULE_POLICIES.get(chip)
+    given = opts.schedule_policy
+    listed = "; ".join(f"{k} ({v})" for k, v in (values or {}).items())
+    if given is not None:
+        if opts.scheduler != "volcano":
+            raise _bad(
+                f"--schedule-policy with --scheduler {opts.scheduler}: only Volcano's Ascend plugin reads it",
+                "Leave it out, or schedule with Volcano (--scheduler volcano).",
+            )
+        if values is None:
+            raise _bad(
+                f"--schedule-policy: MindCluster's Volcano plugin reads no scheduling policy for chip {chip}",
+                "Leave it out: the plugin places these pods by the node's accelerator-type label.",
+            )
+        if given not in values:
+            raise _bad(f"--schedule-policy {given[:40]!r} is not a {chip} policy MindCluster documents", f"One of: {listed}.")
+        return given
+    if resource == SCHEDULE_POLICY_RESOURCE and opts.scheduler == "volcano":
+        hint = POLICY_OF_ACCELERATOR_TYPE.get(opts.accelerator_type or "")
+        raise _bad(
+            f"a {resource} job under Volcano needs --schedule-policy: MindCluster's plugin places no {resource} pod "
+            "without one, and documents no default",
+            (f"For --accelerator-type {opts.accelerator_type}: --schedule-policy {hint}. " if hint else "")
+            + f"By the nodes' hardware: {listed or ', '.join(sorted(POLICY_OF_ACCELERATOR_TYPE.values()))}.",
+        )
+    return None
 
 
 def _npus(lock: Lock, opts: K8sOptions, chip: ChipK8s, nodes: int, training: bool) -> int:
@@ -282,14 +565,36 @@ def _hccl_env(lock: Lock, opts: K8sOptions, nodes: int) -> dict[str, str]:
 class _Pod:
     """What every pod template of the base shares, built once per plan."""
 
-    def __init__(self, lock: Lock, opts: K8sOptions, facts: ContainerFacts, chip: ChipK8s, resource: str, npn: int) -> None:
+    def __init__(
+        self,
+        lock: Lock,
+        opts: K8sOptions,
+        facts: ContainerFacts,
+        chip: ChipK8s,
+        resource: str,
+        npn: int,
+        schedule_policy: str | None = None,
+    ) -> None:
         self.lock, self.opts, self.facts, self.chip, self.resource, self.npn = lock, opts, facts, chip, resource, npn
-        self.node_selector: dict[str, str] = {"accelerator": chip.accelerator}
-        if chip.host_arch:
-            self.node_selector["host-arch"] = chip.host_arch
-        acc_type = opts.accelerator_type or chip.accelerator_type.get(npn)
+        self.schedule_policy = schedule_policy
+        self.node_selector = self.selector(npn)
+
+    def selector(self, npus: int) -> dict[str, str]:
+        """The node labels of a pod taking `npus` NPUs (the accelerator-type default goes by the pod's size)."""
+        selector: dict[str, str] = {"accelerator": self.chip.accelerator}
+        if self.chip.host_arch:
+            selector["host-arch"] = self.chip.host_arch
+        acc_type = self.opts.accelerator_type or self.chip.accelerator_type.get(npus)
         if acc_type:
-            self.node_selector["accelerator-type"] = acc_type
+            selector["accelerator-type"] = acc_type
+        return selector
+
+    def annotations(self, extra: dict[str, str] | None = None) -> dict[str, str]:
+        """A pod's or a job's annotations: the scheduling policy (when one is set) and `extra`."""
+        out = dict(extra or {})
+        if self.schedule_policy is not None:
+            out[SCHEDULE_POLICY_KEY] = self.schedule_policy
+        return out
 
     def env(self, extra: dict[str, str] | None = None) -> list[dict[str, Any]]:
         env: list[dict[str, Any]] = [{"name": k, "value": v} for k, v in self.facts.environment]
@@ -306,8 +611,30 @@ class _Pod:
             )
         return env
 
-    def resources(self) -> dict[str, Any]:
-        return {"requests": {self.resource: self.npn}, "limits": {self.resource: self.npn}}
+    def resources(self, npus: int | None = None) -> dict[str, Any]:
+        """NPUs (requests = limits), CPU and memory requests, and the memory limit (= request: an NPU container that
+        outgrows it is killed rather than starving the node; CPU is not capped)."""
+        n = self.npn if npus is None else npus
+        cpu = self.opts.cpu or str(CPU_PER_NPU * n)
+        memory = self.opts.memory or f"{MEMORY_GI_PER_NPU * n}Gi"
+        return {
+            "requests": {self.resource: n, "cpu": cpu, "memory": memory},
+            "limits": {self.resource: n, "memory": memory},
+        }
+
+    def security(self) -> dict[str, Any]:
+        """The image's user (HwHiAiUser, by number), no privilege escalation, no capabilities: the NPUs come as device
+        nodes from the device plugin and the Ascend Docker Runtime, which no capability governs (MC
+        docs/en/scheduling/references/security_hardening.md: run as a non-root user with only the capabilities
+        needed)."""
+        uid, gid = self.opts.run_as
+        return {
+            "allowPrivilegeEscalation": False,
+            "capabilities": {"drop": ["ALL"]},
+            "runAsGroup": gid,
+            "runAsNonRoot": True,
+            "runAsUser": uid,
+        }
 
     def mounts(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         mounts: list[dict[str, Any]] = [{"name": "dshm", "mountPath": "/dev/shm"}]
@@ -315,10 +642,15 @@ class _Pod:
         for host, target, mode in self.facts.mounts:
             name = _volume_name(target)
             mounts.append({"name": name, "mountPath": target, "readOnly": mode == "ro"})
-            volumes.append({"name": name, "hostPath": {"path": host}})
+            host_path: dict[str, Any] = {"path": host}
+            if host in HOST_PATH_TYPES:  # a path without a type is refused by the checks (k8s_check)
+                host_path["type"] = HOST_PATH_TYPES[host]
+            volumes.append({"name": name, "hostPath": host_path})
         return mounts, volumes
 
-    def container(self, name: str, command: list[str], env: dict[str, str] | None = None) -> dict[str, Any]:
+    def container(
+        self, name: str, command: list[str], env: dict[str, str] | None = None, npus: int | None = None
+    ) -> dict[str, Any]:
         mounts, _ = self.mounts()
         return {
             "name": name,
@@ -326,7 +658,8 @@ class _Pod:
             "imagePullPolicy": "IfNotPresent",
             "command": command,
             "env": self.env(env),
-            "resources": self.resources(),
+            "resources": self.resources(npus),
+            "securityContext": self.security(),
             "volumeMounts": mounts,
         }
 
@@ -394,22 +727,44 @@ def _affinity(plan: K8sPlan, nodes: tuple[str, ...], job_label: str) -> dict[str
 
 
 # --- smoke ----------------------------------------------------------------------------------------------------------
+SMOKE_OUT = "/tmp/envkit-smoke"
+
+
+def smoke_script(npus: int) -> str:
+    """Every NPU of the node: `envkit smoke` runs its model checks on one device per process, so one run per NPU
+    (`npu:0` .. `npu:N-1`, the pod's devices numbered from 0), the first with `--nproc N` (all_reduce and all_gather
+    across the N NPUs, rank r on npu:r). Each prints its JSON report; the pod exits with the worst status (0 every
+    check passed, 1 a check failed, 2 a run could not start)."""
+    first = f"envkit smoke --device npu:0{f' --nproc {npus}' if npus > 1 else ''} --json --out {SMOKE_OUT}/npu0 || rc=$?"
+    lines = ["rc=0", first]
+    if npus > 1:
+        rest = " ".join(str(i) for i in range(1, npus))
+        lines.append(
+            f"for i in {rest}; do envkit smoke --device npu:$i --json --out {SMOKE_OUT}/npu$i "
+            "|| { s=$?; if [ $s -gt $rc ]; then rc=$s; fi; }; done"
+        )
+    lines.append("exit $rc")
+    return "\n".join(lines) + "\n"
+
+
 def _smoke(plan: K8sPlan, pod: _Pod, nodes: tuple[str, ...]) -> None:
+    npus = plan.smoke_npus
     for node in nodes:
         name = f"{plan.name}-smoke-{node}"[:63].rstrip("-.").replace(".", "-")
-        container = pod.container(
-            "ascend", ["envkit", "smoke", "--device", "npu", "--json", "--out", "/tmp/envkit-smoke"], {"ENVKIT_NODE": node}
-        )
+        container = pod.container("ascend", ["/bin/sh", "-c", _Block(smoke_script(npus))], {"ENVKIT_NODE": node}, npus)
         spec = pod.spec([container], "Never")
-        spec["nodeSelector"]["kubernetes.io/hostname"] = node
+        spec["nodeSelector"] = {**pod.selector(npus), "kubernetes.io/hostname": node}
         labels = {**_labels(plan, "smoke"), "envkit.io/job": name}
+        tmeta: dict[str, Any] = {"labels": labels}
+        if pod.annotations():
+            tmeta["annotations"] = pod.annotations()
         plan.files[f"smoke/{node}.yaml"] = {
             "apiVersion": "batch/v1",
             "kind": "Job",
             "metadata": {"name": name, "namespace": plan.namespace, "labels": labels},
             "spec": {
                 "backoffLimit": 0,
-                "template": {"metadata": {"labels": labels}, "spec": spec},
+                "template": {"metadata": tmeta, "spec": spec},
             },
         }
 
@@ -489,6 +844,8 @@ def _training(plan: K8sPlan, pod: _Pod, opts: K8sOptions, chip: ChipK8s, nodes: 
         extra_volumes += launch_volumes
         extra_mounts.append({"name": "launch", "mountPath": LAUNCH_DIR, "readOnly": True})
     command = _launch_command(opts, nodes, npn, rank, master, port_ref)
+    if engine in ("ascendjob", "volcano"):
+        command = wait_for_rank_table(command, opts.rank_table_timeout)
     container = pod.container(container_name, command, env)
     container["volumeMounts"] = container["volumeMounts"] + extra_mounts
     container["ports"] = [{"name": port_name, "containerPort": port}]
@@ -500,9 +857,12 @@ def _training(plan: K8sPlan, pod: _Pod, opts: K8sOptions, chip: ChipK8s, nodes: 
     def template() -> dict[str, Any]:
         spec = pod.spec([dict(container)], "Never", extra_volumes)
         spec["affinity"] = _affinity(plan, opts.nodes, job_label)
-        return {"metadata": {"labels": dict(pod_labels)}, "spec": spec}
+        meta: dict[str, Any] = {"labels": dict(pod_labels)}
+        if pod.annotations():
+            meta["annotations"] = pod.annotations()
+        return {"metadata": meta, "spec": spec}
 
-    annotations = {"sp-block": str(sp_block)} if sp_block is not None else None
+    annotations = pod.annotations({"sp-block": str(sp_block)} if sp_block is not None else None) or None
     if engine == "ascendjob":
         meta = _meta(plan, plan.name, "training")
         meta["labels"].update({"framework": "pytorch", "ring-controller.atlas": chip.ring_controller})
@@ -559,6 +919,12 @@ def _training(plan: K8sPlan, pod: _Pod, opts: K8sOptions, chip: ChipK8s, nodes: 
         }
 
 
+def wait_for_rank_table(command: list[str], timeout: int) -> list[str]:
+    """`command`, started once the rank table is `completed` (WAIT_RANK_TABLE: poll, then exec; exit 1 past
+    `timeout` seconds). The launcher's words stay words of the command, so the kubelet still expands `$(RANK)`."""
+    return ["python3", "-c", _Block(WAIT_RANK_TABLE), f"{RANK_TABLE_DIR}/{RANK_TABLE_KEY}", str(timeout), *command]
+
+
 def _master_workers(template: Callable[[], dict[str, Any]], nodes: int) -> dict[str, Any]:
     """The one Master and the Workers of an AscendJob's or a PyTorchJob's replica specs, never restarted."""
     replicas: dict[str, Any] = {"Master": {"replicas": 1, "restartPolicy": "Never", "template": template()}}
@@ -581,8 +947,8 @@ def _probes() -> dict[str, Any]:
     return {"readinessProbe": get(30, 10, 3), "livenessProbe": get(900, 30, 3)}
 
 
-def _serve_argv(opts: K8sOptions, npn: int, nodes: int) -> list[str]:
-    argv = ["vllm", "serve", opts.model, "--host", "0.0.0.0", "--port", str(SERVE_PORT), "--tensor-parallel-size", str(npn)]
+def _serve_argv(model: str, npn: int, nodes: int) -> list[str]:
+    argv = ["vllm", "serve", model, "--host", "0.0.0.0", "--port", str(SERVE_PORT), "--tensor-parallel-size", str(npn)]
     if nodes > 1:
         argv += ["--pipeline-parallel-size", str(nodes), "--distributed-executor-backend", "ray"]
     return argv
@@ -593,11 +959,20 @@ def _serving(plan: K8sPlan, pod: _Pod, opts: K8sOptions, nodes: int, sp_block: i
     env = dict(NPU_SERVING_ENV)
     selector = {"app.kubernetes.io/name": plan.name, "app.kubernetes.io/component": "serving"}
     port = [{"name": "http", "containerPort": SERVE_PORT}]
-    annotations = {"sp-block": str(sp_block)} if sp_block is not None else None
+    annotations = pod.annotations({"sp-block": str(sp_block)} if sp_block is not None else None) or None
+    model = plan.model or "/models/model"
+    model_volumes = [plan.model_volume] if plan.model_volume else []
+
+    def with_model(container: dict[str, Any]) -> dict[str, Any]:
+        if plan.model_volume:
+            mount = {"name": MODEL_VOLUME, "mountPath": _model_mount(opts), "readOnly": True}
+            container["volumeMounts"] = container["volumeMounts"] + [mount]
+        return container
+
     if nodes == 1:
-        container = pod.container(SERVING_CONTAINER, _serve_argv(opts, npn, 1), env)
+        container = with_model(pod.container(SERVING_CONTAINER, _serve_argv(model, npn, 1), env))
         container.update({"ports": port, **_probes()})
-        spec = pod.spec([container], "Always")
+        spec = pod.spec([container], "Always", model_volumes)
         if opts.nodes:
             spec["affinity"] = _pinned(opts.nodes)
         tmeta: dict[str, Any] = {"labels": _labels(plan, "serving")}
@@ -617,15 +992,15 @@ def _serving(plan: K8sPlan, pod: _Pod, opts: K8sOptions, nodes: int, sp_block: i
         service_selector = selector
     else:
         env.update(_hccl_env(pod.lock, opts, nodes))
-        serve = shlex.join(_serve_argv(opts, npn, nodes))
+        serve = shlex.join(_serve_argv(model, npn, nodes))
         leader_sh = f"ray start --head --port={RAY_PORT} && exec {serve}"
         worker_sh = f'exec ray start --address="$LWS_LEADER_ADDRESS:{RAY_PORT}" --block'
-        leader = pod.container(SERVING_CONTAINER, ["/bin/sh", "-c", leader_sh], env)
+        leader = with_model(pod.container(SERVING_CONTAINER, ["/bin/sh", "-c", leader_sh], env))
         leader.update({"ports": port, **_probes()})
-        worker = pod.container(SERVING_CONTAINER, ["/bin/sh", "-c", worker_sh], env)
+        worker = with_model(pod.container(SERVING_CONTAINER, ["/bin/sh", "-c", worker_sh], env))
 
         def template(role: str, container: dict[str, Any]) -> dict[str, Any]:
-            spec = pod.spec([container], "Always")
+            spec = pod.spec([container], "Always", model_volumes)
             affinity = _one_per_node(plan, plan.name)
             if opts.nodes:
                 affinity.update(_pinned(opts.nodes))
@@ -685,9 +1060,16 @@ def plan_k8s(lock: Lock, opts: K8sOptions) -> K8sPlan:
     nodes = len(opts.nodes) or (opts.node_count or 0)
     npn = _npus(lock, opts, chip, nodes, training=not serving)
     sp_block = _super_pod(opts, chip, npn)
+    schedule_policy = _schedule_policy(lock, opts, resource)
     davinci = lock.platform.davinci_devices
     devices = f"0-{npn - 1}" if davinci is None or npn <= davinci else None
     facts = container_facts(lock, devices)
+    # the smoke Job tests the whole node: the lock's NPUs per node, or the pod's where a node holds more (16-NPU
+    # 910B servers) or the lock cannot say (310P cards)
+    smoke_npus = npn if davinci is None or npn > davinci else davinci
+    taken = ["/dev/shm", RANK_TABLE_DIR, LAUNCH_DIR, *(target for _host, target, _mode in facts.mounts)]
+    model_volume = _model_volume(opts, serving, taken)
+    model = _served_model(opts, model_volume[0] if model_volume else None) if serving else None
     name = opts.name or f"envkit-{lock.stack.chip}"
     assert opts.image is not None  # _check_options
     plan = K8sPlan(
@@ -701,8 +1083,12 @@ def plan_k8s(lock: Lock, opts: K8sOptions) -> K8sPlan:
         engine=opts.engine,
         serving=serving,
         kube_version=opts.kube_version,
+        schedule_policy=schedule_policy,
+        smoke_npus=smoke_npus,
+        model=model,
+        model_volume=model_volume[1] if model_volume else None,
     )
-    pod = _Pod(lock, opts, facts, chip, resource, npn)
+    pod = _Pod(lock, opts, facts, chip, resource, npn, schedule_policy)
     plan.node_labels = dict(pod.node_selector)
     _smoke(plan, pod, opts.nodes)
     if serving:
@@ -711,6 +1097,12 @@ def plan_k8s(lock: Lock, opts: K8sOptions) -> K8sPlan:
         _training(plan, pod, opts, chip, nodes, sp_block)
     if not opts.nodes:
         plan.notes.append("no --node names: the per-node smoke Jobs are not rendered (they are pinned by node name)")
+    elif smoke_npus != npn:
+        plan.notes.append(f"the smoke Jobs take all {smoke_npus} NPUs of their node; the other pods take {npn}")
+    if opts.model_pvc is not None and serving and nodes > 1:
+        plan.notes.append(
+            f"--model-pvc {opts.model_pvc}: {nodes} pods on {nodes} nodes mount it, so its access mode must be ReadOnlyMany"
+        )
     if "@sha256:" not in opts.image:
         plan.notes.append(f"--image {opts.image} is not digest-pinned: nodes may pull different images under one tag")
     if opts.resource and opts.resource != lock.platform.device_plugin_resource:
@@ -742,6 +1134,18 @@ def readme(plan: K8sPlan, opts: K8sOptions, chip: ChipK8s, sp_block: int | None)
     ]
     if sp_block is not None:
         lines.append(f'- A3 SuperPoD: annotation `sp-block: "{sp_block}"`')
+    if plan.schedule_policy is not None:
+        lines.append(
+            f"- Volcano scheduling policy: annotation `{SCHEDULE_POLICY_KEY}: {plan.schedule_policy}` on the jobs and every pod"
+        )
+    uid, gid = opts.run_as
+    cpu = opts.cpu or f"{CPU_PER_NPU} per NPU"
+    memory = opts.memory or f"{MEMORY_GI_PER_NPU}Gi per NPU"
+    lines += [
+        f"- every container: cpu {cpu} (request), memory {memory} (request = limit; `/dev/shm` counts against it);",
+        f"  envkit's sizes, not a vendor's (`--cpu`, `--memory`); runs as {uid}:{gid} (the image's HwHiAiUser, `--run-as`),",
+        "  non-root, no privilege escalation, every capability dropped; driver hostPaths typed (Directory, File)",
+    ]
     lines += [
         "",
         "## Apply",
@@ -757,11 +1161,19 @@ def readme(plan: K8sPlan, opts: K8sOptions, chip: ChipK8s, sp_block: int | None)
         lines += [
             "## Smoke results",
             "",
-            "One Job per node runs `envkit smoke --device npu --json`; its log is the report (exit 0 = every check passed).",
+            *(
+                [
+                    f"One Job per node takes its {plan.smoke_npus} NPUs and runs `envkit smoke` on each: `--device npu:0` with",
+                    f"`--nproc {plan.smoke_npus}` (collectives across all of them), then `npu:1` and on. Its log holds one JSON",
+                    "report per NPU (exit 0 = every check passed on every NPU).",
+                ]
+                if plan.smoke_npus > 1
+                else ["One Job per node takes its NPU and runs `envkit smoke --device npu:0`; its log is the JSON report."]
+            ),
             "",
             "```sh",
             f"kubectl -n {plan.namespace} get jobs -l app.kubernetes.io/component=smoke",
-            f"kubectl -n {plan.namespace} logs job/{plan.name}-smoke-NODE > NODE.json",
+            f"kubectl -n {plan.namespace} logs job/{plan.name}-smoke-NODE | jq -s . > NODE.json",
             "```",
             "",
         ]
@@ -769,7 +1181,8 @@ def readme(plan: K8sPlan, opts: K8sOptions, chip: ChipK8s, sp_block: int | None)
         lines += [
             "## Serving",
             "",
-            f"vLLM Ascend serves `{opts.model}` on port {SERVE_PORT} (`/health` for readiness and liveness):",
+            f"vLLM Ascend serves `{plan.model}` on port {SERVE_PORT} (`/health` for readiness and liveness),",
+            _model_source(opts) if plan.model_volume else "no model volume mounted (put it in the image, or --model-pvc NAME):",
             "",
             "```sh",
             f"kubectl -n {plan.namespace} port-forward svc/{plan.name}{'-leader' if plan.node_count > 1 else ''} {SERVE_PORT}:{SERVE_PORT}",
@@ -783,7 +1196,8 @@ def readme(plan: K8sPlan, opts: K8sOptions, chip: ChipK8s, sp_block: int | None)
             "",
             f"The job runs `{opts.launcher}` on `{opts.script}` in every pod (one pod per node, {plan.npus_per_node} processes each);",
             "put the script in the image or mount it. HCCL reads the rank table the Ascend Operator writes into the",
-            f"`rings-config-{plan.name}` ConfigMap (RANK_TABLE_FILE)."
+            f"`rings-config-{plan.name}` ConfigMap (RANK_TABLE_FILE); each pod waits until its status is `completed`",
+            f"(at most {opts.rank_table_timeout} s, `--rank-table-timeout`, then exits 1 saying so) and only then starts {opts.launcher}."
             if plan.engine != "pytorchjob"
             else "PyTorchJob sets MASTER_ADDR, MASTER_PORT and RANK.",
             "",
@@ -793,8 +1207,20 @@ def readme(plan: K8sPlan, opts: K8sOptions, chip: ChipK8s, sp_block: int | None)
     return "\n".join(lines)
 
 
+def _model_source(opts: K8sOptions) -> str:
+    mount = _model_mount(opts)
+    if opts.model_pvc is not None:
+        return f"from the PersistentVolumeClaim `{opts.model_pvc}` mounted read-only at `{mount}`:"
+    return f"from the nodes' directory `{opts.model_host_path}` mounted read-only at `{mount}`:"
+
+
 def pod_specs(doc: dict[str, Any]) -> list[dict[str, Any]]:
     """Every pod spec a document holds (a Job's, a Deployment's, each replica's or task's, LWS's two)."""
+    return [t["spec"] for t in pod_templates(doc)]
+
+
+def pod_templates(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every pod template (metadata and spec) a document holds."""
     spec = doc.get("spec") or {}
     templates: list[Any] = []
     kind = doc.get("kind")
@@ -808,7 +1234,7 @@ def pod_specs(doc: dict[str, Any]) -> list[dict[str, Any]]:
     for key in ("leaderTemplate", "workerTemplate"):
         if key in lwt:
             templates.append(lwt[key])
-    return [t["spec"] for t in templates if isinstance(t, dict) and isinstance(t.get("spec"), dict)]
+    return [t for t in templates if isinstance(t, dict) and isinstance(t.get("spec"), dict)]
 
 
 class _Dumper(yaml.SafeDumper):
@@ -816,6 +1242,17 @@ class _Dumper(yaml.SafeDumper):
 
     def ignore_aliases(self, data: Any) -> bool:
         return True
+
+
+class _Block(str):
+    """A multi-line script in a command: dumped as a YAML literal block (`|`), read back as a plain string."""
+
+
+def _block(dumper: yaml.SafeDumper, data: _Block) -> yaml.ScalarNode:
+    return dumper.represent_scalar("tag:yaml.org,2002:str", str(data), style="|")
+
+
+_Dumper.add_representer(_Block, _block)
 
 
 def to_yaml(doc: dict[str, Any]) -> str:

@@ -10,7 +10,10 @@
    Master and the container `ascend` with port `ascendjob-port`; a PyTorchJob's container is `pytorch`; no DaemonSet
    (a one-shot NPU job cannot be one: its pods may only restart Always, and it would hold the NPUs); one-shot pods
    never restart; every container runs the one image, digest-pinned where one was given; ASCEND_VISIBLE_DEVICES reads
-   the annotation named like the requested resource.
+   the annotation named like the requested resource; every container asks for CPU and memory and caps its memory,
+   runs as a numbered non-root user without privilege escalation or capabilities; every hostPath has a type; a
+   `huawei.com/npu` pod under Volcano carries `huawei.com/schedule_policy` (else MindCluster's plugin gives it no
+   NPUs); a container that reads the rank table waits for it first.
 A kind with no schema is an error, never a silent pass. Problems come back as a list of strings; `check` raises.
 """
 
@@ -221,9 +224,62 @@ def rule_problems(doc: dict[str, Any], *, image: str, resource: str) -> list[str
             ref = ((env.get("valueFrom") or {}).get("fieldRef") or {}).get("fieldPath", "")
             if env.get("name") == "ASCEND_VISIBLE_DEVICES" and ref and ref != f"metadata.annotations['{resource}']":
                 problems.append(f"{kind} {where}: ASCEND_VISIBLE_DEVICES reads {ref}, not the annotation of {resource}")
+        problems += [f"{kind} {where}: {p}" for p in _hygiene(c)]
+    problems += _pod_problems(doc)
     if kind == "Job" and doc.get("apiVersion") == "batch/v1" and spec.get("backoffLimit") != 0:
         problems.append("Job: backoffLimit must be 0 (one try: a smoke that fails must show its first failure)")
     return problems
+
+
+def _hygiene(c: dict[str, Any]) -> list[str]:
+    """A container's CPU and memory, its security context, and the rank-table wait where it reads the rank table."""
+    from envkit.export.k8s import RANK_TABLE_DIR, WAIT_RANK_TABLE
+
+    out: list[str] = []
+    res = c.get("resources") or {}
+    req, lim = res.get("requests") or {}, res.get("limits") or {}
+    for what, have in (("cpu request", "cpu" in req), ("memory request", "memory" in req), ("memory limit", "memory" in lim)):
+        if not have:
+            out.append(f"no {what}")
+    sc = c.get("securityContext") or {}
+    uid = sc.get("runAsUser")
+    if sc.get("runAsNonRoot") is not True or not isinstance(uid, int) or uid <= 0:
+        out.append("must run as non-root with a numbered user (securityContext runAsNonRoot, runAsUser > 0)")
+    if sc.get("allowPrivilegeEscalation") is not False or sc.get("privileged"):
+        out.append("must not escalate privileges (securityContext allowPrivilegeEscalation: false, not privileged)")
+    caps = sc.get("capabilities") or {}
+    if "ALL" not in (caps.get("drop") or []) or caps.get("add"):
+        out.append("must drop every capability and add none (the NPUs are device nodes, not capabilities)")
+    reads_rank_table = any(
+        e.get("name") == "RANK_TABLE_FILE" and str(e.get("value", "")).startswith(RANK_TABLE_DIR) for e in c.get("env") or []
+    )
+    command = c.get("command") or []
+    if reads_rank_table and (command[:2] != ["python3", "-c"] or len(command) < 3 or command[2] != WAIT_RANK_TABLE):
+        out.append("reads the rank table but does not wait for it to be completed before it starts")
+    return out
+
+
+def _pod_problems(doc: dict[str, Any]) -> list[str]:
+    """Each pod template's hostPath types and the Volcano scheduling policy of a `huawei.com/npu` pod."""
+    from envkit.export.k8s import SCHEDULE_POLICY_KEY, SCHEDULE_POLICY_RESOURCE, pod_templates
+
+    out: list[str] = []
+    kind = doc.get("kind")
+    for i, template in enumerate(pod_templates(doc)):
+        spec = template["spec"]
+        for v in spec.get("volumes") or []:
+            if "hostPath" in v and not (v["hostPath"] or {}).get("type"):
+                out.append(f"{kind} pod {i} volume {v.get('name')!r}: a hostPath without a type (Directory, File, ...)")
+        npu = any(
+            SCHEDULE_POLICY_RESOURCE in ((c.get("resources") or {}).get("requests") or {}) for c in spec.get("containers") or []
+        )
+        annotations = (template.get("metadata") or {}).get("annotations") or {}
+        if npu and spec.get("schedulerName") == "volcano" and not annotations.get(SCHEDULE_POLICY_KEY):
+            out.append(
+                f"{kind} pod {i}: requests {SCHEDULE_POLICY_RESOURCE} under Volcano without the {SCHEDULE_POLICY_KEY} "
+                "annotation (MindCluster's plugin gives such a pod no NPUs)"
+            )
+    return out
 
 
 def problems(files: dict[str, dict[str, Any]], *, kube_version: str, image: str, resource: str) -> list[str]:

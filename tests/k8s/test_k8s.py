@@ -36,11 +36,22 @@ CASES = {
     "910b-pytorchjob": ("910b", K8sOptions(image=IMAGE, node_count=2, engine="pytorchjob", scheduler="default")),
     "a3-ascendjob": ("a3", K8sOptions(image=IMAGE, nodes=("a3-0", "a3-1"))),
     "310p-ascendjob": ("310p", K8sOptions(image=IMAGE, nodes=("infer-0",), npus_per_node=4)),
-    "950-ascendjob": ("950", K8sOptions(image=IMAGE, nodes=("n950-0", "n950-1"), accelerator_type="950-SuperPod-Atlas-8")),
-    "910b-serving": ("910b-serve", K8sOptions(image=IMAGE, nodes=("node-a",), model="/models/qwen")),
-    "a3-serving-lws": ("a3-serve", K8sOptions(image=IMAGE, node_count=2, model="/models/qwen")),
+    "950-ascendjob": (
+        "950",
+        K8sOptions(
+            image=IMAGE,
+            nodes=("n950-0", "n950-1"),
+            accelerator_type="950-SuperPod-Atlas-8",
+            schedule_policy="chip8-node8-ra64-sp",
+        ),
+    ),
+    "910b-serving": ("910b-serve", K8sOptions(image=IMAGE, nodes=("node-a",), model_pvc="qwen")),
+    "a3-serving-lws": (
+        "a3-serve",
+        K8sOptions(image=IMAGE, node_count=2, model_host_path="/data/models/qwen", model="/models/qwen"),
+    ),
     "310p-serving": ("310p-serve", K8sOptions(image=IMAGE, node_count=1, npus_per_node=2)),
-    "950-serving-lws": ("950-serve", K8sOptions(image=IMAGE, node_count=2)),
+    "950-serving-lws": ("950-serve", K8sOptions(image=IMAGE, node_count=2, schedule_policy="chip8-node8")),
 }
 
 
@@ -73,7 +84,10 @@ def test_resource_names_and_labels_match_the_facts(case, k8s_locks):
         assert pod["nodeSelector"]["accelerator"] == accelerator
         assert pod["nodeSelector"]["host-arch"] == "huawei-arm"
         for c in pod["containers"]:
-            assert c["resources"]["requests"] == c["resources"]["limits"] == {resource: plan.npus_per_node}
+            npus = (
+                plan.smoke_npus if pod["restartPolicy"] == "Never" and "kubernetes.io/hostname" in pod["nodeSelector"] else None
+            )
+            assert c["resources"]["requests"][resource] == c["resources"]["limits"][resource] == (npus or plan.npus_per_node)
             assert c["image"] == IMAGE
 
 
@@ -102,8 +116,8 @@ def test_smoke_jobs_one_per_node_pinned_all_npus(k8s_locks):
         pod = doc["spec"]["template"]["spec"]
         assert pod["restartPolicy"] == "Never" and pod["nodeSelector"]["kubernetes.io/hostname"] == node
         (c,) = pod["containers"]
-        assert c["command"][:5] == ["envkit", "smoke", "--device", "npu", "--json"]
-        assert c["resources"]["limits"] == {"huawei.com/Ascend910": 8}
+        assert c["command"][:2] == ["/bin/sh", "-c"] and "envkit smoke --device npu:0 --nproc 8 --json" in c["command"][2]
+        assert c["resources"]["limits"] == {"huawei.com/Ascend910": 8, "memory": "256Gi"}
         env = {e["name"]: e for e in c["env"]}
         assert (
             env["ASCEND_VISIBLE_DEVICES"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.annotations['huawei.com/Ascend910']"
@@ -131,7 +145,8 @@ def test_training_launch_and_hccl_come_from_the_launch_layer(k8s_locks):
     assert master["replicas"] == 1 and job["spec"]["replicaSpecs"]["Worker"]["replicas"] == 1
     (c,) = master["template"]["spec"]["containers"]
     assert c["name"] == "ascend" and c["ports"] == [{"name": "ascendjob-port", "containerPort": 2222}]
-    assert c["command"] == torchrun_argv(2, 8, "$(RANK)", "$(MASTER_ADDR)", "$(MASTER_PORT)", "train.py")
+    assert c["command"][3:5] == ["/user/serverid/devindex/config/hccl.json", "600"]  # the rank-table wait, then torchrun
+    assert c["command"][5:] == torchrun_argv(2, 8, "$(RANK)", "$(MASTER_ADDR)", "$(MASTER_PORT)", "train.py")
     env = {e["name"]: e.get("value") for e in c["env"]}
     assert env["HCCL_SOCKET_IFNAME"] == "eth0" and env["RANK_TABLE_FILE"] == "/user/serverid/devindex/config/hccl.json"
     assert "HCCL_CONNECT_TIMEOUT" in env  # the lock's HCCL rules' default, through envkit.fleet.env.plan_env
@@ -404,6 +419,7 @@ def test_a_chip_without_kubernetes_facts_locks_as_before(tmp_path):
 def test_render_writes_an_owned_base_and_renders_again(k8s_locks, run_cli, tmp_path):
     out = tmp_path / "base"
     args = ("k8s", "render", "--lock", str(k8s_locks["950"]), "--image", IMAGE, "--node", "n1", "-o", str(out))
+    args += ("--schedule-policy", "chip1-node8")
     r = run_cli(*args, "--json")
     assert r.code == 0, r.err
     import json
