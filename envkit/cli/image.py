@@ -1,6 +1,5 @@
 """`envkit image render | build | run-args`: container images rendered from the lock."""
 
-import time
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -12,48 +11,11 @@ from envkit.cli.examples import example
 from envkit.cli.options import ForceOpt, JsonOpt
 
 
-def _command(
-    lock: Path,
-    base: Optional[str],
-    artifacts: Optional[Path],
-    requirements: Optional[Path],
-    tail: list[str],
-    variant: str = "base",
-) -> str:
-    cmd = ["envkit", "image", *tail[:1], "--lock", str(lock)]
-    if variant != "base":
-        cmd += ["--variant", variant]
-    if base:
-        cmd += ["--base", base]
-    if artifacts:
-        cmd += ["--artifacts", str(artifacts)]
-    if requirements:
-        cmd += ["--requirements", str(requirements)]
-    return " ".join(cmd + tail[1:])
-
-
-def _plan(
-    ctx: typer.Context,
-    lock: Path,
-    base: Optional[str],
-    artifacts: Optional[Path],
-    requirements: Optional[Path],
-    generated_by: str,  # noqa: ANN202
-    variant: str = "base",
-):
+def _request(ctx: typer.Context, lock: Path, base, artifacts, requirements, variant: str, force: bool):  # noqa: ANN001, ANN202
     from envkit.cli import lock_check
-    from envkit.export.image import plan_build
-    from envkit.lock.file import read_lock
+    from envkit.jobs.image import ImageRequest
 
-    return plan_build(
-        read_lock(lock, lock_check(ctx)),
-        generated_by=generated_by,
-        base=base,
-        artifacts=artifacts,
-        requirements=requirements,
-        variant=variant,
-        lock_name=str(lock),
-    )
+    return ImageRequest(lock, base, artifacts, requirements, variant, force, lock_check(ctx))
 
 
 LockOpt = Annotated[Path, Opt("--lock", help="The lock to build from.")]
@@ -109,19 +71,10 @@ def register(app: typer.Typer) -> None:
         json_out: JsonOpt = False,
     ) -> None:
         """Write a build context (Dockerfile, hashed requirements, the vendor packages) for the lock."""
-        from envkit.export.render import write_context
+        from envkit.jobs import image
 
-        plan = _plan(
-            ctx,
-            lock,
-            base,
-            artifacts,
-            requirements,
-            _command(lock, base, artifacts, requirements, ["render", "-o", str(output)], variant),
-            variant,
-        )
-        files = write_context(plan, output, force=force, inputs=(lock, artifacts, requirements))
-        _report(plan, output, files, json_out)
+        done = image.render(_request(ctx, lock, base, artifacts, requirements, variant, force), output)
+        _report(done.plan, output, done.files, json_out)
 
     @image_app.command(
         "build", epilog=example("envkit image build --lock envkit.lock --artifacts vendor/ --tag envkit/stack:dev")
@@ -143,55 +96,13 @@ def register(app: typer.Typer) -> None:
         json_out: JsonOpt = False,
     ) -> None:
         """Render, then build with the engine at DOCKER_HOST (Docker, or Podman's Docker API socket)."""
-        import tempfile
+        from envkit.jobs import image
 
-        from envkit.errors import BadInput
-        from envkit.executor.docker import Engine
-        from envkit.export.image import default_tag
-        from envkit.export.render import write_context
-
-        plan = _plan(
-            ctx,
-            lock,
-            base,
-            artifacts,
-            requirements,
-            _command(lock, base, artifacts, requirements, ["render", "-o", "CONTEXT"], variant),
-            variant,
-        )
-        missing = [s.file for s in plan.steps if s.source is None]
-        if missing:
-            raise BadInput(
-                "the vendor packages are not handed in: " + ", ".join(missing),
-                hint="Pass --artifacts DIR holding them (the signed .zip edition or the bare .run).",
-            )
-        tag = tag or default_tag(plan.lock, plan.variant)
-        engine = Engine()
-        emulated = engine.announce(plan.platform, console.progress)
-        with tempfile.TemporaryDirectory(prefix="envkit-image-") as tmp:
-            build_dir = context or Path(tmp)
-            write_context(plan, build_dir, force=force, inputs=(lock, artifacts, requirements))
-            console.progress(f"building {tag} for {plan.platform} from {build_dir}")
-            t0 = time.monotonic()
-            result = engine.build(
-                build_dir,
-                tag,
-                on_line=lambda line: console.progress("  " + line) if line.strip() else None,
-                platform=plan.platform,
-            )
-            took = time.monotonic() - t0
-        summary = {
-            "tag": tag,
-            "image_id": result.image_id,
-            "platform": plan.platform,
-            "emulated": emulated,
-            "seconds": round(took, 1),
-            "lock_digest": plan.lock_digest,
-        }
+        built = image.build(_request(ctx, lock, base, artifacts, requirements, variant, force), tag, context, console.progress)
         if json_out:
-            console.emit_json(summary)
+            console.emit_json(built.to_dict())
         else:
-            console.out.print(f"built {tag} ({result.image_id[:19]}) in {took:.1f} s", markup=False)
+            console.out.print(f"built {built.tag} ({built.image_id[:19]}) in {built.seconds:.1f} s", markup=False)
 
     @image_app.command("run-args", epilog=example("envkit image run-args --chip 910b --devices 0-3 --format compose"))
     def run_args_cmd(
@@ -244,33 +155,9 @@ def register(app: typer.Typer) -> None:
 
 def _report(plan, output: Path, files: list[Path], json_out: bool) -> None:  # noqa: ANN001
     if json_out:
-        console.emit_json(
-            {
-                "context": str(output),
-                "base": plan.base.ref,
-                "lock_digest": plan.lock_digest,
-                "steps": [
-                    {
-                        "component": s.component,
-                        "version": s.version,
-                        "file": s.file,
-                        "sha256": s.sha256,
-                        "sha256_from": s.sha256_from,
-                    }
-                    for s in plan.steps
-                ],
-                "variant": plan.variant,
-                "python": {
-                    "requirements": len(plan.requirements),
-                    "torch_layer": [r.name for r in plan.heavy_requirements],
-                    "serving_layer": [r.name for r in plan.serving_requirements],
-                    "source": plan.python_source,
-                    "offline": plan.offline,
-                    "indexes": plan.indexes,
-                },
-                "notes": plan.notes,
-            }
-        )
+        from envkit.jobs.image import plan_report
+
+        console.emit_json(plan_report(plan, output))
         return
     console.out.print(f"rendered {output}/Dockerfile ({len(files)} files) from lock {plan.lock_digest[:19]}", markup=False)
     console.out.print(f"  base    {plan.base.ref}", markup=False)

@@ -43,6 +43,7 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "jobs.k8s": _SHARED | {"jobs.k8s"},
     "jobs.smoke": _SHARED | {"jobs.smoke"},
     "jobs.scan": _SHARED | {"jobs.scan"},
+    "jobs.image": _SHARED | {"jobs.image"},
     "jobs.doctor": _SHARED | {"core", "jobs.doctor"},  # doctor validates the stack it observes
     "jobs.matrix": _SHARED | {"core", "jobs.matrix"},  # matrix refresh edits the matrix's rows
     "entry": frozenset({"cli", "vocabulary"}),  # envkit/__main__.py
