@@ -28,7 +28,7 @@ _set = object.__setattr__
 
 
 # >>> the ordering: one definition, envkit.versions's, shipped byte for byte to the hosts in envkit_probe
-# (playbooks/roles/envkit_preflight/library/envkit_probe.py), where the envkit_hdk role's firmware range check is
+# (playbooks/plugins/modules/envkit_probe.py), where the envkit_hdk role's firmware range check is
 # decided; tests/provision/test_firmware_ranges.py holds the two copies equal. Standard library only (re,
 # functools), for any Python 3.7 on a host.
 _TAGS = {"dev": 0, "alpha": 1, "a": 1, "beta": 2, "b": 2, "rc": 3, "c": 3, "post": 5}

@@ -73,6 +73,9 @@ def playbook_env(playbooks_dir: Path, base: dict[str, str] | None = None) -> dic
             "ANSIBLE_STDOUT_CALLBACK": "envkit_jsonl",
             "ANSIBLE_CALLBACK_PLUGINS": str(playbooks_dir / "callback_plugins"),
             "ANSIBLE_ROLES_PATH": str(playbooks_dir / "roles"),
+            # envkit's modules (envkit_probe, envkit_fetch) are the collection's: a user's ANSIBLE_LIBRARY would
+            # override ansible.cfg's `library` and hide them
+            "ANSIBLE_LIBRARY": str(playbooks_dir / "plugins" / "modules"),
             "ANSIBLE_NOCOLOR": "1",
             "ANSIBLE_FORCE_COLOR": "0",
             "ANSIBLE_RETRY_FILES_ENABLED": "0",

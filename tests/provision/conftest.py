@@ -13,7 +13,7 @@ import yaml
 from tests.provision.fleet import Fleet
 
 PLAYBOOKS = Path(__file__).resolve().parents[2] / "playbooks"
-PROBE = PLAYBOOKS / "roles" / "envkit_preflight" / "library" / "envkit_probe.py"
+PROBE = PLAYBOOKS / "plugins" / "modules" / "envkit_probe.py"
 
 FLEET_SIZE = 3
 

@@ -21,6 +21,7 @@ from envkit.core.matrix import load_matrix
 ROOT = Path(__file__).resolve().parents[2]
 PLAYBOOKS = ROOT / "playbooks"
 ROLES = sorted(p.name for p in (PLAYBOOKS / "roles").iterdir() if (p / "meta" / "main.yml").is_file())
+MODULES = ("envkit_fetch", "envkit_probe")
 BIN = Path(sys.executable).parent
 
 # matrices/platform.yaml operating system -> Galaxy's (name, version); None: Galaxy has no name for it
@@ -109,36 +110,86 @@ def test_the_collection_version_is_envkits():
     assert f"envkit-ascend-{envkit.__version__}.tar.gz" in (PLAYBOOKS / "README.md").read_text()
 
 
-def test_the_collection_builds_installs_and_its_roles_resolve_by_their_full_names(tmp_path):
-    galaxy = _tool("ansible-galaxy")
-    env = _env(tmp_path)
+def _build(tmp_path: Path, env: dict[str, str]) -> Path:
+    """`ansible-galaxy collection build playbooks/`: the tarball, in tmp_path/dist."""
     out = tmp_path / "dist"
     build = subprocess.run(
-        [galaxy, "collection", "build", str(PLAYBOOKS), "--output-path", str(out)], capture_output=True, text=True, env=env
+        [_tool("ansible-galaxy"), "collection", "build", str(PLAYBOOKS), "--output-path", str(out)],
+        capture_output=True,
+        text=True,
+        env=env,
     )
     assert build.returncode == 0, build.stdout + build.stderr
     (tarball,) = out.glob("envkit-ascend-*.tar.gz")
-    with tarfile.open(tarball) as tar:
-        names = set(tar.getnames())
-        manifest = json.load(tar.extractfile("MANIFEST.json"))  # type: ignore[arg-type]
-    assert manifest["collection_info"]["namespace"] == "envkit" and manifest["collection_info"]["name"] == "ascend"
-    for role in ROLES:
-        assert f"roles/{role}/meta/argument_specs.yml" in names and f"roles/{role}/README.md" in names
-    assert "meta/runtime.yml" in names
-    for module in ("envkit_probe", "envkit_fetch"):  # in the role's library/, and as the collection's module (a link)
-        assert f"roles/envkit_preflight/library/{module}.py" in names and f"plugins/modules/{module}.py" in names
-    # what only envkit provision uses stays out: its playbooks, config, callback and inventory
-    assert not {n for n in names if n.split("/")[0] in ("site.yml", "ansible.cfg", "inventory", "callback_plugins")}
+    return tarball
 
+
+def _install(tmp_path: Path, env: dict[str, str], tarball: Path) -> Path:
+    """The tarball installed without a Galaxy server into tmp_path/collections: the collection's folder."""
     install = subprocess.run(
-        [galaxy, "collection", "install", str(tarball), "-p", str(tmp_path / "collections")],
+        [_tool("ansible-galaxy"), "collection", "install", str(tarball), "-p", str(tmp_path / "collections")],
         capture_output=True,
         text=True,
         env=env,
     )
     assert install.returncode == 0, install.stdout + install.stderr
+    return tmp_path / "collections" / "ansible_collections" / "envkit" / "ascend"
+
+
+def test_each_module_has_one_source_file_the_roles_find_from_this_folder():
+    """plugins/modules holds the modules themselves (no link, no copy in a role's library/): the installed collection
+    lists them, and `envkit provision`, which plays the roles from this folder, finds them by ansible.cfg's
+    `library` (relative to ansible.cfg), by the same short names a role of the installed collection uses."""
+    import configparser
+
+    for module in MODULES:
+        path = PLAYBOOKS / "plugins" / "modules" / f"{module}.py"
+        assert path.is_file() and not path.is_symlink(), path
+    assert sorted(p.name for p in (PLAYBOOKS / "plugins" / "modules").iterdir()) == [f"{m}.py" for m in MODULES]
+    # no link at all: the wheel and the bundle copy this tree too (.ansible: ansible-lint's cache, never shipped)
+    assert not [p for p in PLAYBOOKS.rglob("*") if p.is_symlink() and p.relative_to(PLAYBOOKS).parts[0] != ".ansible"]
+    assert not list(PLAYBOOKS.glob("roles/*/library"))
+    cfg = configparser.ConfigParser()
+    cfg.read(PLAYBOOKS / "ansible.cfg")
+    assert [(PLAYBOOKS / p).resolve() for p in cfg["defaults"]["library"].split(os.pathsep)] == [
+        (PLAYBOOKS / "plugins" / "modules").resolve()
+    ]
+    tasks = PLAYBOOKS / "roles" / "envkit_preflight" / "tasks"
+    assert "\n  envkit_probe:\n" in (tasks / "probe.yml").read_text()
+    assert "\n  envkit_fetch:\n" in (tasks / "fetch.yml").read_text()
+
+
+def test_the_collection_builds_installs_and_its_roles_resolve_by_their_full_names(tmp_path):
+    galaxy = _tool("ansible-galaxy")
+    env = _env(tmp_path)
+    tarball = _build(tmp_path, env)
+    with tarfile.open(tarball) as tar:
+        members = {m.name: m for m in tar.getmembers()}
+        manifest = json.load(tar.extractfile("MANIFEST.json"))  # type: ignore[arg-type]
+    names = set(members)
+    assert manifest["collection_info"]["namespace"] == "envkit" and manifest["collection_info"]["name"] == "ascend"
+    for role in ROLES:
+        assert f"roles/{role}/meta/argument_specs.yml" in names and f"roles/{role}/README.md" in names
+    assert "meta/runtime.yml" in names
+    for module in MODULES:  # the collection's modules, plain files (ansible-doc -l skips a link as an alias)
+        assert members[f"plugins/modules/{module}.py"].isfile(), module
+    assert not [n for n, m in members.items() if m.issym() or m.islnk() or "/library/" in f"/{n}"]
+    # the lint configuration the roles are written to travels with them (the production profile passes with it)
+    assert {".ansible-lint", ".yamllint"} <= names
+    # what only envkit provision uses stays out: its playbooks, config, callback and inventory
+    assert not {n for n in names if n.split("/")[0] in ("site.yml", "ansible.cfg", "inventory", "callback_plugins")}
+
+    _install(tmp_path, env, tarball)
     listed = subprocess.run([galaxy, "collection", "list", "envkit.ascend"], capture_output=True, text=True, env=env)
     assert "envkit.ascend" in listed.stdout and envkit.__version__ in listed.stdout, listed.stdout + listed.stderr
+    # both modules are listed (issue 38: as links they were skipped as aliases) and their documentation renders
+    listed = subprocess.run([_tool("ansible-doc"), "-l", "envkit.ascend"], capture_output=True, text=True, env=env)
+    assert listed.returncode == 0, listed.stdout + listed.stderr
+    assert sorted(line.split()[0] for line in listed.stdout.splitlines() if line.strip()) == [
+        f"envkit.ascend.{m}" for m in MODULES
+    ], listed.stdout + listed.stderr
+    doc = subprocess.run([_tool("ansible-doc"), "envkit.ascend.envkit_probe"], capture_output=True, text=True, env=env)
+    assert doc.returncode == 0 and "envkit_probe" in doc.stdout and "expect" in doc.stdout, doc.stdout + doc.stderr
 
     # every role and its dependency on envkit_preflight (a short name inside the collection) resolve from the
     # installed collection alone
@@ -209,3 +260,35 @@ def test_the_collection_builds_installs_and_its_roles_resolve_by_their_full_name
             [_tool("ansible-doc"), "-t", "module", f"envkit.ascend.{module}"], capture_output=True, text=True, env=env
         )
         assert doc.returncode == 0 and word in doc.stdout, doc.stdout + doc.stderr
+
+
+def test_the_installed_collection_passes_ansible_lints_production_profile(tmp_path):
+    """ansible-lint on the installed collection, as Galaxy or a user would run it there: offline, the production
+    profile, with the .ansible-lint and .yamllint it ships (issue 38: without .yamllint, 7 lines over the default
+    160 characters), no warning either (issue 38: one jinja[spacing])."""
+    lint = _tool("ansible-lint")
+    env = _env(tmp_path)
+    collection = _install(tmp_path, env, _build(tmp_path, env))
+    (tmp_path / "tmp").mkdir()
+    p = subprocess.run(
+        [lint, "--offline", "--profile", "production", "--nocolor"],
+        cwd=collection,
+        capture_output=True,
+        text=True,
+        env={**env, "TMPDIR": str(tmp_path / "tmp"), "XDG_CACHE_HOME": str(tmp_path / "cache"), "NO_COLOR": "1"},
+        timeout=600,
+    )
+    out = p.stdout + p.stderr
+    assert p.returncode == 0, out
+    assert "0 failure(s), 0 warning(s)" in out and "Profile 'production' was required, and it passed" in out, out
+
+
+def test_envkit_provision_finds_its_modules_whatever_the_users_ansible_library(tmp_path):
+    """ANSIBLE_LIBRARY overrides ansible.cfg's `library`: the environment envkit plays with sets it to the collection's
+    modules, so a user's own setting cannot hide envkit_probe and envkit_fetch (the roles call them by short name)."""
+    from envkit.executor.ansible import playbook_env
+
+    env = playbook_env(ROOT / "playbooks", {"ANSIBLE_LIBRARY": str(tmp_path), "PATH": "/usr/bin"})
+    modules = Path(env["ANSIBLE_LIBRARY"])
+    assert modules == ROOT / "playbooks" / "plugins" / "modules"
+    assert sorted(p.name for p in modules.glob("envkit_*.py")) == ["envkit_fetch.py", "envkit_probe.py"]

@@ -1,4 +1,4 @@
-"""The envkit_fetch module's functions called directly (playbooks/roles/envkit_preflight/library/envkit_fetch.py; it
+"""The envkit_fetch module's functions called directly (playbooks/plugins/modules/envkit_fetch.py; it
 imports Ansible only in main()), against real HTTP mirrors on 127.0.0.1: resume with a range, a mirror that ignores
 ranges, a part file of garbage, each limit (deadline, silence, size, redirects, parallel downloads) on both sides of
 its boundary, and hostile mirror answers (tests/hostile/servers.py). Through Ansible: test_fetch_local.py."""
@@ -16,7 +16,7 @@ import pytest
 from tests.hostile.servers import OK_JSON, HostileServer
 from tests.provision.mirrors import RangeMirror
 
-MODULE = Path(__file__).resolve().parents[2] / "playbooks" / "roles" / "envkit_preflight" / "library" / "envkit_fetch.py"
+MODULE = Path(__file__).resolve().parents[2] / "playbooks" / "plugins" / "modules" / "envkit_fetch.py"
 _spec = importlib.util.spec_from_file_location("envkit_fetch_under_test", MODULE)
 assert _spec is not None and _spec.loader is not None
 ef = importlib.util.module_from_spec(_spec)

@@ -27,7 +27,7 @@ import pytest
 
 from envkit.jobs.provision import Mirror, parse_mirror, pull_vars
 
-MODULE = Path(__file__).resolve().parents[2] / "playbooks" / "roles" / "envkit_preflight" / "library" / "envkit_fetch.py"
+MODULE = Path(__file__).resolve().parents[2] / "playbooks" / "plugins" / "modules" / "envkit_fetch.py"
 _spec = importlib.util.spec_from_file_location("envkit_fetch_join_under_test", MODULE)
 assert _spec is not None and _spec.loader is not None
 ef = importlib.util.module_from_spec(_spec)

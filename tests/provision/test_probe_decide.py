@@ -1,4 +1,4 @@
-"""envkit_probe's decisions (playbooks/roles/envkit_preflight/library/envkit_probe.py: decide and its parts), the
+"""envkit_probe's decisions (playbooks/plugins/modules/envkit_probe.py: decide and its parts), the
 code the roles' todo vars read (issue 26: the controller templates none of it). Each decision against files laid
 out as the vendor's installers and the roles write them; the fleet tests (tests/provision/test_fleet*.py) run the
 same code through Ansible on nspawn nodes."""

@@ -489,7 +489,7 @@ def test_summary_keeps_each_warning_once_and_no_all_passed():
 
 
 # --- the probe module and the OS families ------------------------------------------------------------
-PROBE = PLAYBOOKS / "roles" / "envkit_preflight" / "library" / "envkit_probe.py"
+PROBE = PLAYBOOKS / "plugins" / "modules" / "envkit_probe.py"
 
 
 def _in_subprocess(code: str):

@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def role_url_pattern() -> str:
-    """The regex envkit_preflight's probe checks each mirror URL with (library/envkit_probe.py: MIRROR_URL)."""
+    """The regex envkit_preflight's probe checks each mirror URL with (plugins/modules/envkit_probe.py: MIRROR_URL)."""
     from tests.provision.conftest import load_probe
 
     return load_probe().MIRROR_URL.pattern
