@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 HELP = "Resolve, build, bundle, provision and prove Ascend NPU PyTorch stacks."
 
 # Each module registers its commands on the app through `register(app)`, in this order.
-COMMAND_MODULES = ["stack", "matrix", "smoke", "doctor", "bundle", "image", "provision", "launch", "k8s"]
+COMMAND_MODULES = ["stack", "matrix", "smoke", "doctor", "bundle", "image", "provision", "launch", "k8s", "scan"]
 # Top-level command -> the module that registers it. A name not listed here builds the whole tree.
 COMMANDS: dict[str, str] = {
     "resolve": "stack",
@@ -39,6 +39,7 @@ COMMANDS: dict[str, str] = {
     "provision": "provision",
     "launch": "launch",
     "k8s": "k8s",
+    "scan": "scan",
 }
 # Root options that take no value and may come before the command.
 _ROOT_FLAGS = frozenset({"--debug", "--quiet", "-q", "--accept-edited-lock"})

@@ -343,10 +343,14 @@ def _digest(files: list[Path]) -> str:
     return "sha256:" + digest.hexdigest()
 
 
+# matrices/*.yaml files that are not part of the stack matrix (nor of its digest): each is read by its own job
+NOT_MATRIX_FILES = frozenset({"migration.yaml"})  # `envkit scan`'s rules and dependency table (envkit.jobs.scan)
+
+
 def load_matrix_from(folder: Path, *, use_cache: bool = False) -> LoadedMatrix:
-    """Load and validate every matrices/*.yaml. With use_cache, the compiled store of the digest skips the YAML
-    and the validation (one read, plain records)."""
-    files = sorted(folder.glob("*.yaml"))
+    """Load and validate every matrices/*.yaml (but NOT_MATRIX_FILES). With use_cache, the compiled store of the
+    digest skips the YAML and the validation (one read, plain records)."""
+    files = sorted(p for p in folder.glob("*.yaml") if p.name not in NOT_MATRIX_FILES)
     if not files:
         raise MatrixError(f"no matrix files in {folder}", where=Where(str(folder)))
     digest_text = _digest(files)
