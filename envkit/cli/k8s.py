@@ -75,6 +75,12 @@ def render(
             help="Volcano's huawei.com/schedule_policy by hardware form (required for 950, e.g. chip8-node8-ra64-sp).",
         ),
     ] = None,
+    smoke_only: Annotated[
+        bool,
+        typer.Option(
+            "--smoke-only", help="Only the smoke Job of each --node: no training or serving (e.g. 310P nodes, one job each)."
+        ),
+    ] = False,
     rank_table_timeout: Annotated[
         int,
         typer.Option("--rank-table-timeout", help="Seconds a training pod waits for the operator's rank table (1 to 86400)."),
@@ -152,6 +158,7 @@ def render(
         kube_version=kube_version,
         schedule_policy=schedule_policy,
         rank_table_timeout=rank_table_timeout,
+        smoke_only=smoke_only,
         model_pvc=model_pvc,
         model_host_path=model_host_path,
         model_mount=model_mount,

@@ -8,8 +8,10 @@ from the lock through `ContainerFacts` (devices, mounts, environment, the device
 
 Documents:
   smoke/<node>.yaml       one batch/v1 Job per named node: pinned to it, all its NPUs, `envkit smoke` on each NPU
+                          (with `smoke_only`, these alone: no training or serving document)
   training/*.yaml         AscendJob (default) + its `rings-config-<job>` ConfigMap, or a Volcano Job (svc, env
-                          plugins) + the same ConfigMap, or a Kubeflow PyTorchJob v1
+                          plugins) + the same ConfigMap, or a Kubeflow PyTorchJob v1; the ConfigMap only for a chip
+                          with an HCCL rank table format in the lock (none for 310P: one node, no rank table)
   serving/*.yaml          a vLLM Ascend server: a Deployment (one node) or a LeaderWorkerSet (several), and a Service;
                           the model from a read-only PVC or host directory (--model-pvc / --model-host-path)
 Every container: CPU and memory (envkit's sizes per NPU), the image's non-root user, no privilege escalation, no
@@ -140,6 +142,16 @@ _RESERVED = (
 # docs/en/faultdiag/user_guide/03_collecting_logs.md). The pod polls the mounted file (the kubelet swaps a
 # ConfigMap volume's files on update, so each poll opens it anew) and execs the launcher; past the deadline it exits
 # 1 saying so. No `$` in it: the kubelet expands `$(VAR)` and `$$` in a container's command.
+# Only a chip the lock gives an HCCL rank table format (`platform.hccl.rank_table`, matrices/hccl.yaml) gets the
+# ConfigMap, the mount and the wait. 310P has none, and MindCluster's operator would not fill one everywhere: it writes
+# a table for any AscendJob (any `ring-controller.atlas` value: ascend-operator pkg/ranktable/plugins.go, factory.go)
+# but only from the pods' `ascend.kubectl.kubernetes.io/ascend-910-configuration` annotation (pkg/ranktable/utils/
+# util.go `PodHasAllocated`), which the device plugin writes for a 310P pod only where every card of the node is an
+# Atlas 300I Duo (ascend-device-plugin pkg/device/ascendcommon.go `AddPodAnnotation`, `IsContainAll300IDuo`); on a
+# 300I Pro or 300V Pro node the pod would wait out the timeout. A 310P job is one node (no format, no training across
+# nodes), where torch_npu's HCCL starts from torchrun's environment (MC 03_full_npu...training.md: the "environment
+# variable" mode needs no ConfigMap). Were a 310P row added to matrices/hccl.yaml, its pods would also need the
+# 300I Duo node label (`infer-card-type: card-300i-duo`, ascend-common api/default_name.go `A300IDuoLabel`).
 RANK_TABLE_TIMEOUT = 600
 RANK_TABLE_TIMEOUT_RANGE = (1, 86400)
 WAIT_RANK_TABLE = """\
@@ -233,6 +245,7 @@ class K8sOptions:
     kube_version: str = "1.30"
     schedule_policy: str | None = None
     rank_table_timeout: int = RANK_TABLE_TIMEOUT
+    smoke_only: bool = False  # the per-node smoke Jobs alone: no training or serving document
     model_pvc: str | None = None
     model_host_path: str | None = None
     model_mount: str | None = None
@@ -257,6 +270,8 @@ class K8sPlan:
     kube_version: str
     schedule_policy: str | None = None
     smoke_npus: int = 0
+    smoke_only: bool = False
+    rank_table: bool = False  # training reads the operator's rank table (and waits for it)
     model: str | None = None  # serving: what vllm serve loads
     model_volume: dict[str, Any] | None = None  # serving: the model's volume (PVC or hostPath), None: none mounted
     node_labels: dict[str, str] = field(default_factory=dict)
@@ -324,6 +339,15 @@ def _check_options(lock: Lock, opts: K8sOptions) -> None:
         raise _bad("a --node is named twice", "Name each node once.")
     if not opts.nodes and opts.node_count is None:
         raise _bad("no nodes: give --node NAME (repeated) or --node-count N", "Node names also render the per-node smoke Jobs.")
+    if opts.smoke_only and not opts.nodes:
+        raise _bad(
+            "--smoke-only without node names: each smoke Job is pinned to a node by its name",
+            "Name the nodes: --node NAME, repeated (as `kubectl get nodes` prints them).",
+        )
+    if opts.smoke_only and (opts.model_pvc or opts.model_host_path or opts.model):
+        raise _bad(
+            "--smoke-only with a model: the smoke Jobs serve none", "Leave out --model, --model-pvc and --model-host-path."
+        )
     count = len(opts.nodes) or (opts.node_count or 0)
     if not 1 <= count <= MAX_NODES:
         raise _bad(f"--node-count {count}: 1 to {MAX_NODES}", "One pod per node.")
@@ -508,8 +532,10 @@ def _npus(lock: Lock, opts: K8sOptions, chip: ChipK8s, nodes: int, training: boo
     if nodes > 1 and training:
         if not chip.multi_node_pod_npus or lock.platform.hccl.rank_table is None:
             raise _bad(
-                f"{nodes} nodes: chip {lock.stack.chip} has no HCCL rank table format, so no training across nodes",
-                "Render one node (--node-count 1), or serve instead (--serving).",
+                f"{nodes} nodes: chip {lock.stack.chip} has no HCCL rank table format, so no training across nodes "
+                f"(the lock's platform.hccl.rank_table is empty: matrices/hccl.yaml rank_tables has no {lock.stack.chip} row)",
+                "Render one node (--node-count 1), serve instead (--serving), or only the smoke Job of each named node "
+                "(--smoke-only --node NAME ...).",
             )
         if npn not in chip.multi_node_pod_npus:
             raise _bad(
@@ -823,7 +849,7 @@ def _training(plan: K8sPlan, pod: _Pod, opts: K8sOptions, chip: ChipK8s, nodes: 
     extra_volumes: list[dict[str, Any]] = []
     extra_mounts: list[dict[str, Any]] = []
     env = dict(hccl)
-    if engine in ("ascendjob", "volcano"):
+    if plan.rank_table:
         extra_volumes += _rank_table_configmap(plan, chip)
         extra_mounts.append({"name": "ranktable", "mountPath": RANK_TABLE_DIR, "readOnly": True})
         env["RANK_TABLE_FILE"] = f"{RANK_TABLE_DIR}/{RANK_TABLE_KEY}"
@@ -844,7 +870,7 @@ def _training(plan: K8sPlan, pod: _Pod, opts: K8sOptions, chip: ChipK8s, nodes: 
         extra_volumes += launch_volumes
         extra_mounts.append({"name": "launch", "mountPath": LAUNCH_DIR, "readOnly": True})
     command = _launch_command(opts, nodes, npn, rank, master, port_ref)
-    if engine in ("ascendjob", "volcano"):
+    if plan.rank_table:
         command = wait_for_rank_table(command, opts.rank_table_timeout)
     container = pod.container(container_name, command, env)
     container["volumeMounts"] = container["volumeMounts"] + extra_mounts
@@ -1058,7 +1084,7 @@ def plan_k8s(lock: Lock, opts: K8sOptions) -> K8sPlan:
             "platform.device_plugin_resource",
         )
     nodes = len(opts.nodes) or (opts.node_count or 0)
-    npn = _npus(lock, opts, chip, nodes, training=not serving)
+    npn = _npus(lock, opts, chip, nodes, training=not serving and not opts.smoke_only)
     sp_block = _super_pod(opts, chip, npn)
     schedule_policy = _schedule_policy(lock, opts, resource)
     davinci = lock.platform.davinci_devices
@@ -1085,16 +1111,26 @@ def plan_k8s(lock: Lock, opts: K8sOptions) -> K8sPlan:
         kube_version=opts.kube_version,
         schedule_policy=schedule_policy,
         smoke_npus=smoke_npus,
+        smoke_only=opts.smoke_only,
+        rank_table=not serving
+        and not opts.smoke_only
+        and opts.engine in ("ascendjob", "volcano")
+        and lock.platform.hccl.rank_table is not None,
         model=model,
         model_volume=model_volume[1] if model_volume else None,
     )
     pod = _Pod(lock, opts, facts, chip, resource, npn, schedule_policy)
     plan.node_labels = dict(pod.node_selector)
     _smoke(plan, pod, opts.nodes)
-    if serving:
+    if serving and not opts.smoke_only:
         _serving(plan, pod, opts, nodes, sp_block)
-    else:
+    elif not opts.smoke_only:
         _training(plan, pod, opts, chip, nodes, sp_block)
+        if opts.engine != "pytorchjob" and not plan.rank_table:
+            plan.notes.append(
+                f"no rank table: chip {plan.chip} has no HCCL rank table format in the lock, so no rings-config ConfigMap "
+                f"and no wait; the job runs on one node and HCCL starts from {opts.launcher}'s environment"
+            )
     if not opts.nodes:
         plan.notes.append("no --node names: the per-node smoke Jobs are not rendered (they are pinned by node name)")
     elif smoke_npus != npn:
@@ -1118,7 +1154,7 @@ def readme(plan: K8sPlan, opts: K8sOptions, chip: ChipK8s, sp_block: int | None)
     smoke = sorted(f for f in plan.files if f.startswith("smoke/"))
     workload = "serving" if plan.serving else f"training ({plan.engine})"
     lines = [
-        f"# Kubernetes base for chip {plan.chip}: smoke per node and {workload}",
+        f"# Kubernetes base for chip {plan.chip}: smoke per node" + ("" if plan.smoke_only else f" and {workload}"),
         "",
         "Rendered by `envkit k8s render` from the lock alone; do not edit (render again). Every document was checked",
         f"before it was written: core kinds against the Kubernetes {plan.kube_version} OpenAPI schemas (kubernetes-validate,",
@@ -1177,7 +1213,7 @@ def readme(plan: K8sPlan, opts: K8sOptions, chip: ChipK8s, sp_block: int | None)
             "```",
             "",
         ]
-    if plan.serving:
+    if plan.serving and not plan.smoke_only:
         lines += [
             "## Serving",
             "",
@@ -1190,21 +1226,29 @@ def readme(plan: K8sPlan, opts: K8sOptions, chip: ChipK8s, sp_block: int | None)
             "```",
             "",
         ]
-    else:
+    elif not plan.smoke_only:
         lines += [
             "## Training",
             "",
             f"The job runs `{opts.launcher}` on `{opts.script}` in every pod (one pod per node, {plan.npus_per_node} processes each);",
-            "put the script in the image or mount it. HCCL reads the rank table the Ascend Operator writes into the",
-            f"`rings-config-{plan.name}` ConfigMap (RANK_TABLE_FILE); each pod waits until its status is `completed`",
-            f"(at most {opts.rank_table_timeout} s, `--rank-table-timeout`, then exits 1 saying so) and only then starts {opts.launcher}."
-            if plan.engine != "pytorchjob"
-            else "PyTorchJob sets MASTER_ADDR, MASTER_PORT and RANK.",
+            "put the script in the image or mount it. " + _training_readme(plan, opts),
             "",
         ]
     if plan.notes:
         lines += ["## Notes", ""] + [f"- {n}" for n in plan.notes] + [""]
     return "\n".join(lines)
+
+
+def _training_readme(plan: K8sPlan, opts: K8sOptions) -> str:
+    if plan.engine == "pytorchjob":
+        return "PyTorchJob sets MASTER_ADDR, MASTER_PORT and RANK."
+    if not plan.rank_table:
+        return f"No rank table is mounted or waited for (chip {plan.chip}: see the notes)."
+    return (
+        "HCCL reads the rank table the Ascend Operator writes into the\n"
+        f"`rings-config-{plan.name}` ConfigMap (RANK_TABLE_FILE); each pod waits until its status is `completed`\n"
+        f"(at most {opts.rank_table_timeout} s, `--rank-table-timeout`, then exits 1 saying so) and only then starts {opts.launcher}."
+    )
 
 
 def _model_source(opts: K8sOptions) -> str:

@@ -36,6 +36,7 @@ CASES = {
     "910b-pytorchjob": ("910b", K8sOptions(image=IMAGE, node_count=2, engine="pytorchjob", scheduler="default")),
     "a3-ascendjob": ("a3", K8sOptions(image=IMAGE, nodes=("a3-0", "a3-1"))),
     "310p-ascendjob": ("310p", K8sOptions(image=IMAGE, nodes=("infer-0",), npus_per_node=4)),
+    "310p-smoke-only": ("310p", K8sOptions(image=IMAGE, nodes=("infer-0", "infer-1"), npus_per_node=4, smoke_only=True)),
     "950-ascendjob": (
         "950",
         K8sOptions(

@@ -7,6 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+import yaml
 
 from envkit.errors import BadInput
 from envkit.fleet import ranktable as RT
@@ -98,8 +99,31 @@ def test_950_renders_v20_level_list(site, locks, tmp_path):
 
 
 def test_chip_without_rank_table_refused(site, locks, tmp_path):
-    with pytest.raises(BadInput, match="no HCCL rank table"):
+    """310P: refused, naming why (no matrices/hccl.yaml row, so none in the lock) and what HCCL documents instead."""
+    with pytest.raises(BadInput, match="no HCCL rank table") as exc:
         render_launch(write_inventory(site, A2_INV), locks["310p"], tmp_path / "o")
+    assert "matrices/hccl.yaml rank_tables has no 310p row" in exc.value.message
+    hint = exc.value.hint or ""
+    assert "rank_table_config_300i_duo.md" in hint and "Atlas 300I Duo" in hint and "HcclAllGather.md" in hint
+    assert not (tmp_path / "o").exists()
+
+
+def test_any_chip_without_a_rank_table_row_is_refused_with_the_matrix_named(site, locks, tmp_path):
+    """A lock whose HCCL facts lack the format (a 910b lock with it removed): the generic reason, no 310P text."""
+    doc = yaml.safe_load(locks["910b"].read_text())
+    doc["platform"]["hccl"]["rank_table"] = None
+    lock = tmp_path / "910b-no-table.lock"
+    lock.write_text(yaml.safe_dump(doc, sort_keys=False))
+    with pytest.raises(BadInput, match="matrices/hccl.yaml rank_tables has no 910b row") as exc:
+        render_launch(write_inventory(site, A2_INV), lock, tmp_path / "o")
+    assert "300I Duo" not in (exc.value.hint or "") and "re-lock" in (exc.value.hint or "")
+
+
+def test_chip_without_rank_table_is_exit_2_from_the_cli(site, locks, tmp_path, run_cli):
+    inv = write_inventory(site, A2_INV)
+    r = run_cli("launch", "render", "-i", str(inv), "--lock", str(locks["310p"]), "-o", str(tmp_path / "o"))
+    assert r.code == 2 and "no 310p row" in r.err and "rank_table_config_300i_duo.md" in r.err and "Traceback" not in r.err
+    assert not (tmp_path / "o").exists()
 
 
 def test_checks_name_interleaving_duplicates_and_device_ip(site):

@@ -33,8 +33,9 @@ class K8sResult:
             "resource": p.resource,
             "npus_per_node": p.npus_per_node,
             "nodes": p.node_count,
-            "workload": "serving" if p.serving else "training",
-            "engine": None if p.serving else p.engine,
+            "workload": _workload(p),
+            "engine": None if p.serving or p.smoke_only else p.engine,
+            "rank_table": p.rank_table,
             "node_labels": p.node_labels,
             "schedule_policy": p.schedule_policy,
             "smoke_npus": p.smoke_npus,
@@ -45,6 +46,10 @@ class K8sResult:
             "files": self.files,
             "notes": p.notes,
         }
+
+
+def _workload(p: K8sPlan) -> str:
+    return "smoke" if p.smoke_only else "serving" if p.serving else "training"
 
 
 def render_k8s(lock: Path, out: Path, opts: K8sOptions, *, force: bool = False, lock_check: LockCheck = SCHEMA_ONLY) -> K8sResult:
@@ -66,7 +71,7 @@ def render_k8s(lock: Path, out: Path, opts: K8sOptions, *, force: bool = False, 
 
 def format_result(result: K8sResult) -> list[str]:
     p = result.plan
-    what = "serving" if p.serving else f"training ({p.engine})"
+    what = {"smoke": "smoke Jobs only", "serving": "serving", "training": f"training ({p.engine})"}[_workload(p)]
     lines = [
         f"Kubernetes base for chip {p.chip}: {what} on {p.node_count} node(s) x {p.npus_per_node} {p.resource}; "
         f"{sum(1 for f in p.files if f.startswith('smoke/'))} smoke Job(s); every document checked (Kubernetes {p.kube_version} schemas, CRDs, envkit rules)"

@@ -36,6 +36,17 @@ from envkit.lock.gate import SCHEMA_ONLY, LockCheck
 
 DEFAULT_PORT = 29500
 DEFAULT_SCRIPT = "train.py"
+# A rank table an upstream guide gives for a chip that matrices/hccl.yaml has no `rank_tables` row for: the lock then
+# carries no format and nothing is rendered, and the refusal says what exists and why it is not used. Read in
+# hicann/hccl at 09300b70df9a031339f08e5f2ca06d7bf294d009.
+UNLISTED_RANK_TABLES = {
+    "310p": (
+        "HCCL's guide has a rank table 1.0 page for the Atlas 300I Duo (hicann/hccl docs/zh/user_guide/cluster_info_config/"
+        "rank_table_config_300i_duo.md) and none for the 300I Pro / 300V Pro that the 310p row also covers, and allows "
+        "the 300I Duo's AllGather and ReduceScatter on one server only (docs/zh/api_ref/comm_op_interface/HcclAllGather.md, "
+        "HcclReduceScatter.md); envkit renders a table only from a sourced matrices/hccl.yaml row, and 310p has none yet. "
+    ),
+}
 
 
 @dataclass
@@ -150,10 +161,12 @@ def render_launch(
     row = data.rank_table(chip)
     if row is None:
         raise BadInput(
-            f"chip {chip} of {lock} has no HCCL rank table format in envkit's data",
+            f"chip {chip} of {lock} has no HCCL rank table format in envkit's data: the lock's platform.hccl.rank_table "
+            f"is empty (matrices/hccl.yaml rank_tables has no {chip} row)",
             where=Where(str(lock), None, "stack.chip"),
-            hint="rank tables are rendered for the chips matrices/hccl.yaml lists under rank_tables "
-            "(a chip without one has no HCCL rank table format); re-lock after adding one",
+            hint=UNLISTED_RANK_TABLES.get(chip, "")
+            + "Rank tables are rendered for the chips matrices/hccl.yaml lists under rank_tables, each with its source; "
+            "re-lock once the chip has a row. On one host, torchrun needs no rank table.",
         )
     inv = read_inventory(Path(inventory))
     confs = [inv.path.parent / h.vars["envkit_hccn_conf"] for h in inv.hosts if h.vars.get("envkit_hccn_conf")]
