@@ -62,12 +62,32 @@ def refresh_cmd(
     new: Annotated[
         bool, Opt("--new", help="Only list the releases on PyPI the matrix has no row for (exit 1 when any).")
     ] = False,
+    index_url: Annotated[
+        Optional[str],
+        Opt(
+            "--index-url",
+            metavar="URL",
+            help="The JSON API base of PyPI or of a mirror of it (NAME/json under it). [default: https://pypi.org/pypi]",
+        ),
+    ] = None,
+    jobs: Annotated[int, Opt("--jobs", "-j", min=1, max=32, help="Requests to the index at a time (1 to 32).")] = 8,
+    deadline: Annotated[
+        Optional[float],
+        Opt(
+            "--deadline",
+            metavar="SECONDS",
+            min=1.0,
+            help="Seconds for the whole run, retries included (default: none; each request has its own 120 s, "
+            "and up to 5 tries).",
+        ),
+    ] = None,
 ) -> None:
     """Derive the matrix's facts from PyPI: the Python-package rules from metadata, the Pythons and manylinux glibc
     of the torch_npu, vllm-ascend and triton-ascend rows from their wheel files; print the diff and a report.
 
     Exit 0: nothing to change (or written with --write); 1: the matrix differs from PyPI (with --new: PyPI has
-    releases the matrix lacks).
+    releases the matrix lacks); 2: bad input, or the index did not answer (a transient failure is tried 5 times,
+    with back-off). Progress on stderr (--quiet silences it).
     """
     from envkit.resources import matrices_dir
 
@@ -75,7 +95,7 @@ def refresh_cmd(
     if new:
         from envkit.jobs.matrix.refresh import find_new
 
-        found = find_new(folder, snapshot=snapshot)
+        found = find_new(folder, snapshot=snapshot, index=index_url, jobs=jobs, deadline=deadline)
         for line in found:
             console.out.print(f"new  {line}", markup=False)
         console.out.print(f"{len(found)} release(s) on PyPI the matrix lacks", markup=False)
@@ -84,7 +104,7 @@ def refresh_cmd(
         return
     from envkit.jobs.matrix.refresh import refresh
 
-    result = refresh(folder, snapshot=snapshot, record=record, write=write)
+    result = refresh(folder, snapshot=snapshot, record=record, write=write, index=index_url, jobs=jobs, deadline=deadline)
     console.out.file.write(result.diff)
     for line in result.report:
         console.out.print(f"report  {line}", markup=False)

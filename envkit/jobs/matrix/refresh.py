@@ -2,7 +2,7 @@
 
 Reads PyPI's JSON API (``/pypi/NAME/json``: every release with its files' ``requires_python`` and
 wheel names) and each release's core metadata (``/pypi/NAME/VERSION/json``, or, where that answers
-404, the wheel's METADATA read with HTTP range requests) for Transformers, Accelerate and numpy, and
+404 (or 410), the wheel's METADATA read with HTTP range requests) for Transformers, Accelerate and numpy, and
 derives `matrices/python_packages.yaml` rules: Requires-Python, the torch and numpy bounds of
 Requires-Dist, and for numpy the Python range and glibc of its wheel tags. Consecutive releases
 with the same value make one rule (``when: {transformers: ">=4.48.0,<4.52.0"}``), so a bound that
@@ -25,6 +25,13 @@ as written by ``record`` (the documents stripped to the fields read here). ``rec
 ``_recorded.json`` (``{"date": ...}``, the day they were read; no PyPI name starts with ``_``), and a
 refresh from a snapshot dates its sources by it: a source says when its fact was read from PyPI, not when
 a copy of it was. Online, the date is `envkit.io.clock.today()` (``SOURCE_DATE_EPOCH`` fixes it).
+
+Online, the documents come from ``index_url`` (PyPI's JSON API base, ``https://pypi.org/pypi``, or a mirror's: http(s),
+its credentials never shown), `jobs` requests at a time (1 to `MAX_JOBS`). Each request is tried again after a
+transient failure (`envkit.jobs.matrix.retry`: back-off with jitter, Retry-After honoured up to its cap, an optional
+deadline for the whole run), and the files' URLs a project document gives are resolved against the URL that answered
+it (after redirects: a mirror answers relative URLs). Progress goes to stderr (`envkit.console.progress`, silenced by
+``--quiet``): ``refresh: 37/120 transformers metadata documents (2 retried)``, a line per retry, and the total.
 """
 
 from __future__ import annotations
@@ -35,20 +42,27 @@ import json
 import os
 import re
 import struct
+import threading
 import zlib
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-from urllib.parse import urljoin
+from typing import Any, TypeVar
+from urllib.parse import urljoin, urlsplit
 
 from pydantic import BaseModel, ConfigDict
 
-from envkit import versions
-from envkit.errors import BadInput, CannotRun, Where
+from envkit import console, versions
+from envkit.errors import BadInput, CannotRun, EnvkitError, Where
 from envkit.io import httpclient, jsonread
+from envkit.jobs.matrix.retry import Retrier, RetryPolicy, status_error
 
-PYPI = "https://pypi.org"
+PYPI = "https://pypi.org"  # the default index: its JSON API is PYPI + "/pypi"
+TORCH_SINCE = "2.6.0"  # the oldest torch release read
+JOBS = 8  # requests at a time (--jobs)
+MAX_JOBS = 32
 # package -> (display name, first release derived: older ones are refused by the NPU-support rules)
 PACKAGES: dict[str, tuple[str, str]] = {
     "transformers": ("Transformers", "4.32.0"),
@@ -58,7 +72,10 @@ PACKAGES: dict[str, tuple[str, str]] = {
 RECORDED = "_recorded.json"  # in a snapshot: the day its documents were read
 _ISO_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 _KEPT_DIST = re.compile(r"^(torch|numpy|nvidia-[a-z0-9-]+)\b", re.I)
-_HINT = "Run it where pypi.org answers, or pass --snapshot DIR (a recorded snapshot)."
+_HINT = "Run it where the index answers (pypi.org, or a mirror: --index-url URL), or pass --snapshot DIR (a recorded snapshot)."
+_USERINFO = re.compile(r"(?<=://)[^/?#\s]*@")
+_X = TypeVar("_X")
+_Y = TypeVar("_Y")
 ZIP_TAIL = 1 << 16  # the last bytes of a wheel, where its zip directory's end record is
 MAX_ZIP_PART = 16 << 20  # a wheel's central directory, or its METADATA (compressed), read with a range request
 
@@ -121,13 +138,96 @@ class RefreshResult:
 
 
 # --- reading PyPI ------------------------------------------------------------------------------
-class Source:
-    """PyPI (online) or a recorded snapshot folder; optionally records what it reads."""
+def redact(text: str) -> str:
+    """`text` with the credentials of every URL in it (``https://user:password@host``) shown as ``***``."""
+    return _USERINFO.sub("***@", text)
 
-    def __init__(self, snapshot: Path | None = None, record: Path | None = None, timeout: float = 120.0) -> None:
+
+def index_url(value: str) -> str:
+    """A JSON API base (``https://pypi.org/pypi``, a mirror's) checked: http(s), a host, no query or fragment; without
+    its trailing slash. BadInput otherwise (the URL shown without its credentials)."""
+    shown = redact(re.split(r"[?#]", value, maxsplit=1)[0])[:200]  # neither credentials nor a query's token shown
+    hint = "Give the JSON API base of PyPI or of a mirror of it, e.g. https://pypi.org/pypi (NAME/json is read under it)."
+    try:
+        parts = urlsplit(value)
+        parts.port  # noqa: B018 - a port that is not a number raises here
+    except ValueError:
+        raise BadInput(f"--index-url {shown} is not a valid URL", hint=hint) from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise BadInput(f"--index-url {shown} is not an http:// or https:// URL", hint=hint)
+    if parts.query or parts.fragment or any(c.isspace() or ord(c) < 0x20 for c in value):
+        raise BadInput(f"--index-url {shown} has a query, a fragment or a blank; a JSON API base has none", hint=hint)
+    return value.rstrip("/")
+
+
+@contextmanager
+def _redacted() -> Iterator[None]:
+    """An error raised inside has the credentials of the URLs in its message and hint hidden."""
+    try:
+        yield
+    except EnvkitError as exc:
+        exc.message, exc.hint = redact(exc.message), None if exc.hint is None else redact(exc.hint)
+        exc.args = (exc.message,)
+        raise
+
+
+class Source:
+    """PyPI or a mirror of its JSON API (online), or a recorded snapshot folder; optionally records what it reads.
+
+    Online: `index` (default ``PYPI + "/pypi"``), `jobs` requests at a time in `map`, each through `retry` (None: one
+    try), `progress` lines (a snapshot read is silent)."""
+
+    def __init__(
+        self,
+        snapshot: Path | None = None,
+        record: Path | None = None,
+        timeout: float = 120.0,
+        *,
+        index: str | None = None,
+        jobs: int = JOBS,
+        retry: Retrier | None = None,
+        progress: Callable[[str], None] | None = console.progress,
+    ) -> None:
+        if not 1 <= jobs <= MAX_JOBS:
+            raise BadInput(f"--jobs {jobs}: requests at a time are 1 to {MAX_JOBS}")
         self.snapshot, self.record, self.timeout = snapshot, record, timeout
+        self.index = index_url(index) if index is not None else f"{PYPI}/pypi"
+        self.jobs, self.retry, self.progress = jobs, retry, progress
         self.recorded: dict[str, str] = {}  # relative path -> document: written into `record` when the run ends
         self._projects: dict[tuple[str, str, bool], dict[str, Any]] = {}  # one read of a project per run
+        self.answered: dict[str, str] = {}  # URL asked -> the URL that answered it (after redirects)
+        self.read = 0  # documents and ranges read from the index
+        self._lock = threading.Lock()
+
+    @property
+    def retried(self) -> int:
+        return 0 if self.retry is None else self.retry.retried
+
+    def note(self, line: str) -> None:
+        """A progress line (online only), its URLs' credentials hidden."""
+        if self.progress is not None and self.snapshot is None:
+            self.progress(redact(line))
+
+    def map(self, what: str, fn: Callable[[_X], _Y], items: list[_X]) -> list[_Y]:
+        """`fn` of each item, in order: online `jobs` at a time (the first failure stops the rest and is raised),
+        with a progress line each tenth; from a snapshot one after the other."""
+        if self.snapshot is not None or len(items) <= 1:
+            return [fn(item) for item in items]
+        results: dict[int, _Y] = {}
+        step = max(1, len(items) // 10)
+        with ThreadPoolExecutor(max_workers=min(self.jobs, len(items))) as pool:
+            futures = {pool.submit(fn, item): i for i, item in enumerate(items)}
+            try:
+                for fut in as_completed(futures):
+                    results[futures[fut]] = fut.result()
+                    if len(results) % step == 0 or len(results) == len(items):
+                        self.note(f"refresh: {len(results)}/{len(items)} {what} ({self.retried} retried)")
+            except BaseException:
+                if self.retry is not None:
+                    self.retry.stop()
+                pool.shutdown(wait=True, cancel_futures=True)
+                raise
+        return [results[i] for i in range(len(items))]
 
     def _load(self, rel: str) -> dict[str, Any] | None:
         """A snapshot document (a regular file inside the snapshot folder, capped), read strictly and of the exact
@@ -172,17 +272,28 @@ class Source:
         return recorded
 
     def _get(self, url: str, headers: dict[str, str] | None = None, limit: int | None = None) -> bytes:
-        """A body from PyPI within `self.timeout` seconds for the whole request: a JSON document (capped at
-        httpclient.JSON_DOCUMENT's size), or a byte range (`limit`: its length). HTTPStatus for a status that
-        is not success, HTTPFailure (CannotRun) when PyPI cannot be read."""
+        """A body from the index within `self.timeout` seconds for each request (and the run's deadline): a JSON
+        document (capped at httpclient.JSON_DOCUMENT's size), or a byte range (`limit`: its length), tried again after
+        a transient failure (`self.retry`). HTTPStatus for a status that is not success, HTTPFailure (CannotRun) when
+        the index cannot be read; the URL that answered is kept in `answered`."""
+        if self.retry is None:
+            return self._fetch(url, headers, limit, None)
+        return self.retry.call(url, lambda left: self._fetch(url, headers, limit, left))
+
+    def _fetch(self, url: str, headers: dict[str, str] | None, limit: int | None, left: float | None) -> bytes:
+        """One try of `_get`, within `left` seconds too where given."""
         limits = httpclient.JSON_DOCUMENT if limit is None else httpclient.PART.but(max_bytes=limit)
-        return httpclient.get(
-            url,
-            limits.but(deadline=self.timeout),
-            headers={"User-Agent": "envkit-matrix-refresh", **(headers or {})},
-            hint=_HINT,
-            ok=(200,) if limit is None else (200, 206),
-        )
+        deadline = self.timeout if left is None else min(self.timeout, left)
+        ok = (200,) if limit is None else (200, 206)
+        headers = {"User-Agent": "envkit-matrix-refresh", **(headers or {})}
+        with httpclient.open_url(url, limits.but(deadline=deadline), headers=headers, hint=_HINT) as resp:
+            if resp.status not in ok:
+                raise status_error(resp.url, resp.status, resp.reason, resp.headers, _HINT)
+            body = resp.body()
+            self.answered[url] = resp.url
+        with self._lock:
+            self.read += 1
+        return body
 
     def _get_json(self, url: str) -> dict[str, Any]:
         doc = jsonread.parse_json(self._get(url, {"Accept": "application/json"}), url, what="PyPI JSON document")
@@ -206,8 +317,9 @@ class Source:
                     hint="Record one with `tools/matrix_refresh.py --record DIR`.",
                 )
             return doc
-        url = f"{PYPI}/pypi/{name}/json"
+        url = f"{self.index}/{name}/json"
         raw = self._get_json(url)
+        base = self.answered.get(url, url)  # a relative file URL is relative to the document's own URL
         keep = ("filename", "packagetype", "requires_python")
         releases = raw.get("releases")
         shaped = isinstance(releases, dict) and all(
@@ -220,7 +332,7 @@ class Source:
             "info": {"version": raw["info"]["version"]},
             "releases": {
                 v: (
-                    [{**{k: f.get(k) for k in keep}, "url": urljoin(url, f["url"])} for f in files if not f.get("yanked")]
+                    [{**{k: f.get(k) for k in keep}, "url": urljoin(base, f["url"])} for f in files if not f.get("yanked")]
                     if _wanted(v, since, prereleases)
                     else []
                 )
@@ -246,9 +358,11 @@ class Source:
                 raise BadInput(f"the snapshot {self.snapshot} has no {rel}")
             return doc
         try:
-            info = self._get_json(f"{PYPI}/pypi/{name}/{version}/json")["info"]
+            info = self._get_json(f"{self.index}/{name}/{version}/json")["info"]
             dist, rp = info.get("requires_dist") or [], info.get("requires_python")
-        except httpclient.HTTPStatus:
+        except httpclient.HTTPStatus as exc:
+            if exc.status not in (404, 410):  # only a release without this document falls back; else the index failed
+                raise
             dist, rp = self._wheel_metadata(files)
         if not (isinstance(dist, list) and all(isinstance(d, str) for d in dist) and isinstance(rp, (str, type(None)))):
             raise BadInput(f"PyPI's metadata of {name} {version} is malformed (requires_dist, requires_python)", hint=_HINT)
@@ -345,8 +459,7 @@ def releases(src: Source, name: str) -> list[Release]:
     since = PACKAGES[name][1]
     doc = src.project(name, since)
     chosen = sorted((v for v, files in doc["releases"].items() if files), key=versions.sort_key)
-    with ThreadPoolExecutor(max_workers=8) as pool:
-        metas = list(pool.map(lambda v: src.metadata(name, v, doc["releases"][v]), chosen))
+    metas = src.map(f"{name} metadata documents", lambda v: src.metadata(name, v, doc["releases"][v]), chosen)
     out = []
     for v, meta in zip(chosen, metas, strict=True):
         files = doc["releases"][v]
@@ -531,13 +644,12 @@ def torch_report(src: Source, lm: Any) -> list[str]:
     """Per torch it pins: the build PyPI serves on each arch (CPU or CUDA, from Requires-Dist markers of the cp310
     wheel). (What torch_npu's wheels say is derived into its rows: `wheel_rows`.)"""
     lines: list[str] = []
-    tdoc = src.project("torch", "2.6.0")
+    tdoc = src.project("torch", TORCH_SINCE)
     pinned = sorted({t.torch for t in lm.model.torch_npu if t.cann is not None}, key=versions.sort_key)
-    for v in pinned:
-        files = _arch_files(tdoc["releases"].get(v) or [], "aarch64", "cp310")
-        if not files:
-            continue
-        dist = src.metadata("torch", v, files)["info"].get("requires_dist") or []
+    served = [(v, files) for v in pinned if (files := _arch_files(tdoc["releases"].get(v) or [], "aarch64", "cp310"))]
+    metas = src.map("torch metadata documents", lambda vf: src.metadata("torch", *vf), served)
+    for (v, _), meta in zip(served, metas, strict=True):
+        dist = meta["info"].get("requires_dist") or []
         lines.append(
             f"torch {v}: PyPI serves a {torch_build(dist, 'aarch64')} build on aarch64, a "
             f"{torch_build(dist, 'x86_64')} build on x86_64 (https://pypi.org/project/torch/{v}/ metadata "
@@ -733,7 +845,7 @@ def new_releases(src: Source, lm: Any) -> list[str]:
     ]
     # torch: the matrix has a torch_builds row for each torch a torch_npu pins (not every torch): a torch newer than
     # the newest of them is news (torch_npu will follow it), an older one it skipped (2.7.0 beside 2.7.1) is not
-    pinned.append(("torch", src.project("torch", "2.6.0"), [b.torch for b in lm.model.torch_builds], max))
+    pinned.append(("torch", src.project("torch", TORCH_SINCE), [b.torch for b in lm.model.torch_builds], max))
     for package, doc, pins, floor in pinned:
         rows = [versions.parse(v) for v in pins]
         have = {r.key for r in rows}
@@ -809,6 +921,40 @@ def render(text: str, derived: dict[str, list[dict[str, Any]]]) -> str:
     return text
 
 
+def open_source(
+    snapshot: Path | None = None,
+    record: Path | None = None,
+    *,
+    index: str | None = None,
+    jobs: int = JOBS,
+    deadline: float | None = None,
+    retry: Retrier | None = None,
+) -> Source:
+    """The Source of a run: a snapshot, or the index (`index`, default PyPI) read `jobs` at a time with retries
+    (`retry`, default the `RetryPolicy` with `deadline` seconds for the run), its retries noted as progress."""
+    if snapshot is not None and index is not None:
+        raise BadInput(
+            "--index-url and --snapshot name two sources; give one", hint="--snapshot reads a recorded folder, offline."
+        )
+    if deadline is not None and not deadline > 0:
+        raise BadInput(f"--deadline {deadline:g}: the run's deadline is a number of seconds above 0")
+    retrier = retry if retry is not None else Retrier(RetryPolicy(deadline=deadline))
+    src = Source(snapshot=snapshot, record=record, index=index, jobs=jobs, retry=retrier)
+    if retrier.note is None:
+        retrier.note = src.note
+    return src
+
+
+def _read_projects(src: Source, keys: list[tuple[str, str, bool]]) -> None:
+    """The project documents a run reads, read first (online: `jobs` at a time)."""
+    src.note(f"refresh: reading {src.index} ({src.jobs} request(s) at a time)")
+    src.map("projects", lambda k: src.project(k[0], k[1], prereleases=k[2]), keys)
+
+
+def _done(src: Source) -> None:
+    src.note(f"refresh: {src.read} documents read from {src.index}, {src.retried} retried")
+
+
 def refresh(
     matrix_dir: Path,
     *,
@@ -817,6 +963,10 @@ def refresh(
     write: bool = False,
     today: str | None = None,
     packages: list[str] | None = None,
+    index: str | None = None,
+    jobs: int = JOBS,
+    deadline: float | None = None,
+    retry: Retrier | None = None,
 ) -> RefreshResult:
     """Derive the rules and the rows' wheel facts, diff them against the matrix files, and write them when asked.
 
@@ -826,14 +976,42 @@ def refresh(
 
     `record`: a folder claimed before anything is read (`envkit.io.outputs.claim_output`: an earlier snapshot's, or
     new), given the documents read when the run succeeds. `write`: only the matrix files that change are replaced,
-    each when it is still the regular file that was read (never written through a link)."""
+    each when it is still the regular file that was read (never written through a link).
+
+    `index`, `jobs`, `deadline`, `retry`: where and how the documents are read online (`open_source`); an error's
+    URLs are shown without their credentials."""
+    with _redacted():
+        return _refresh(
+            matrix_dir,
+            snapshot,
+            record,
+            write,
+            today,
+            packages,
+            open_source(snapshot, record, index=index, jobs=jobs, deadline=deadline, retry=retry),
+        )
+
+
+def _refresh(
+    matrix_dir: Path,
+    snapshot: Path | None,
+    record: Path | None,
+    write: bool,
+    today: str | None,
+    packages: list[str] | None,
+    src: Source,
+) -> RefreshResult:
     from envkit.io.outputs import PYPI_SNAPSHOT, claim_output, replace_file
 
     path = matrix_dir / "python_packages.yaml"
     claim = None if record is None else claim_output(record, PYPI_SNAPSHOT, inputs=[snapshot, matrix_dir])
-    src = Source(snapshot=snapshot, record=record)
     day = today or src.read_date()
-    derived = {name: derive(name, releases(src, name), day) for name in (packages or list(PACKAGES))}
+    names = packages or list(PACKAGES)
+    keys = [(name, PACKAGES[name][1], False) for name in names]
+    if packages is None:
+        keys += [(k.package, k.since, True) for k in ROW_KINDS] + [("torch", TORCH_SINCE, False)]
+    _read_projects(src, keys)
+    derived = {name: derive(name, releases(src, name), day) for name in names}
     report: list[str] = []
     changes: list[RowChange] = []
     was = path.read_bytes()
@@ -863,12 +1041,27 @@ def refresh(
         for name, (a, b) in sorted(texts.items()):
             if a != b:
                 replace_file(matrix_dir / name, b.encode("utf-8"), was=a.encode("utf-8"))
+    _done(src)
     return RefreshResult(diff=diff, changed=changed, rules=derived, path=path, report=report, rows=changes)
 
 
-def find_new(matrix_dir: Path, *, snapshot: Path | None = None) -> list[str]:
+def find_new(
+    matrix_dir: Path,
+    *,
+    snapshot: Path | None = None,
+    index: str | None = None,
+    jobs: int = JOBS,
+    deadline: float | None = None,
+    retry: Retrier | None = None,
+) -> list[str]:
     """`envkit matrix refresh --new`: the releases on PyPI of the packages the matrix pins that it has no row for
-    (`new_releases`)."""
+    (`new_releases`); the documents read as `refresh` reads them."""
     from envkit.core.matrix import load_matrix_from
 
-    return new_releases(Source(snapshot=snapshot), load_matrix_from(matrix_dir))
+    with _redacted():
+        src = open_source(snapshot, index=index, jobs=jobs, deadline=deadline, retry=retry)
+        lm = load_matrix_from(matrix_dir)
+        _read_projects(src, [(k.package, k.since, True) for k in ROW_KINDS] + [("torch", TORCH_SINCE, False)])
+        found = new_releases(src, lm)
+        _done(src)
+        return found
