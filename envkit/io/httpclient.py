@@ -30,6 +30,7 @@ import base64
 import functools
 import http.client
 import os
+import re
 import socket
 import ssl
 import time
@@ -88,9 +89,18 @@ class HTTPFailure(CannotRun):
     may work (a broken connection, a deadline, HTTP 429 or 5xx)."""
 
     def __init__(self, message: str, *args: Any, url: str = "", transient: bool = False, **kw: Any) -> None:
-        super().__init__(message, *args, **kw)
-        self.url = url
+        super().__init__(redacted(message), *args, **kw)
+        self.url = url  # as requested (a caller retries it); the message never shows its credentials
         self.transient = transient
+
+
+_USERINFO = re.compile(r"(?i)\b(https?://)[^/@\s]*@")
+
+
+def redacted(text: str) -> str:
+    """`text` with the `user:password@` of every http(s) URL in it written as `***@` (an index URL's credentials go
+    to its server, never into a message, a log or a terminal)."""
+    return _USERINFO.sub(r"\1***@", text)
 
 
 class HTTPStatus(HTTPFailure):

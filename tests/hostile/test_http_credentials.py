@@ -173,3 +173,16 @@ def test_an_upgrade_to_https_on_the_default_ports_keeps_them():
         a.redirects = {"/start": b.url("/final")}
         assert _get(a.url("/start", CREDS)) == (200, b.url("/final"), b"ok")
     assert (a.seen, b.seen) == ([("/start", BASIC)], [("/final", BASIC)])
+
+
+def test_a_failure_never_shows_the_credentials_of_the_url():
+    """An index URL's user:password goes to its server only: the message of a failed request shows `***@` (the
+    request itself keeps them: `url` is the URL as given)."""
+    from envkit.io.httpclient import JSON_DOCUMENT, HTTPFailure, open_url
+
+    url = "http://alice:s3cret@127.0.0.1:9/simple/pkg/"
+    with pytest.raises(HTTPFailure) as info:
+        with open_url(url, JSON_DOCUMENT):
+            pass
+    assert "s3cret" not in info.value.message and "alice" not in info.value.message
+    assert "http://***@127.0.0.1:9/simple/pkg/" in info.value.message and info.value.url == url
