@@ -94,13 +94,13 @@ class HTTPFailure(CannotRun):
         self.transient = transient
 
 
-_USERINFO = re.compile(r"(?i)\b(https?://)[^/@\s]*@")
+_USERINFO = re.compile(r"(?<=://)[^/?#\s]*@")  # up to the authority's last `@`: `u:p@ss@host` hides `p@ss` too
 
 
 def redacted(text: str) -> str:
-    """`text` with the `user:password@` of every http(s) URL in it written as `***@` (an index URL's credentials go
-    to its server, never into a message, a log or a terminal)."""
-    return _USERINFO.sub(r"\1***@", text)
+    """`text` with the `user:password@` of every URL in it written as `***@` (an index URL's credentials go to its
+    server, never into a message, a log or a terminal)."""
+    return _USERINFO.sub("***@", text)
 
 
 class HTTPStatus(HTTPFailure):

@@ -186,3 +186,19 @@ def test_a_failure_never_shows_the_credentials_of_the_url():
             pass
     assert "s3cret" not in info.value.message and "alice" not in info.value.message
     assert "http://***@127.0.0.1:9/simple/pkg/" in info.value.message and info.value.url == url
+
+
+def test_the_one_redaction_rule_hides_a_password_holding_an_at_sign():
+    """One rule for every message (the client's and matrix refresh's): up to the authority's last `@`."""
+    from envkit.io.httpclient import redacted
+    from envkit.jobs.matrix.refresh import redact
+
+    for text, shown in (
+        ("http://u:p@ss@h/x", "http://***@h/x"),
+        (
+            "see https://a:b@idx.example/simple/ and https://plain.example/a@b",
+            "see https://***@idx.example/simple/ and https://plain.example/a@b",
+        ),
+        ("no url here: user@example.com", "no url here: user@example.com"),
+    ):
+        assert redacted(text) == shown == redact(text)

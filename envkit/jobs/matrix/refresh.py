@@ -73,7 +73,6 @@ RECORDED = "_recorded.json"  # in a snapshot: the day its documents were read
 _ISO_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 _KEPT_DIST = re.compile(r"^(torch|numpy|nvidia-[a-z0-9-]+)\b", re.I)
 _HINT = "Run it where the index answers (pypi.org, or a mirror: --index-url URL), or pass --snapshot DIR (a recorded snapshot)."
-_USERINFO = re.compile(r"(?<=://)[^/?#\s]*@")
 _X = TypeVar("_X")
 _Y = TypeVar("_Y")
 ZIP_TAIL = 1 << 16  # the last bytes of a wheel, where its zip directory's end record is
@@ -139,8 +138,11 @@ class RefreshResult:
 
 # --- reading PyPI ------------------------------------------------------------------------------
 def redact(text: str) -> str:
-    """`text` with the credentials of every URL in it (``https://user:password@host``) shown as ``***``."""
-    return _USERINFO.sub("***@", text)
+    """`text` with the credentials of every URL in it (``https://user:password@host``) shown as ``***``: the HTTP
+    client's one rule (`envkit.io.httpclient.redacted`)."""
+    from envkit.io.httpclient import redacted
+
+    return redacted(text)
 
 
 def index_url(value: str) -> str:
