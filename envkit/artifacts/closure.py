@@ -799,12 +799,12 @@ def cann_runtime_yields(lk: Lock, roots: list[str], requires: list[str], say: Ca
 def build_from_sdists(
     lk: Lock, roots: list[str], target: ClosureTarget, pinned: dict[str, str], sources: dict[str, Any], say: Callable[[str], None]
 ) -> list[Any]:
-    """The roots envkit builds from their sdist (`envkit.artifacts.sdist.BUILD_ENV`: vLLM), each built (or taken from the
+    """The roots envkit builds from their sdist (`envkit.models.rules.SDIST_BUILDS`: vLLM), each built (or taken from the
     built-wheel cache) against the lock's CPU torch from its own index."""
-    from envkit.artifacts.sdist import BUILD_ENV, build_wheel, find_sdist
-    from envkit.models.rules import mirror_refusal
+    from envkit.artifacts.sdist import build_wheel, find_sdist
+    from envkit.models.rules import SDIST_BUILDS, mirror_refusal
 
-    wanted = [r for r in roots if req_name(r) in BUILD_ENV]
+    wanted = [r for r in roots if req_name(r) in SDIST_BUILDS]
     if not wanted:
         return []
     torch = next((r for r in roots if req_name(r) == "torch"), None)

@@ -9,7 +9,7 @@ nothing and requires no torch at run time. `envkit lock` does the same for a loc
 - a throw-away venv gets the lock's CPU torch from the index the lock names for torch alone (`pip install --no-deps
   --index-url TORCH_INDEX`: never PyPI's CUDA build), then torch's own requirements and the sdist's build
   requirements less torch from the lock's index;
-- `pip wheel --no-build-isolation --no-deps` builds it there with the build settings (`BUILD_ENV`), a fixed
+- `pip wheel --no-build-isolation --no-deps` builds it there with the build settings (`envkit.models.rules.SDIST_BUILDS`: the lock's rule holds a built package to them), a fixed
   `SOURCE_DATE_EPOCH` (two builds give the same bytes), no cargo (vLLM's optional Rust front end is left out, as
   in the vendor's images) and no pip configuration of the machine.
 
@@ -38,11 +38,8 @@ from typing import Any
 from envkit.artifacts.wheels import normalize
 from envkit.errors import BadInput, CannotRun, CheckFailed
 from envkit.models.lock import BuiltFrom, ClosurePackage, ClosureTarget
-from envkit.models.rules import SDIST_BUILD_COMMAND, SDIST_BUILDS, sdist_build_settings
+from envkit.models.rules import SDIST_BUILD_COMMAND, sdist_build_settings
 
-# the projects envkit builds from their sdist, with the vendor's build settings: one definition, the lock's rule
-BUILD_ENV = SDIST_BUILDS
-BUILD_COMMAND = SDIST_BUILD_COMMAND
 BUILD_DEADLINE = 1800.0  # seconds for one venv step or build
 MAX_PYPROJECT = 1 << 20  # bytes of an sdist's pyproject.toml envkit reads (vLLM's: 5 kB)
 CUDA_REQUIREMENT = re.compile(r"^(nvidia-.*|cuda-.*|triton|pytorch-triton.*|.*nccl.*)$")
@@ -306,7 +303,7 @@ def build_wheel(
         _run(
             [py, "-I", "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "--no-cache-dir", "-w", str(out), str(src)],
             {**env, **settings},
-            f"building {sdist.filename} ({BUILD_COMMAND})",
+            f"building {sdist.filename} ({SDIST_BUILD_COMMAND})",
             cwd=work,
         )
         wheels = sorted(out.glob("*.whl"))
@@ -372,7 +369,7 @@ def _built(sdist: Sdist, path: Path, meta: dict[str, Any], settings: dict[str, s
             sdist=sdist.filename,
             sdist_sha256=sdist.sha256,
             env=settings,
-            command=BUILD_COMMAND,
+            command=SDIST_BUILD_COMMAND,
             torch=str(meta["torch"]),
             torch_sha256=meta.get("torch_sha256"),
         ),

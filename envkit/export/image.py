@@ -14,12 +14,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from envkit import __version__, versions
-from envkit.artifacts.sdist import BUILD_ENV, target_takes
+from envkit.artifacts.sdist import target_takes
 from envkit.artifacts.wheels import Requirement, merge, normalize, parse_requirements, parse_wheel_name, wheel_name
 from envkit.errors import BadInput, CheckFailed, Where
 from envkit.export.container import ASCEND, DRIVER, LOCK_IN_IMAGE, NPU_SERVING_ENV, SERVING_ENTRYPOINT, VENV
 from envkit.io.outputs import sha256_file
 from envkit.models.lock import Artifact, ClosurePackage, Lock
+from envkit.models.rules import SDIST_BUILDS
 
 LABEL_PREFIX = "io.envkit"
 CANN_COMPONENTS = ("cann-toolkit", "cann-ops", "cann-kernels", "cann-nnal")
@@ -300,7 +301,7 @@ def check_closure(lock: Lock, reqs: list[Requirement], origin: str) -> None:
         r = by.get(normalize(pin.name))
         if r is None:
             raise BadInput(f"{origin} lacks {pin.name}=={pin.version} of the lock", hint="Add it (with its hash).")
-        if normalize(pin.name) in BUILD_ENV and r.version.split("+", 1)[0] == pin.version:
+        if normalize(pin.name) in SDIST_BUILDS and r.version.split("+", 1)[0] == pin.version:
             continue  # built from the sdist of the pinned version: vLLM's build adds `+empty`
         if not versions.same(r.version, pin.version) or ("+" in pin.version) != ("+" in r.version):
             raise BadInput(
