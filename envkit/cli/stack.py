@@ -115,6 +115,7 @@ def render_report(report, title: str) -> None:  # noqa: ANN001 - ValidationRepor
 
 def render_stack(stack: dict[str, str], provenance: dict | None = None) -> None:  # noqa: ANN001
     from rich.table import Table
+    from rich.text import Text
 
     from envkit.models.stackkeys import ALL_KEYS
 
@@ -130,7 +131,7 @@ def render_stack(stack: dict[str, str], provenance: dict | None = None) -> None:
         if provenance:
             p = provenance[key]
             row.append(p.origin if p.origin != "derived" else f"derived: {p.rule}")
-        table.add_row(*row)
+        table.add_row(*(Text(console.escaped(cell)) for cell in row))  # plain text: no markup, no control
     console.out.print(table)
 
 

@@ -74,3 +74,12 @@ def test_the_provision_summary_of_a_hostile_host_is_escaped(terminal, capsys):
     assert "Version=7.5.0\\x1b[2J" in err  # the progress line (cut at its first line: the \\x0d stays on it)
     for text in (out, err):
         assert "\x1b" not in text and "\x9b" not in text and "\u202e" not in text, repr(text)
+
+
+def test_a_stack_table_shows_its_cells_as_plain_escaped_text(terminal, capsys):
+    """The stack table (resolve, validate) is rich's: a cell is printed as text, its markup and controls shown."""
+    from envkit.cli.stack import render_stack
+
+    render_stack({"chip": "910b", "python": "[bold red]3.10[/]\x1b[2J"})
+    out = capsys.readouterr().out
+    assert "[bold red]3.10[/]\\x1b[2J" in out and "\x1b[2J" not in out
