@@ -859,6 +859,73 @@ def vllm_ascend_glibc(lm: LoadedMatrix, strict: Strictness) -> Constraint:
     )
 
 
+def _build_text(lm: LoadedMatrix, r: VllmAscendRelease) -> str | None:
+    """'built for A2 (chip 910b)' of a release whose PyPI wheels carry a device build; None without one."""
+    b = r.device_build
+    if b is None:
+        return None
+    return f"has PyPI wheels built for {b.device_type or b.soc_version} (chip {lm.build_chip(b) or 'unknown'})"
+
+
+def vllm_ascend_chip(lm: LoadedMatrix, strict: Strictness) -> Constraint:
+    """vllm_ascend ↔ chip: vllm-ascend builds for the device families of `vllm_ascend_devices` only (a chip with none,
+    e.g. 910, is unsupported), and a release whose PyPI wheels are built for one family (`device_build`, derived from
+    their `vllm_ascend/_build_info.py`) runs on that family's chip only: its worker refuses another NPU at start. An
+    sdist-only release has no device build (it is built for the chip where it installs) (matrices/serving.yaml,
+    `vllm_ascend_devices`, `vllm_ascend[].device_build`)."""
+    m = lm.model
+    families = {d.chip for d in m.vllm_ascend_devices}
+
+    def ok(v: str, chip: str) -> bool:
+        if v == ABSENT:
+            return True
+        r = known(lm.vllm_ascend(v), f"vllm-ascend {v}")
+        if families and chip not in families:
+            return False
+        return r.device_build is None or lm.build_chip(r.device_build) == chip
+
+    def say_release(v: str) -> Verdict:
+        r = known(lm.vllm_ascend(v), f"vllm-ascend {v}")
+        built = _build_text(lm, r)
+        if built is not None and r.device_build is not None:
+            return _row(
+                f"vllm_ascend/{v}.device_build",
+                r.device_build,
+                f"vllm-ascend {v} {built}: its worker refuses an NPU of another family at start",
+            )
+        return Verdict(
+            message=f"vllm-ascend {v} builds for chips {_fmt(sorted(families))}",
+            rule="vllm_ascend_devices",
+            source=m.vllm_ascend_devices[0].source_text if m.vllm_ascend_devices else "matrices/serving.yaml",
+        )
+
+    def say_chip(chip: str) -> Verdict:
+        d = lm.vllm_ascend_device(chip)
+        if families and d is None:
+            return Verdict(
+                message=f"vllm-ascend builds for no device family of chip {chip} (it supports chips {_fmt(sorted(families))})",
+                rule="vllm_ascend_devices",
+                source=m.vllm_ascend_devices[0].source_text,
+            )
+        fits = [r.version for r in m.vllm_ascend if r.device_build is not None and lm.build_chip(r.device_build) == chip]
+        sdists = [r.version for r in m.vllm_ascend if r.sdist_only]
+        family = f" ({d.device_types[0]}, SOC_VERSION {d.soc_versions[0]}*)" if d is not None else ""
+        return Verdict(
+            message=f"chip {chip}{family}: vllm-ascend releases with PyPI wheels built for it: {_fmt(fits)}; "
+            f"sdist-only releases, built for the chip where they install (pin one): {_fmt(sdists)}",
+            rule="vllm_ascend/*.device_build",
+            source="matrices/serving.yaml (vllm_ascend_devices, vllm_ascend[].device_build)",
+        )
+
+    def summary(a: Assignment) -> str:
+        r = known(lm.vllm_ascend(a["vllm_ascend"]), f"vllm-ascend {a['vllm_ascend']}")
+        if families and a["chip"] not in families:
+            return f"vllm-ascend does not support chip {a['chip']}"
+        return f"vllm-ascend {a['vllm_ascend']} {_build_text(lm, r)}, not chip {a['chip']}"
+
+    return Relation("vllm_ascend-chip", "vllm_ascend", "chip", ok, say_release, say_chip, summary)
+
+
 def vllm_ascend_transformers(lm: LoadedMatrix, strict: Strictness) -> Constraint:
     """vllm_ascend ↔ transformers: a vllm-ascend release installs with the Transformers that both its wheel METADATA
     and its vLLM's accept (Requires-Dist): an exact pin (`==X`) where the release pins one, else the range of both
@@ -1001,6 +1068,23 @@ def mindspeed_python(lm: LoadedMatrix, strict: Strictness) -> Constraint:
     )
 
 
+def mindspeed_chip(lm: LoadedMatrix, strict: Strictness) -> Constraint:
+    """mindspeed ↔ chip: a MindSpeed release supports the chips its install guide or download page names; any where
+    none is stated (matrices/serving.yaml, `mindspeed[].chips`)."""
+    return _spec_relation(
+        lm,
+        "mindspeed-chip",
+        "mindspeed",
+        "MindSpeed",
+        lm.mindspeed,
+        "chips",
+        "chip",
+        lambda r, chip: r.chips is None or chip in r.chips.chips,
+        lambda r: f"supports chips {_fmt(r.chips.chips)} only" if r.chips else "states no chips",
+        cite=lambda r: r.chips,
+    )
+
+
 # The fixed edges, in the order the resolver checks and explains them.
 EDGES: tuple[Edge, ...] = (
     chip_cann,
@@ -1023,6 +1107,7 @@ EDGES: tuple[Edge, ...] = (
     vllm_ascend_python,
     vllm_ascend_glibc,
     vllm_ascend_transformers,
+    vllm_ascend_chip,
     triton_ascend_cann,
     triton_ascend_chip,
     triton_ascend_python,
@@ -1031,6 +1116,7 @@ EDGES: tuple[Edge, ...] = (
     mindspeed_cann,
     mindspeed_torch,
     mindspeed_python,
+    mindspeed_chip,
 )
 
 

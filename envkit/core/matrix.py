@@ -16,6 +16,7 @@ from envkit.core.matrix_records import (
     NESTED,
     CannRelease,
     Chip,
+    DeviceBuild,
     HdkPatch,
     HdkRelease,
     Matrix,
@@ -26,6 +27,7 @@ from envkit.core.matrix_records import (
     TorchNpuLine,
     TorchNpuRelease,
     TritonAscendRelease,
+    VllmAscendDevice,
     VllmAscendRelease,
 )
 from envkit.errors import MatrixError, Where
@@ -191,6 +193,21 @@ class LoadedMatrix:
 
     def triton_ascend(self, version: str) -> TritonAscendRelease | None:
         return _lookup(self.triton_ascend_by_key, version)
+
+    def build_chip(self, build: DeviceBuild) -> str | None:
+        """The chip a wheel's device build is for (`vllm_ascend_devices`: its `__device_type__`, or the family whose
+        SOC_VERSION prefix its `__soc_version__` starts with); None: a build the matrix does not know."""
+        for d in self.model.vllm_ascend_devices:
+            if build.device_type is not None and build.device_type in d.device_types:
+                return d.chip
+            soc = (build.soc_version or "").lower()
+            if build.device_type is None and soc and any(soc.startswith(p) for p in d.soc_versions):
+                return d.chip
+        return None
+
+    def vllm_ascend_device(self, chip: str) -> VllmAscendDevice | None:
+        """The vllm-ascend device family of `chip` (`vllm_ascend_devices`); None: vllm-ascend builds for none."""
+        return next((d for d in self.model.vllm_ascend_devices if d.chip == chip), None)
 
     def mindspeed(self, version: str) -> MindSpeedRelease | None:
         """A MindSpeed release by its docs' spelling (``2.2.0_core_r0.12.1``), case-insensitively."""
@@ -697,6 +714,11 @@ def check_frameworks(lm: LoadedMatrix, add: AddProblem) -> None:
                     add("vllm_ascend", r.version, f"runs_on.without_triton_ascend names {chip}, which runs_on.chips lacks")
             if not r.runs_on.sources or any(not s.strip() for s in r.runs_on.sources):
                 add("vllm_ascend", r.version, "runs_on without a source")
+        if r.device_build is not None and lm.build_chip(r.device_build) is None:
+            build = r.device_build.device_type or r.device_build.soc_version or "no device"
+            add("vllm_ascend", r.version, f"device_build {build} is no family of vllm_ascend_devices")
+        if r.device_build is not None and r.sdist_only:
+            add("vllm_ascend", r.version, "an sdist-only release has no wheels, so no device_build: leave it out")
         spec = r.transformers.spec if r.transformers else None
         if spec and not any(versions.satisfies(v, spec) for v in with_bounds(lm.package("transformers"), [spec])):
             add(
@@ -713,8 +735,16 @@ def check_frameworks(lm: LoadedMatrix, add: AddProblem) -> None:
                 add("triton_ascend", tr.version, f"unknown chip {chip}")
         if tr.index not in index_ids:
             add("triton_ascend", tr.version, f"unknown index {tr.index}")
+    for d in m.vllm_ascend_devices:
+        if d.chip not in lm.chips:
+            add("vllm_ascend_devices", d.device_types[0], f"unknown chip {d.chip}")
+    if len({d.chip for d in m.vllm_ascend_devices}) != len(m.vllm_ascend_devices):
+        add("vllm_ascend_devices", ",".join(d.device_types[0] for d in m.vllm_ascend_devices), "two families name one chip")
     seen: set[str] = set()
     for ms in m.mindspeed:
+        for chip in ms.chips.chips if ms.chips else []:
+            if chip not in lm.chips:
+                add("mindspeed", ms.version, f"unknown chip {chip} in chips")
         if ms.version.lower() in seen:
             add("mindspeed", ms.version, "duplicate version")
         seen.add(ms.version.lower())

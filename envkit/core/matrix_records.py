@@ -1577,6 +1577,63 @@ class VllmAscendPlatforms(Record):
         return "; ".join(self.sources)
 
 
+class DeviceBuild(Record):
+    """The plain record of `envkit.models.matrix.DeviceBuild`."""
+
+    __slots__ = (
+        "source",
+        "confidence",
+        "validated",
+        "note",
+        "disagreement",
+        "device_type",
+        "soc_version",
+    )
+    _fields = (
+        "source",
+        "confidence",
+        "validated",
+        "note",
+        "disagreement",
+        "device_type",
+        "soc_version",
+    )
+    source: str | list[str]
+    confidence: Literal["stated", "derived", "inferred"]
+    validated: bool
+    note: str | None
+    disagreement: str | None
+    device_type: str | None
+    soc_version: str | None
+
+    def __init__(
+        self,
+        *,
+        source: str | list[str],
+        confidence: Literal["stated", "derived", "inferred"],
+        validated: bool = False,
+        note: str | None = None,
+        disagreement: str | None = None,
+        device_type: str | None = None,
+        soc_version: str | None = None,
+    ) -> None:
+        _set(self, "source", source)
+        _set(self, "confidence", confidence)
+        _set(self, "validated", validated)
+        _set(self, "note", note)
+        _set(self, "disagreement", disagreement)
+        _set(self, "device_type", device_type)
+        _set(self, "soc_version", soc_version)
+
+    @property
+    def sources(self) -> list[str]:
+        return [self.source] if isinstance(self.source, str) else list(self.source)
+
+    @property
+    def source_text(self) -> str:
+        return "; ".join(self.sources)
+
+
 class VllmAscendRelease(Record):
     """The plain record of `envkit.models.matrix.VllmAscendRelease`."""
 
@@ -1599,6 +1656,7 @@ class VllmAscendRelease(Record):
         "sdist_only",
         "needs",
         "runs_on",
+        "device_build",
     )
     _fields = (
         "source",
@@ -1619,6 +1677,7 @@ class VllmAscendRelease(Record):
         "sdist_only",
         "needs",
         "runs_on",
+        "device_build",
     )
     source: str | list[str]
     confidence: Literal["stated", "derived", "inferred"]
@@ -1638,6 +1697,7 @@ class VllmAscendRelease(Record):
     sdist_only: bool
     needs: list[str]
     runs_on: VllmAscendPlatforms | None
+    device_build: DeviceBuild | None
 
     def __init__(
         self,
@@ -1660,6 +1720,7 @@ class VllmAscendRelease(Record):
         sdist_only: bool = False,
         needs: list[str] | None = None,
         runs_on: VllmAscendPlatforms | None = None,
+        device_build: DeviceBuild | None = None,
     ) -> None:
         _set(self, "source", source)
         _set(self, "confidence", confidence)
@@ -1679,6 +1740,7 @@ class VllmAscendRelease(Record):
         _set(self, "sdist_only", sdist_only)
         _set(self, "needs", [] if needs is None else needs)
         _set(self, "runs_on", runs_on)
+        _set(self, "device_build", device_build)
 
     @property
     def sources(self) -> list[str]:
@@ -1776,6 +1838,58 @@ class TritonAscendRelease(Record):
         return "; ".join(self.sources)
 
 
+class ChipSupport(Record):
+    """The plain record of `envkit.models.matrix.ChipSupport`."""
+
+    __slots__ = (
+        "source",
+        "confidence",
+        "validated",
+        "note",
+        "disagreement",
+        "chips",
+    )
+    _fields = (
+        "source",
+        "confidence",
+        "validated",
+        "note",
+        "disagreement",
+        "chips",
+    )
+    source: str | list[str]
+    confidence: Literal["stated", "derived", "inferred"]
+    validated: bool
+    note: str | None
+    disagreement: str | None
+    chips: list[str]
+
+    def __init__(
+        self,
+        *,
+        source: str | list[str],
+        confidence: Literal["stated", "derived", "inferred"],
+        validated: bool = False,
+        note: str | None = None,
+        disagreement: str | None = None,
+        chips: list[str],
+    ) -> None:
+        _set(self, "source", source)
+        _set(self, "confidence", confidence)
+        _set(self, "validated", validated)
+        _set(self, "note", note)
+        _set(self, "disagreement", disagreement)
+        _set(self, "chips", chips)
+
+    @property
+    def sources(self) -> list[str]:
+        return [self.source] if isinstance(self.source, str) else list(self.source)
+
+    @property
+    def source_text(self) -> str:
+        return "; ".join(self.sources)
+
+
 class MindSpeedRelease(Record):
     """The plain record of `envkit.models.matrix.MindSpeedRelease`."""
 
@@ -1790,6 +1904,7 @@ class MindSpeedRelease(Record):
         "cann",
         "torch",
         "python",
+        "chips",
     )
     _fields = (
         "source",
@@ -1802,6 +1917,7 @@ class MindSpeedRelease(Record):
         "cann",
         "torch",
         "python",
+        "chips",
     )
     source: str | list[str]
     confidence: Literal["stated", "derived", "inferred"]
@@ -1813,6 +1929,7 @@ class MindSpeedRelease(Record):
     cann: list[str]
     torch: list[str]
     python: str | None
+    chips: ChipSupport | None
 
     def __init__(
         self,
@@ -1827,6 +1944,7 @@ class MindSpeedRelease(Record):
         cann: list[str],
         torch: list[str] | None = None,
         python: str | None = None,
+        chips: ChipSupport | None = None,
     ) -> None:
         _set(self, "source", source)
         _set(self, "confidence", confidence)
@@ -1838,6 +1956,69 @@ class MindSpeedRelease(Record):
         _set(self, "cann", cann)
         _set(self, "torch", [] if torch is None else torch)
         _set(self, "python", python)
+        _set(self, "chips", chips)
+
+    @property
+    def sources(self) -> list[str]:
+        return [self.source] if isinstance(self.source, str) else list(self.source)
+
+    @property
+    def source_text(self) -> str:
+        return "; ".join(self.sources)
+
+
+class VllmAscendDevice(Record):
+    """The plain record of `envkit.models.matrix.VllmAscendDevice`."""
+
+    __slots__ = (
+        "source",
+        "confidence",
+        "validated",
+        "note",
+        "disagreement",
+        "device_types",
+        "chip",
+        "soc_versions",
+    )
+    _fields = (
+        "source",
+        "confidence",
+        "validated",
+        "note",
+        "disagreement",
+        "device_types",
+        "chip",
+        "soc_versions",
+    )
+    source: str | list[str]
+    confidence: Literal["stated", "derived", "inferred"]
+    validated: bool
+    note: str | None
+    disagreement: str | None
+    device_types: list[str]
+    chip: str
+    soc_versions: list[str]
+
+    def __init__(
+        self,
+        *,
+        source: str | list[str],
+        confidence: Literal["stated", "derived", "inferred"],
+        validated: bool = False,
+        note: str | None = None,
+        disagreement: str | None = None,
+        device_types: list[str],
+        chip: str,
+        soc_versions: list[str],
+    ) -> None:
+        _set(self, "source", source)
+        _set(self, "confidence", confidence)
+        _set(self, "validated", validated)
+        _set(self, "note", note)
+        _set(self, "disagreement", disagreement)
+        _set(self, "device_types", device_types)
+        _set(self, "chip", chip)
+        _set(self, "soc_versions", soc_versions)
 
     @property
     def sources(self) -> list[str]:
@@ -2263,6 +2444,7 @@ class Matrix(Record):
         "vllm_ascend",
         "triton_ascend",
         "mindspeed",
+        "vllm_ascend_devices",
         "hccl",
     )
     _fields = (
@@ -2288,6 +2470,7 @@ class Matrix(Record):
         "vllm_ascend",
         "triton_ascend",
         "mindspeed",
+        "vllm_ascend_devices",
         "hccl",
     )
     schema_version: Literal[1]
@@ -2312,6 +2495,7 @@ class Matrix(Record):
     vllm_ascend: list[VllmAscendRelease]
     triton_ascend: list[TritonAscendRelease]
     mindspeed: list[MindSpeedRelease]
+    vllm_ascend_devices: list[VllmAscendDevice]
     hccl: HcclData
 
     def __init__(
@@ -2339,6 +2523,7 @@ class Matrix(Record):
         vllm_ascend: list[VllmAscendRelease] | None = None,
         triton_ascend: list[TritonAscendRelease] | None = None,
         mindspeed: list[MindSpeedRelease] | None = None,
+        vllm_ascend_devices: list[VllmAscendDevice] | None = None,
         hccl: HcclData,
     ) -> None:
         _set(self, "schema_version", schema_version)
@@ -2363,6 +2548,7 @@ class Matrix(Record):
         _set(self, "vllm_ascend", [] if vllm_ascend is None else vllm_ascend)
         _set(self, "triton_ascend", [] if triton_ascend is None else triton_ascend)
         _set(self, "mindspeed", [] if mindspeed is None else mindspeed)
+        _set(self, "vllm_ascend_devices", [] if vllm_ascend_devices is None else vllm_ascend_devices)
         _set(self, "hccl", hccl)
 
 
@@ -2374,7 +2560,9 @@ NESTED: dict[type, tuple[tuple[str, str, type], ...]] = {
     VllmAscendRelease: (
         ("transformers", "optional", TransformersRequirement),
         ("runs_on", "optional", VllmAscendPlatforms),
+        ("device_build", "optional", DeviceBuild),
     ),
+    MindSpeedRelease: (("chips", "optional", ChipSupport),),
     HcclData: (
         ("rank_tables", "list", RankTableRow),
         ("env", "list", EnvRule),
@@ -2403,6 +2591,7 @@ NESTED: dict[type, tuple[tuple[str, str, type], ...]] = {
         ("vllm_ascend", "list", VllmAscendRelease),
         ("triton_ascend", "list", TritonAscendRelease),
         ("mindspeed", "list", MindSpeedRelease),
+        ("vllm_ascend_devices", "list", VllmAscendDevice),
         ("hccl", "one", HcclData),
     ),
 }

@@ -4,7 +4,7 @@ import re
 from collections.abc import Callable
 from typing import Annotated, Literal, TypeVar
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, StringConstraints, field_validator, model_validator
 
 from envkit.models.base import Sourced, StrictModel
 from envkit.models.hccl import HcclData
@@ -313,6 +313,34 @@ class VllmAscendPlatforms(Sourced):
     )
 
 
+class VllmAscendDevice(Sourced):
+    """A device family vllm-ascend builds for: its name in the package (`AscendDeviceType`, which a build writes into
+    `vllm_ascend/_build_info.py` and the worker checks against the NPU at start), the chip it is, and the
+    SOC_VERSION values that select it at build time (matrices/serving.yaml `vllm_ascend_devices`)."""
+
+    device_types: list[Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_]{1,16}$")]] = Field(
+        min_length=1, description="the family's names in vllm-ascend's AscendDeviceType, newest first (A2; _910B before 0.13)"
+    )
+    chip: str = Field(description="the chip id (`chips[].id`) of that family")
+    soc_versions: list[str] = Field(
+        min_length=1, description="SOC_VERSION prefixes (lower case) that build for it, e.g. ascend910b"
+    )
+
+
+class DeviceBuild(Sourced):
+    """The device a release's PyPI wheels are built for, as their `vllm_ascend/_build_info.py` says (derived by
+    `envkit matrix refresh`): `__device_type__` (newer builds) or `__soc_version__` (older ones)."""
+
+    device_type: str | None = Field(None, pattern=r"^[A-Za-z0-9_]{1,16}$", description="__device_type__, e.g. A2")
+    soc_version: str | None = Field(None, pattern=r"^[A-Za-z0-9_-]{1,32}$", description="__soc_version__, e.g. ASCEND910B1")
+
+
+class ChipSupport(Sourced):
+    """The chips a release supports, with the source that says so."""
+
+    chips: list[str] = Field(min_length=1, description="chip ids (`chips[].id`)")
+
+
 class VllmAscendRelease(Sourced):
     """One vllm-ascend release and the stack it was released with (matrices/serving.yaml)."""
 
@@ -344,6 +372,11 @@ class VllmAscendRelease(Sourced):
     runs_on: VllmAscendPlatforms | None = Field(
         None,
         description="the chips the vendor runs it on, with its source; null: not stated (the TorchNPU line's chips apply)",
+    )
+    device_build: DeviceBuild | None = Field(
+        None,
+        description="the device its PyPI wheels are built for (derived from their `_build_info.py`); null: no wheel, "
+        "or wheels without build info (built for any device)",
     )
 
     _v = field_validator("version", "vllm")(_check_version)
@@ -378,6 +411,7 @@ class MindSpeedRelease(Sourced):
     cann: list[str] = Field(description="CANN releases or series")
     torch: list[str] = Field([], description="torch versions; empty: any its TorchNPU line pins")
     python: str | None = Field(None, description="Python range; null: not stated")
+    chips: ChipSupport | None = Field(None, description="the chips it supports, with its source; null: not stated")
 
     _r = field_validator("python")(_check_spec)
 
@@ -409,4 +443,7 @@ class Matrix(StrictModel):
         [], description="triton-ascend releases bound to CANN (matrices/serving.yaml)"
     )
     mindspeed: list[MindSpeedRelease] = Field([], description="MindSpeed releases (matrices/serving.yaml)")
+    vllm_ascend_devices: list[VllmAscendDevice] = Field(
+        [], description="the device families vllm-ascend builds for, and their chips (matrices/serving.yaml)"
+    )
     hccl: HcclData = Field(description="the HCCL facts per chip (matrices/hccl.yaml)")

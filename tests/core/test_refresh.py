@@ -73,7 +73,7 @@ def test_a_wrong_row_is_reported_and_written_back(matrices):
 
 
 def test_a_snapshot_dates_its_sources_by_its_recording_on_any_day(matrices, monkeypatch):
-    """The written-back rule says "read 2026-12-01" (the snapshot's _recorded.json) a year later too."""
+    """The written-back rule says "read 2026-12-04" (the snapshot's _recorded.json) a year later too."""
     monkeypatch.setenv("SOURCE_DATE_EPOCH", str(int(datetime.datetime(2027, 12, 1, tzinfo=datetime.timezone.utc).timestamp())))
     path = matrices / "python_packages.yaml"
     good = path.read_text()
@@ -81,7 +81,7 @@ def test_a_snapshot_dates_its_sources_by_its_recording_on_any_day(matrices, monk
     result = refresh.refresh(matrices, snapshot=SNAPSHOT, write=True)
     assert result.changed
     added = [ln for ln in result.diff.splitlines() if ln.startswith("+  ")]
-    assert added[0] == '+    requires: {python: ">=3.10,<3.14"}' and "read 2026-12-01" in added[-1]
+    assert added[0] == '+    requires: {python: ">=3.10,<3.14"}' and "read 2026-12-04" in added[-1]
     assert "read 2027" not in path.read_text()
 
 
@@ -149,4 +149,4 @@ def test_the_command_and_the_tool(matrices):
     assert tool.returncode == 0 and "matrix written" in tool.stdout, tool.stderr
     again = subprocess.run([sys.executable, "-m", "envkit", "matrix", "refresh", *args], capture_output=True, text=True)
     assert again.returncode == 0, again.stdout
-    assert again.stdout.endswith("matrix up to date: 30 derived rules, 0 row(s) with other wheel facts\n")
+    assert again.stdout.endswith("matrix up to date: 32 derived rules, 0 row(s) with other wheel facts\n")

@@ -134,7 +134,9 @@ class FakePyPI:
 
 
 def _wheel(filename: str) -> bytes:
-    """A wheel whose METADATA says Requires-Python >=3.99 (no release says so: it is seen to come from the wheel)."""
+    """A wheel whose METADATA says Requires-Python >=3.99 (no release says so: it is seen to come from the wheel);
+    a vllm-ascend wheel also holds the `_build_info.py` its release's recorded build document says (the way a build
+    writes it: one assignment a line)."""
     name, version = filename.split("-")[:2]
     out = io.BytesIO()
     with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as z:
@@ -142,6 +144,11 @@ def _wheel(filename: str) -> bytes:
             f"{name}-{version}.dist-info/METADATA",
             f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\nRequires-Python: >=3.99\nRequires-Dist: torch>=9.0\n\n",
         )
+        build = SNAPSHOT / "vllm-ascend" / f"{version}.build.json"
+        if name == "vllm_ascend" and build.is_file():
+            doc = json.loads(build.read_text())
+            lines = [f"__{k}__ = '{doc[k]}'\n" for k in ("soc_version", "device_type") if doc[k]]
+            z.writestr("vllm_ascend/_build_info.py", "# Auto-generated file\n" + "".join(lines))
     return out.getvalue()
 
 
@@ -178,7 +185,7 @@ def test_a_refresh_against_the_index_completes_and_says_so_on_stderr(pypi, sleep
     srv = pypi()
     r = _refresh(run_cli, srv.url)
     assert r.code == 0, r.err + r.out[-2000:]
-    assert r.out.endswith("matrix up to date: 30 derived rules, 0 row(s) with other wheel facts\n")
+    assert r.out.endswith("matrix up to date: 32 derived rules, 0 row(s) with other wheel facts\n")
     assert sleeps == []
     assert f"refresh: reading {srv.url} (8 request(s) at a time)" in r.err
     assert "refresh: 7/7 projects (0 retried)" in r.err

@@ -26,5 +26,8 @@ def k8s_locks(tmp_path_factory) -> dict[str, Path]:
     out: dict[str, Path] = {}
     for chip in ("910b", "a3", "310p", "950"):
         out[chip] = resolve_lock(chip, base / f"{chip}.lock")
-        out[f"{chip}-serve"] = resolve(chip, base / f"{chip}-serve.lock", "--workload", "serving")
+        # 950: vllm-ascend's PyPI wheels are A2 builds (device_build); the vendor builds the 950 image from the
+        # sdist (Dockerfile.a5), so the 950 serving lock pins an sdist-only release built for the chip
+        pin = ("--vllm-ascend", "0.30.0rc2") if chip == "950" else ()
+        out[f"{chip}-serve"] = resolve(chip, base / f"{chip}-serve.lock", "--workload", "serving", *pin)
     return out

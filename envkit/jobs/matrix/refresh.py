@@ -69,7 +69,11 @@ PACKAGES: dict[str, tuple[str, str]] = {
     "accelerate": ("Accelerate", "0.21.0"),
     "numpy": ("numpy", "1.24.0"),
 }
-RECORDED = "_recorded.json"  # in a snapshot: the day its documents were read
+RECORDED = "_recorded.json"
+BUILD_DOC = ".build.json"  # in a snapshot: NAME/VERSION.build.json, the device build of a release's wheels
+BUILD_INFO = "vllm_ascend/_build_info.py"  # the module a vllm-ascend build writes its device into
+BUILD_INFO_MAX = 64 << 10
+_BUILD_VALUE = re.compile(r"[A-Za-z0-9_-]{1,32}")  # in a snapshot: the day its documents were read
 _ISO_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 _KEPT_DIST = re.compile(r"^(torch|numpy|nvidia-[a-z0-9-]+)\b", re.I)
 _HINT = "Run it where the index answers (pypi.org, or a mirror: --index-url URL), or pass --snapshot DIR (a recorded snapshot)."
@@ -124,6 +128,14 @@ class _SnapshotRelease(_Snapshot):
     """NAME/VERSION.json"""
 
     info: _SnapshotReleaseInfo
+
+
+class _SnapshotBuild(_Snapshot):
+    """NAME/VERSION.build.json"""
+
+    file: str | None
+    device_type: str | None
+    soc_version: str | None
 
 
 @dataclass
@@ -242,7 +254,15 @@ class Source:
             return None
         path = self.snapshot / rel
         doc = jsonread.read_json(rel, what="PyPI snapshot document", root=self.snapshot)
-        model = _SnapshotDate if rel == RECORDED else _SnapshotRelease if "/" in rel else _SnapshotProject
+        model: type[_Snapshot] = (
+            _SnapshotDate
+            if rel == RECORDED
+            else _SnapshotBuild
+            if rel.endswith(BUILD_DOC)
+            else _SnapshotRelease
+            if "/" in rel
+            else _SnapshotProject
+        )
         checked(doc, model, path, what=f"PyPI snapshot document ({model.__doc__})")
         if model is _SnapshotProject:
             for version in doc["releases"]:
@@ -378,12 +398,30 @@ class Source:
         self._save(rel, doc)
         return doc
 
+    def build_info(self, name: str, version: str, files: list[dict[str, Any]]) -> dict[str, Any]:
+        """The device build of a release's wheels: ``{"file", "device_type", "soc_version"}`` from the
+        `BUILD_INFO` module of its first wheel (`_wheel_rank`), read with range requests; all None without a wheel or
+        without that module (a build for any device)."""
+        rel = f"{name}/{version}{BUILD_DOC}"
+        if self.snapshot is not None:
+            doc = self._load(rel)
+            if doc is None:
+                raise BadInput(f"the snapshot {self.snapshot} has no {rel}")
+            return doc
+        wheels = sorted((f for f in files if f["filename"].endswith(".whl")), key=lambda f: _wheel_rank(f["filename"]))
+        doc: dict[str, Any] = {"file": None, "device_type": None, "soc_version": None}
+        if wheels:
+            text = _read_zip_member(self, wheels[0]["url"], BUILD_INFO, missing_ok=True)
+            doc = {"file": wheels[0]["filename"], **build_facts(text or "", wheels[0]["filename"])}
+        self._save(rel, doc)
+        return doc
+
     def _wheel_metadata(self, files: list[dict[str, Any]]) -> tuple[list[str], str | None]:
         """Requires-Dist and Requires-Python from a wheel's METADATA, read with range requests."""
         wheels = sorted((f for f in files if f["filename"].endswith(".whl")), key=lambda f: _wheel_rank(f["filename"]))
         if not wheels:
             return [], None
-        text = _read_zip_member(self, wheels[0]["url"], ".dist-info/METADATA")
+        text = _read_zip_member(self, wheels[0]["url"], ".dist-info/METADATA") or ""
         dist = [v.strip() for k, v in _headers(text) if k == "requires-dist"]
         rp = next((v.strip() for k, v in _headers(text) if k == "requires-python"), None)
         return dist, rp
@@ -402,8 +440,34 @@ def _headers(text: str) -> list[tuple[str, str]]:
     return out
 
 
-def _read_zip_member(src: Source, url: str, suffix: str) -> str:
-    """One member of a remote zip (a wheel), from its central directory, with three range requests."""
+def build_facts(text: str, where: str) -> dict[str, str | None]:
+    """``__device_type__`` and ``__soc_version__`` of a `_build_info.py`, read as data (`ast`, string literals of
+    plain assignments; nothing is run): BadInput when a value is not a short plain name."""
+    import ast
+
+    out: dict[str, str | None] = {"device_type": None, "soc_version": None}
+    if len(text) > BUILD_INFO_MAX:
+        raise BadInput(f"{where}: {BUILD_INFO} is {len(text)} characters (at most {BUILD_INFO_MAX} are read)")
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError) as exc:
+        raise BadInput(f"{where}: {BUILD_INFO} is not Python: {exc}") from None
+    for node in tree.body:
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)):
+            continue
+        key = {"__device_type__": "device_type", "__soc_version__": "soc_version"}.get(node.targets[0].id)
+        if key is None:
+            continue
+        value = node.value.value if isinstance(node.value, ast.Constant) else None
+        if not (isinstance(value, str) and _BUILD_VALUE.fullmatch(value)):
+            raise BadInput(f"{where}: {BUILD_INFO} {node.targets[0].id} is not a plain name")
+        out[key] = value
+    return out
+
+
+def _read_zip_member(src: Source, url: str, suffix: str, *, missing_ok: bool = False) -> str | None:
+    """One member of a remote zip (a wheel), from its central directory, with three range requests; None where the
+    zip has none and `missing_ok` (else CannotRun)."""
     tail = src._get(url, {"Range": f"bytes=-{ZIP_TAIL}"}, ZIP_TAIL)
     eocd = tail.rfind(b"PK\x05\x06")
     if eocd < 0 or len(tail) < eocd + 20:
@@ -431,6 +495,8 @@ def _read_zip_member(src: Source, url: str, suffix: str) -> str:
                 raise CannotRun(f"{url}: {name} cannot be inflated: {exc}", hint=_HINT) from None
             return raw.decode("utf-8", "replace")
         pos += 46 + nlen + elen + clen
+    if missing_ok:
+        return None
     raise CannotRun(f"no {suffix} in {url}")
 
 
@@ -679,11 +745,12 @@ class RowKind:
     since: str  # the oldest release read
     python_list: bool  # python as the wheels' Pythons (`["3.10", "3.11"]`), else a range (`">=3.10,<3.12"`)
     pypi_only: bool  # only rows with `index: pypi` (others come from another index)
+    device_build: bool = False  # its wheels say the device they are built for (`BUILD_INFO`: `device_build`)
 
 
 ROW_KINDS = (
     RowKind("torch-npu", "torch_npu.yaml", "torch_npu", "2.1.0", python_list=True, pypi_only=False),
-    RowKind("vllm-ascend", "serving.yaml", "vllm_ascend", "0.7.0", python_list=False, pypi_only=False),
+    RowKind("vllm-ascend", "serving.yaml", "vllm_ascend", "0.7.0", python_list=False, pypi_only=False, device_build=True),
     RowKind("triton-ascend", "serving.yaml", "triton_ascend", "3.0.0", python_list=False, pypi_only=True),
 )
 
@@ -757,6 +824,8 @@ class RowChange:
 def _shown(value: Any) -> str:
     from envkit.jobs.matrix.yamlrows import flow
 
+    if value is not None and (isinstance(value, dict) and "confidence" in value or hasattr(value, "confidence")):
+        return "/".join(v for v in _build_fact(value) if v)  # a device build: its fact, not its source
     return "absent" if value is None else flow(value)
 
 
@@ -764,14 +833,16 @@ def _wanted_fields(kind: RowKind, facts: WheelFacts) -> dict[str, Any]:
     """The fields a row should have by its release's files. The Pythons only where there are cp wheels (a release
     without wheels keeps its own range: the release table's, or Requires-Python); the glibc per arch of the
     manylinux wheels: a framework release without any wheel is an sdist (`manylinux` removed); a torch_npu row keeps
-    its own there (the field is required: its wheels are on another index). `sdist_only` (resolve never picks the
-    release unpinned) stays by hand: 0.7.3 and 0.8.x have no wheel either, and the conflict explanations still lean on
-    them as the fallback a serving stack may take (`matrix check` holds `sdist_only` rows to `manylinux: null`)."""
+    its own there (the field is required: its wheels are on another index). A framework release without any wheel is
+    `sdist_only` (resolve never picks it unpinned; `matrix check` holds such rows to `manylinux: null`); one with
+    wheels is not."""
     out: dict[str, Any] = {}
     if facts.pythons:
         out["python"] = facts.python_list() if kind.python_list else facts.python_range()
     if facts.manylinux or not kind.python_list:
         out["manylinux"] = facts.manylinux or None
+    if kind.device_build:
+        out["sdist_only"] = not facts.wheels
     return out
 
 
@@ -780,9 +851,11 @@ def wheel_rows(src: Source, lm: Any) -> tuple[list[RowChange], list[str]]:
     line per row that PyPI does not have (a release from another index, or withdrawn)."""
     changes: list[RowChange] = []
     missing: list[str] = []
+    day = src.read_date()
     for kind in ROW_KINDS:
         doc = src.project(kind.package, kind.since, prereleases=True)
         on_pypi = {versions.parse(v).key: files for v, files in doc["releases"].items() if files and versions.is_valid(v)}
+        rows = []
         for row in getattr(lm.model, kind.section):
             if kind.pypi_only and getattr(row, "index", "pypi") != "pypi":
                 continue
@@ -790,13 +863,50 @@ def wheel_rows(src: Source, lm: Any) -> tuple[list[RowChange], list[str]]:
             if files is None:
                 missing.append(f"{kind.package} {row.version}: a matrix row with no file on PyPI")
                 continue
+            rows.append((row, files))
+        builds: list[dict[str, Any] | None] = [None] * len(rows)
+        if kind.device_build:
+            builds = src.map(
+                f"{kind.package} build infos",
+                lambda rf: src.build_info(kind.package, rf[0].version, rf[1]),  # noqa: B023 - map runs it now
+                rows,
+            )
+        for (row, files), build in zip(rows, builds, strict=True):
             facts = wheel_facts(files)
             want = _wanted_fields(kind, facts)
             was = {k: getattr(row, k, None) for k in want}
             diff = {k: v for k, v in want.items() if was.get(k) != v}
+            if build is not None and _build_fact(build) != _build_fact(getattr(row, "device_build", None)):
+                diff["device_build"] = _device_build(kind, row.version, build, day)
+                was["device_build"] = getattr(row, "device_build", None)
             if diff:
                 changes.append(RowChange(kind, row.version, diff, {k: was.get(k) for k in diff}, facts))
     return changes, missing
+
+
+def _build_fact(build: Any) -> tuple[str | None, str | None]:
+    """(device_type, soc_version) of a build document or a row's `device_build` (None: none)."""
+    if build is None:
+        return (None, None)
+    if isinstance(build, dict):
+        return (build.get("device_type"), build.get("soc_version"))
+    return (build.device_type, build.soc_version)
+
+
+def _device_build(kind: RowKind, version: str, build: dict[str, Any], day: str) -> dict[str, Any] | None:
+    """A row's `device_build` from its build document, with the file it was read from; None: no device build."""
+    device, soc = _build_fact(build)
+    if device is None and soc is None:
+        return None
+    said = " and ".join(f"{k} = '{v}'" for k, v in (("__device_type__", device), ("__soc_version__", soc)) if v)
+    out: dict[str, Any] = {"device_type": device} if device else {}
+    if soc:
+        out["soc_version"] = soc
+    out["source"] = (
+        f"{BUILD_INFO} in {build['file']} (https://pypi.org/project/{kind.package}/{version}/#files): {said}, read {day}"
+    )
+    out["confidence"] = "derived"
+    return out
 
 
 def apply_row_changes(matrix_dir: Path, changes: list[RowChange], day: str) -> dict[str, tuple[str, str]]:
