@@ -31,7 +31,7 @@ from typing import Any
 from envkit.artifacts.wheels import normalize, tag_order, wheel_rank
 from envkit.errors import BadInput, CannotRun, CheckFailed, Where
 from envkit.lock.gate import SCHEMA_ONLY, LockCheck
-from envkit.models.lock import ClosurePackage, ClosureTarget, Lock, PythonClosure
+from envkit.models.lock import ClosurePackage, ClosureTarget, Lock, ProjectDependencies, PythonClosure
 
 DEFAULT_GLIBC = "2.28"
 PYPI = "https://pypi.org/simple"
@@ -611,13 +611,22 @@ def run_uv(plan: ClosurePlan, workdir: Path, complete: Complete | None = None) -
     return closure_from_pylock(*resolve_pylock(plan, workdir), complete)
 
 
-def resolve_pylock(plan: ClosurePlan, workdir: Path) -> tuple[dict[str, Any], ClosurePlan, str]:
-    """uv's pylock of the plan's resolution, the plan and the resolver that made it (`closure_from_pylock`'s input)."""
+NO_SOLUTION = "No solution found when resolving"  # uv's words for a resolution that cannot hold (not an unreachable index)
+
+
+def resolve_pylock(
+    plan: ClosurePlan, workdir: Path, explain: Callable[[str], CheckFailed | None] | None = None
+) -> tuple[dict[str, Any], ClosurePlan, str]:
+    """uv's pylock of the plan's resolution, the plan and the resolver that made it (`closure_from_pylock`'s input).
+    `explain`: turns uv's failure into the caller's own error where it can (the user's project in the closure)."""
     out = workdir / "pylock.toml"
     cmd = _uv_compile(plan, workdir, out, ["--format", "pylock.toml"])
     proc = _run_uv(cmd, plan)
     if proc.returncode != 0:
         err = (proc.stderr.strip() or proc.stdout.strip())[-2000:]
+        explained = explain(err) if explain is not None else None
+        if explained is not None:
+            raise explained
         pinned_failure(plan, err)
         raise CannotRun(f"uv could not resolve the closure for Python {plan.target.python} on {plan.target.platform}", hint=err)
     version = subprocess.run([cmd[0], "--version"], capture_output=True, text=True, check=False).stdout.split()
@@ -747,6 +756,7 @@ class LockedPython:
     controller_closure: PythonClosure
     # file name -> the published hashes its download was checked against, for each sha256 envkit computed
     checked: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    project: ProjectDependencies | None = None  # the user's project's dependencies, with their versions
 
     def computed(self, closure: PythonClosure) -> list[dict[str, Any]]:
         """The files of `closure` whose sha256 was computed from the download, not published by the index."""
@@ -776,6 +786,7 @@ class LockedPython:
                 "bytes": sum(p.size for p in c.packages),
                 "sha256_computed": self.computed(c),
             },
+            "project": None if self.project is None else self.project.model_dump(mode="json"),
         }
 
 
@@ -857,11 +868,15 @@ def lock_python(
     index_for: tuple[str, ...] = (),
     on_progress: Callable[[str], None] | None = None,
     lock_check: LockCheck = SCHEMA_ONLY,
+    project: Callable[[Lock], ProjectDependencies] | None = None,
 ) -> LockedPython:
     """`envkit lock`: resolve the full closure for the lock's target and envkit's for the controller, and write
     the lock with both (`output`, default the lock itself). Each pin that names an index (torch, triton-ascend)
     comes from that index alone: `index_for` ("ID=URL", a mirror of the lock's index ID) or `torch_index_url`
-    (pytorch-cpu's) replaces its URL; a closure with a CUDA wheel is refused."""
+    (pytorch-cpu's) replaces its URL; a closure with a CUDA wheel is refused. `project`: what reads the user's project's
+    dependencies for the lock read here (`envkit.jobs.scan.project.lock_requirements`), resolved with the stack's roots under the same rules
+    (those `exclude` names left out) and recorded in python.project with the version each got; a conflict the
+    resolver finds is CheckFailed naming the project's files and lines (`project_conflict`)."""
     import tempfile
 
     from envkit.lock.file import read_lock, write_lock
@@ -886,6 +901,9 @@ def lock_python(
     # envkit runs on every target (the smoke role), where its Python allows it
     ek_roots = envkit_roots() if envkit_supports(target.python) else []
     roots = target_roots(lk, list(only or []), list(excluded))
+    deps = project(lk) if project is not None else None  # before anything is resolved: a refusal costs nothing
+    if deps is not None:
+        roots += [r.spec for r in deps.requirements if r.name not in excluded]
     sourced = pinned_sources(lk, roots, torch_index_url, index_overrides(lk, tuple(index_for), torch_index_url))
     pinned = tuple((n, u) for n, _, u in sourced)
     built = build_from_sdists(lk, roots, target, dict((n, u) for n, u in pinned), sources, say)
@@ -923,16 +941,84 @@ def lock_python(
         return complete
 
     with tempfile.TemporaryDirectory(prefix="envkit-lock-") as tmp:
-        resolved = resolve_pylock(tplan, Path(tmp) / "target")
+        explain = None
+        if deps is not None:
+            found = deps
+
+            def explain(err: str) -> CheckFailed | None:
+                return project_conflict(found, lk, target, err, lock_path.name) if NO_SOLUTION in err else None
+
+        resolved = resolve_pylock(tplan, Path(tmp) / "target", explain)
         shown = closure_from_pylock(*resolved, _unmeasured)  # nothing downloaded yet for a hash nobody published
         if cuda_packages(shown):
             refuse_cuda(shown, uv_via(tplan, Path(tmp) / "target-via"))
         tclos = closure_from_pylock(*resolved, completing(tplan))
         say(f"resolving envkit's own closure for the controller (Python {ctl_target.python} on {ctl_target.platform}) ...")
         cclos = run_uv(cplan, Path(tmp) / "controller", completing(cplan))
-    python = lk.python.model_copy(update={"closure": tclos, "controller": cclos})
+    python = lk.python.model_copy(update={"closure": tclos, "controller": cclos, "project": project_versions(deps, tclos)})
     out = output or lock_path
     write_lock(lk.model_copy(update={"python": python}), out)
     return LockedPython(
-        lock=out, target=target, controller=ctl_target, target_closure=tclos, controller_closure=cclos, checked=checked
+        lock=out,
+        target=target,
+        controller=ctl_target,
+        target_closure=tclos,
+        controller_closure=cclos,
+        checked=checked,
+        project=python.project,
     )
+
+
+# --- the user's project in the closure (`envkit lock --project`) --------------------------------------------------
+def project_versions(project: ProjectDependencies | None, closure: PythonClosure) -> ProjectDependencies | None:
+    """`project` with each requirement's version as the closure holds it (null: left out, or off the target)."""
+    if project is None:
+        return None
+    got = {p.name: p.version for p in closure.packages}
+    reqs = [r.model_copy(update={"version": got.get(r.name)}) for r in project.requirements]
+    return project.model_copy(update={"requirements": reqs})
+
+
+def project_conflict(project: ProjectDependencies, lk: Lock, target: ClosureTarget, err: str, lock_name: str) -> CheckFailed:
+    """uv found no closure for the stack and the project together: CheckFailed (exit 1) with the chain, as facts: the
+    project's requirements uv names (file:line), uv's own derivation, the lock's pins it names (torch beside
+    torch_npu), and the target a wheel must fit."""
+    words = set(re.findall(r"[A-Za-z0-9][A-Za-z0-9._-]*", err))
+    named = {normalize(w) for w in words}
+    chain: list[str] = []
+    for r in project.requirements:
+        if r.name in named:
+            chain.append(f"[declared] {r.spec} at {project.path}/{r.source}")
+    chain += [f"[resolver] {step}" for step in uv_reasons(err)]
+    pins = {normalize(p.name): p for p in lk.python.requirements}
+    for name, pin in pins.items():
+        if name in named and name != "torch-npu":
+            chain.append(f"[locked]   {lock_name} pins {pin.name} {pin.version} (python.requirements, from stack.{pin.name})")
+    if "torch" in named and "torch-npu" in pins and "torch" in pins:
+        chain.append(
+            f"[locked]   torch_npu {pins['torch-npu'].version} is built for torch {pins['torch'].version} alone "
+            "(stack.torch_npu): another torch is another stack"
+        )
+    chain.append(f"[target]   Python {target.python} on {target.platform}: wheels only (an offline bundle installs no sdist)")
+    mine = sorted({r.name for r in project.requirements if r.name in named})
+    leave = f" or leave {', '.join(mine)} out with --exclude {','.join(mine)}" if mine else ""
+    return CheckFailed(
+        f"the project's dependencies cannot join the lock's closure for Python {target.python} on {target.platform}:\n"
+        + "\n".join(f"  {i:>2}. {c}" for i, c in enumerate(chain, 1)),
+        hint="Require a version that has a wheel for the target and allows the lock's pins, resolve a stack the "
+        f"dependency allows (envkit resolve --torch VERSION),{leave}.",
+        details={"project": project.path, "resolver": err[-2000:]},
+    )
+
+
+def uv_reasons(err: str) -> list[str]:
+    """uv's derivation of a failed resolution, one sentence a step (uv wraps its lines to the terminal), with its
+    name for the roots (`envkit-closure`) said plainly."""
+    lines = []
+    for line in err.splitlines():
+        text = line.strip().lstrip("╰─▶│├ ").strip()
+        if not text or text.startswith(("×", "error:", "hint:", "help:")) or NO_SOLUTION in text:
+            continue
+        lines.append(text.removeprefix("cause:").strip())
+    joined = re.sub(r"\s+", " ", " ".join(lines)).replace("envkit-closure depends on", "the lock's closure requires")
+    return [s.strip() for s in re.split(r"(?<=\.)\s+(?=[A-Z])", joined) if s.strip()][:16]

@@ -59,11 +59,30 @@ def lock_cmd(
             help="ID=URL, repeatable: a mirror of the lock's index ID (python.indexes, e.g. ascend-pypi, pytorch-cpu); the pins that name ID come from URL alone (recorded).",
         ),
     ] = None,
+    project: Annotated[
+        Optional[Path],
+        Opt(
+            "--project",
+            help="The user's project folder (or its requirements file): its dependencies, read as `envkit scan` reads "
+            "them, join the closure (recorded in python.project with their file and line). A dependency with no Ascend "
+            "build or one that conflicts with the stack is refused unless --exclude names it.",
+        ),
+    ] = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """Record the full Python closure (every wheel: URL, sha256, size) for the target and the controller."""
+    """Record the full Python closure (every wheel: URL, sha256, size) for the target and the controller, with the
+    dependencies of the user's project (--project) where given."""
     from envkit.artifacts.closure import lock_python
     from envkit.cli import lock_check
+
+    read_project = None
+    if project is not None:
+        from envkit.jobs.scan.project import lock_requirements
+
+        def read_project(lk):  # noqa: ANN001, ANN202 - the lock as lock_python read it
+            deps = lock_requirements(project, lk, str(lock), tuple(_csv(exclude)))
+            console.progress(f"the project {project}: {len(deps.requirements)} dependencies from {', '.join(deps.files)}")
+            return deps
 
     done = lock_python(
         lock,
@@ -83,6 +102,7 @@ def lock_cmd(
         index_for=tuple(index_for or ()),
         lock_check=lock_check(ctx),
         on_progress=console.progress,
+        project=read_project,
     )
     summary = done.to_dict()
     if json_out:
@@ -97,6 +117,9 @@ def lock_cmd(
     )
     if t["torch"]:
         console.out.print(f"torch {t['torch']['version']} from {t['torch']['url']}", markup=False)
+    if summary.get("project"):
+        shown = ", ".join(f"{r['name']} {r['version'] or '(not installed)'}" for r in summary["project"]["requirements"])
+        console.out.print(f"the project's dependencies: {shown}", markup=False)
     if t["excluded"]:
         console.out.print(f"excluded on purpose (recorded in the lock): {', '.join(t['excluded'])}", markup=False)
     computed = [*t["sha256_computed"], *c["sha256_computed"]]
@@ -266,6 +289,7 @@ def register(app: typer.Typer) -> None:
         epilog=example(
             "envkit lock --lock envkit.lock",
             "envkit lock --lock envkit.lock --index-for pytorch-cpu=https://mirror.example/whl/cpu",
+            "envkit lock --lock envkit.lock --project ~/src/my-trainer",
         ),
     )(lock_cmd)
     bundle_app.command("build", epilog=example("envkit bundle build --lock envkit.lock --artifacts vendor/ -o out/bundle.tar"))(

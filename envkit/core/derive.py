@@ -461,15 +461,15 @@ def lock_pins(lm: LoadedMatrix, lock: ReadLock, filename: str) -> dict[str, Pin]
 
 # --- the gate: a lock compared with what the matrix derives for its stack ------------------------------------
 # What a lock holds that the matrix does not derive from its stack: who made it and from what, why each value
-# was chosen (provenance, hints), and the closures `envkit lock` resolves from an index (held by the schema and
-# its URL policy alone). Every other field is compared, so a section added to the lock is compared with no change.
+# was chosen (provenance, hints), and the closures `envkit lock` resolves from an index with the user's project
+# whose dependencies they hold (held by the schema and its URL policy alone). Every other field is compared, so a section added to the lock is compared with no change.
 NOT_DERIVED: dict[str, Any] = {
     "envkit_version": True,
     "matrix_digest": True,
     "generated_by": True,
     "provenance": True,
     "hints": True,
-    "python": {"closure": True, "controller": True},
+    "python": {"closure": True, "controller": True, "project": True},
 }
 # a list of mappings is compared item by item under the first of these keys they all have (`artifacts.driver`)
 _ITEM_KEYS = ("component", "name")

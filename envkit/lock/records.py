@@ -919,6 +919,69 @@ class PythonClosure(Record):
         _set(self, "mirrors", [] if mirrors is None else mirrors)
 
 
+class ProjectRequirement(Record):
+    """The plain record of `envkit.models.lock.ProjectRequirement`."""
+
+    __slots__ = (
+        "name",
+        "spec",
+        "source",
+        "version",
+    )
+    _fields = (
+        "name",
+        "spec",
+        "source",
+        "version",
+    )
+    name: str
+    spec: str
+    source: str
+    version: str | None
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        spec: str,
+        source: str,
+        version: str | None,
+    ) -> None:
+        _set(self, "name", name)
+        _set(self, "spec", spec)
+        _set(self, "source", source)
+        _set(self, "version", version)
+
+
+class ProjectDependencies(Record):
+    """The plain record of `envkit.models.lock.ProjectDependencies`."""
+
+    __slots__ = (
+        "path",
+        "files",
+        "requirements",
+    )
+    _fields = (
+        "path",
+        "files",
+        "requirements",
+    )
+    path: str
+    files: list[str]
+    requirements: list[ProjectRequirement]
+
+    def __init__(
+        self,
+        *,
+        path: str,
+        files: list[str],
+        requirements: list[ProjectRequirement],
+    ) -> None:
+        _set(self, "path", path)
+        _set(self, "files", files)
+        _set(self, "requirements", requirements)
+
+
 class PythonSection(Record):
     """The plain record of `envkit.models.lock.PythonSection`."""
 
@@ -929,6 +992,7 @@ class PythonSection(Record):
         "cann_runtime",
         "closure",
         "controller",
+        "project",
     )
     _fields = (
         "python",
@@ -937,6 +1001,7 @@ class PythonSection(Record):
         "cann_runtime",
         "closure",
         "controller",
+        "project",
     )
     python: str
     indexes: dict[str, str]
@@ -944,6 +1009,7 @@ class PythonSection(Record):
     cann_runtime: list[str]
     closure: PythonClosure | None
     controller: PythonClosure | None
+    project: ProjectDependencies | None
 
     def __init__(
         self,
@@ -954,6 +1020,7 @@ class PythonSection(Record):
         cann_runtime: list[str],
         closure: PythonClosure | None = None,
         controller: PythonClosure | None = None,
+        project: ProjectDependencies | None = None,
     ) -> None:
         _set(self, "python", python)
         _set(self, "indexes", indexes)
@@ -961,6 +1028,9 @@ class PythonSection(Record):
         _set(self, "cann_runtime", cann_runtime)
         _set(self, "closure", closure)
         _set(self, "controller", controller)
+        _set(self, "project", project)
+
+    dump_drop_none: ClassVar[frozenset[str]] = frozenset({"project"})
 
 
 class Lock(Record):

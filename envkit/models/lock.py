@@ -179,7 +179,27 @@ class PythonClosure(StrictModel):
     _urls_follow_the_policy = model_validator(mode="after")(urls_follow_the_policy)
 
 
-class PythonSection(StrictModel):
+class ProjectRequirement(StrictModel):
+    """One dependency of the user's project (`envkit lock --project`), as its file declares it."""
+
+    name: ProjectName = Field(description="normalized project name")
+    spec: Requirement = Field(description="the requirement as the closure was resolved from it (PEP 508, normalized)")
+    source: Text = Field(description="where the project declares it: its file and line, e.g. requirements.txt:3")
+    version: Version | None = Field(
+        description="the version the closure holds; null: left out (--exclude) or its marker is false on the target"
+    )
+
+
+class ProjectDependencies(StrictModel):
+    """The user's project whose dependencies joined the closure (`envkit lock --project PATH`), read statically by
+    `envkit scan`'s reader (requirements*.txt, pyproject.toml, setup.cfg, setup.py literals, environment.yml)."""
+
+    path: Text = Field(description="the project folder as given to `envkit lock --project`")
+    files: list[Text] = Field(max_length=500, description="the dependency files read, relative to the project")
+    requirements: list[ProjectRequirement] = Field(max_length=1000)
+
+
+class PythonSection(OmitsAbsent):
     python: PythonMinor
     indexes: dict[Ident, Url] = Field(max_length=16, description="index id -> URL")
     requirements: list[PythonPin] = Field(max_length=64)
@@ -188,6 +208,13 @@ class PythonSection(StrictModel):
     controller: PythonClosure | None = Field(
         None, description="envkit's own runtime closure for the controller (filled by `envkit lock`)"
     )
+    project: ProjectDependencies | None = Field(
+        None,
+        description="the user's project whose dependencies the closure holds (`envkit lock --project`); absent: none",
+    )
+
+    # absent unless set: a lock without a project dumps exactly as before the field existed
+    dump_drop_none: ClassVar[frozenset[str]] = frozenset({"project"})
 
 
 class Validation(StrictModel):

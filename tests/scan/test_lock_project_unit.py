@@ -1,0 +1,129 @@
+"""`envkit lock --project`'s pieces without a resolver: what the scan's reader gives the lock (installed groups only,
+each with its file:line), what it refuses before anything is resolved, and uv's failure as a chain."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from envkit.errors import BadInput, CheckFailed
+
+ROOT = Path(__file__).resolve().parents[2]
+PROJECTS = ROOT / "tests" / "fixtures" / "projects"
+
+
+def _read(lock_path: Path, project: Path, exclude: tuple[str, ...] = ()):
+    from envkit.jobs.scan.project import lock_requirements
+    from envkit.lock.file import read_lock
+
+    return lock_requirements(project, read_lock(lock_path), "envkit.lock", exclude)
+
+
+def test_the_trainers_requirements_are_read_with_their_lines(lock_aarch64):
+    deps = _read(lock_aarch64, PROJECTS / "hf-trainer")
+    got = {r.name: r for r in deps.requirements}
+    assert set(got) == {"accelerate", "torch", "transformers", "datasets", "evaluate", "sentencepiece", "protobuf"}
+    assert got["sentencepiece"].spec == "sentencepiece!=0.1.92" and got["sentencepiece"].source == "requirements.txt:7"
+    assert all(r.version is None for r in deps.requirements)  # the resolver fills them
+    assert deps.files == ["requirements.txt"]
+
+
+def test_optional_groups_and_off_target_markers_are_not_refused_and_not_installed(lock_aarch64, tmp_path):
+    """cuda-package: mamba-ssm only on x86_64 (the lock is aarch64), cupy in a dependency group, vllm and
+    nvidia-cublas extras: none blocks. Its transformers<4.30 excludes the stack's transformers, and setup.py's
+    install_requires hold flash-attn and xformers: those block."""
+    with pytest.raises(CheckFailed) as err:
+        _read(lock_aarch64, PROJECTS / "cuda-package")
+    text = err.value.message
+    assert "3 blocking findings" in text
+    assert "pyproject.toml:13 [lock-conflict] transformers>=4.20,<4.30" in text
+    assert "setup.py:8 [dep-no-ascend-build] flash-attn>=2.5.0" in text and "setup.py:17 [dep-no-ascend-build] xformers" in text
+    assert "mamba" not in text and "cupy" not in text and "vllm" not in text and "nvidia" not in text
+    deps = _read(lock_aarch64, PROJECTS / "cuda-package", ("transformers", "flash-attn", "xformers"))
+    names = [r.name for r in deps.requirements]
+    assert "cupy-cuda12x" not in names and "vllm" not in names and "pytest" not in names and "bitsandbytes" not in names
+    assert {"torch", "einops", "mamba-ssm", "transformers"} <= set(names)  # mamba-ssm: its marker keeps it off aarch64
+
+
+def test_a_dependency_with_no_ascend_build_is_refused_with_the_ascend_way(lock_aarch64, tmp_path):
+    (tmp_path / "requirements.txt").write_text("xformers\n")
+    with pytest.raises(CheckFailed) as err:
+        _read(lock_aarch64, tmp_path)
+    assert err.value.exit_code == 1
+    assert "requirements.txt:1 [dep-no-ascend-build] xformers" in err.value.message
+    assert "npu_fusion_attention" in err.value.message and "--exclude" in (err.value.hint or "")
+    assert [r.name for r in _read(lock_aarch64, tmp_path, ("xformers",)).requirements] == ["xformers"]
+
+
+def test_an_earlier_closure_does_not_block_a_project_that_needs_another_version(lock_aarch64, tmp_path):
+    """The closure is resolved again with the project: only the stack's pins and CANN's are held against it."""
+    from envkit.lock.file import read_lock, write_lock
+    from envkit.models.lock import ClosurePackage, ClosureTarget, PythonClosure
+
+    lock = read_lock(lock_aarch64)
+    closure = PythonClosure(
+        target=ClosureTarget(python="3.10", arch="aarch64", glibc="2.35", platform="manylinux_2_35_aarch64"),
+        roots=["dill"],
+        index_url="https://pypi.org/simple",
+        resolver="uv 0",
+        packages=[
+            ClosurePackage(
+                name="dill",
+                version="0.3.8",
+                filename="dill-0.3.8-py3-none-any.whl",
+                url="https://files.example/dill-0.3.8-py3-none-any.whl",
+                sha256="0" * 64,
+                size=1,
+            )
+        ],
+    )
+    path = tmp_path / "envkit.lock"
+    write_lock(lock.model_copy(update={"python": lock.python.model_copy(update={"closure": closure})}), path)
+    project = tmp_path / "p"
+    project.mkdir()
+    (project / "requirements.txt").write_text("dill>=0.4\n")
+    assert [r.spec for r in _read(path, project).requirements] == ["dill>=0.4"]
+
+
+def test_no_dependency_file_and_a_url_are_bad_input(lock_aarch64, tmp_path):
+    (tmp_path / "train.py").write_text("import torch\n")
+    with pytest.raises(BadInput, match="no dependency file"):
+        _read(lock_aarch64, tmp_path)
+    (tmp_path / "requirements.txt").write_text("datasets\nmylib @ https://example.invalid/mylib-1.0.tar.gz\n")
+    with pytest.raises(BadInput, match="requirements.txt:2"):
+        _read(lock_aarch64, tmp_path)
+    assert [r.name for r in _read(lock_aarch64, tmp_path, ("mylib",)).requirements] == ["datasets"]
+
+
+UV_ERR = """  × No solution found when resolving dependencies:
+  ╰─▶ Because all versions of fastlm-kernels depend on torch>=2.13 and
+      envkit-closure depends on torch==2.12.0+cpu, we can conclude that
+      envkit-closure and all versions of fastlm-kernels are incompatible.
+      And because envkit-closure depends on fastlm-kernels==1.0, we can
+      conclude that your requirements are unsatisfiable."""
+
+
+def test_uvs_failure_is_the_chain_from_the_projects_line_to_the_lock_pin(lock_aarch64):
+    from envkit.artifacts.closure import make_target, project_conflict, uv_reasons
+    from envkit.lock.file import read_lock
+    from envkit.models.lock import ProjectDependencies, ProjectRequirement
+
+    steps = uv_reasons(UV_ERR)
+    assert steps[0].startswith("Because all versions of fastlm-kernels depend on torch>=2.13 and the lock's closure requires")
+    assert steps[1].startswith("And because the lock's closure requires fastlm-kernels==1.0") and len(steps) == 2
+    project = ProjectDependencies(
+        path="p",
+        files=["requirements.txt"],
+        requirements=[
+            ProjectRequirement(name="fastlm-kernels", spec="fastlm-kernels==1.0", source="requirements.txt:2", version=None),
+            ProjectRequirement(name="datasets", spec="datasets", source="requirements.txt:1", version=None),
+        ],
+    )
+    err = project_conflict(project, read_lock(lock_aarch64), make_target("3.10", "aarch64"), UV_ERR, "envkit.lock")
+    assert isinstance(err, CheckFailed) and err.exit_code == 1
+    lines = err.message.splitlines()[1:]
+    assert lines[0].endswith("[declared] fastlm-kernels==1.0 at p/requirements.txt:2")  # datasets is not named
+    assert any("[locked]   envkit.lock pins torch 2.12.0+cpu" in x for x in lines)
+    assert any("torch_npu 2.12.0 is built for torch 2.12.0+cpu alone" in x for x in lines)
+    assert "--exclude fastlm-kernels" in (err.hint or "")
