@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from envkit import __version__
+from envkit.artifacts.own_wheel import envkit_wheel
 from envkit.artifacts.wheels import LAYOUT, Requirement, merge, normalize, requirements_txt, sha256sums
 from envkit.errors import BadInput, CheckFailed, Where
-from envkit.jobs.bundle.own_wheel import envkit_wheel
 from envkit.models.bundle import BundleFile, BundleManifest, TrustedArtifact
 from envkit.models.lock import Lock, PythonClosure
 from envkit.resources import data_dir
