@@ -173,5 +173,10 @@ def _report(plan, output: Path, files: list[Path], json_out: bool) -> None:  # n
         + f"), {mode}",
         markup=False,
     )
+    if plan.envkit is not None:
+        console.out.print(
+            f"  envkit  {plan.envkit.name} (sha256 {plan.envkit.sha256[:12]}...), the last layer, offline from the context",
+            markup=False,
+        )
     for note in plan.notes:
         console.out.print(f"  note: {note}", markup=False)

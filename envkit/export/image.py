@@ -67,6 +67,22 @@ class BaseRef:
     source: str
 
 
+@dataclass(frozen=True)
+class OwnWheel:
+    """envkit's own wheel (`envkit.artifacts.own_wheel`, reproducible, built in memory): the image installs it last,
+    offline from the build context (python/envkit/), pinned by its sha256, so that the smoke Jobs and `envkit doctor`
+    run `envkit` inside."""
+
+    name: str
+    version: str
+    sha256: str
+    data: bytes = field(repr=False)
+
+    @property
+    def requirement(self) -> Requirement:
+        return Requirement("envkit", self.version, (self.sha256,))
+
+
 @dataclass
 class BuildPlan:
     generated_by: str
@@ -85,6 +101,8 @@ class BuildPlan:
     python_source: str = ""  # where the hashed pins come from: "closure", "requirements" or "wheels" (+ a note)
     variant: str = "base"  # "serving": a serving layer after torch, the serving env, `vllm serve` as entry point
     serving_env: list[tuple[str, str]] = field(default_factory=list)
+    envkit: OwnWheel | None = None  # envkit's own wheel, the last Python layer (python/envkit)
+    envkit_absent: str = ""  # why the image goes without envkit (also a note), when it does
 
     @property
     def serving(self) -> bool:
@@ -459,6 +477,66 @@ def plan_python(
     return reqs, wheels, indexes, kind
 
 
+def envkit_lacks(lock: Lock, reqs: list[Requirement]) -> list[str]:
+    """envkit's own runtime requirements (`envkit.artifacts.closure.envkit_roots`) that the image's pins do not meet.
+
+    `envkit lock` puts them into the lock's closure (its roots); a --requirements file or a wheelhouse may lack
+    them. envkit's wheel is installed `--no-deps`, offline: what it needs must be a pin of the layers before it."""
+    from packaging.requirements import InvalidRequirement
+    from packaging.requirements import Requirement as Spec
+    from packaging.version import InvalidVersion, Version
+
+    from envkit.artifacts.closure import envkit_roots
+
+    by = {normalize(r.name): r for r in reqs}
+    s = lock.stack
+    target = {"python_version": s.python, "python_full_version": f"{s.python}.0", "platform_machine": s.arch}
+    target |= {"sys_platform": "linux", "platform_system": "Linux", "os_name": "posix", "extra": ""}
+    out = []
+    for root in envkit_roots():
+        try:
+            spec = Spec(root)
+        except InvalidRequirement:  # pragma: no cover - envkit's own metadata
+            out.append(root)
+            continue
+        if spec.marker is not None and not spec.marker.evaluate(target):
+            continue
+        r = by.get(normalize(spec.name))
+        if r is None:
+            out.append(str(spec))
+            continue
+        try:
+            ok = spec.specifier.contains(Version(r.version), prereleases=True)
+        except InvalidVersion:
+            ok = False
+        if not ok:
+            out.append(f"{spec} (pinned: {r.version})")
+    return out
+
+
+def plan_envkit(lock: Lock, reqs: list[Requirement], own_wheel: tuple[str, bytes] | None = None) -> tuple[OwnWheel | None, str]:
+    """envkit's own wheel for the image (`own_wheel`: (name, bytes) when the caller has built it already), or why
+    the image goes without it: a Python envkit does not install on, or pins that lack envkit's dependencies."""
+    from envkit.artifacts.closure import envkit_supports
+    from envkit.artifacts.own_wheel import envkit_wheel
+
+    if not envkit_supports(lock.stack.python):
+        from importlib.metadata import metadata
+
+        # an email.message.Message at run time; the PackageMetadata protocol of the stubs omits get()
+        wants = metadata("envkit").get("Requires-Python") or "another Python"  # type: ignore[attr-defined]
+        return None, f"envkit needs Python {wants}, the image's is {lock.stack.python}"
+    lacking = envkit_lacks(lock, reqs)
+    if lacking:
+        return None, (
+            "the image's Python pins lack envkit's own dependencies: "
+            + ", ".join(lacking)
+            + " (`envkit lock` puts them into the lock's closure; with --requirements or --artifacts DIR/wheels, add them there)"
+        )
+    name, data = own_wheel or envkit_wheel()
+    return OwnWheel(name, __version__, hashlib.sha256(data).hexdigest(), data), ""
+
+
 # --- environment and labels ---------------------------------------------------------------------
 def atb_abi(lock: Lock) -> int:
     """NNAL ships cxx_abi_0 and cxx_abi_1 builds; pip torch wheels use the new C++ ABI from 2.7 on."""
@@ -565,13 +643,16 @@ def plan_build(
     python: tuple[list[Requirement], list[Path], list[str], str] | None = None,
     variant: str = "base",
     lock_name: str = "envkit.lock",
+    own_wheel: tuple[str, bytes] | None = None,
 ) -> BuildPlan:
     """`python`, when given, replaces the choice of `plan_python` (pins, wheels, indexes, source): a bundle
     renders its context against its own wheels. `variant` "serving" adds the serving layer after torch
     (vllm, vllm-ascend, triton-ascend), the serving environment and `vllm serve` as entry point; the layers
     before the Python ones are the base variant's, instruction for instruction (one build cache). The Python pins
     are checked before the vendor packages are hashed (gigabytes): a lock without them is refused at once.
-    `lock_name`: the lock's path, as the messages name it."""
+    `lock_name`: the lock's path, as the messages name it. envkit itself is the running envkit's own wheel, in the
+    last Python layer (`plan_envkit`; `own_wheel`: that wheel, when the caller has built it): an envkit among the
+    pins or the wheels handed in gives way to it."""
     from envkit.lock.file import dump_lock
 
     check_variant(lock, variant)
@@ -581,8 +662,20 @@ def plan_build(
     digest = lock_digest(text)
     base_ref = choose_base(lock, base)
     reqs, wheels, indexes, py_source = python or plan_python(lock, artifacts, requirements, lock_name)
+    replaced = [r for r in reqs if normalize(r.name) == "envkit"]
+    reqs = [r for r in reqs if normalize(r.name) != "envkit"]
+    wheels = [w for w in wheels if wheel_name(w) != "envkit"]
+    own, envkit_absent = plan_envkit(lock, reqs, own_wheel)
     steps = plan_steps(lock, artifacts, hasher)
     notes = []
+    if envkit_absent:
+        notes.append(
+            f"the image holds no envkit: {envkit_absent}; `envkit smoke` and `envkit doctor` (the smoke Jobs) cannot run in it"
+        )
+    elif replaced:
+        notes.append(
+            f"envkit=={replaced[0].version} of the Python pins is not installed: the image takes this envkit's own wheel"
+        )
     recorded = [s.file for s in steps if s.sha256_from == "file"]
     if recorded:
         notes.append("sha256 recorded from the files handed in (the lock has none): " + ", ".join(recorded))
@@ -614,4 +707,6 @@ def plan_build(
         python_source=py_source,
         variant=variant,
         serving_env=serving_env,
+        envkit=own,
+        envkit_absent=envkit_absent,
     )

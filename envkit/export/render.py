@@ -142,6 +142,14 @@ def requirements_files(plan: Any) -> dict[str, str]:
             reqs=plan.serving_requirements,
             title="The serving layer (vllm, vllm-ascend, triton-ascend, in this order)",
         )
+    if plan.envkit is not None:
+        files["python/envkit/requirements.txt"] = render(
+            "requirements.txt.j2",
+            plan=plan,
+            reqs=[plan.envkit.requirement],
+            title="The last layer (envkit itself)",
+            origin="envkit's own wheel, built by the envkit that rendered this context (python/envkit/wheels)",
+        )
     return files
 
 
@@ -157,21 +165,25 @@ def context_files(plan: Any) -> dict[str, str]:
 
 
 def context_inputs(plan: Any) -> list[tuple[str, Any, str | None]]:
-    """The large inputs of the build context: (path inside it, the file handed in or None, sha256 when known).
+    """The large inputs of the build context: (path inside it, the file handed in or None, or the bytes of a file
+    built in memory, sha256 when known).
 
     The Python files go to python/torch/ (torch, torch_npu: the first, heavy layer) and python/rest/
-    (every other pin), so that each layer's COPY changes only with its own pins."""
+    (every other pin), so that each layer's COPY changes only with its own pins; envkit's own wheel (bytes)
+    to python/envkit/, the last layer."""
     out: list[tuple[str, Any, str | None]] = []
     for step in plan.steps:
         out.append((f"artifacts/{step.file}", step.source, step.sha256))
     for part, wheels in (("torch", plan.heavy_wheels), ("serving", plan.serving_wheels), ("rest", plan.rest_wheels)):
         for wheel in wheels:
             out.append((f"python/{part}/wheels/{Path(wheel).name}", wheel, None))
+    if plan.envkit is not None:
+        out.append((f"python/envkit/wheels/{plan.envkit.name}", plan.envkit.data, plan.envkit.sha256))
     return out
 
 
 def write_context(plan: Any, out: Path, *, force: bool = False, inputs: tuple[Any, ...] = ()) -> list[Path]:
-    """Write the build context: Dockerfile, the lock, hashed requirements, and the inputs handed in.
+    """Write the build context: Dockerfile, the lock, hashed requirements, the inputs handed in and envkit's own wheel.
 
     Written in place (`envkit.io.outputs.claim_output`): the files of an earlier context are replaced or, when no
     longer part of it, removed; a file envkit did not write is refused (with `force`: kept, never replaced);
@@ -179,12 +191,15 @@ def write_context(plan: Any, out: Path, *, force: bool = False, inputs: tuple[An
     OUT/artifacts`): it is never removed nor replaced (`inputs`: the files and folders named on the command line)."""
     from envkit.io.outputs import IMAGE_CONTEXT, claim_output
 
-    sources = [Path(source) for _rel, source, _sha in context_inputs(plan) if source is not None]
+    large = context_inputs(plan)
+    sources = [Path(source) for _rel, source, _sha in large if isinstance(source, (str, Path))]
     claim = claim_output(Path(out), IMAGE_CONTEXT, force=force, inputs=[*inputs, *sources])
     writer = claim.writer()
     for rel, text in context_files(plan).items():
         writer.text(rel, text)
-    for rel, source, _sha in context_inputs(plan):
-        if source is not None:
+    for rel, source, _sha in large:
+        if isinstance(source, bytes):  # envkit's own wheel, built in memory
+            writer.bytes(rel, source)
+        elif source is not None:
             writer.copy(rel, Path(source))
     return writer.commit()

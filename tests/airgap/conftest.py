@@ -81,7 +81,9 @@ def offline_lock(tmp_path, monkeypatch):
 
 @pytest.fixture
 def full_offline_lock(tmp_path, monkeypatch):
-    """A lock whose closure covers every pin of the stack and CANN's Python dependencies (stand-in wheels)."""
+    """A lock whose closure covers every pin of the stack, envkit's own dependencies (as `envkit lock` roots them) and
+    CANN's Python dependencies (stand-in wheels)."""
+    import importlib.util
     import re
 
     from envkit.lock.file import read_lock
@@ -90,6 +92,11 @@ def full_offline_lock(tmp_path, monkeypatch):
     probe[2].__exit__(None, None, None)
     lock = probe[1]
     rows = {p.name.replace("_", "-"): p.version for p in lock.python.requirements}
+    spec = importlib.util.spec_from_file_location("stand_in_requirements", ROOT / "tools" / "stand_in_requirements.py")
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    for name, version in tool.envkit_pins().items():
+        rows.setdefault(name, version)
     for spec in lock.python.cann_runtime:
         m = re.match(r"^([A-Za-z0-9._-]+)\s*(?:==\s*([^\s,;]+))?", spec)
         rows.setdefault(m[1].replace("_", "-"), m[2] or "1.0")

@@ -258,8 +258,15 @@ def test_bundle_carries_the_rendered_image_context_and_assembles_it_offline(full
     torch_reqs = (ctx / "python" / "torch" / "requirements.txt").read_text()
     assert "torch==2.12.0+cpu --hash=sha256:" in torch_reqs and "torch-npu==2.12.0 --hash=sha256:" in torch_reqs
     rest = (ctx / "python" / "rest" / "requirements.txt").read_text()
-    assert "envkit==" in rest and "transformers==" in rest and "torch==" not in rest
+    assert "envkit==" not in rest and "transformers==" in rest and "pydantic==" in rest and "torch==" not in rest
+    # envkit itself: the bundle's own wheel (wheels/target), the image's last layer, offline and pinned by its sha256
+    ek = (ctx / "python" / "envkit" / "requirements.txt").read_text()
+    wheel = next((out / "wheels" / "target").glob("envkit-*.whl"))
+    ek_sha = hashlib.sha256(wheel.read_bytes()).hexdigest()
+    assert f"envkit=={wheel.name.split('-')[1]} --hash=sha256:{ek_sha}" in ek
+    assert "--no-index --find-links /tmp/envkit-python/envkit/wheels" in dockerfile
     links = [line.split() for line in (out / "image" / "context.sha256").read_text().splitlines() if not line.startswith("#")]
+    assert [ek_sha, f"python/envkit/wheels/{wheel.name}", f"wheels/target/{wheel.name}"] in links
     assert {src.split("/")[0] for _, _, src in links} == {"vendor", "wheels"}
     assert not any((out / "image" / "context" / rel).exists() for _, rel, _ in links)  # not stored twice
     rep = json.loads(cli("bundle", "verify", str(out), "--json").stdout)

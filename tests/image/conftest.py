@@ -87,8 +87,9 @@ def run_pip(*args: str) -> None:
 def wheelhouse(cache: Path, reqs: list[str], platforms: list[str], python: str = "3.11") -> list[Path]:
     """The wheels of envkit and `reqs`, with their closure for `python` on `platforms` (pip `--platform` arguments),
     as pip picks them from the cached folder `cache` alone: the cache keeps every wheel an earlier run downloaded
-    (older releases, a former envkit's dependencies), and only the picked ones go into a build. envkit's own wheel
-    (it goes into the image: smoke and doctor run inside) is built afresh into the cache each time; what else the
+    (older releases, a former envkit's dependencies), and only the picked ones go into a build. envkit's wheel is
+    built afresh into the cache each time, so that pip picks envkit's dependencies (the image installs them: smoke and
+    doctor run inside; `envkit image render` adds envkit's own wheel, to which this one gives way); what else the
     cache lacks is downloaded into it first."""
     import json
     import tempfile

@@ -47,7 +47,7 @@ if _skip_reason():
 
 @pytest.fixture(scope="module")
 def aarch64_inputs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    """The default lock for Python 3.11 (the arm64 base's python3), its pins cut to numpy and envkit; the fixture
+    """The default lock for Python 3.11 (the arm64 base's python3), its pins cut to numpy; the fixture
     CANN packages; a wheelhouse of real aarch64 wheels (cached across sessions, envkit's own wheel rebuilt)."""
     d = tmp_path_factory.mktemp("aarch64")
     lock_path = resolve_lock(["--python", "3.11"], d / "resolved.lock")
@@ -55,11 +55,8 @@ def aarch64_inputs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path
     assert lock["stack"]["arch"] == "aarch64"  # the default target
     numpy = lock["stack"]["numpy"]
     picked = wheelhouse(WORK / "wheelhouse-py311-aarch64", [f"numpy=={numpy}"], AARCH64)
-    envkit_version = next(w for w in picked if w.name.startswith("envkit-")).name.split("-")[1]
-    lock["python"]["requirements"] = [
-        {"name": "numpy", "version": numpy, "index": None},
-        {"name": "envkit", "version": envkit_version, "index": None},
-    ]
+    # envkit is no pin: the image takes envkit's own wheel (the wheelhouse's gives way); its dependencies are wheels here
+    lock["python"]["requirements"] = [{"name": "numpy", "version": numpy, "index": None}]
     lock["python"]["cann_runtime"] = []
     edited = d / "envkit.lock"
     edited.write_text(yaml.safe_dump(lock, sort_keys=False))

@@ -52,6 +52,7 @@ def test_golden(name: str, golden_inputs, tmp_path: Path, golden) -> None:
     write_context(plan, tmp_path / "ctx")
     rels = ["Dockerfile", "python/torch/requirements.txt", "python/rest/requirements.txt"]
     rels += ["python/serving/requirements.txt"] if plan.serving else []
+    rels += ["python/envkit/requirements.txt"]  # envkit's own wheel, the last layer
     assert (tmp_path / "ctx" / "python" / "serving").exists() == plan.serving
     for rel in rels:
         got = _mask((tmp_path / "ctx" / rel).read_text())
@@ -138,7 +139,7 @@ def test_each_pip_install_checks_the_requirements_it_mounts(name: str, golden_in
     write_context(plan, tmp_path / "ctx")
     text = (tmp_path / "ctx" / "Dockerfile").read_text()
     runs = re.findall(r"RUN --mount=type=bind,source=(python/\w+),target=(\S+) \\\n    (echo .*? \| sha256sum -c -) \\\n", text)
-    parts = ["torch", *(["serving"] if plan.serving else []), "rest"]
+    parts = ["torch", *(["serving"] if plan.serving else []), "rest", "envkit"]  # envkit's own wheel: the last
     assert [src for src, _, _ in runs] == [f"python/{p}" for p in parts]
     for src, target, check in runs:
         assert target == "/tmp/envkit-python/" + src.split("/")[1]

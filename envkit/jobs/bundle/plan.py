@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from envkit import __version__
+from envkit.artifacts.own_wheel import envkit_wheel
 from envkit.artifacts.wheels import LAYOUT, Requirement, merge, normalize, requirements_txt, sha256sums
 from envkit.errors import BadInput, CheckFailed, Where
-from envkit.jobs.bundle.own_wheel import envkit_wheel
 from envkit.models.bundle import BundleFile, BundleManifest, TrustedArtifact
 from envkit.models.lock import Lock, PythonClosure
 from envkit.resources import data_dir
@@ -136,27 +136,25 @@ def _image_entries(
     artifacts: Path | None,
     stamps,
     have: dict[str, Entry],
-    envkit_row: tuple[str, str, str] | None,
+    own_wheel: tuple[str, bytes],
     base: str | None = None,
     variant: str = "base",
 ) -> tuple[list[Entry], ImageContext | None, list[str]]:
     """The rendered build context of the lock's image (`variant`: base or serving, as `envkit image render
     --variant`), against the bundle's own files (pure: no engine).
 
-    `have` is the bundle's entries by path. A lock whose closure cannot make the image (an `--only` part of
-    the stack, another Python) gets no context, and the bundle says why in `lacks`."""
+    `have` is the bundle's entries by path; `own_wheel` envkit's (name, bytes), which the image installs as
+    `envkit image render` has it (`envkit.export.image.plan_envkit`): the bundle's wheels/target/ copy. A lock
+    whose closure cannot make the image (an `--only` part of the stack, another Python) gets no context, and
+    the bundle says why in `lacks`."""
     from envkit.export import image as im
     from envkit.export import render
 
-    ek = [] if envkit_row is None else [envkit_row]  # (wheel, version, sha256): envkit in the image, as on the hosts
     try:
-        chosen = [p for p in im.closure_files(lock) if normalize(p.name) != "envkit"]  # the bundle's envkit wins
-        reqs = merge(
-            [Requirement(normalize(p.name), p.version, (p.sha256,)) for p in chosen]
-            + [Requirement("envkit", version, (sha,)) for _, version, sha in ek]
-        )
+        chosen = im.closure_files(lock)  # an envkit among them gives way to the bundle's own (plan_build)
+        reqs = merge([Requirement(normalize(p.name), p.version, (p.sha256,)) for p in chosen])
         im.check_closure(lock, reqs, "the lock's Python closure (python.closure)")
-        wheels = sorted([Path(p.filename) for p in chosen] + [Path(name) for name, _, _ in ek], key=lambda w: w.name)
+        wheels = sorted((Path(p.filename) for p in chosen), key=lambda w: w.name)
         plan = im.plan_build(
             lock,
             generated_by="envkit bundle build",
@@ -165,12 +163,14 @@ def _image_entries(
             hasher=stamps.sha256,
             python=(reqs, wheels, [], "bundle"),
             variant=variant,
+            own_wheel=own_wheel,
         )
     except BadInput as exc:
         return [], None, [f"the image build context ({exc.message})"]
-    wheel_sha = {p.filename: p.sha256 for p in chosen} | {name: sha for name, _, sha in ek}
+    wheel_sha = {p.filename: p.sha256 for p in chosen}
     entries = [_blob(f"{IMAGE_DIR}/context/{rel}", text.encode()) for rel, text in sorted(render.context_files(plan).items())]
-    links, lacks = [], []
+    links: list[tuple[str, str, str]] = []
+    lacks = [f"envkit in the image ({plan.envkit_absent})"] if plan.envkit is None else []
     for rel, _source, sha in render.context_inputs(plan):
         name = rel.rsplit("/", 1)[-1]
         src = f"{LAYOUT.vendor}/{name}" if rel.startswith("artifacts/") else f"{LAYOUT.wheels('target')}/{name}"
@@ -326,9 +326,8 @@ def plan_bundle(
         entries += _tree_entries(data_dir("playbooks"), str(LAYOUT.playbooks))
     except FileNotFoundError:
         lacks.append("playbooks/ (not shipped with this envkit)")
-    ek_row_target = (ek_name, __version__, ek_sha) if on_target else None
     image_entries, image_ctx, image_lacks = _image_entries(
-        lock, artifacts, stamps, {e.path: e for e in entries}, ek_row_target, base, variant
+        lock, artifacts, stamps, {e.path: e for e in entries}, (ek_name, ek_bytes), base, variant
     )
     entries += image_entries
     lacks += image_lacks

@@ -14,59 +14,7 @@ import json
 import os
 from pathlib import Path
 
-from envkit import __version__
-
-
-def envkit_sources() -> list[tuple[str, Path]]:
-    """(name in the wheel, file) for envkit's package and its data folders, sorted."""
-    from envkit.resources import DATA_FOLDERS, PACKAGE_DIR, data_dir
-
-    out: list[tuple[str, Path]] = []
-
-    def add_tree(src: Path, prefix: str) -> None:
-        for dirpath, dirnames, filenames in os.walk(src):
-            dirnames[:] = sorted(d for d in dirnames if d not in ("__pycache__",) and not d.startswith("."))
-            if Path(dirpath) == PACKAGE_DIR:
-                dirnames[:] = [d for d in dirnames if d != "_data"]
-            for fn in sorted(filenames):
-                if fn.endswith((".pyc", ".pyo")) or fn.startswith("."):
-                    continue
-                full = Path(dirpath) / fn
-                out.append((f"{prefix}/{full.relative_to(src).as_posix()}", full))
-
-    add_tree(PACKAGE_DIR, "envkit")
-    for name in DATA_FOLDERS:
-        try:
-            add_tree(data_dir(name), f"envkit/_data/{name}")
-        except FileNotFoundError:
-            pass
-    return out
-
-
-def envkit_metadata(dist) -> tuple[str, str]:  # noqa: ANN001
-    meta = dist.read_text("METADATA") or f"Metadata-Version: 2.1\nName: envkit\nVersion: {__version__}\n"
-    entry_points = dist.read_text("entry_points.txt") or "[console_scripts]\nenvkit = envkit.cli:main\n"
-    return meta, entry_points
-
-
-def envkit_key(sources: list[tuple[str, Path]] | None = None, dist=None) -> str:  # noqa: ANN001
-    """What envkit's own wheel (and so every file envkit puts in a bundle) depends on: its version, metadata,
-    and each source file's name, size and mtime."""
-    from importlib.metadata import distribution
-
-    dist = dist or distribution("envkit")
-    meta, entry_points = envkit_metadata(dist)
-    sources = envkit_sources() if sources is None else sources
-    return hashlib.sha256(
-        json.dumps(
-            [
-                __version__,
-                meta,
-                entry_points,
-                [[arc, str(p), st.st_size, st.st_mtime_ns] for arc, p in sources for st in [p.stat()]],
-            ]
-        ).encode()
-    ).hexdigest()
+from envkit.artifacts.own_wheel import envkit_key
 
 
 def archive_stamp(st: os.stat_result) -> str:

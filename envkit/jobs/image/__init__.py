@@ -122,6 +122,8 @@ def build(req: ImageRequest, tag: str | None, context: Path | None, on_progress:
             hint="Pass --artifacts DIR holding them (the signed .zip edition or the bare .run).",
         )
     tag = tag or default_tag(p.lock, p.variant)
+    for note in p.notes:
+        say(f"note: {note}")
     engine = Engine()
     emulated = engine.announce(p.platform, say)
     with tempfile.TemporaryDirectory(prefix="envkit-image-") as tmp:
@@ -155,5 +157,7 @@ def plan_report(p: BuildPlan, output: Path) -> dict[str, Any]:
             "offline": p.offline,
             "indexes": p.indexes,
         },
+        # envkit's own wheel, the last layer (installed offline from python/envkit/); null: none, and a note says why
+        "envkit": None if p.envkit is None else {"wheel": p.envkit.name, "version": p.envkit.version, "sha256": p.envkit.sha256},
         "notes": p.notes,
     }
