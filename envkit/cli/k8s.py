@@ -95,6 +95,21 @@ def render(
     run_as: Annotated[
         str, typer.Option("--run-as", help="UID:GID the containers run as: the image's HwHiAiUser (build args).")
     ] = "1000:1000",
+    socket_ifname: Annotated[
+        str,
+        typer.Option(
+            "--socket-ifname",
+            help="Serving across nodes: the pods' network interface for GLOO/TP_SOCKET_IFNAME and HCCL_SOCKET_IFNAME "
+            "(vllm-ascend's multi-node guide; eth0: the pod's interface under the usual CNIs).",
+        ),
+    ] = "eth0",
+    ray_timeout: Annotated[
+        int,
+        typer.Option(
+            "--ray-timeout",
+            help="Serving across nodes: seconds the leader waits for its Ray nodes and each worker retries joining it.",
+        ),
+    ] = 600,
     accelerator_type: Annotated[
         Optional[str], typer.Option("--accelerator-type", help="The accelerator-type node label (default: the chip's, if one).")
     ] = None,
@@ -165,6 +180,8 @@ def render(
         cpu=cpu,
         memory=memory,
         run_as=(int(uid), int(gid)),
+        socket_ifname=socket_ifname,
+        ray_timeout=ray_timeout,
     )
     result = render_k8s(lock, out, opts, force=force, lock_check=lock_check(ctx))
     if json_out:

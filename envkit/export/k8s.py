@@ -19,7 +19,7 @@ capabilities; hostPaths typed; `huawei.com/schedule_policy` where Volcano's Asce
 wait for the operator's rank table before the launcher starts.
   kustomization.yaml      the base (`kubectl kustomize DIR`)
 Every value from the lock or the command line lands in a YAML string through the dumper (never a template), and a
-shell line (LWS's Ray start) quotes each word with `shlex.quote`.
+shell line (LWS's Ray leader and worker scripts) quotes each word with `shlex.quote`.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ ASCENDJOB_PORT = ("ascendjob-port", 2222)  # MC: ascend_job.md ("do not modify" 
 PYTORCHJOB_PORT = ("pytorchjob-port", 23456)  # training-operator release-1.9 pytorch_types.go
 VOLCANO_PORT = ("rendezvous", 29500)  # torchrun's default; the svc plugin opens every port of the headless service
 SERVE_PORT = 8000
-RAY_PORT = 6379
+RAY_PORT = 6379  # `ray start --head`'s default GCS port, the one vllm-ascend's guide joins ('{head_node_ip}:6379')
 RANK_TABLE_DIR = "/user/serverid/devindex/config"  # MC: hccl.json_file_description.md
 RANK_TABLE_KEY = "hccl.json"
 LAUNCH_DIR = "/etc/envkit/launch"
@@ -183,6 +183,140 @@ except OSError as exc:
 """
 
 
+# Multi-node serving is vllm-ascend's Ray way: "Ray Distributed" (docs/source/tutorials/features/ray.md, before that
+# tutorials/multi_node_ray.md, vllm-project/vllm-ascend): every node exports HCCL_IF_IP={local_ip},
+# GLOO_SOCKET_IFNAME and TP_SOCKET_IFNAME={nic_name}, RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES=1 and
+# ASCEND_RT_VISIBLE_DEVICES=0,1,...; the head runs `ray start --head`, each worker `ray start
+# --address='{head_node_ip}:6379' --node-ip-address={local_ip}`; once `ray status` shows every node, one node runs
+# `vllm serve ... --distributed-executor-backend ray --tensor-parallel-size <NPUs per node> --pipeline-parallel-size
+# <nodes>` ("the common practice"). Its other multi-node way (DP: `--data-parallel-address`, `--headless` workers,
+# tutorials/multi_node.md) serves MoE models by data parallelism; envkit renders the Ray way, which serves any model
+# with TP x PP. The environment must be set before `ray start` (the guide's note), so it is the pods' own.
+# In a pod: HCCL_IF_IP is the pod's IP (fieldRef status.podIP, as vllm-ascend's Kthena example sets it), the NIC is
+# --socket-ifname (default eth0: the pod's interface under the usual CNIs, and the Kthena example's
+# HCCL/GLOO/TP_SOCKET_IFNAME=eth0), the head is the LWS leader (LWS_LEADER_ADDRESS, kubernetes-sigs/lws
+# labels-annotations-and-environment-variables.md). The LWS pods of a group start together (startupPolicy
+# LeaderCreated), so the leader waits until `ray status` counts LWS_GROUP_SIZE nodes (as the LWS vLLM example's
+# multi-node-serving.sh does) and each worker retries joining with back-off; both give up after --ray-timeout seconds,
+# exiting 1 with what they saw (a restarted pod recreates the group: restartPolicy RecreateGroupOnPodRestart).
+# The scripts hold no `$(` and no `$$` (the kubelet would expand them in a container's command): backticks and `expr`.
+RAY_TIMEOUT = 600
+RAY_TIMEOUT_RANGE = (1, 86400)
+RAY_BACKOFF_MAX = 30  # a worker's wait between two joins doubles from 1 s up to this
+SOCKET_IFNAME = "eth0"
+_IFNAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,14}$")  # a Linux interface name (IFNAMSIZ 16, with the NUL)
+RAY_PACKAGE = "ray"
+# `ray status` prints one line per node, " 1 node_<id>", under "Active:" (and "Idle:" with the v2 autoscaler), before
+# "Pending:"; the count is the sum of those lines' first field.
+_RAY_NODES_AWK = "/^Pending:/{exit} /^ *[0-9]+ node_/{n+=$1} END{print n+0}"
+
+
+def ray_leader_script(serve: list[str], timeout: int) -> str:
+    """The LWS leader's command: the Ray head, a wait for LWS_GROUP_SIZE nodes (at most `timeout` s), then `serve`."""
+    port, limit = str(RAY_PORT), str(int(timeout))
+    q = shlex.quote
+    return f"""\
+set -u
+size="${{LWS_GROUP_SIZE:?is set by LeaderWorkerSet}}"
+limit={q(limit)}
+echo "envkit: starting the Ray head on port {port}; waiting up to $limit s for $size Ray nodes (LWS_GROUP_SIZE)" >&2
+ray start --head --port={q(port)} --node-ip-address="$HCCL_IF_IP" || {{
+  echo "envkit: ray start --head failed (see above); vLLM is not started" >&2
+  exit 1
+}}
+start=`date +%s`
+while :; do
+  joined=`ray status 2>/dev/null | awk {q(_RAY_NODES_AWK)}`
+  if [ "$joined" -ge "$size" ]; then
+    break
+  fi
+  now=`date +%s`
+  elapsed=`expr "$now" - "$start"`
+  if [ "$elapsed" -ge "$limit" ]; then
+    echo "envkit: $joined of $size Ray nodes joined the head within $limit s (--ray-timeout): see the worker pods' logs (they join LWS_LEADER_ADDRESS:{port}); vLLM is not started" >&2
+    ray stop >/dev/null 2>&1
+    exit 1
+  fi
+  echo "envkit: $joined of $size Ray nodes joined; waiting" >&2
+  left=`expr "$limit" - "$elapsed"`
+  if [ "$left" -gt 5 ]; then
+    left=5
+  fi
+  sleep "$left"
+done
+echo "envkit: all $size Ray nodes joined; starting vLLM" >&2
+exec {shlex.join(serve)}
+"""
+
+
+def ray_worker_script(timeout: int) -> str:
+    """An LWS worker's command: join the leader's Ray head, retrying with back-off (1 s doubling to RAY_BACKOFF_MAX)
+    for at most `timeout` s, then block as a Ray node (`ray start --block` returns when the node's processes end)."""
+    port, limit = str(RAY_PORT), str(int(timeout))
+    q = shlex.quote
+    return f"""\
+set -u
+leader="${{LWS_LEADER_ADDRESS:?is set by LeaderWorkerSet}}"
+limit={q(limit)}
+start=`date +%s`
+attempt=1
+delay=1
+while :; do
+  echo "envkit: joining the Ray head at $leader:{port} (attempt $attempt)" >&2
+  if ray start --address="$leader:"{q(port)} --node-ip-address="$HCCL_IF_IP" --block; then
+    exit 0
+  fi
+  now=`date +%s`
+  elapsed=`expr "$now" - "$start"`
+  if [ "$elapsed" -ge "$limit" ]; then
+    echo "envkit: could not join the Ray head at $leader:{port} in $attempt attempts within $limit s (--ray-timeout): see the leader pod's log" >&2
+    exit 1
+  fi
+  left=`expr "$limit" - "$elapsed"`
+  if [ "$delay" -gt "$left" ]; then
+    delay="$left"
+  fi
+  echo "envkit: the Ray head is not reachable yet; retrying in $delay s" >&2
+  sleep "$delay"
+  attempt=`expr "$attempt" + 1`
+  delay=`expr "$delay" \\* 2`
+  if [ "$delay" -gt {RAY_BACKOFF_MAX} ]; then
+    delay={RAY_BACKOFF_MAX}
+  fi
+done
+"""
+
+
+def _canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def ray_in_lock(lock: Lock) -> str | None:
+    """Where the lock holds Ray: "python.closure" (what `envkit lock` resolved: the packages the image installs) or,
+    before `envkit lock`, "python.requirements" (the pins its closure is resolved from); None where it holds none."""
+    closure = lock.python.closure
+    if closure is not None:
+        return "python.closure" if any(_canonical(p.name) == RAY_PACKAGE for p in closure.packages) else None
+    if any(_canonical(p.name) == RAY_PACKAGE for p in lock.python.requirements):
+        return "python.requirements"
+    return None
+
+
+def _require_ray(lock: Lock, nodes: int) -> None:
+    if ray_in_lock(lock) is not None:
+        return
+    where = "python.closure" if lock.python.closure is not None else "python.requirements"
+    raise _bad(
+        f"serving on {nodes} nodes starts a Ray cluster, but the serving lock lacks ray ({where} holds no `ray`): "
+        "vllm-ascend's multi-node way runs `ray start` on every node and `vllm serve --distributed-executor-backend "
+        "ray`, and the image installs only what the lock pins",
+        f"Serve on one node (--node-count 1: no Ray), or render from a serving lock that pins ray: envkit's matrix "
+        f"(matrices/serving.yaml) has no ray for vllm-ascend {lock.stack.vllm_ascend}; once it has, `envkit resolve "
+        "--workload serving` and `envkit lock` put it in the lock and `envkit image build` in the image.",
+        where,
+    )
+
+
 @dataclass(frozen=True)
 class ChipK8s:
     """The lock's `platform.kubernetes` as the plan uses it (NPU counts as numbers, the sources as one line)."""
@@ -252,6 +386,8 @@ class K8sOptions:
     cpu: str | None = None  # None: CPU_PER_NPU per NPU of the pod
     memory: str | None = None  # None: MEMORY_GI_PER_NPU Gi per NPU of the pod
     run_as: tuple[int, int] = RUN_AS
+    socket_ifname: str = SOCKET_IFNAME  # GLOO/TP_SOCKET_IFNAME of serving across nodes, HCCL_SOCKET_IFNAME's default
+    ray_timeout: int = RAY_TIMEOUT  # serving across nodes: the leader's wait for its nodes, each worker's joining
 
 
 @dataclass
@@ -362,6 +498,18 @@ def _check_options(lock: Lock, opts: K8sOptions) -> None:
         raise _bad(
             f"--rank-table-timeout {opts.rank_table_timeout}: {lo} to {hi} seconds",
             f"How long a training pod waits for the Ascend Operator's rank table (default {RANK_TABLE_TIMEOUT}).",
+        )
+    lo, hi = RAY_TIMEOUT_RANGE
+    if not lo <= opts.ray_timeout <= hi:
+        raise _bad(
+            f"--ray-timeout {opts.ray_timeout}: {lo} to {hi} seconds",
+            f"How long the serving leader waits for its Ray nodes, and each worker tries to join it (default {RAY_TIMEOUT}).",
+        )
+    if not _IFNAME.fullmatch(opts.socket_ifname):
+        raise _bad(
+            f"--socket-ifname {opts.socket_ifname[:40]!r} is not a network interface name",
+            f"The pods' interface, as `ip addr` in a pod shows it (default {SOCKET_IFNAME}): at most 15 letters, digits, "
+            "'_', '.', ':' or '-'.",
         )
     if opts.cpu is not None:
         cpu_quantity(opts.cpu)
@@ -579,9 +727,9 @@ def _hccl_env(lock: Lock, opts: K8sOptions, nodes: int) -> dict[str, str]:
     if "HCCL_IF_IP" in given:
         raise _bad(
             "--hccl HCCL_IF_IP: a pod's address is known only once it runs",
-            "Name the interface instead: --hccl HCCL_SOCKET_IFNAME=eth0 (the default).",
+            f"Name the interface instead: --socket-ifname NAME (default {SOCKET_IFNAME}), or --hccl HCCL_SOCKET_IFNAME=NAME.",
         )
-    given.setdefault("HCCL_SOCKET_IFNAME", "eth0")
+    given.setdefault("HCCL_SOCKET_IFNAME", opts.socket_ifname)
     vars_ = {k.lower(): v for k, v in given.items()}
     hosts = [Host(name=f"pod-{i}", vars=vars_, line=0) for i in range(max(nodes, 1))]
     plan = plan_env(hosts, lock.stack.chip, from_lock(lock.stack.chip, lock.platform.hccl), "--hccl")
@@ -960,7 +1108,10 @@ def _master_workers(template: Callable[[], dict[str, Any]], nodes: int) -> dict[
 
 
 # --- serving --------------------------------------------------------------------------------------------------------
-def _probes() -> dict[str, Any]:
+def _probes(wait: int = 0) -> dict[str, Any]:
+    """Readiness and liveness on /health; `wait`: seconds the container may spend before vLLM starts (the leader's
+    wait for its Ray nodes), added to the liveness delay."""
+
     def get(delay: int, period: int, failures: int) -> dict[str, Any]:
         return {
             "httpGet": {"path": "/health", "port": SERVE_PORT},
@@ -970,7 +1121,7 @@ def _probes() -> dict[str, Any]:
         }
 
     # vllm-ascend's Kthena example: readiness and liveness on /health:8000, liveness after 900 s (a model loads first)
-    return {"readinessProbe": get(30, 10, 3), "livenessProbe": get(900, 30, 3)}
+    return {"readinessProbe": get(30, 10, 3), "livenessProbe": get(900 + wait, 30, 3)}
 
 
 def _serve_argv(model: str, npn: int, nodes: int) -> list[str]:
@@ -978,6 +1129,21 @@ def _serve_argv(model: str, npn: int, nodes: int) -> list[str]:
     if nodes > 1:
         argv += ["--pipeline-parallel-size", str(nodes), "--distributed-executor-backend", "ray"]
     return argv
+
+
+# HCCL's interface by address (it outranks HCCL_SOCKET_IFNAME: hicann/hccl docs/en/user_guide/hccl_env/), and the address
+# each Ray node registers (`--node-ip-address`): the pod's own IP, known once it runs.
+POD_IP_ENV: dict[str, Any] = {"name": "HCCL_IF_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}
+
+
+def ray_env(opts: K8sOptions, npn: int) -> dict[str, str]:
+    """What vllm-ascend's Ray guide exports on every node before `ray start` (HCCL_IF_IP aside: POD_IP_ENV)."""
+    return {
+        "GLOO_SOCKET_IFNAME": opts.socket_ifname,
+        "TP_SOCKET_IFNAME": opts.socket_ifname,
+        "RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES": "1",
+        "ASCEND_RT_VISIBLE_DEVICES": ",".join(str(i) for i in range(npn)),
+    }
 
 
 def _serving(plan: K8sPlan, pod: _Pod, opts: K8sOptions, nodes: int, sp_block: int | None) -> None:
@@ -1018,12 +1184,14 @@ def _serving(plan: K8sPlan, pod: _Pod, opts: K8sOptions, nodes: int, sp_block: i
         service_selector = selector
     else:
         env.update(_hccl_env(pod.lock, opts, nodes))
-        serve = shlex.join(_serve_argv(model, npn, nodes))
-        leader_sh = f"ray start --head --port={RAY_PORT} && exec {serve}"
-        worker_sh = f'exec ray start --address="$LWS_LEADER_ADDRESS:{RAY_PORT}" --block'
+        env.update(ray_env(opts, npn))
+        leader_sh = _Block(ray_leader_script(_serve_argv(model, npn, nodes), opts.ray_timeout))
+        worker_sh = _Block(ray_worker_script(opts.ray_timeout))
         leader = with_model(pod.container(SERVING_CONTAINER, ["/bin/sh", "-c", leader_sh], env))
-        leader.update({"ports": port, **_probes()})
+        leader.update({"ports": port, **_probes(opts.ray_timeout)})
         worker = with_model(pod.container(SERVING_CONTAINER, ["/bin/sh", "-c", worker_sh], env))
+        for c in (leader, worker):
+            c["env"].append(POD_IP_ENV)
 
         def template(role: str, container: dict[str, Any]) -> dict[str, Any]:
             spec = pod.spec([container], "Always", model_volumes)
@@ -1123,6 +1291,8 @@ def plan_k8s(lock: Lock, opts: K8sOptions) -> K8sPlan:
     plan.node_labels = dict(pod.node_selector)
     _smoke(plan, pod, opts.nodes)
     if serving and not opts.smoke_only:
+        if nodes > 1:
+            _require_ray(lock, nodes)
         _serving(plan, pod, opts, nodes, sp_block)
     elif not opts.smoke_only:
         _training(plan, pod, opts, chip, nodes, sp_block)
@@ -1226,6 +1396,17 @@ def readme(plan: K8sPlan, opts: K8sOptions, chip: ChipK8s, sp_block: int | None)
             "```",
             "",
         ]
+        if plan.node_count > 1:
+            lines += [
+                f"Across {plan.node_count} nodes vLLM runs on Ray (vllm-ascend's Ray guide, `--distributed-executor-backend ray`,",
+                f"tensor parallel {plan.npus_per_node} x pipeline parallel {plan.node_count}): the LeaderWorkerSet leader starts the Ray head,",
+                "waits until `ray status` counts LWS_GROUP_SIZE nodes and only then starts vLLM; each worker joins",
+                f"LWS_LEADER_ADDRESS:{RAY_PORT}, retrying with back-off. Both give up after {opts.ray_timeout} s (`--ray-timeout`) and",
+                "exit 1 saying why. Every pod sets HCCL_IF_IP (its IP), GLOO_SOCKET_IFNAME, TP_SOCKET_IFNAME and",
+                f"HCCL_SOCKET_IFNAME (`{opts.socket_ifname}`, `--socket-ifname`), RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES=1",
+                "and ASCEND_RT_VISIBLE_DEVICES, as the guide exports them before `ray start`.",
+                "",
+            ]
     elif not plan.smoke_only:
         lines += [
             "## Training",

@@ -226,6 +226,8 @@ def rule_problems(doc: dict[str, Any], *, image: str, resource: str) -> list[str
                 problems.append(f"{kind} {where}: ASCEND_VISIBLE_DEVICES reads {ref}, not the annotation of {resource}")
         problems += [f"{kind} {where}: {p}" for p in _hygiene(c)]
     problems += _pod_problems(doc)
+    if kind == "LeaderWorkerSet":
+        problems += [f"LeaderWorkerSet: {p}" for p in _lws_problems(spec.get("leaderWorkerTemplate") or {})]
     if kind == "Job" and doc.get("apiVersion") == "batch/v1" and spec.get("backoffLimit") != 0:
         problems.append("Job: backoffLimit must be 0 (one try: a smoke that fails must show its first failure)")
     return problems
@@ -256,6 +258,27 @@ def _hygiene(c: dict[str, Any]) -> list[str]:
     command = c.get("command") or []
     if reads_rank_table and (command[:2] != ["python3", "-c"] or len(command) < 3 or command[2] != WAIT_RANK_TABLE):
         out.append("reads the rank table but does not wait for it to be completed before it starts")
+    return out
+
+
+def _lws_problems(lwt: dict[str, Any]) -> list[str]:
+    """Serving across nodes: the leader waits for its LWS_GROUP_SIZE Ray nodes before vLLM starts, the workers retry
+    joining LWS_LEADER_ADDRESS, and HCCL_IF_IP is each pod's own address (`envkit.export.k8s`, vllm-ascend's Ray guide)."""
+    out: list[str] = []
+    for role, needs, what in (
+        ("leaderTemplate", ("LWS_GROUP_SIZE", "ray status", "ray start --head"), "wait for its LWS_GROUP_SIZE Ray nodes"),
+        ("workerTemplate", ("LWS_LEADER_ADDRESS", "attempt", "ray start --address"), "retry joining LWS_LEADER_ADDRESS"),
+    ):
+        for c in (((lwt.get(role) or {}).get("spec") or {}).get("containers")) or []:
+            command = c.get("command") or []
+            script = command[2] if command[:2] == ["/bin/sh", "-c"] and len(command) == 3 else ""
+            if not all(n in script for n in needs):
+                out.append(f"{role} container {c.get('name')!r} does not {what} (a /bin/sh -c script)")
+            if "$(" in script or "$$" in script:
+                out.append(f"{role} container {c.get('name')!r}: '$(' or '$$' in its script (the kubelet expands them)")
+            ip = [e for e in c.get("env") or [] if e.get("name") == "HCCL_IF_IP"]
+            if [((e.get("valueFrom") or {}).get("fieldRef") or {}).get("fieldPath") for e in ip] != ["status.podIP"]:
+                out.append(f"{role} container {c.get('name')!r}: HCCL_IF_IP must be the pod's IP (fieldRef status.podIP)")
     return out
 
 

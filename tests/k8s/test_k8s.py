@@ -48,11 +48,11 @@ CASES = {
     ),
     "910b-serving": ("910b-serve", K8sOptions(image=IMAGE, nodes=("node-a",), model_pvc="qwen")),
     "a3-serving-lws": (
-        "a3-serve",
+        "a3-serve-ray",
         K8sOptions(image=IMAGE, node_count=2, model_host_path="/data/models/qwen", model="/models/qwen"),
     ),
     "310p-serving": ("310p-serve", K8sOptions(image=IMAGE, node_count=1, npus_per_node=2)),
-    "950-serving-lws": ("950-serve", K8sOptions(image=IMAGE, node_count=2, schedule_policy="chip8-node8")),
+    "950-serving-lws": ("950-serve-ray", K8sOptions(image=IMAGE, node_count=2, schedule_policy="chip8-node8")),
 }
 
 
@@ -319,7 +319,7 @@ def test_check_raises_with_every_problem(k8s_locks):
 
 # --- hostile values --------------------------------------------------------------------------------------------------
 def test_hostile_lock_and_option_values_come_out_as_plain_strings(k8s_locks):
-    lock = read_lock(k8s_locks["910b-serve"])
+    lock = read_lock(k8s_locks["910b-serve-ray"])
     hostile = "{{x}}:@a,${b}={c}"
     layout = lock.layout.model_copy(update={"env": {**lock.layout.env, "HOSTILE": hostile}})
     lock = lock.model_copy(update={"layout": layout})

@@ -41,7 +41,7 @@ def test_a_pvc_is_mounted_read_only_and_served(k8s_locks):
 
 
 def test_a_host_directory_is_typed_and_both_lws_pods_mount_it(k8s_locks):
-    plan = _plan(k8s_locks, "a3-serve", node_count=2, model_host_path="/data/models/Qwen3-32B")
+    plan = _plan(k8s_locks, "a3-serve-ray", node_count=2, model_host_path="/data/models/Qwen3-32B")
     pods = _serving_pods(plan)
     assert len(pods) == 2  # the leader and the worker (Ray's workers load the weights too)
     for pod in pods:
@@ -71,7 +71,7 @@ def test_without_a_volume_nothing_is_mounted_and_the_default_model_stays(k8s_loc
 
 
 def test_a_multi_node_pvc_notes_its_access_mode(k8s_locks):
-    plan = _plan(k8s_locks, "a3-serve", node_count=2, model_pvc="weights")
+    plan = _plan(k8s_locks, "a3-serve-ray", node_count=2, model_pvc="weights")
     assert any("ReadOnlyMany" in n for n in plan.notes)
 
 

@@ -66,7 +66,7 @@ def test_every_950_pod_and_job_carries_the_policy(k8s_locks, policy, engine):
 
 def test_950_serving_pods_carry_it_too(k8s_locks):
     for count in (1, 2):  # a Deployment, a LeaderWorkerSet
-        plan = _plan(k8s_locks, "950-serve", node_count=count, nodes=(), schedule_policy="chip8-node8")
+        plan = _plan(k8s_locks, "950-serve-ray", node_count=count, nodes=(), schedule_policy="chip8-node8")
         assert set(_annotated(plan)) == {"chip8-node8"}
 
 
