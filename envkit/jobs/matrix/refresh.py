@@ -404,10 +404,10 @@ class Source:
         without that module (a build for any device)."""
         rel = f"{name}/{version}{BUILD_DOC}"
         if self.snapshot is not None:
-            doc = self._load(rel)
-            if doc is None:
+            recorded = self._load(rel)
+            if recorded is None:
                 raise BadInput(f"the snapshot {self.snapshot} has no {rel}")
-            return doc
+            return recorded
         wheels = sorted((f for f in files if f["filename"].endswith(".whl")), key=lambda f: _wheel_rank(f["filename"]))
         doc: dict[str, Any] = {"file": None, "device_type": None, "soc_version": None}
         if wheels:
