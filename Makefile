@@ -9,7 +9,7 @@ PYTEST_ARGS ?=
 
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: demo test lint venv bench clean schemas mutation fast-cli matrix-records
+.PHONY: demo test lint venv bench clean schemas mutation fast-cli matrix-records refresh
 
 venv: $(VENV)/.installed
 
@@ -76,6 +76,11 @@ matrix-records: venv                     # after changing a model of the matrix,
 
 schemas: venv
 	$(BIN)/envkit matrix schema -o envkit/schemas
+
+# The matrix's self-audit against the live index (docs/matrix.md): the diff of every derived fact, exit 1 when the
+# matrix differs; REFRESH_ARGS="--write --record /tmp/snap" applies it and keeps what was read.
+refresh: venv
+	$(BIN)/envkit matrix refresh $(REFRESH_ARGS)
 
 # Mutation testing of the core (mutmut, the `mutation` extra): a habit, not a gate, and not part of `make test`.
 # MODULES=lockgate,verify (or all) picks module groups (tools/mutation.py --help lists them); all of them take hours on

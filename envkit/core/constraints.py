@@ -871,8 +871,9 @@ def vllm_ascend_chip(lm: LoadedMatrix, strict: Strictness) -> Constraint:
     """vllm_ascend ↔ chip: vllm-ascend builds for the device families of `vllm_ascend_devices` only (a chip with none,
     e.g. 910, is unsupported), and a release whose PyPI wheels are built for one family (`device_build`, derived from
     their `vllm_ascend/_build_info.py`) runs on that family's chip only: its worker refuses another NPU at start. An
-    sdist-only release has no device build (it is built for the chip where it installs) (matrices/serving.yaml,
-    `vllm_ascend_devices`, `vllm_ascend[].device_build`)."""
+    sdist-only release has no device build (it is built for the chip where it installs). A release that states its
+    chips (`runs_on`) runs on those only (matrices/serving.yaml, `vllm_ascend_devices`, `vllm_ascend[].device_build`,
+    `vllm_ascend[].runs_on`)."""
     m = lm.model
     families = {d.chip for d in m.vllm_ascend_devices}
 
@@ -881,6 +882,8 @@ def vllm_ascend_chip(lm: LoadedMatrix, strict: Strictness) -> Constraint:
             return True
         r = known(lm.vllm_ascend(v), f"vllm-ascend {v}")
         if families and chip not in families:
+            return False
+        if r.runs_on is not None and chip not in r.runs_on.chips:
             return False
         return r.device_build is None or lm.build_chip(r.device_build) == chip
 
@@ -893,6 +896,8 @@ def vllm_ascend_chip(lm: LoadedMatrix, strict: Strictness) -> Constraint:
                 r.device_build,
                 f"vllm-ascend {v} {built}: its worker refuses an NPU of another family at start",
             )
+        if r.runs_on is not None:
+            return _row(f"vllm_ascend/{v}.runs_on", r.runs_on, f"vllm-ascend {v} runs on chips {_fmt(r.runs_on.chips)}")
         return Verdict(
             message=f"vllm-ascend {v} builds for chips {_fmt(sorted(families))}",
             rule="vllm_ascend_devices",
@@ -908,7 +913,7 @@ def vllm_ascend_chip(lm: LoadedMatrix, strict: Strictness) -> Constraint:
                 source=m.vllm_ascend_devices[0].source_text,
             )
         fits = [r.version for r in m.vllm_ascend if r.device_build is not None and lm.build_chip(r.device_build) == chip]
-        sdists = [r.version for r in m.vllm_ascend if r.sdist_only]
+        sdists = [r.version for r in m.vllm_ascend if r.sdist_only and (r.runs_on is None or chip in r.runs_on.chips)]
         family = f" ({d.device_types[0]}, SOC_VERSION {d.soc_versions[0]}*)" if d is not None else ""
         return Verdict(
             message=f"chip {chip}{family}: vllm-ascend releases with PyPI wheels built for it: {_fmt(fits)}; "
@@ -921,6 +926,8 @@ def vllm_ascend_chip(lm: LoadedMatrix, strict: Strictness) -> Constraint:
         r = known(lm.vllm_ascend(a["vllm_ascend"]), f"vllm-ascend {a['vllm_ascend']}")
         if families and a["chip"] not in families:
             return f"vllm-ascend does not support chip {a['chip']}"
+        if r.runs_on is not None and a["chip"] not in r.runs_on.chips:
+            return f"vllm-ascend {a['vllm_ascend']} runs on chips {_fmt(r.runs_on.chips)}, not chip {a['chip']}"
         return f"vllm-ascend {a['vllm_ascend']} {_build_text(lm, r)}, not chip {a['chip']}"
 
     return Relation("vllm_ascend-chip", "vllm_ascend", "chip", ok, say_release, say_chip, summary)

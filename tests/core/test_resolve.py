@@ -217,6 +217,9 @@ RULE_CASES = {
     "accelerate/python-0.21.0": ({"accelerate": "1.0.0", "python": "3.8"}, {"accelerate": "1.0.0", "python": "3.8"}),
     "accelerate/python-1.1.0": ({"accelerate": "1.1.0", "python": "3.8"}, {"accelerate": "1.1.0", "python": "3.9"}),
     "accelerate/python-1.11.0": ({"accelerate": "1.11.0", "python": "3.9"}, {"accelerate": "1.11.0", "python": "3.10"}),
+    # accelerate 1.16.0's METADATA: Requires-Python >=3.11, Requires-Dist torch>=2.6.0 (the refresh of 2026-12-04)
+    "accelerate/python-1.16.0": ({"accelerate": "1.16.0", "python": "3.10"}, {"accelerate": "1.16.0", "python": "3.11"}),
+    "accelerate/torch-1.16.0": ({"accelerate": "1.16.0", "torch": "2.5.1"}, {"accelerate": "1.16.0", "torch": "2.6.0"}),
     "accelerate/torch-0.21.0": ({"accelerate": "0.30.0", "torch": "2.1.0"}, {"accelerate": "0.30.0", "torch": "2.1.0"}),
     "accelerate/torch-1.3.0": ({"accelerate": "1.3.0", "torch": "2.1.0"}, {"accelerate": "1.3.0", "torch": "2.1.0"}),
     "accelerate/numpy-0.32.0": ({"accelerate": "0.32.0", "numpy": "2.2.6"}, {"accelerate": "0.32.0", "numpy": "1.26.4"}),
@@ -292,3 +295,30 @@ def test_relation(lm, relation, bad, good):
     report = validate_stack(bad, matrix=lm)
     assert not report.valid
     assert any(f.rule == relation for c in report.conflicts for f in c.chain), [f.rule for c in report.conflicts for f in c.chain]
+
+
+# Pairings a newer release's notes widen (issue #37): the CANN 9.1.1 / 9.2.0 compatibility tables mark HDK 26.1.1
+# and 26.2.RC1 compatible with CANN 8.5.2, 9.0.X and 9.1.X (vllm-ascend 0.27.1rc1's notes ship HDK 26.1.1 with CANN
+# 9.1.0); MindCluster 26.1.0 gives CANN 9.1.0 with HDK 25.1.RC1 (Atlas 950 SuperPoD) and 25.6.RC1 (Atlas 850).
+@pytest.mark.parametrize(
+    "stack",
+    [
+        {"chip": "910b", "cann": "9.1.0", "driver": "26.1.1"},
+        {"chip": "a3", "cann": "9.1.0", "driver": "26.2.RC1"},
+        {"chip": "910b", "cann": "9.1.1", "driver": "26.2.RC1"},
+        {"chip": "910b", "cann": "9.0.1", "driver": "26.1.1"},
+        {"chip": "910b", "cann": "8.5.2", "driver": "26.2.RC1"},
+        {"chip": "950", "cann": "9.1.0", "driver": "25.1.RC1"},
+        {"chip": "950", "cann": "9.1.0", "driver": "25.6.RC1"},
+    ],
+    ids=lambda s: f"{s['cann']}+{s['driver']}",
+)
+def test_hdk_pairings_the_newest_notes_widen_validate(lm, stack):
+    report = validate_stack(stack, matrix=lm)
+    assert report.valid, [c.summary for c in report.conflicts]
+
+
+def test_hdk_pairings_the_notes_exclude_stay_refused(lm):
+    # 9.2.0's table leaves 25.0.X and 25.2.X out; 8.5.0's own table ends at 25.5.X
+    for stack in ({"chip": "910b", "cann": "9.2.0", "driver": "25.2.0"}, {"chip": "910b", "cann": "8.5.0", "driver": "26.1.1"}):
+        assert not validate_stack(stack, matrix=lm).valid, stack

@@ -24,7 +24,7 @@ def lm():
 def test_the_serving_matrix_is_consistent_and_every_framework_edge_names_its_rule(lm):
     assert check_matrix(lm) == []
     new = [e for e in constraints.EDGES if e.__name__.startswith(("vllm_ascend_", "triton_ascend_", "mindspeed_"))]
-    assert len(new) == 15
+    assert len(new) == 17
     # the python edges of vllm-ascend and the CANN/torch edges of MindSpeed, checked directly on a full assignment
     build = {e.__name__: e(lm, constraints.Strictness()) for e in new}
     assert not build["vllm_ascend_python"].check({"vllm_ascend": "0.9.1", "python": "3.12"})
@@ -43,6 +43,14 @@ def test_the_serving_matrix_is_consistent_and_every_framework_edge_names_its_rul
     assert glibc.check({"vllm_ascend": sdist, "os": "centos7.6", "arch": "aarch64"})
     assert build["triton_ascend_glibc"].check({"triton_ascend": "3.2.0", "os": "ubuntu20.04", "arch": "x86_64"})
     assert not build["triton_ascend_glibc"].check({"triton_ascend": "3.2.0", "os": "centos7.6", "arch": "x86_64"})
+    # the device a PyPI wheel is built for (its _build_info.py), the chips a release states, the chips of MindSpeed
+    chip = build["vllm_ascend_chip"]
+    assert chip.check({"vllm_ascend": "0.23.0", "chip": "910b"}) and not chip.check({"vllm_ascend": "0.23.0", "chip": "a3"})
+    assert chip.check({"vllm_ascend": "0.23.0.post1", "chip": "a3"})  # an sdist: built where it installs
+    assert not chip.check({"vllm_ascend": "0.9.1", "chip": "310p"}) and chip.check({"vllm_ascend": "0.9.1", "chip": "a3"})
+    assert not chip.check({"vllm_ascend": "0.23.0.post1", "chip": "910"})  # no device family of vllm-ascend
+    assert build["mindspeed_chip"].check({"mindspeed": "26.1.0", "chip": "a3"})
+    assert not build["mindspeed_chip"].check({"mindspeed": "26.1.0", "chip": "310p"})
     for edge in new:
         assert "matrices/serving.yaml" in edge.__doc__, edge.__name__
 
@@ -79,6 +87,9 @@ BROKEN = [
         "needs transformers >=4.55.2,<=4.57.1",
     ),
     ({"vllm_ascend": "0.25.1rc1", "transformers": "5.14.0"}, None, "vllm_ascend-transformers", "needs transformers ==5.14.1"),
+    ({"vllm_ascend": "0.23.0", "chip": "a3"}, None, "vllm_ascend-chip", "has PyPI wheels built for A2 (chip 910b)"),
+    ({"vllm_ascend": "0.9.1", "chip": "310p"}, None, "vllm_ascend-chip", "vllm-ascend 0.9.1 runs on chips 910b, a3"),
+    ({"chip": "910"}, "serving", "vllm_ascend-chip", "vllm-ascend builds for no device family of chip 910"),
     ({"triton_ascend": "3.2.0", "cann": "9.1.0"}, None, "triton_ascend-cann", "strictly bound to CANN"),
     # 3.2.0 is bound to CANN 8.5.0 and 8.5.1 (vllm-ascend's), not to the 8.5.X series
     ({"triton_ascend": "3.2.0", "cann": "8.5.2"}, None, "triton_ascend-cann", "cann 8.5.2 fits triton-ascend none"),
@@ -364,12 +375,19 @@ def _lock(lm, pins, workload=None):
 
 
 def test_serving_on_310p_takes_the_stack_the_vendor_runs_there_and_says_where_that_is_written(lm):
-    # vllm-ascend 0.23.0 runs 310P (Atlas 300I DUO) on CANN 9.1.0 with torch_npu 2.10.0.post4 and no triton-ascend,
-    # though TorchNPU 26.1.0's install guide leaves 310P out: `envkit resolve --chip 310p --workload serving`
-    res, lock = _lock(lm, {"chip": "310p"}, "serving")
+    # PyPI's vllm-ascend wheels are A2 builds (their _build_info.py) and 0.9.1 left 310P out (its rc1 notes), so
+    # `envkit resolve --chip 310p --workload serving` refuses, naming the sdist releases built on the chip ...
+    report = validate_pins(lm, pins_from_mapping(lm, {"chip": "310p"}), "serving")
+    assert not report.valid
+    facts = [f.fact for c in report.conflicts for f in c.chain]
+    assert any("_310P" in f and "sdist-only releases, built for the chip where they install (pin one)" in f for f in facts)
+    assert any("0.23.0.post1" in f and "0.9.1" not in f for f in facts)  # 0.9.1 left 310P out
+    # ... and with one pinned (0.23.0.post1, the vendor's Dockerfile.310p way), the stack the vendor runs on 310P:
+    # CANN 9.1.0, torch_npu 2.10.0.post4 and no triton-ascend, though TorchNPU 26.1.0's install guide leaves 310P out
+    res, lock = _lock(lm, {"chip": "310p", "vllm_ascend": "0.23.0.post1"}, "serving")
     s = res.stack
     assert (s["vllm_ascend"], s["vllm"], s["cann"], s["torch"], s["torch_npu"], s["driver"]) == (
-        "0.23.0",
+        "0.23.0.post1",
         "0.23.0",
         "9.1.0",
         "2.10.0",
@@ -378,10 +396,12 @@ def test_serving_on_310p_takes_the_stack_the_vendor_runs_there_and_says_where_th
     )
     assert "triton_ascend" not in s and res.validated_cann and res.validated_hdk
     why = lock.provenance["torch_npu"]
-    assert why.rule == "torch_npu/2.10.0.post4: chip 310p by vllm_ascend/0.23.0.runs_on (TorchNPU 26.1.0 leaves it out)"
-    assert why.source.startswith("docs.vllm.ai/projects/ascend/zh-cn/v0.23.0/installation.html") and why.confidence == "stated"
-    assert any(h.startswith("chip 310p is not among the chips of TorchNPU 26.1.0") and "docs.vllm.ai" in h for h in lock.hints)
-    assert any(h.startswith("vllm-ascend 0.23.0 installs no triton-ascend on chip 310p") for h in lock.hints)
+    assert why.rule == "torch_npu/2.10.0.post4: chip 310p by vllm_ascend/0.23.0.post1.runs_on (TorchNPU 26.1.0 leaves it out)"
+    assert why.source.startswith("docs/source/installation.md in the PyPI vllm-ascend 0.23.0.post1 sdist")
+    assert why.confidence == "stated"
+    assert any(h.startswith("chip 310p is not among the chips of TorchNPU 26.1.0") and "sdist" in h for h in lock.hints)
+    assert any(h.startswith("vllm-ascend 0.23.0.post1 installs no triton-ascend on chip 310p") for h in lock.hints)
+    assert any(h.startswith("vllm-ascend 0.23.0.post1 is on PyPI as an sdist only") for h in lock.hints)
     assert [p.name for p in lock.python.requirements][-2:] == ["vllm", "vllm-ascend"]
 
 
@@ -389,7 +409,9 @@ def test_a_plain_stack_on_310p_still_follows_the_torchnpu_install_guide(lm):
     assert not validate_stack({"chip": "310p", "torch_npu": "2.10.0.post4"}, matrix=lm).valid
     s = validate_stack({"chip": "310p"}, matrix=lm).stack
     assert "vllm_ascend" not in s and s["torch_npu"] != "2.10.0.post4"
-    assert validate_stack({"chip": "310p", "vllm_ascend": "0.23.0", "torch_npu": "2.10.0.post4"}, matrix=lm).valid
+    assert validate_stack({"chip": "310p", "vllm_ascend": "0.23.0.post1", "torch_npu": "2.10.0.post4"}, matrix=lm).valid
+    # the A2 wheel of 0.23.0 does not run there (its worker checks the device type at start)
+    assert not validate_stack({"chip": "310p", "vllm_ascend": "0.23.0", "torch_npu": "2.10.0.post4"}, matrix=lm).valid
 
 
 def test_a3_resolves_to_the_vendors_a3_stacks(lm):
@@ -398,17 +420,21 @@ def test_a3_resolves_to_the_vendors_a3_stacks(lm):
     assert (res.stack["torch_npu"], res.stack["torch"], res.stack["cann"]) == ("2.12.0", "2.12.0", "9.1.0")
     assert res.validated_cann and "COMPATIBILITY.en.md" in lock.provenance["torch_npu"].source
     # serving: vllm-ascend 0.23.0's A3 image (quay.io/ascend/vllm-ascend:v0.23.0-a3, FROM cann:9.1.0-a3) with
-    # triton-ascend 3.2.2; A3 is in TorchNPU 26.1.0's own chips, so the line decides, not runs_on
-    res, lock = _lock(lm, {"chip": "a3"}, "serving")
+    # triton-ascend 3.2.2, from its sdist (0.23.0.post1: PyPI's 0.23.0 wheels are A2 builds); A3 is in TorchNPU
+    # 26.1.0's own chips, so the line decides, not runs_on
+    res, lock = _lock(lm, {"chip": "a3", "vllm_ascend": "0.23.0.post1"}, "serving")
     s = res.stack
     assert (s["vllm_ascend"], s["vllm"], s["cann"], s["torch_npu"], s["triton_ascend"]) == (
-        "0.23.0",
+        "0.23.0.post1",
         "0.23.0",
         "9.1.0",
         "2.10.0.post4",
         "3.2.2",
     )
     assert lock.provenance["torch_npu"].rule == "torch_npu/2.10.0.post4"
+    # unpinned, the newest release with wheels that may run on A3: 0.9.1 (no build info; its chips inferred)
+    res, lock = _lock(lm, {"chip": "a3"}, "serving")
+    assert res.stack["vllm_ascend"] == "0.9.1" and lm.vllm_ascend("0.9.1").runs_on.confidence == "inferred"
     # training: MindSpeed 26.1.0 (A3 among its products) with CANN 9.1.0, TorchNPU 26.1.0, PyTorch 2.7.1, Python 3.10
     res, lock = _lock(lm, {"chip": "a3"}, "training-mindspeed")
     s = res.stack
@@ -441,16 +467,15 @@ def test_runs_on_is_data_a_chip_it_lacks_is_refused_and_the_refusal_names_its_so
     ]
     narrow = edited_matrix(lm, vllm_ascend=rows)
     assert check_matrix(narrow) == []
-    report = validate_stack({"chip": "310p", "vllm_ascend": "0.23.0"}, matrix=narrow)
+    report = validate_stack({"chip": "310p", "vllm_ascend": "0.23.0.post1"}, matrix=narrow)
     assert not report.valid
     facts = [f for c in report.conflicts for f in c.chain]
-    said = [f for f in facts if f.rule == "vllm_ascend/0.23.0.runs_on"]
-    assert said and said[0].fact == "the vendor runs vllm-ascend 0.23.0 with torch_npu 2.10.0.post4 on chips 910b, a3"
-    assert "docs.vllm.ai/projects/ascend/zh-cn/v0.23.0/installation.html" in said[0].source
-    assert any(f.rule == "chip-torch_npu-vllm_ascend" for f in facts)
-    # the serving workload then falls back to a release whose TorchNPU line lists 310P
-    s = solve(narrow, pins_from_mapping(narrow, {"chip": "310p"}), framework_keys({}, "serving")).stack
-    assert s["vllm_ascend"] != "0.23.0" and narrow.lines[narrow.torch_npu_row(s["torch_npu"]).line].chips.count("310p") == 1
+    said = [f for f in facts if f.rule.startswith("vllm_ascend/0.23.0") and f.rule.endswith(".runs_on")]
+    assert said and said[0].fact.endswith("on chips 910b, a3"), facts
+    assert "installation" in said[0].source and "v0.23.0" in said[0].source
+    assert any(f.rule in ("chip-torch_npu-vllm_ascend", "vllm_ascend-chip") for f in facts)
+    # the serving workload then finds no release for 310P: each is an A2 wheel, or states chips without it
+    assert solve(narrow, pins_from_mapping(narrow, {"chip": "310p"}), framework_keys({}, "serving")) is None
 
 
 def test_an_image_without_triton_ascend_is_refused_one(lm):

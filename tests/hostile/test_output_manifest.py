@@ -255,10 +255,42 @@ def _provision(request, run_cli) -> Command:
     return Command("provision", "provision", prepare, run, ["vars.yml", "ansible.log"], force=False)
 
 
-def _fake_pypi(self, url, headers=None):
-    """PyPI's JSON API answered from the recorded snapshot (the URLs of the files added back)."""
+def _fake_wheel(filename: str) -> bytes:
+    """A wheel of the snapshot's file list as the refresh reads it: a zip holding the `_build_info.py` its recorded
+    `.build.json` says (vllm-ascend), nothing else needed."""
+    import io
+    import zipfile
+
+    name, version = filename.split("-")[:2]
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        z.writestr(f"{name}-{version}.dist-info/METADATA", f"Name: {name}\nVersion: {version}\n")
+        build = SNAPSHOT / name.replace("_", "-") / f"{version}.build.json"
+        if build.is_file():
+            doc = json.loads(build.read_text())
+            lines = [f"__{k}__ = {doc[k]!r}" for k in ("device_type", "soc_version") if doc.get(k)]
+            if lines:
+                z.writestr(f"{name}/_build_info.py", "\n".join(lines) + "\n")
+    return buf.getvalue()
+
+
+def _ranged(body: bytes, headers: dict | None) -> bytes:
+    """A `Range: bytes=-N` or `bytes=A-B` answer of `body`, as a file host gives it."""
+    spec = (headers or {}).get("Range", "").removeprefix("bytes=")
+    if not spec:
+        return body
+    first, _, last = spec.partition("-")
+    if not first:
+        return body[-int(last) :]
+    return body[int(first) : int(last) + 1]
+
+
+def _fake_pypi(self, url, headers=None, limit=None):
+    """PyPI's JSON API answered from the recorded snapshot (the URLs of the files added back), and its files by range."""
     from envkit.jobs.matrix import refresh
 
+    if url.startswith("https://files.example/"):
+        return _ranged(_fake_wheel(url.rsplit("/", 1)[1]), headers)
     parts = url.removeprefix(refresh.PYPI + "/pypi/").removesuffix("/json").split("/")
     if len(parts) == 1:
         doc = json.loads((SNAPSHOT / f"{parts[0]}.json").read_text())
@@ -277,7 +309,7 @@ def _matrix_refresh(request, run_cli) -> Command:
 
     mp = request.getfixturevalue("monkeypatch")
     mp.setattr("envkit.jobs.matrix.refresh.Source._get", _fake_pypi)
-    mp.setenv("SOURCE_DATE_EPOCH", "1796083200")  # 2026-12-01, the snapshot's day
+    mp.setenv("SOURCE_DATE_EPOCH", "1796342400")  # 2026-12-04, the snapshot's day
 
     def prepare(folder: Path) -> list[Path]:
         shutil.copytree(matrices_dir(), folder / "matrices")
@@ -547,10 +579,10 @@ def test_matrix_refresh_write_replaces_only_the_regular_matrix_file(tmp_path, ru
     path.write_text(wrong)
     r = run_cli("matrix", "refresh", "--snapshot", str(SNAPSHOT), "--matrix-dir", str(matrices), "--write")
     assert r.code == 0, r.err
-    # the rule rewritten, sourced by the snapshot's day (the shipped one was read the day before)
+    # the rule rewritten, sourced by the snapshot's day (the shipped one was read on 2026-11-30)
     rule = good.index('when: {accelerate: ">=1.1.0,<1.11.0"}')
     day = good.index("read 2026-11-30", rule)
-    assert path.read_text() == good[:day] + "read 2026-12-01" + good[day + len("read 2026-11-30") :]
+    assert path.read_text() == good[:day] + "read 2026-12-04" + good[day + len("read 2026-11-30") :]
     assert not path.is_symlink()
     assert {p.name: p.read_bytes() for p in matrices.iterdir() if p.is_file() and p.name != path.name} == others
     assert sorted(p.name for p in matrices.iterdir() if p.is_file()) == sorted([*others, path.name])  # no temp file left

@@ -292,16 +292,18 @@ def explain(lm: LoadedMatrix, pins: dict[str, Pin], limit: int = 6, extra: tuple
     conflicts = pin_checks(lm, pins)
     blocked = {k for c in conflicts for k in c.pins}
     rest = {k: v for k, v in pins.items() if k not in blocked}
-    # pairs first: they give the most readable chains
+    # pairs first: they give the most readable chains. A single or a pair conflicts only if no release a user could
+    # pin keeps it: a pinned vllm-ascend release with a Transformers outside its range is explained by that release's
+    # range, not by the releases resolve would not pick by itself (pre-releases, sdists)
     found_cores: list[dict[str, Pin]] = []
     for k in rest:
-        if not satisfiable(lm, {k: rest[k]}, extra):
+        if not satisfiable(lm, {k: rest[k]}, extra, pinnable=True):
             found_cores.append({k: rest[k]})
     singles = {next(iter(c)) for c in found_cores}
     keys = [k for k in rest if k not in singles]
     for a, b in itertools.combinations(keys, 2):
         pair = {a: rest[a], b: rest[b]}
-        if not satisfiable(lm, pair, extra):
+        if not satisfiable(lm, pair, extra, pinnable=True):
             found_cores.append(pair)
     if not found_cores and not satisfiable(lm, rest, extra):
         found_cores.append(_minimal_core(lm, rest, extra))

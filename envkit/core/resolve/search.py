@@ -80,11 +80,12 @@ def stack_of(found: Assignment) -> Assignment:
 
 
 def initial_domains(
-    lm: LoadedMatrix, pins: dict[str, Pin], strict_cann: bool, extra: tuple[str, ...] = ()
+    lm: LoadedMatrix, pins: dict[str, Pin], strict_cann: bool, extra: tuple[str, ...] = (), pinnable: bool = False
 ) -> dict[str, list[str]]:
     """Every key's values in preference order (default chip/arch/os first, then newest); a pin is its key's domain.
-    The optional keys in `extra` join the twelve (pre-releases and sdist-only vllm-ascend releases only when pinned;
-    triton_ascend may be ABSENT when the serving set is in play, for a vllm-ascend release without it)."""
+    The optional keys in `extra` join the twelve (pre-releases and sdist-only vllm-ascend releases only when pinned,
+    or with `pinnable`: every release a user could pin; triton_ascend may be ABSENT when the serving set is in play,
+    for a vllm-ascend release without it)."""
     m = lm.model
     d = m.defaults
 
@@ -108,7 +109,7 @@ def initial_domains(
         "accelerate": lm.package("accelerate"),
     }
     optional = {
-        "vllm_ascend": [r.version for r in m.vllm_ascend if not r.prerelease and not r.sdist_only],
+        "vllm_ascend": [r.version for r in m.vllm_ascend if pinnable or not (r.prerelease or r.sdist_only)],
         "vllm": vllm_versions(lm),
         "triton_ascend": [r.version for r in m.triton_ascend if not r.prerelease] + ([ABSENT] if "vllm_ascend" in extra else []),
         "mindspeed": [r.version for r in m.mindspeed],
@@ -383,7 +384,11 @@ def pass_constraints(lm: LoadedMatrix, strict_cann: bool = False, strict_hdk: bo
     return cached[1]
 
 
-def satisfiable(lm: LoadedMatrix, pins: dict[str, Pin], extra: tuple[str, ...] | None = None) -> bool:
-    """Whether some full stack keeps every pin (the loosest pass)."""
+def satisfiable(
+    lm: LoadedMatrix, pins: dict[str, Pin], extra: tuple[str, ...] | None = None, pinnable: bool = False
+) -> bool:
+    """Whether some full stack keeps every pin (the loosest pass); with `pinnable`, the unpinned vllm-ascend may be
+    any release a user could pin (a pre-release, an sdist), not only one resolve picks by itself."""
     extra = framework_keys(pins) if extra is None else extra
-    return _Solver(pass_constraints(lm), initial_domains(lm, pins, False, extra)).solve(list(pins)) is not None
+    domains = initial_domains(lm, pins, False, extra, pinnable)
+    return _Solver(pass_constraints(lm), domains).solve(list(pins)) is not None
