@@ -182,3 +182,27 @@ def test_the_parser_takes_string_literals_of_plain_assignments_only():
         "device_type": None,
         "soc_version": None,
     }
+
+
+def test_on_a_host_the_file_beside_the_interpreters_package_is_read_never_imported(tmp_path):
+    """Host mode: the interpreter's metadata probe gives vllm_ascend's site-packages; the build file is read there
+    as bytes (a package whose import would run code stays unimported)."""
+    import sys
+
+    from envkit.jobs.doctor.observe import Target, _python_from_host, _vllm_ascend_build
+
+    marker = tmp_path / "imported"
+    site = tmp_path / "site"
+    (site / "vllm_ascend").mkdir(parents=True)
+    (site / "vllm_ascend" / "__init__.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
+    (site / "vllm_ascend" / "_build_info.py").write_text(f"open({str(marker)!r}, 'w').close()\n{A2}")
+    dist = site / "vllm_ascend-0.23.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: vllm_ascend\nVersion: 0.23.0\n")
+    (dist / "RECORD").write_text("")
+    py = _python_from_host(sys.executable, {"PYTHONPATH": str(site), "PATH": os.environ.get("PATH", "")}, timeout=30)
+    assert py.error is None, py.error
+    ev = _vllm_ascend_build(Target("/"), py)
+    assert ev is not None and ev.source == str(site / "vllm_ascend" / "_build_info.py")
+    assert ev.data is not None and b"__device_type__ = 'A2'" in ev.data
+    assert not marker.exists()
