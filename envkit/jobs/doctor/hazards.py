@@ -586,7 +586,7 @@ def vllm_ascend_device_build(f: Facts) -> Check:
             _device_build_fix(va, npu) if npu else None,
         )
     if f.npu is None or npu is None:
-        why = "no NPU seen (npu-smi lists none)" if f.npu is None else "npu-smi's chip is unknown"
+        why = "no NPU seen (no npu-smi output to compare with)" if f.npu is None else "the chip npu-smi lists is unknown"
         return _check(name, "ok", f"not checked: vllm-ascend {va} is built for chip {built} ({where}); {why}")
     if built != npu:
         names = ", ".join(f.npu.names)
