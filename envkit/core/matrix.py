@@ -195,13 +195,18 @@ class LoadedMatrix:
         return _lookup(self.triton_ascend_by_key, version)
 
     def build_chip(self, build: DeviceBuild) -> str | None:
-        """The chip a wheel's device build is for (`vllm_ascend_devices`: its `__device_type__`, or the family whose
-        SOC_VERSION prefix its `__soc_version__` starts with); None: a build the matrix does not know."""
+        """The chip a wheel's device build is for (`device_chip` of its `__device_type__` and `__soc_version__`)."""
+        return self.device_chip(build.device_type, build.soc_version)
+
+    def device_chip(self, device_type: str | None, soc_version: str | None) -> str | None:
+        """The chip a vllm-ascend build is for (`vllm_ascend_devices`: the family of its `__device_type__`, or, without
+        one, the family whose SOC_VERSION prefix its `__soc_version__` starts with); None: a build the matrix does not
+        know, or one that says neither."""
+        soc = (soc_version or "").lower()
         for d in self.model.vllm_ascend_devices:
-            if build.device_type is not None and build.device_type in d.device_types:
+            if device_type is not None and device_type in d.device_types:
                 return d.chip
-            soc = (build.soc_version or "").lower()
-            if build.device_type is None and soc and any(soc.startswith(p) for p in d.soc_versions):
+            if device_type is None and soc and any(soc.startswith(p) for p in d.soc_versions):
                 return d.chip
         return None
 

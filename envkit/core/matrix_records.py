@@ -1979,6 +1979,7 @@ class VllmAscendDevice(Record):
         "device_types",
         "chip",
         "soc_versions",
+        "image_tag",
     )
     _fields = (
         "source",
@@ -1989,6 +1990,7 @@ class VllmAscendDevice(Record):
         "device_types",
         "chip",
         "soc_versions",
+        "image_tag",
     )
     source: str | list[str]
     confidence: Literal["stated", "derived", "inferred"]
@@ -1998,6 +2000,7 @@ class VllmAscendDevice(Record):
     device_types: list[str]
     chip: str
     soc_versions: list[str]
+    image_tag: str | None
 
     def __init__(
         self,
@@ -2010,6 +2013,7 @@ class VllmAscendDevice(Record):
         device_types: list[str],
         chip: str,
         soc_versions: list[str],
+        image_tag: str | None = None,
     ) -> None:
         _set(self, "source", source)
         _set(self, "confidence", confidence)
@@ -2019,6 +2023,7 @@ class VllmAscendDevice(Record):
         _set(self, "device_types", device_types)
         _set(self, "chip", chip)
         _set(self, "soc_versions", soc_versions)
+        _set(self, "image_tag", image_tag)
 
     @property
     def sources(self) -> list[str]:

@@ -325,6 +325,12 @@ class VllmAscendDevice(Sourced):
     soc_versions: list[str] = Field(
         min_length=1, description="SOC_VERSION prefixes (lower case) that build for it, e.g. ascend910b"
     )
+    image_tag: str | None = Field(
+        None,
+        pattern=r"^[a-z0-9-]{0,16}$",
+        description="the suffix of the vendor's image tag for the family, quay.io/ascend/vllm-ascend:v<version><image_tag>"
+        " ('' for A2, '-a3'); None: not known",
+    )
 
 
 class DeviceBuild(Sourced):

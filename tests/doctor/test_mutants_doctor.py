@@ -785,7 +785,7 @@ def test_run_hazards_order_and_extras():
         probe={"env": {"TORCH_DEVICE_BACKEND_AUTOLOAD": "1"}},
     )
     checks = hz.run_hazards(f, {"torch_npu": "2.6.0"})
-    assert [c.name for c in checks] == base + [TC, TAC, VP, LIBS, "torch_npu autoload", TR]
+    assert [c.name for c in checks] == base + [TC, TAC, VP, "vllm-ascend device build", LIBS, "torch_npu autoload", TR]
     assert [c.name for c in hz.run_hazards(_facts({"triton_ascend": "3.2.0"}))] == base + [TC, TAC, VP]
     # the lock reaches numpy_two
     assert hz.run_hazards(_facts({"numpy": "2.0.0"}), {"numpy": "1.26.4"})[2] == _np_fail("2.0.0", "the lock pins numpy 1.26.4")

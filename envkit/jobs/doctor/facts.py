@@ -10,6 +10,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from envkit.errors import EnvkitError
+from envkit.io.buildinfo import build_facts
 from envkit.jobs.doctor.observe import CannInstall, Evidence, ProbeResult
 from envkit.jobs.doctor.parsers import (
     BoardInfo,
@@ -49,6 +51,17 @@ class Cann:
 
 
 @dataclass
+class VllmAscendBuild:
+    """What the installed vllm_ascend's `_build_info.py` says it was built for (read as data, never imported)."""
+
+    source: str  # the file, as the target sees it
+    found: bool = False  # False: no such file (a build that names no device)
+    device_type: str | None = None  # __device_type__ (0.12+: A2, A3, _310P, A5; _910B, _910_93 before 0.13)
+    soc_version: str | None = None  # __soc_version__ (older builds: ASCEND910B1)
+    problem: str | None = None  # "unreadable: FILE: why" / "unparsed: FILE: why"
+
+
+@dataclass
 class Facts:
     probe: ProbeResult
     checks: list[Check] = field(default_factory=list)
@@ -64,9 +77,11 @@ class Facts:
     boards: list[BoardInfo] = field(default_factory=list)
     chip: ChipIdentity | None = None
     chip_source: str | None = None
+    npu_chip: ChipIdentity | None = None  # the chip of the NPUs npu-smi lists (never the fallback of an image)
     os: OsRelease | None = None
     arch: tuple[str, str] | None = None
     python: dict | None = None
+    vllm_ascend_build: VllmAscendBuild | None = None
 
     @property
     def image(self) -> bool:
@@ -343,7 +358,7 @@ def _npu_smi(f: Facts) -> None:
         f.add("npu-smi", "warn", f"unparsed: {res.display}: {exc}")
         return
     info = f.npu
-    f.chip = chip_from_npu_smi(info)
+    f.chip = f.npu_chip = chip_from_npu_smi(info)
     f.chip_source = res.display
     names = ", ".join(info.names)
     f.add(
@@ -423,6 +438,32 @@ def _python(f: Facts) -> None:
     f.add("python packages", "ok", detail)
 
 
+def _vllm_ascend_build(f: Facts) -> None:
+    """The installed vllm_ascend's device build, from the file the probe read (`envkit.io.buildinfo.build_facts`:
+    `ast`, string literals only, nothing run). Problems are kept for the hazard that judges it."""
+    ev = f.probe.vllm_ascend_build
+    if ev is None or f.version_of("vllm_ascend") is None:
+        return
+    build = VllmAscendBuild(source=ev.source)
+    f.vllm_ascend_build = build
+    if ev.data is None:
+        if ev.error != "not found":
+            build.problem = f"unreadable: {ev.source}: {ev.error}"
+        return
+    build.found = True
+    try:
+        text = ev.data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        build.problem = f"unparsed: {ev.source}: not UTF-8 ({exc.reason} at byte {exc.start})"
+        return
+    try:
+        facts = build_facts(text, ev.source)
+    except EnvkitError as exc:
+        build.problem = f"unparsed: {exc.message}"
+        return
+    build.device_type, build.soc_version = facts["device_type"], facts["soc_version"]
+
+
 def _chip_fallback(f: Facts) -> None:
     """No npu-smi: the chip of the operator package (an image knows which chip it was built for)."""
     if f.chip is not None and f.chip.chip:
@@ -450,4 +491,5 @@ def gather(probe: ProbeResult) -> Facts:
     _chip_fallback(f)
     _os_arch(f)
     _python(f)
+    _vllm_ascend_build(f)
     return f

@@ -523,6 +523,84 @@ def vllm_pairing(f: Facts) -> Check:
     return _check(name, "ok", f"vllm-ascend {va} with vLLM {vl}")
 
 
+def _said(device_type: str | None, soc_version: str | None) -> str:
+    return f"__device_type__ = {device_type!r}" if device_type is not None else f"__soc_version__ = {soc_version!r}"
+
+
+def _device_build_fix(version: str, chip: str) -> str:
+    """The vendor's ways to a vllm-ascend built for `chip`: the release's image for it, a release whose PyPI wheels
+    are built for it, or a source build with the chip's SOC_VERSION (matrices/serving.yaml `vllm_ascend_devices`)."""
+    lm = _matrix()
+    d = lm.vllm_ascend_device(chip)
+    if d is None:
+        families = sorted({x.chip for x in lm.model.vllm_ascend_devices})
+        return (
+            f"vllm-ascend builds for no device family of chip {chip} (it supports chips {', '.join(families)}): "
+            "serve on one of those, or leave vllm-ascend out of this host's stack"
+        )
+    ways = []
+    if d.image_tag is not None:
+        ways.append(f"run the release's image for chip {chip}, quay.io/ascend/vllm-ascend:v{version}{d.image_tag}")
+    fits = [r.version for r in lm.model.vllm_ascend if r.device_build is not None and lm.build_chip(r.device_build) == chip]
+    if fits:
+        shown = ", ".join(fits[:3]) + (", ..." if len(fits) > 3 else "")
+        ways.append(f"install a release whose PyPI wheels are built for it ({shown}) with its vLLM")
+    ways.append(
+        f"build vllm-ascend {version} from source on this host with SOC_VERSION set to the chip's "
+        f"{d.soc_versions[0]}* name (family {d.device_types[0]})"
+    )
+    return "; or ".join(ways)
+
+
+def vllm_ascend_device_build(f: Facts) -> Check:
+    """A vllm-ascend build runs on its own device family only: the build writes the family into
+    `vllm_ascend/_build_info.py` (PyPI's wheels: A2, chip 910b) and the worker checks the NPU against it at start
+    (`check_ascend_device_type`), stopping on another chip (matrices/serving.yaml `vllm_ascend_devices`)."""
+    name = "vllm-ascend device build"
+    va = f.version_of("vllm_ascend")
+    if va is None:
+        return _check(name, "ok", "vllm-ascend is not installed")
+    b = f.vllm_ascend_build
+    if b is None:
+        return _check(name, "ok", f"not checked: where vllm-ascend {va} is installed is unknown")
+    if b.problem:
+        return _check(
+            name,
+            "warn",
+            f"{b.problem}; the device vllm-ascend {va} is built for is unknown",
+            f"reinstall it (pip install --force-reinstall --no-deps vllm-ascend=={va}), or rebuild it for this chip",
+        )
+    if not b.found or (b.device_type is None and b.soc_version is None):
+        why = f"no {b.source}" if not b.found else f"{b.source} names no __device_type__ or __soc_version__"
+        return _check(name, "ok", f"vllm-ascend {va}: {why} (a build that names no device)")
+    said = _said(b.device_type, b.soc_version)
+    built = _matrix().device_chip(b.device_type, b.soc_version)
+    npu = f.npu_chip.chip if f.npu_chip is not None else None
+    where = f"{b.source}: {said}"
+    if built is None:
+        return _check(
+            name,
+            "warn",
+            f"vllm-ascend {va} is built for {b.device_type or b.soc_version} ({where}), a device family the matrix "
+            "does not know (matrices/serving.yaml vllm_ascend_devices)" + (f"; the NPUs here are chip {npu}" if npu else ""),
+            _device_build_fix(va, npu) if npu else None,
+        )
+    if f.npu is None or npu is None:
+        why = "no NPU seen (no npu-smi output to compare with)" if f.npu is None else "the chip npu-smi lists is unknown"
+        return _check(name, "ok", f"not checked: vllm-ascend {va} is built for chip {built} ({where}); {why}")
+    if built != npu:
+        names = ", ".join(f.npu.names)
+        return _check(
+            name,
+            "fail",
+            f"vllm-ascend {va} is built for chip {built} ({where}), but the NPUs here are chip {npu} ({names}, "
+            f"{f.npu_source}): its worker checks the NPU's device type at start (check_ascend_device_type) and stops "
+            "on another family (matrices/serving.yaml vllm_ascend_devices)",
+            _device_build_fix(va, npu),
+        )
+    return _check(name, "ok", f"vllm-ascend {va} is built for chip {built} ({where}), the chip of the NPUs here")
+
+
 def torch_npu_replaced(f: Facts, lock_stack: dict[str, str] | None) -> Check | None:
     """Installing vllm-ascend can replace torch_npu ("TorchNPU will be overridden when installing vllm-ascend")."""
     if not lock_stack or not f.version_of("vllm_ascend"):
@@ -564,6 +642,8 @@ def run_hazards(f: Facts, lock_stack: dict[str, str] | None = None) -> list[Chec
     checks.insert(2, numpy_two(f, lock_stack))
     if f.version_of("triton_ascend") or f.version_of("vllm_ascend"):
         checks += [triton_clash(f), triton_ascend_cann(f), vllm_pairing(f)]
+    if f.version_of("vllm_ascend"):
+        checks.append(vllm_ascend_device_build(f))
     for extra in (driver_libraries(f), autoload(f), torch_npu_replaced(f, lock_stack)):
         if extra is not None:
             checks.append(extra)

@@ -32,6 +32,7 @@ from pathlib import Path, PurePosixPath
 
 from envkit.executor.proc import MAX_READ, CommandResult, run_command
 from envkit.fleet.hccn import NetProbe, hccn_conf_addresses
+from envkit.io.buildinfo import BUILD_INFO, BUILD_INFO_MAX
 from envkit.io.evidence import Evidence
 from envkit.io.untrusted import not_regular
 from envkit.jobs.doctor.parsers import ParseError, parse_kv
@@ -158,6 +159,7 @@ class ProbeResult:
     python: PythonProbe
     path_exists: dict[str, bool]
     container: bool = False
+    vllm_ascend_build: Evidence | None = None  # the installed vllm_ascend's _build_info.py (None: not installed)
 
 
 class Target:
@@ -606,6 +608,21 @@ def _python_from_root(target: Target, python: str | None) -> PythonProbe:
     )
 
 
+def _vllm_ascend_build(target: Target, py: PythonProbe) -> Evidence | None:
+    """The installed vllm_ascend's `_build_info.py` (the device it was built for), read as a file beside its
+    dist-info, never imported: a FIFO, a device, a link out of the root or a file over `BUILD_INFO_MAX` bytes is an
+    error of the Evidence, never opened for reading or read whole. None when vllm_ascend is not installed or its
+    location is unknown."""
+    pkg = (py.data or {}).get("packages", {}).get("vllm_ascend")
+    location = pkg.get("location") if isinstance(pkg, dict) else None
+    if not isinstance(location, str) or not location.startswith("/") or "\0" in location:
+        return None
+    folder = location.rstrip("/")
+    if folder.endswith((".dist-info", ".egg-info")):  # a root: the metadata folder; a host: site-packages
+        folder = str(PurePosixPath(folder).parent)
+    return target.read(f"{folder.rstrip('/')}/{BUILD_INFO}", limit=BUILD_INFO_MAX)
+
+
 def _python_from_host(python: str | None, env: dict[str, str], timeout: float) -> PythonProbe:
     exe = python or sys.executable
     script = f"NAMES = {list(PACKAGES)!r}\n" + _PY_SCRIPT
@@ -754,6 +771,7 @@ def probe(
         py = _python_from_host(python, env, timeout)
     else:
         py = _python_from_root(target, python)
+    build = _vllm_ascend_build(target, py)
 
     paths: dict[str, bool] = {}
     for key in ("ASCEND_HOME_PATH", "ASCEND_OPP_PATH", "ASCEND_TOOLKIT_HOME"):
@@ -787,6 +805,7 @@ def probe(
         python=py,
         path_exists=paths,
         container=target.exists("/.dockerenv") or target.exists("/run/.containerenv"),
+        vllm_ascend_build=build,
     )
 
 

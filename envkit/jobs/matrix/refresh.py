@@ -57,6 +57,7 @@ from pydantic import BaseModel, ConfigDict
 from envkit import console, versions
 from envkit.errors import BadInput, CannotRun, EnvkitError, Where
 from envkit.io import httpclient, jsonread
+from envkit.io.buildinfo import BUILD_INFO, build_facts
 from envkit.jobs.matrix.retry import Retrier, RetryPolicy, status_error
 
 PYPI = "https://pypi.org"  # the default index: its JSON API is PYPI + "/pypi"
@@ -71,10 +72,7 @@ PACKAGES: dict[str, tuple[str, str]] = {
 }
 RECORDED = "_recorded.json"
 BUILD_DOC = ".build.json"  # in a snapshot: NAME/VERSION.build.json, the device build of a release's wheels
-BUILD_INFO = "vllm_ascend/_build_info.py"  # the module a vllm-ascend build writes its device into
-BUILD_INFO_MAX = 64 << 10
-_BUILD_VALUE = re.compile(r"[A-Za-z0-9_-]{1,32}")  # in a snapshot: the day its documents were read
-_ISO_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+_ISO_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")  # in a snapshot: the day its documents were read
 _KEPT_DIST = re.compile(r"^(torch|numpy|nvidia-[a-z0-9-]+)\b", re.I)
 _HINT = "Run it where the index answers (pypi.org, or a mirror: --index-url URL), or pass --snapshot DIR (a recorded snapshot)."
 _X = TypeVar("_X")
@@ -437,31 +435,6 @@ def _headers(text: str) -> list[tuple[str, str]]:
         if ":" in line and not line.startswith(" "):
             k, _, v = line.partition(":")
             out.append((k.strip().lower(), v))
-    return out
-
-
-def build_facts(text: str, where: str) -> dict[str, str | None]:
-    """``__device_type__`` and ``__soc_version__`` of a `_build_info.py`, read as data (`ast`, string literals of
-    plain assignments; nothing is run): BadInput when a value is not a short plain name."""
-    import ast
-
-    out: dict[str, str | None] = {"device_type": None, "soc_version": None}
-    if len(text) > BUILD_INFO_MAX:
-        raise BadInput(f"{where}: {BUILD_INFO} is {len(text)} characters (at most {BUILD_INFO_MAX} are read)")
-    try:
-        tree = ast.parse(text)
-    except (SyntaxError, ValueError) as exc:
-        raise BadInput(f"{where}: {BUILD_INFO} is not Python: {exc}") from None
-    for node in tree.body:
-        if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)):
-            continue
-        key = {"__device_type__": "device_type", "__soc_version__": "soc_version"}.get(node.targets[0].id)
-        if key is None:
-            continue
-        value = node.value.value if isinstance(node.value, ast.Constant) else None
-        if not (isinstance(value, str) and _BUILD_VALUE.fullmatch(value)):
-            raise BadInput(f"{where}: {BUILD_INFO} {node.targets[0].id} is not a plain name")
-        out[key] = value
     return out
 
 
