@@ -531,11 +531,11 @@ def test_a_chain_with_the_serving_keys_in_play(lm):
     [
         # the relation's own sentence: both keys pinned, or the other one narrowed to a single value
         ({"cann": "8.0.RC2", "driver": "25.2.0"}, None, "CANN 8.0.RC2 does not work with NPU driver (HDK) 25.2.0"),
-        ({"cann": "9.0.1", "firmware": "26.1.1"}, None, "CANN 9.0.1 does not work with NPU driver (HDK) 26.1.1"),
+        ({"cann": "8.5.0", "firmware": "26.1.1"}, None, "CANN 8.5.0 does not work with NPU driver (HDK) 26.1.1"),
         # the other key left free with several values: it is named
         ({"chip": "310p", "cann": "7.0.0"}, None, "no HDK release works with all of them"),
         # the emptied key is not pinned: one pin says "it"
-        ({"firmware": "25.6.RC1"}, None, "no CANN release works with it"),
+        ({"python": "3.14"}, None, "no torch_npu release works with it"),
         ({"python": "3.8"}, ("triton_ascend",), "no triton_ascend works with it"),  # a key without a long name
         # the glibc rule names the first arch still open
         (

@@ -26,9 +26,10 @@ def k8s_locks(tmp_path_factory) -> dict[str, Path]:
     out: dict[str, Path] = {}
     for chip in ("910b", "a3", "310p", "950"):
         out[chip] = resolve_lock(chip, base / f"{chip}.lock")
-        # 950: vllm-ascend's PyPI wheels are A2 builds (device_build); the vendor builds the 950 image from the
-        # sdist (Dockerfile.a5), so the 950 serving lock pins an sdist-only release built for the chip
-        pin = ("--vllm-ascend", "0.30.0rc2") if chip == "950" else ()
+        # vllm-ascend's PyPI wheels are A2 builds (device_build): the vendor builds the a3, 310p and 950 images from
+        # the sdist (Dockerfile.a3, .310p, .a5), so those serving locks pin an sdist-only release built for the chip
+        pin = {"950": ("--vllm-ascend", "0.30.0rc2"), "a3": ("--vllm-ascend", "0.23.0.post1")}.get(chip, ())
+        pin = ("--vllm-ascend", "0.23.0.post1") if chip == "310p" else pin
         out[f"{chip}-serve"] = resolve(chip, base / f"{chip}-serve.lock", "--workload", "serving", *pin)
         out[f"{chip}-serve-ray"] = with_ray(out[f"{chip}-serve"], base / f"{chip}-serve-ray.lock")
     return out

@@ -384,9 +384,7 @@ def pass_constraints(lm: LoadedMatrix, strict_cann: bool = False, strict_hdk: bo
     return cached[1]
 
 
-def satisfiable(
-    lm: LoadedMatrix, pins: dict[str, Pin], extra: tuple[str, ...] | None = None, pinnable: bool = False
-) -> bool:
+def satisfiable(lm: LoadedMatrix, pins: dict[str, Pin], extra: tuple[str, ...] | None = None, pinnable: bool = False) -> bool:
     """Whether some full stack keeps every pin (the loosest pass); with `pinnable`, the unpinned vllm-ascend may be
     any release a user could pin (a pre-release, an sdist), not only one resolve picks by itself."""
     extra = framework_keys(pins) if extra is None else extra
