@@ -821,6 +821,7 @@ class TorchNpuRelease(Record):
         "cann",
         "prerelease",
         "python",
+        "python_by_arch",
         "manylinux",
         "x86_64_torch_local",
         "on_pypi",
@@ -837,6 +838,7 @@ class TorchNpuRelease(Record):
         "cann",
         "prerelease",
         "python",
+        "python_by_arch",
         "manylinux",
         "x86_64_torch_local",
         "on_pypi",
@@ -852,6 +854,7 @@ class TorchNpuRelease(Record):
     cann: str | None
     prerelease: bool
     python: list[str] | None
+    python_by_arch: dict[Literal["aarch64", "x86_64"], list[str]] | None
     manylinux: dict[str, str]
     x86_64_torch_local: str | None
     on_pypi: bool
@@ -870,6 +873,7 @@ class TorchNpuRelease(Record):
         cann: str | None = None,
         prerelease: bool = False,
         python: list[str] | None = None,
+        python_by_arch: dict[Literal["aarch64", "x86_64"], list[str]] | None = None,
         manylinux: dict[str, str],
         x86_64_torch_local: str | None = None,
         on_pypi: bool = True,
@@ -885,9 +889,16 @@ class TorchNpuRelease(Record):
         _set(self, "cann", cann)
         _set(self, "prerelease", prerelease)
         _set(self, "python", python)
+        _set(self, "python_by_arch", python_by_arch)
         _set(self, "manylinux", manylinux)
         _set(self, "x86_64_torch_local", x86_64_torch_local)
         _set(self, "on_pypi", on_pypi)
+
+    def pythons_on(self, arch: str) -> list[str] | None:
+        """The Pythons of its wheels on `arch` (`python_by_arch` where given; an arch it lacks: none), else `python`."""
+        if self.python_by_arch is None:
+            return self.python
+        return next((tags for a, tags in self.python_by_arch.items() if a == arch), [])
 
     @property
     def sources(self) -> list[str]:

@@ -148,6 +148,70 @@ def test_an_sdist_only_release_loses_its_glibc_and_keeps_its_pythons(matrices):
     assert row.manylinux is None and row.python == ">=3.9,<3.12"
 
 
+def test_wheel_facts_per_arch_where_the_arches_differ():
+    """torch-npu 2.10.0.post6 on PyPI (the snapshot's file list): cp312 for aarch64 only."""
+    import json
+
+    files = json.loads((SNAPSHOT / "torch-npu.json").read_text())["releases"]["2.10.0.post6"]
+    facts = refresh.wheel_facts(files)
+    assert facts.python_list() == ["3.10", "3.11", "3.12"]
+    assert facts.python_by_arch() == {"x86_64": ["3.10", "3.11"], "aarch64": ["3.10", "3.11", "3.12"]}
+    assert facts.said().startswith("cp310, cp311 on x86_64; cp310, cp311, cp312 on aarch64; manylinux_2_28")
+    # the same Pythons on both arches, or wheels for one arch only: one list says it
+    same = refresh.wheel_facts(_files("t-1-cp310-cp310-manylinux_2_28_x86_64.whl", "t-1-cp310-cp310-manylinux_2_28_aarch64.whl"))
+    one = refresh.wheel_facts(_files("t-1-cp39-cp39-manylinux_2_28_aarch64.whl", "t-1-cp310-cp310-manylinux_2_28_aarch64.whl"))
+    assert same.python_by_arch() is None and one.python_by_arch() is None and one.said().startswith("cp39, cp310;")
+    # of every release of the row kinds in the snapshot, torch-npu 2.10.0.post6 alone differs per arch
+    differ = []
+    for kind in refresh.ROW_KINDS:
+        doc = json.loads((SNAPSHOT / f"{kind.package}.json").read_text())
+        differ += [f"{kind.package} {v}" for v, fs in doc["releases"].items() if refresh.wheel_facts(fs).python_by_arch()]
+    assert differ == ["torch-npu 2.10.0.post6"]
+
+
+def test_a_torch_npu_row_gets_its_pythons_per_arch_where_they_differ(matrices):
+    """The row without `python_by_arch` is reported and written from the snapshot; a row that has one where the
+    arches agree loses it; a second run changes nothing."""
+    npu = matrices / "torch_npu.yaml"
+    shipped = npu.read_text()
+    per_arch = '    python_by_arch: {x86_64: ["3.10", "3.11"], aarch64: ["3.10", "3.11", "3.12"]}\n'
+    assert shipped.count(per_arch) == 1
+    at = shipped.index('  - version: "2.10.0.post4"\n')
+    py = shipped.index("    python:", at)
+    line_end = shipped.index("\n", py) + 1
+    stale = '    python_by_arch: {x86_64: ["3.10"], aarch64: ["3.10", "3.11", "3.12", "3.13"]}\n'
+    npu.write_text((shipped[:line_end] + stale + shipped[line_end:]).replace(per_arch, ""))
+    result = refresh.refresh(matrices, snapshot=SNAPSHOT)
+    assert [ch.line() for ch in result.rows] == [
+        'torch-npu 2.10.0.post6: python_by_arch absent -> {x86_64: ["3.10", "3.11"], aarch64: ["3.10", "3.11", "3.12"]} '
+        "(PyPI: cp310, cp311 on x86_64; cp310, cp311, cp312 on aarch64; manylinux_2_28 on x86_64; manylinux_2_28 on aarch64)",
+        'torch-npu 2.10.0.post4: python_by_arch {x86_64: ["3.10"], aarch64: ["3.10", "3.11", "3.12", "3.13"]} -> absent '
+        "(PyPI: cp310, cp311, cp312, cp313; manylinux_2_28 on x86_64; manylinux_2_28 on aarch64)",
+    ]
+    assert refresh.refresh(matrices, snapshot=SNAPSHOT, write=True).changed
+    lm = load_matrix_from(matrices)
+    assert _row(lm, "torch_npu", "2.10.0.post6").pythons_on("x86_64") == ["3.10", "3.11"]
+    assert _row(lm, "torch_npu", "2.10.0.post6").pythons_on("aarch64") == ["3.10", "3.11", "3.12"]
+    assert _row(lm, "torch_npu", "2.10.0.post4").python_by_arch is None
+    assert per_arch in npu.read_text()
+    assert not refresh.refresh(matrices, snapshot=SNAPSHOT).changed
+
+
+def test_a_range_row_whose_wheels_differ_per_arch_is_reported(matrices, tmp_path):
+    """A vllm-ascend release with cp312 for aarch64 only (a snapshot edited so): its one python range cannot say it,
+    and the report says so."""
+    import json
+
+    snap = tmp_path / "snap"
+    shutil.copytree(SNAPSHOT, snap)
+    doc = json.loads((snap / "vllm-ascend.json").read_text())
+    doc["releases"]["0.23.0"] = [f for f in doc["releases"]["0.23.0"] if not re.search(r"cp312-.*x86_64", f["filename"])]
+    (snap / "vllm-ascend.json").write_text(json.dumps(doc))
+    result = refresh.refresh(matrices, snapshot=snap)
+    line = next(x for x in result.report if x.startswith("vllm-ascend 0.23.0: its wheels' Pythons differ per arch"))
+    assert "cp310, cp311 on x86_64; cp310, cp311, cp312 on aarch64" in line
+
+
 def test_rows_served_by_another_index_are_left_alone(matrices):
     """triton-ascend 3.2.1 and 3.2.2 come from the Ascend index (`index: ascend-pypi`): PyPI has nothing to say;
     a torch_npu row PyPI lacks is reported, not rewritten."""

@@ -292,3 +292,29 @@ def test_relation(lm, relation, bad, good):
     report = validate_stack(bad, matrix=lm)
     assert not report.valid
     assert any(f.rule == relation for c in report.conflicts for f in c.chain), [f.rule for c in report.conflicts for f in c.chain]
+
+
+def test_torch_npu_python_is_per_arch_where_the_wheels_differ(lm):
+    """torch_npu 2.10.0.post6 has a cp312 wheel for aarch64 only (PyPI: cp310/cp311 for x86_64): Python 3.12 on
+    x86_64 is refused naming the arch and the wheels of each arch, on aarch64 it validates; 3.11 fits both."""
+    row = lm.torch_npu_row("2.10.0.post6")
+    assert row.python_by_arch == {"x86_64": ["3.10", "3.11"], "aarch64": ["3.10", "3.11", "3.12"]}
+    bad = validate_stack({"torch_npu": "2.10.0.post6", "python": "3.12", "arch": "x86_64"}, matrix=lm)
+    assert not bad.valid
+    (conflict,) = bad.conflicts
+    assert conflict.summary.endswith(
+        "no torch_npu 2.10.0.post6 wheel for cp312 on x86_64 (PyPI's files: cp310, cp311, cp312 on aarch64; "
+        "cp310, cp311 on x86_64)"
+    ), conflict.summary
+    said = next(f for f in conflict.chain if f.rule == "torch_npu/2.10.0.post6.python_by_arch")
+    assert "cp310, cp311 on x86_64" in said.fact and "PyPI wheel files of torch-npu 2.10.0.post6" in said.source
+    assert any(f.rule == "torch_npu-python" for f in conflict.chain)
+    for ok in (
+        {"torch_npu": "2.10.0.post6", "python": "3.12", "arch": "aarch64"},
+        {"torch_npu": "2.10.0.post6", "python": "3.11", "arch": "x86_64"},
+        {"torch_npu": "2.10.0.post4", "python": "3.12", "arch": "x86_64"},  # both arches have cp312 there
+    ):
+        assert validate_stack(ok, matrix=lm).valid, ok
+    # no arch has cp313: refused whatever the arch, the summary naming each arch's wheels
+    none = validate_stack({"torch_npu": "2.10.0.post6", "python": "3.13", "arch": "aarch64"}, matrix=lm)
+    assert not none.valid and "no torch_npu 2.10.0.post6 wheel for cp313 on aarch64" in none.conflicts[0].summary

@@ -15,8 +15,9 @@ content is unchanged keeps its existing text (and date), so refreshing a correct
 nothing. The result is a unified diff; ``write=True`` applies it.
 
 The rows that pin a PyPI package (torch_npu in torch_npu.yaml, vllm-ascend and triton-ascend in serving.yaml:
-`ROW_KINDS`) get their wheel facts the same way: each release's file list gives its Pythons (the ``cpXY`` tags)
-and, per arch, the lowest glibc of its manylinux tags; a row that says otherwise has those keys rewritten in place
+`ROW_KINDS`) get their wheel facts the same way: each release's file list gives its Pythons (the ``cpXY`` tags;
+a torch_npu row gets them per arch too, ``python_by_arch``, where its arches' wheels differ: 2.10.0.post6 has cp312
+on aarch64 only) and, per arch, the lowest glibc of its manylinux tags; a row that says otherwise has those keys rewritten in place
 (`envkit.jobs.matrix.yamlrows`) with one source line naming the files and the day read. `find_new` lists the releases PyPI has
 that the matrix lacks (``envkit matrix refresh --new``).
 
@@ -763,6 +764,14 @@ class WheelFacts:
     pythons: tuple[int, ...]
     manylinux: dict[str, str]
     wheels: int
+    by_arch: dict[str, tuple[int, ...]] = field(default_factory=dict)  # the CPython minors of each arch's wheels
+
+    def python_by_arch(self) -> dict[str, list[str]] | None:
+        """The Pythons of each arch's wheels (``{x86_64: ["3.10", "3.11"], aarch64: ["3.10", "3.11", "3.12"]}``)
+        where two arches have wheels for different Pythons; None where they agree (`pythons` says it)."""
+        if len(self.by_arch) < 2 or len(set(self.by_arch.values())) < 2:
+            return None
+        return {arch: [f"3.{m}" for m in minors] for arch, minors in self.by_arch.items()}
 
     def python_range(self) -> str | None:
         """`>=3.10,<3.13` from the wheels (cp310 … cp312); None without a cp wheel."""
@@ -775,6 +784,10 @@ class WheelFacts:
         if not self.wheels:
             return "no wheel (sdist only)"
         py = ", ".join(f"cp3{m}" for m in self.pythons) or "no cp tag"
+        if self.python_by_arch() is not None:
+            py = "; ".join(
+                f"{', '.join(f'cp3{m}' for m in minors) or 'no cp tag'} on {arch}" for arch, minors in self.by_arch.items()
+            )
         ml = "; ".join(f"manylinux_{g.replace('.', '_')} on {arch}" for arch, g in self.manylinux.items())
         return f"{py}; {ml}" if ml else py
 
@@ -785,6 +798,7 @@ def wheel_facts(files: list[dict[str, Any]]) -> WheelFacts:
     from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
     pythons: set[int] = set()
+    per_arch: dict[str, set[int]] = {}
     lows: dict[str, tuple[int, int]] = {}
     wheels = 0
     for f in files:
@@ -797,13 +811,22 @@ def wheel_facts(files: list[dict[str, Any]]) -> WheelFacts:
             continue
         wheels += 1
         for tag in tags:
-            if (m := _CP.match(tag.interpreter)) and tag.abi == tag.interpreter:
+            cp = (m := _CP.match(tag.interpreter)) and tag.abi == tag.interpreter
+            if cp and m:
                 pythons.add(int(m.group(1)))
-            if m := _MANYLINUX.match(tag.platform):
-                glibc = _LEGACY.get(m.group(1)) or (int(m.group(2)), int(m.group(3)))
-                arch = m.group(4)
+            if ml := _MANYLINUX.match(tag.platform):
+                glibc = _LEGACY.get(ml.group(1)) or (int(ml.group(2)), int(ml.group(3)))
+                arch = ml.group(4)
                 lows[arch] = min(lows.get(arch, glibc), glibc)
-    return WheelFacts(tuple(sorted(pythons)), {arch: "{}.{}".format(*lows[arch]) for arch in ARCHES if arch in lows}, wheels)
+                minors = per_arch.setdefault(arch, set())
+                if cp and m:
+                    minors.add(int(m.group(1)))
+    return WheelFacts(
+        tuple(sorted(pythons)),
+        {arch: "{}.{}".format(*lows[arch]) for arch in ARCHES if arch in lows},
+        wheels,
+        {arch: tuple(sorted(per_arch[arch])) for arch in ARCHES if arch in per_arch},
+    )
 
 
 @dataclass(frozen=True)
@@ -831,7 +854,8 @@ def _shown(value: Any) -> str:
 
 def _wanted_fields(kind: RowKind, facts: WheelFacts) -> dict[str, Any]:
     """The fields a row should have by its release's files. The Pythons only where there are cp wheels (a release
-    without wheels keeps its own range: the release table's, or Requires-Python); the glibc per arch of the
+    without wheels keeps its own range: the release table's, or Requires-Python), and a torch_npu row's per arch
+    where its arches' wheels differ (`python_by_arch`, removed where they agree); the glibc per arch of the
     manylinux wheels: a framework release without any wheel is an sdist (`manylinux` removed); a torch_npu row keeps
     its own there (the field is required: its wheels are on another index). A framework release without any wheel is
     `sdist_only` (resolve never picks it unpinned; `matrix check` holds such rows to `manylinux: null`); one with
@@ -839,6 +863,8 @@ def _wanted_fields(kind: RowKind, facts: WheelFacts) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if facts.pythons:
         out["python"] = facts.python_list() if kind.python_list else facts.python_range()
+        if kind.python_list:  # per arch where the arches' wheels differ (None: the key removed)
+            out["python_by_arch"] = facts.python_by_arch()
     if facts.manylinux or not kind.python_list:
         out["manylinux"] = facts.manylinux or None
     if kind.device_build:
@@ -873,6 +899,11 @@ def wheel_rows(src: Source, lm: Any) -> tuple[list[RowChange], list[str]]:
             )
         for (row, files), build in zip(rows, builds, strict=True):
             facts = wheel_facts(files)
+            if not kind.python_list and facts.python_by_arch() is not None:  # a range row has one Python range
+                missing.append(
+                    f"{kind.package} {row.version}: its wheels' Pythons differ per arch ({facts.said()}); the row's one "
+                    "python range cannot say it (a row with python_by_arch is torch_npu's form)"
+                )
             want = _wanted_fields(kind, facts)
             was = {k: getattr(row, k, None) for k in want}
             diff = {k: v for k, v in want.items() if was.get(k) != v}
