@@ -871,19 +871,53 @@ def vllm_ascend_triton_ascend(lm: LoadedMatrix, strict: Strictness) -> Constrain
 
 
 def vllm_ascend_python(lm: LoadedMatrix, strict: Strictness) -> Constraint:
-    """vllm_ascend ↔ python: a vllm-ascend release installs on the Pythons of its Requires-Python
-    (matrices/serving.yaml, `vllm_ascend[].python`)."""
-    return _spec_relation(
-        lm,
-        "vllm_ascend-python",
-        "vllm_ascend",
-        "vllm-ascend",
-        lm.vllm_ascend,
-        "python",
-        "python",
-        lambda r, py: versions.satisfies(py, r.python),
-        lambda r: f"needs Python {r.python}",
-    )
+    """vllm_ascend ↔ python: a vllm-ascend release installs on the Pythons of its wheels' tags (Requires-Python where
+    PyPI has no wheel), within the bound its documentation states beyond that where the row has one (an sdist-only
+    release's versioning table: <3.13) (matrices/serving.yaml, `vllm_ascend[].python`,
+    `vllm_ascend[].python_documented`)."""
+
+    def ok(r: VllmAscendRelease, py: str) -> bool:
+        documented = r.python_documented
+        return versions.satisfies(py, r.python) and (documented is None or versions.satisfies(py, documented.spec))
+
+    def said(r: VllmAscendRelease) -> str:
+        documented = r.python_documented
+        if documented is None:
+            return f"needs Python {r.python}"
+        where = documented.sources[0].split(" in ")[0].split(":")[0]  # the document, e.g. its versioning_policy.md
+        return f"needs Python {r.python} and {documented.spec} ({where}, {documented.confidence})"
+
+    edge = _spec_relation(lm, "vllm_ascend-python", "vllm_ascend", "vllm-ascend", lm.vllm_ascend, "python", "python", ok, said)
+    say_row = edge._say["vllm_ascend"]
+
+    def say_release(v: str) -> Verdict | None:  # a documented bound is cited with its own source
+        r = lm.vllm_ascend(v)
+        if v == ABSENT or r is None or r.python_documented is None:
+            return say_row(v)
+        return _row(f"vllm_ascend/{v}.python_documented", r.python_documented, f"vllm-ascend {v} {said(r)}")
+
+    say_python = edge._say["python"]
+
+    def say_py(py: str) -> Verdict | None:  # the releases only their documentation keeps from it, with its source
+        fits = say_python(py)
+        bounded = [
+            r
+            for r in lm.model.vllm_ascend
+            if r.python_documented is not None and versions.satisfies(py, r.python) and not ok(r, py)
+        ]
+        if fits is None or not bounded:
+            return fits
+        docs = sorted({d.sources[0].split(" in ")[0] for r in bounded if (d := r.python_documented) is not None})
+        return Verdict(
+            message=f"{fits.message}; vllm-ascend {_fmt([r.version for r in bounded])} allow it by Requires-Python, "
+            f"but their documentation bounds Python ({_fmt(sorted({d.spec for r in bounded if (d := r.python_documented)}))})",
+            rule=f"{fits.rule}, vllm_ascend/*.python_documented",
+            source=f"{fits.source} (vllm_ascend[].python_documented: {', '.join(docs)} in their sdists)",
+        )
+
+    edge._say["vllm_ascend"] = say_release
+    edge._say["python"] = say_py
+    return edge
 
 
 def vllm_ascend_glibc(lm: LoadedMatrix, strict: Strictness) -> Constraint:

@@ -1531,6 +1531,58 @@ class TransformersRequirement(Record):
         return "; ".join(self.sources)
 
 
+class DocumentedPython(Record):
+    """The plain record of `envkit.models.matrix.DocumentedPython`."""
+
+    __slots__ = (
+        "source",
+        "confidence",
+        "validated",
+        "note",
+        "disagreement",
+        "spec",
+    )
+    _fields = (
+        "source",
+        "confidence",
+        "validated",
+        "note",
+        "disagreement",
+        "spec",
+    )
+    source: str | list[str]
+    confidence: Literal["stated", "derived", "inferred"]
+    validated: bool
+    note: str | None
+    disagreement: str | None
+    spec: str
+
+    def __init__(
+        self,
+        *,
+        source: str | list[str],
+        confidence: Literal["stated", "derived", "inferred"],
+        validated: bool = False,
+        note: str | None = None,
+        disagreement: str | None = None,
+        spec: str,
+    ) -> None:
+        _set(self, "source", source)
+        _set(self, "confidence", confidence)
+        _set(self, "validated", validated)
+        _set(self, "note", note)
+        _set(self, "disagreement", disagreement)
+        _set(self, "spec", spec)
+
+    @property
+    def sources(self) -> list[str]:
+        return [self.source] if isinstance(self.source, str) else list(self.source)
+
+    @property
+    def source_text(self) -> str:
+        return "; ".join(self.sources)
+
+
 class VllmAscendPlatforms(Record):
     """The plain record of `envkit.models.matrix.VllmAscendPlatforms`."""
 
@@ -1663,6 +1715,7 @@ class VllmAscendRelease(Record):
         "transformers",
         "python",
         "manylinux",
+        "python_documented",
         "prerelease",
         "sdist_only",
         "needs",
@@ -1684,6 +1737,7 @@ class VllmAscendRelease(Record):
         "transformers",
         "python",
         "manylinux",
+        "python_documented",
         "prerelease",
         "sdist_only",
         "needs",
@@ -1704,6 +1758,7 @@ class VllmAscendRelease(Record):
     transformers: TransformersRequirement | None
     python: str
     manylinux: dict[Literal["aarch64", "x86_64"], str] | None
+    python_documented: DocumentedPython | None
     prerelease: bool
     sdist_only: bool
     needs: list[str]
@@ -1727,6 +1782,7 @@ class VllmAscendRelease(Record):
         transformers: TransformersRequirement | None = None,
         python: str,
         manylinux: dict[Literal["aarch64", "x86_64"], str] | None = None,
+        python_documented: DocumentedPython | None = None,
         prerelease: bool = False,
         sdist_only: bool = False,
         needs: list[str] | None = None,
@@ -1747,6 +1803,7 @@ class VllmAscendRelease(Record):
         _set(self, "transformers", transformers)
         _set(self, "python", python)
         _set(self, "manylinux", manylinux)
+        _set(self, "python_documented", python_documented)
         _set(self, "prerelease", prerelease)
         _set(self, "sdist_only", sdist_only)
         _set(self, "needs", [] if needs is None else needs)
@@ -2570,6 +2627,7 @@ NESTED: dict[type, tuple[tuple[str, str, type], ...]] = {
     HdkRelease: (("patches", "list", HdkPatch),),
     VllmAscendRelease: (
         ("transformers", "optional", TransformersRequirement),
+        ("python_documented", "optional", DocumentedPython),
         ("runs_on", "optional", VllmAscendPlatforms),
         ("device_build", "optional", DeviceBuild),
     ),

@@ -366,6 +366,17 @@ class ChipSupport(Sourced):
     chips: list[str] = Field(min_length=1, description="chip ids (`chips[].id`)")
 
 
+class DocumentedPython(Sourced):
+    """A Python bound a release's own documentation states beyond its Requires-Python, with the source that says so:
+    vllm-ascend's versioning policy table (docs/source/community/versioning_policy.md in its sdist) says "Python >= 3.10,
+    < 3.13" where the PKG-INFO of an sdist-only release says only ``>=3.10``. Resolve and validate apply it on top of
+    `python`."""
+
+    spec: str = Field(description="a PEP 440-style specifier, e.g. <3.13")
+
+    _r = field_validator("spec")(_check_spec)
+
+
 class VllmAscendRelease(Sourced):
     """One vllm-ascend release and the stack it was released with (matrices/serving.yaml)."""
 
@@ -386,6 +397,11 @@ class VllmAscendRelease(Sourced):
         None,
         description="glibc its manylinux wheels need, per arch (derived from their tags by `envkit matrix refresh`); "
         "an arch absent: no wheel there; null: no wheel on PyPI (an sdist, built where it installs)",
+    )
+    python_documented: DocumentedPython | None = Field(
+        None,
+        description="a Python bound its documentation states beyond `python` (an sdist-only release's versioning "
+        "table: <3.13 where PKG-INFO Requires-Python says >=3.10), with its source; both apply. null: none beyond it",
     )
     prerelease: bool = Field(False, description="an rc: accepted when pinned, never picked by resolve")
     sdist_only: bool = Field(
