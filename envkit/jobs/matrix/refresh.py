@@ -18,10 +18,14 @@ The rows that pin a PyPI package (torch_npu in torch_npu.yaml, vllm-ascend and t
 `ROW_KINDS`) get their wheel facts the same way: each release's file list gives its Pythons (the ``cpXY`` tags;
 a torch_npu row gets them per arch too, ``python_by_arch``, where its arches' wheels differ: 2.10.0.post6 has cp312
 on aarch64 only) and, per arch, the lowest glibc of its manylinux tags; a row that says otherwise has those keys rewritten in place
-(`envkit.jobs.matrix.yamlrows`) with one source line naming the files and the day read. `find_new` lists the releases PyPI has
+(`envkit.jobs.matrix.yamlrows`) with one source line naming the files and the day read. A vllm-ascend release without
+wheels (an sdist, whose Requires-Python may state no ceiling) gets `python_documented` from its own versioning table
+(`VERSIONING_DOC` in the sdist, read whole, capped: the upper bounds of its row's Python cell); a release the table
+has no row for keeps what its row says. `find_new` lists the releases PyPI has
 that the matrix lacks (``envkit matrix refresh --new``).
 
-Offline: ``snapshot`` reads the same documents from a folder (``NAME.json``, ``NAME/VERSION.json``),
+Offline: ``snapshot`` reads the same documents from a folder (``NAME.json``, ``NAME/VERSION.json``, and the
+``.build.json`` / ``.docs.json`` of a vllm-ascend release: its device build, its versioning table's row),
 as written by ``record`` (the documents stripped to the fields read here). ``record`` also writes
 ``_recorded.json`` (``{"date": ...}``, the day they were read; no PyPI name starts with ``_``), and a
 refresh from a snapshot dates its sources by it: a source says when its fact was read from PyPI, not when
@@ -74,6 +78,11 @@ RECORDED = "_recorded.json"
 BUILD_DOC = ".build.json"  # in a snapshot: NAME/VERSION.build.json, the device build of a release's wheels
 BUILD_INFO = "vllm_ascend/_build_info.py"  # the module a vllm-ascend build writes its device into
 BUILD_INFO_MAX = 64 << 10
+DOCS_DOC = ".docs.json"  # in a snapshot: NAME/VERSION.docs.json, the Python of a release's row of its versioning table
+VERSIONING_DOC = "docs/source/community/versioning_policy.md"  # vllm-ascend's release table, in each sdist
+SDIST_MAX = 64 << 20  # an sdist read whole (a tar.gz has no index to read a member by range)
+TAR_SCAN_MAX = 512 << 20  # the member bytes an sdist's scan for one file may pass through (a tar bomb stops there)
+DOC_MAX = 1 << 20
 _BUILD_VALUE = re.compile(r"[A-Za-z0-9_-]{1,32}")  # in a snapshot: the day its documents were read
 _ISO_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 _KEPT_DIST = re.compile(r"^(torch|numpy|nvidia-[a-z0-9-]+)\b", re.I)
@@ -129,6 +138,14 @@ class _SnapshotRelease(_Snapshot):
     """NAME/VERSION.json"""
 
     info: _SnapshotReleaseInfo
+
+
+class _SnapshotDocs(_Snapshot):
+    """NAME/VERSION.docs.json"""
+
+    file: str | None
+    row: str | None
+    python: str | None
 
 
 class _SnapshotBuild(_Snapshot):
@@ -260,6 +277,8 @@ class Source:
             if rel == RECORDED
             else _SnapshotBuild
             if rel.endswith(BUILD_DOC)
+            else _SnapshotDocs
+            if rel.endswith(DOCS_DOC)
             else _SnapshotRelease
             if "/" in rel
             else _SnapshotProject
@@ -417,6 +436,24 @@ class Source:
         self._save(rel, doc)
         return doc
 
+    def versioning_row(self, name: str, version: str, files: list[dict[str, Any]]) -> dict[str, Any] | None:
+        """The row of a release in the versioning table of its own sdist (`VERSIONING_DOC`): ``{"file", "row",
+        "python"}`` (the table's first cell and its Python cell; both None where the table has no row for it, or the
+        sdist no table; all None without an sdist), the sdist read whole (capped at `SDIST_MAX`). From a snapshot:
+        None where it holds no such document (recorded before the refresh read sdists)."""
+        rel = f"{name}/{version}{DOCS_DOC}"
+        if self.snapshot is not None:
+            return self._load(rel)
+        sdists = [f for f in files if f["filename"].endswith(".tar.gz")]
+        doc: dict[str, Any] = {"file": None, "row": None, "python": None}
+        if sdists:
+            body = self._get(sdists[0]["url"], None, SDIST_MAX)
+            text = _tar_member(body, VERSIONING_DOC, redact(sdists[0]["url"]))
+            row, python = versioning_python(text or "", version)
+            doc = {"file": sdists[0]["filename"], "row": row, "python": python}
+        self._save(rel, doc)
+        return doc
+
     def _wheel_metadata(self, files: list[dict[str, Any]]) -> tuple[list[str], str | None]:
         """Requires-Dist and Requires-Python from a wheel's METADATA, read with range requests."""
         wheels = sorted((f for f in files if f["filename"].endswith(".whl")), key=lambda f: _wheel_rank(f["filename"]))
@@ -499,6 +536,60 @@ def _read_zip_member(src: Source, url: str, suffix: str, *, missing_ok: bool = F
     if missing_ok:
         return None
     raise CannotRun(f"no {suffix} in {url}")
+
+
+def _tar_member(data: bytes, suffix: str, where: str) -> str | None:
+    """The text of `TOP/suffix` in a gzipped tar (an sdist), scanned as a stream: None where it has none; CannotRun
+    for what is no tar.gz, a member over `DOC_MAX`, or more than `TAR_SCAN_MAX` member bytes before it."""
+    import tarfile
+
+    scanned = 0
+    try:
+        with tarfile.open(fileobj=io.BytesIO(data), mode="r|gz") as tar:
+            for member in tar:
+                scanned += max(0, member.size)
+                if scanned > TAR_SCAN_MAX:
+                    raise CannotRun(f"{where}: more than {TAR_SCAN_MAX} bytes of members before {suffix}", hint=_HINT)
+                if not (member.isfile() and member.name.split("/", 1)[1:] == [suffix]):
+                    continue
+                if member.size > DOC_MAX:
+                    raise CannotRun(f"{where}: {member.name} is {member.size} bytes (at most {DOC_MAX} are read)", hint=_HINT)
+                fh = tar.extractfile(member)
+                return None if fh is None else fh.read(DOC_MAX).decode("utf-8", "replace")
+    except (tarfile.TarError, OSError, EOFError, zlib.error) as exc:
+        raise CannotRun(f"{where}: not a readable sdist (tar.gz): {exc}", hint=_HINT) from None
+    return None
+
+
+def versioning_python(text: str, version: str) -> tuple[str | None, str | None]:
+    """(first cell, Python cell) of the row of `version` (``v0.30.0rc1``) in a Markdown table with a Python column
+    (vllm-ascend's release compatibility matrix); (None, None) where no table has a row for it."""
+    key = versions.parse(version).key
+    header: list[str] | None = None
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line.startswith("|"):
+            header = None
+            continue
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if header is None:
+            header = [c.lower() for c in cells]
+            continue
+        if not set(line) - set("|-: "):  # the separator line
+            continue
+        column = next((i for i, h in enumerate(header) if h == "python"), None)
+        first = cells[0].strip("`* ")
+        cand = first[1:] if first[:1] in "vV" else first
+        if column is None or column >= len(cells) or not versions.is_valid(cand) or versions.parse(cand).key != key:
+            continue
+        return first[:40], cells[column][:80] or None
+    return None, None
+
+
+def _ceiling(python: str | None) -> str | None:
+    """``<3.13`` of a Python cell ``>= 3.10, < 3.13`` (its upper bounds); None where it states none."""
+    bounds = re.findall(r"(<=|<)\s*([0-9]{1,3}(?:\.[0-9]{1,3}){0,2})", python or "")
+    return ",".join(op + v for op, v in bounds) or None
 
 
 def _inflate(data: bytes, limit: int) -> bytes:
@@ -747,11 +838,21 @@ class RowKind:
     python_list: bool  # python as the wheels' Pythons (`["3.10", "3.11"]`), else a range (`">=3.10,<3.12"`)
     pypi_only: bool  # only rows with `index: pypi` (others come from another index)
     device_build: bool = False  # its wheels say the device they are built for (`BUILD_INFO`: `device_build`)
+    documented_python: bool = False  # a release without wheels: its sdist's versioning table's Python ceiling
 
 
 ROW_KINDS = (
     RowKind("torch-npu", "torch_npu.yaml", "torch_npu", "2.1.0", python_list=True, pypi_only=False),
-    RowKind("vllm-ascend", "serving.yaml", "vllm_ascend", "0.7.0", python_list=False, pypi_only=False, device_build=True),
+    RowKind(
+        "vllm-ascend",
+        "serving.yaml",
+        "vllm_ascend",
+        "0.7.0",
+        python_list=False,
+        pypi_only=False,
+        device_build=True,
+        documented_python=True,
+    ),
     RowKind("triton-ascend", "serving.yaml", "triton_ascend", "3.0.0", python_list=False, pypi_only=True),
 )
 
@@ -847,6 +948,8 @@ class RowChange:
 def _shown(value: Any) -> str:
     from envkit.jobs.matrix.yamlrows import flow
 
+    if isinstance(value, dict) and "spec" in value or hasattr(value, "spec"):  # a documented bound: its spec
+        return str(value["spec"] if isinstance(value, dict) else value.spec)
     if value is not None and (isinstance(value, dict) and "confidence" in value or hasattr(value, "confidence")):
         return "/".join(v for v in _build_fact(value) if v)  # a device build: its fact, not its source
     return "absent" if value is None else flow(value)
@@ -897,7 +1000,14 @@ def wheel_rows(src: Source, lm: Any) -> tuple[list[RowChange], list[str]]:
                 lambda rf: src.build_info(kind.package, rf[0].version, rf[1]),  # noqa: B023 - map runs it now
                 rows,
             )
-        for (row, files), build in zip(rows, builds, strict=True):
+        tables: list[dict[str, Any] | None] = [None] * len(rows)
+        if kind.documented_python:  # a release without wheels: Requires-Python alone may not say its ceiling
+            tables = src.map(
+                f"{kind.package} versioning tables",
+                lambda rf: None if wheel_facts(rf[1]).wheels else src.versioning_row(kind.package, rf[0].version, rf[1]),  # noqa: B023
+                rows,
+            )
+        for (row, files), build, table in zip(rows, builds, tables, strict=True):
             facts = wheel_facts(files)
             if not kind.python_list and facts.python_by_arch() is not None:  # a range row has one Python range
                 missing.append(
@@ -910,9 +1020,27 @@ def wheel_rows(src: Source, lm: Any) -> tuple[list[RowChange], list[str]]:
             if build is not None and _build_fact(build) != _build_fact(getattr(row, "device_build", None)):
                 diff["device_build"] = _device_build(kind, row.version, build, day)
                 was["device_build"] = getattr(row, "device_build", None)
+            documented = _documented(kind, row.version, table, day)
+            had = getattr(row, "python_documented", None)
+            if documented is not None and (had is None or had.spec != documented["spec"]):
+                diff["python_documented"], was["python_documented"] = documented, had
             if diff:
                 changes.append(RowChange(kind, row.version, diff, {k: was.get(k) for k in diff}, facts))
     return changes, missing
+
+
+def _documented(kind: RowKind, version: str, table: dict[str, Any] | None, day: str) -> dict[str, Any] | None:
+    """A row's `python_documented` from its sdist's versioning table (the ceiling of its Python cell), with the file
+    and row it was read from; None where the table has no row for it or states no ceiling (a hand-written one stays)."""
+    spec = _ceiling(table.get("python")) if table else None
+    if table is None or spec is None:
+        return None
+    return {
+        "spec": spec,
+        "source": f"{VERSIONING_DOC} in {table['file']} (https://pypi.org/project/{kind.package}/{version}/#files): "
+        f"its {table['row']} row, Python {table['python']}, read {day}",
+        "confidence": "derived",
+    }
 
 
 def _build_fact(build: Any) -> tuple[str | None, str | None]:
