@@ -567,40 +567,76 @@ def torch_npu_torch(lm: LoadedMatrix, strict: Strictness) -> Constraint:
     )
 
 
-def torch_npu_python(lm: LoadedMatrix, strict: Strictness) -> Constraint:
-    """torch_npu ↔ python: a torch_npu release installs only on the Pythons it has wheels for; none where the wheel
-    tags are not captured (matrices/torch_npu.yaml, `torch_npu[].python`: the PyPI wheel tags)."""
-    m = lm.model
+def _tags(pythons: list[str]) -> str:
+    return ", ".join(versions.python_tag(p) for p in pythons)
 
-    def tn_py_ok(tn: str, py: str) -> bool:
-        tags = lm.torch_npu_row(tn).python
+
+class _TorchNpuPython(Constraint):
+    """torch_npu ↔ python ↔ arch (`torch_npu_python`)."""
+
+    id = "torch_npu-python"
+    scope = ("torch_npu", "python", "arch")
+    summary_with_free = True  # the arch left free: the summary names the wheels of every arch
+
+    def __init__(self, lm: LoadedMatrix) -> None:
+        self._lm = lm
+
+    def _ok(self, tn: str, py: str, arch: str | None) -> bool:
+        t = self._lm.torch_npu_row(tn)
+        tags = t.python if arch is None else t.pythons_on(arch)
         return tags is not None and any(versions.same(py, p) for p in tags)
 
-    def tn_py_summary(a: Assignment) -> str:
-        tags = lm.torch_npu_row(a["torch_npu"]).python
-        wheels = f" (wheels: {', '.join(versions.python_tag(p) for p in tags)})" if tags else ""
-        return f"no torch_npu {a['torch_npu']} wheel for {versions.python_tag(a['python'])}" + wheels
+    def check(self, a: Assignment) -> bool:
+        return self._ok(a["torch_npu"], a["python"], a["arch"])
 
-    def say_tn_py(tn: str) -> Verdict:
-        t = lm.torch_npu_row(tn)
-        if t.python is None:
-            return _row(f"torch_npu/{tn}", t, f"torch_npu {tn}: wheel tags not captured")
-        tags = ", ".join(versions.python_tag(p) for p in t.python)
-        return _row(f"torch_npu/{tn}", t, f"torch_npu {tn} has wheels for {tags} only")
+    def _wheels(self, tn: str) -> str:
+        """'cp310, cp311, cp312 on aarch64; cp310, cp311 on x86_64' (per arch where they differ), else 'cp310, cp311'."""
+        t = self._lm.torch_npu_row(tn)
+        if t.python_by_arch is None:
+            return _tags(t.python or [])
+        return "; ".join(f"{_tags(tags) or 'none'} on {arch}" for arch, tags in sorted(t.python_by_arch.items()))
 
-    return Relation(
-        "torch_npu-python",
-        "torch_npu",
-        "python",
-        tn_py_ok,
-        say_tn_py,
-        lambda py: Verdict(
-            message=f"{versions.python_tag(py)} wheels exist for torch_npu {_fmt([t.version for t in m.torch_npu if tn_py_ok(t.version, py)])}",
-            rule="torch_npu/*.python",
-            source="PyPI torch-npu wheel tags (compat-facts §1.5)",
-        ),
-        tn_py_summary,
-    )
+    def says(self, key: str, value: str) -> Verdict | None:
+        m = self._lm.model
+        if key == "torch_npu":
+            t = self._lm.torch_npu_row(value)
+            if t.python is None:
+                return _row(f"torch_npu/{value}", t, f"torch_npu {value}: wheel tags not captured")
+            if t.python_by_arch is None:
+                return _row(f"torch_npu/{value}", t, f"torch_npu {value} has wheels for {_tags(t.python)} only")
+            return _row(f"torch_npu/{value}.python_by_arch", t, f"torch_npu {value} has wheels for {self._wheels(value)} only")
+        if key == "python":
+            fits = [t.version for t in m.torch_npu if self._ok(t.version, value, None)]
+            some = [
+                f"{t.version} on {', '.join(a for a, tags in sorted(t.python_by_arch.items()) if self._ok(t.version, value, a))} only"
+                for t in m.torch_npu
+                if t.python_by_arch is not None
+                and t.version in fits
+                and not all(self._ok(t.version, value, a) for a in t.python_by_arch)
+            ]
+            return Verdict(
+                message=f"{versions.python_tag(value)} wheels exist for torch_npu {_fmt(fits)}"
+                + (f" ({'; '.join(some)})" if some else ""),
+                rule="torch_npu/*.python",
+                source="PyPI torch-npu wheel tags (compat-facts §1.5)",
+            )
+        return None
+
+    def summary(self, a: Assignment) -> str | None:
+        tn, tag, arch = a["torch_npu"], versions.python_tag(a["python"]), a.get("arch")
+        t = self._lm.torch_npu_row(tn)
+        if t.python_by_arch is not None and arch is not None:
+            return f"no torch_npu {tn} wheel for {tag} on {arch} (PyPI's files: {self._wheels(tn)})"
+        wheels = f" (wheels: {self._wheels(tn)})" if t.python else ""
+        return f"no torch_npu {tn} wheel for {tag}" + wheels
+
+
+def torch_npu_python(lm: LoadedMatrix, strict: Strictness) -> Constraint:
+    """torch_npu ↔ python ↔ arch: a torch_npu release installs only on the Pythons it has wheels for on the arch
+    (2.10.0.post6: cp312 on aarch64 only); none where the wheel tags are not captured (matrices/torch_npu.yaml,
+    `torch_npu[].python`: the PyPI wheel tags, `torch_npu[].python_by_arch` where the arches differ; both derived by
+    `envkit matrix refresh`)."""
+    return _TorchNpuPython(lm)
 
 
 def cann_python(lm: LoadedMatrix, strict: Strictness) -> Constraint:
@@ -835,19 +871,53 @@ def vllm_ascend_triton_ascend(lm: LoadedMatrix, strict: Strictness) -> Constrain
 
 
 def vllm_ascend_python(lm: LoadedMatrix, strict: Strictness) -> Constraint:
-    """vllm_ascend ↔ python: a vllm-ascend release installs on the Pythons of its Requires-Python
-    (matrices/serving.yaml, `vllm_ascend[].python`)."""
-    return _spec_relation(
-        lm,
-        "vllm_ascend-python",
-        "vllm_ascend",
-        "vllm-ascend",
-        lm.vllm_ascend,
-        "python",
-        "python",
-        lambda r, py: versions.satisfies(py, r.python),
-        lambda r: f"needs Python {r.python}",
-    )
+    """vllm_ascend ↔ python: a vllm-ascend release installs on the Pythons of its wheels' tags (Requires-Python where
+    PyPI has no wheel), within the bound its documentation states beyond that where the row has one (an sdist-only
+    release's versioning table: <3.13) (matrices/serving.yaml, `vllm_ascend[].python`,
+    `vllm_ascend[].python_documented`)."""
+
+    def ok(r: VllmAscendRelease, py: str) -> bool:
+        documented = r.python_documented
+        return versions.satisfies(py, r.python) and (documented is None or versions.satisfies(py, documented.spec))
+
+    def said(r: VllmAscendRelease) -> str:
+        documented = r.python_documented
+        if documented is None:
+            return f"needs Python {r.python}"
+        where = documented.sources[0].split(" in ")[0].split(":")[0]  # the document, e.g. its versioning_policy.md
+        return f"needs Python {r.python} and {documented.spec} ({where}, {documented.confidence})"
+
+    edge = _spec_relation(lm, "vllm_ascend-python", "vllm_ascend", "vllm-ascend", lm.vllm_ascend, "python", "python", ok, said)
+    say_row = edge._say["vllm_ascend"]
+
+    def say_release(v: str) -> Verdict | None:  # a documented bound is cited with its own source
+        r = lm.vllm_ascend(v)
+        if v == ABSENT or r is None or r.python_documented is None:
+            return say_row(v)
+        return _row(f"vllm_ascend/{v}.python_documented", r.python_documented, f"vllm-ascend {v} {said(r)}")
+
+    say_python = edge._say["python"]
+
+    def say_py(py: str) -> Verdict | None:  # the releases only their documentation keeps from it, with its source
+        fits = say_python(py)
+        bounded = [
+            r
+            for r in lm.model.vllm_ascend
+            if r.python_documented is not None and versions.satisfies(py, r.python) and not ok(r, py)
+        ]
+        if fits is None or not bounded:
+            return fits
+        docs = sorted({d.sources[0].split(" in ")[0] for r in bounded if (d := r.python_documented) is not None})
+        return Verdict(
+            message=f"{fits.message}; vllm-ascend {_fmt([r.version for r in bounded])} allow it by Requires-Python, "
+            f"but their documentation bounds Python ({_fmt(sorted({d.spec for r in bounded if (d := r.python_documented)}))})",
+            rule=f"{fits.rule}, vllm_ascend/*.python_documented",
+            source=f"{fits.source} (vllm_ascend[].python_documented: {', '.join(docs)} in their sdists)",
+        )
+
+    edge._say["vllm_ascend"] = say_release
+    edge._say["python"] = say_py
+    return edge
 
 
 def vllm_ascend_glibc(lm: LoadedMatrix, strict: Strictness) -> Constraint:

@@ -724,6 +724,15 @@ def check_frameworks(lm: LoadedMatrix, add: AddProblem) -> None:
             add("vllm_ascend", r.version, f"device_build {build} is no family of vllm_ascend_devices")
         if r.device_build is not None and r.sdist_only:
             add("vllm_ascend", r.version, "an sdist-only release has no wheels, so no device_build: leave it out")
+        documented = r.python_documented
+        if documented is not None and not any(
+            versions.satisfies(p.version, r.python) and versions.satisfies(p.version, documented.spec) for p in m.pythons
+        ):
+            add(
+                "vllm_ascend",
+                r.version,
+                f"python {r.python} with python_documented {documented.spec} leaves no Python of pythons",
+            )
         spec = r.transformers.spec if r.transformers else None
         if spec and not any(versions.satisfies(v, spec) for v in with_bounds(lm.package("transformers"), [spec])):
             add(

@@ -821,6 +821,7 @@ class TorchNpuRelease(Record):
         "cann",
         "prerelease",
         "python",
+        "python_by_arch",
         "manylinux",
         "x86_64_torch_local",
         "on_pypi",
@@ -837,6 +838,7 @@ class TorchNpuRelease(Record):
         "cann",
         "prerelease",
         "python",
+        "python_by_arch",
         "manylinux",
         "x86_64_torch_local",
         "on_pypi",
@@ -852,6 +854,7 @@ class TorchNpuRelease(Record):
     cann: str | None
     prerelease: bool
     python: list[str] | None
+    python_by_arch: dict[Literal["aarch64", "x86_64"], list[str]] | None
     manylinux: dict[str, str]
     x86_64_torch_local: str | None
     on_pypi: bool
@@ -870,6 +873,7 @@ class TorchNpuRelease(Record):
         cann: str | None = None,
         prerelease: bool = False,
         python: list[str] | None = None,
+        python_by_arch: dict[Literal["aarch64", "x86_64"], list[str]] | None = None,
         manylinux: dict[str, str],
         x86_64_torch_local: str | None = None,
         on_pypi: bool = True,
@@ -885,9 +889,16 @@ class TorchNpuRelease(Record):
         _set(self, "cann", cann)
         _set(self, "prerelease", prerelease)
         _set(self, "python", python)
+        _set(self, "python_by_arch", python_by_arch)
         _set(self, "manylinux", manylinux)
         _set(self, "x86_64_torch_local", x86_64_torch_local)
         _set(self, "on_pypi", on_pypi)
+
+    def pythons_on(self, arch: str) -> list[str] | None:
+        """The Pythons of its wheels on `arch` (`python_by_arch` where given; an arch it lacks: none), else `python`."""
+        if self.python_by_arch is None:
+            return self.python
+        return next((tags for a, tags in self.python_by_arch.items() if a == arch), [])
 
     @property
     def sources(self) -> list[str]:
@@ -1520,6 +1531,58 @@ class TransformersRequirement(Record):
         return "; ".join(self.sources)
 
 
+class DocumentedPython(Record):
+    """The plain record of `envkit.models.matrix.DocumentedPython`."""
+
+    __slots__ = (
+        "source",
+        "confidence",
+        "validated",
+        "note",
+        "disagreement",
+        "spec",
+    )
+    _fields = (
+        "source",
+        "confidence",
+        "validated",
+        "note",
+        "disagreement",
+        "spec",
+    )
+    source: str | list[str]
+    confidence: Literal["stated", "derived", "inferred"]
+    validated: bool
+    note: str | None
+    disagreement: str | None
+    spec: str
+
+    def __init__(
+        self,
+        *,
+        source: str | list[str],
+        confidence: Literal["stated", "derived", "inferred"],
+        validated: bool = False,
+        note: str | None = None,
+        disagreement: str | None = None,
+        spec: str,
+    ) -> None:
+        _set(self, "source", source)
+        _set(self, "confidence", confidence)
+        _set(self, "validated", validated)
+        _set(self, "note", note)
+        _set(self, "disagreement", disagreement)
+        _set(self, "spec", spec)
+
+    @property
+    def sources(self) -> list[str]:
+        return [self.source] if isinstance(self.source, str) else list(self.source)
+
+    @property
+    def source_text(self) -> str:
+        return "; ".join(self.sources)
+
+
 class VllmAscendPlatforms(Record):
     """The plain record of `envkit.models.matrix.VllmAscendPlatforms`."""
 
@@ -1652,6 +1715,7 @@ class VllmAscendRelease(Record):
         "transformers",
         "python",
         "manylinux",
+        "python_documented",
         "prerelease",
         "sdist_only",
         "needs",
@@ -1673,6 +1737,7 @@ class VllmAscendRelease(Record):
         "transformers",
         "python",
         "manylinux",
+        "python_documented",
         "prerelease",
         "sdist_only",
         "needs",
@@ -1693,6 +1758,7 @@ class VllmAscendRelease(Record):
     transformers: TransformersRequirement | None
     python: str
     manylinux: dict[Literal["aarch64", "x86_64"], str] | None
+    python_documented: DocumentedPython | None
     prerelease: bool
     sdist_only: bool
     needs: list[str]
@@ -1716,6 +1782,7 @@ class VllmAscendRelease(Record):
         transformers: TransformersRequirement | None = None,
         python: str,
         manylinux: dict[Literal["aarch64", "x86_64"], str] | None = None,
+        python_documented: DocumentedPython | None = None,
         prerelease: bool = False,
         sdist_only: bool = False,
         needs: list[str] | None = None,
@@ -1736,6 +1803,7 @@ class VllmAscendRelease(Record):
         _set(self, "transformers", transformers)
         _set(self, "python", python)
         _set(self, "manylinux", manylinux)
+        _set(self, "python_documented", python_documented)
         _set(self, "prerelease", prerelease)
         _set(self, "sdist_only", sdist_only)
         _set(self, "needs", [] if needs is None else needs)
@@ -2564,6 +2632,7 @@ NESTED: dict[type, tuple[tuple[str, str, type], ...]] = {
     HdkRelease: (("patches", "list", HdkPatch),),
     VllmAscendRelease: (
         ("transformers", "optional", TransformersRequirement),
+        ("python_documented", "optional", DocumentedPython),
         ("runs_on", "optional", VllmAscendPlatforms),
         ("device_build", "optional", DeviceBuild),
     ),

@@ -199,12 +199,37 @@ class TorchNpuRelease(Sourced):
     torch: str
     cann: str | None = Field(None, description="the CANN of the vendor's version table (validated); null: none published")
     prerelease: bool = Field(False, description="an rc build: accepted when pinned, never picked by resolve")
-    python: list[str] | None = Field(None, description="wheel tags on PyPI, as Python versions; null: not captured")
+    python: list[str] | None = Field(None, description="wheel tags on PyPI, as Python versions (on any arch); null: not captured")
+    python_by_arch: dict[Literal["aarch64", "x86_64"], list[str]] | None = Field(
+        None,
+        description="the wheel tags per arch, where the arches differ (2.10.0.post6: cp312 on aarch64 only; derived "
+        "from PyPI's files by `envkit matrix refresh`): an arch's Pythons are its list here; null: `python` on every arch",
+    )
     manylinux: dict[str, str] = Field(description="glibc the wheels need, per arch")
     x86_64_torch_local: str | None = Field(None, description="local label the x86_64 wheel pins on torch (cpu)")
     on_pypi: bool = True
 
     _v = field_validator("version")(_check_version)
+
+    @model_validator(mode="after")
+    def _arches_differ(self) -> "TorchNpuRelease":
+        by_arch = self.python_by_arch
+        if by_arch is None:
+            return self
+        if self.python is None:
+            raise ValueError("python_by_arch without python: python lists the wheels' Pythons on any arch")
+        union = {p for tags in by_arch.values() for p in tags}
+        if union != set(self.python):
+            raise ValueError(f"python_by_arch names Pythons {sorted(union)}, python {self.python}: python is their union")
+        if len(by_arch) < 2 or len({tuple(tags) for tags in by_arch.values()}) < 2:
+            raise ValueError("python_by_arch is given only where the arches' Pythons differ (else python says it)")
+        return self
+
+    def pythons_on(self, arch: str) -> list[str] | None:
+        """The Pythons of its wheels on `arch` (`python_by_arch` where given; an arch it lacks: none), else `python`."""
+        if self.python_by_arch is None:
+            return self.python
+        return next((tags for a, tags in self.python_by_arch.items() if a == arch), [])
 
 
 class Index(Sourced):
@@ -347,6 +372,17 @@ class ChipSupport(Sourced):
     chips: list[str] = Field(min_length=1, description="chip ids (`chips[].id`)")
 
 
+class DocumentedPython(Sourced):
+    """A Python bound a release's own documentation states beyond its Requires-Python, with the source that says so:
+    vllm-ascend's versioning policy table (docs/source/community/versioning_policy.md in its sdist) says "Python >= 3.10,
+    < 3.13" where the PKG-INFO of an sdist-only release says only ``>=3.10``. Resolve and validate apply it on top of
+    `python`."""
+
+    spec: str = Field(description="a PEP 440-style specifier, e.g. <3.13")
+
+    _r = field_validator("spec")(_check_spec)
+
+
 class VllmAscendRelease(Sourced):
     """One vllm-ascend release and the stack it was released with (matrices/serving.yaml)."""
 
@@ -367,6 +403,11 @@ class VllmAscendRelease(Sourced):
         None,
         description="glibc its manylinux wheels need, per arch (derived from their tags by `envkit matrix refresh`); "
         "an arch absent: no wheel there; null: no wheel on PyPI (an sdist, built where it installs)",
+    )
+    python_documented: DocumentedPython | None = Field(
+        None,
+        description="a Python bound its documentation states beyond `python` (an sdist-only release's versioning "
+        "table: <3.13 where PKG-INFO Requires-Python says >=3.10), with its source; both apply. null: none beyond it",
     )
     prerelease: bool = Field(False, description="an rc: accepted when pinned, never picked by resolve")
     sdist_only: bool = Field(

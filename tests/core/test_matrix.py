@@ -125,3 +125,37 @@ def test_every_section_of_sourced_rows_is_checked_for_its_source(lm):
         found = [p for p in check_matrix(broken) if p.message == "row without a source"]
         assert [p.section for p in found] == [section], section
         assert found[0].row != "?", section
+
+
+@pytest.mark.parametrize(
+    "per_arch,words",
+    [
+        ('{x86_64: ["3.10"], aarch64: ["3.10", "3.11"]}', "python is their union"),
+        ('{x86_64: ["3.10", "3.11", "3.12"], aarch64: ["3.10", "3.11", "3.12"]}', "only where the arches' Pythons differ"),
+        ('{aarch64: ["3.10", "3.11", "3.12"]}', "only where the arches' Pythons differ"),
+    ],
+)
+def test_python_by_arch_is_the_split_of_python_where_the_arches_differ(tmp_path, per_arch, words):
+    folder = _copy(tmp_path)
+    p = folder / "torch_npu.yaml"
+    text = p.read_text()
+    shipped = '    python_by_arch: {x86_64: ["3.10", "3.11"], aarch64: ["3.10", "3.11", "3.12"]}\n'
+    assert text.count(shipped) == 1
+    p.write_text(text.replace(shipped, f"    python_by_arch: {per_arch}\n"))
+    with pytest.raises(MatrixError) as err:
+        load_matrix_from(folder)
+    assert words in str(err.value) and err.value.where.file.endswith("torch_npu.yaml")
+
+
+def test_a_documented_python_bound_that_leaves_no_python_is_a_problem(tmp_path):
+    folder = _copy(tmp_path)
+    p = folder / "serving.yaml"
+    text = p.read_text()
+    at = text.index('  - version: "0.30.0rc2"\n')
+    spec = text.index('      spec: "<3.13"\n', at)
+    p.write_text(text[:spec] + '      spec: "<3.9"\n' + text[spec + len('      spec: "<3.13"\n') :])
+    problems = check_matrix(load_matrix_from(folder))
+    assert [pr.message for pr in problems if pr.section == "vllm_ascend"] == [
+        "python >=3.10 with python_documented <3.9 leaves no Python of pythons"
+    ]
+    assert not check_matrix(load_matrix_from(_copy(tmp_path / "shipped")))

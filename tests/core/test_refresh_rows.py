@@ -148,6 +148,70 @@ def test_an_sdist_only_release_loses_its_glibc_and_keeps_its_pythons(matrices):
     assert row.manylinux is None and row.python == ">=3.9,<3.12"
 
 
+def test_wheel_facts_per_arch_where_the_arches_differ():
+    """torch-npu 2.10.0.post6 on PyPI (the snapshot's file list): cp312 for aarch64 only."""
+    import json
+
+    files = json.loads((SNAPSHOT / "torch-npu.json").read_text())["releases"]["2.10.0.post6"]
+    facts = refresh.wheel_facts(files)
+    assert facts.python_list() == ["3.10", "3.11", "3.12"]
+    assert facts.python_by_arch() == {"x86_64": ["3.10", "3.11"], "aarch64": ["3.10", "3.11", "3.12"]}
+    assert facts.said().startswith("cp310, cp311 on x86_64; cp310, cp311, cp312 on aarch64; manylinux_2_28")
+    # the same Pythons on both arches, or wheels for one arch only: one list says it
+    same = refresh.wheel_facts(_files("t-1-cp310-cp310-manylinux_2_28_x86_64.whl", "t-1-cp310-cp310-manylinux_2_28_aarch64.whl"))
+    one = refresh.wheel_facts(_files("t-1-cp39-cp39-manylinux_2_28_aarch64.whl", "t-1-cp310-cp310-manylinux_2_28_aarch64.whl"))
+    assert same.python_by_arch() is None and one.python_by_arch() is None and one.said().startswith("cp39, cp310;")
+    # of every release of the row kinds in the snapshot, torch-npu 2.10.0.post6 alone differs per arch
+    differ = []
+    for kind in refresh.ROW_KINDS:
+        doc = json.loads((SNAPSHOT / f"{kind.package}.json").read_text())
+        differ += [f"{kind.package} {v}" for v, fs in doc["releases"].items() if refresh.wheel_facts(fs).python_by_arch()]
+    assert differ == ["torch-npu 2.10.0.post6"]
+
+
+def test_a_torch_npu_row_gets_its_pythons_per_arch_where_they_differ(matrices):
+    """The row without `python_by_arch` is reported and written from the snapshot; a row that has one where the
+    arches agree loses it; a second run changes nothing."""
+    npu = matrices / "torch_npu.yaml"
+    shipped = npu.read_text()
+    per_arch = '    python_by_arch: {x86_64: ["3.10", "3.11"], aarch64: ["3.10", "3.11", "3.12"]}\n'
+    assert shipped.count(per_arch) == 1
+    at = shipped.index('  - version: "2.10.0.post4"\n')
+    py = shipped.index("    python:", at)
+    line_end = shipped.index("\n", py) + 1
+    stale = '    python_by_arch: {x86_64: ["3.10"], aarch64: ["3.10", "3.11", "3.12", "3.13"]}\n'
+    npu.write_text((shipped[:line_end] + stale + shipped[line_end:]).replace(per_arch, ""))
+    result = refresh.refresh(matrices, snapshot=SNAPSHOT)
+    assert [ch.line() for ch in result.rows] == [
+        'torch-npu 2.10.0.post6: python_by_arch absent -> {x86_64: ["3.10", "3.11"], aarch64: ["3.10", "3.11", "3.12"]} '
+        "(PyPI: cp310, cp311 on x86_64; cp310, cp311, cp312 on aarch64; manylinux_2_28 on x86_64; manylinux_2_28 on aarch64)",
+        'torch-npu 2.10.0.post4: python_by_arch {x86_64: ["3.10"], aarch64: ["3.10", "3.11", "3.12", "3.13"]} -> absent '
+        "(PyPI: cp310, cp311, cp312, cp313; manylinux_2_28 on x86_64; manylinux_2_28 on aarch64)",
+    ]
+    assert refresh.refresh(matrices, snapshot=SNAPSHOT, write=True).changed
+    lm = load_matrix_from(matrices)
+    assert _row(lm, "torch_npu", "2.10.0.post6").pythons_on("x86_64") == ["3.10", "3.11"]
+    assert _row(lm, "torch_npu", "2.10.0.post6").pythons_on("aarch64") == ["3.10", "3.11", "3.12"]
+    assert _row(lm, "torch_npu", "2.10.0.post4").python_by_arch is None
+    assert per_arch in npu.read_text()
+    assert not refresh.refresh(matrices, snapshot=SNAPSHOT).changed
+
+
+def test_a_range_row_whose_wheels_differ_per_arch_is_reported(matrices, tmp_path):
+    """A vllm-ascend release with cp312 for aarch64 only (a snapshot edited so): its one python range cannot say it,
+    and the report says so."""
+    import json
+
+    snap = tmp_path / "snap"
+    shutil.copytree(SNAPSHOT, snap)
+    doc = json.loads((snap / "vllm-ascend.json").read_text())
+    doc["releases"]["0.23.0"] = [f for f in doc["releases"]["0.23.0"] if not re.search(r"cp312-.*x86_64", f["filename"])]
+    (snap / "vllm-ascend.json").write_text(json.dumps(doc))
+    result = refresh.refresh(matrices, snapshot=snap)
+    line = next(x for x in result.report if x.startswith("vllm-ascend 0.23.0: its wheels' Pythons differ per arch"))
+    assert "cp310, cp311 on x86_64; cp310, cp311, cp312 on aarch64" in line
+
+
 def test_rows_served_by_another_index_are_left_alone(matrices):
     """triton-ascend 3.2.1 and 3.2.2 come from the Ascend index (`index: ascend-pypi`): PyPI has nothing to say;
     a torch_npu row PyPI lacks is reported, not rewritten."""
@@ -319,3 +383,89 @@ def test_a_tag_of_thousands_of_digits_is_no_tag_and_three_digits_still_count():
     assert facts.pythons == (10, 999) and facts.manylinux == {"x86_64": "2.28", "aarch64": "2.999"}
     assert refresh._cp_range([f"p-1.0-cp3{huge}-cp3{huge}-any.whl", "p-1.0-cp312-cp312-any.whl"]) == ("3.12", "3.13")
     assert refresh._glibc([f"p-1.0-cp312-cp312-manylinux_2_{huge}_x86_64.whl"]) is None
+
+
+# --- the Python ceiling of a release without wheels: its sdist's versioning table ------------------------
+TABLE = """# Versioning policy
+
+| vLLM Ascend | vLLM | Python | Stable CANN |
+|-------------|------|--------|-------------|
+| v0.30.0rc1 | v0.30.0 | >= 3.10, < 3.13 | 9.2.0 |
+| v0.18.0 | v0.18.0 | >= 3.10, < 3.12 | 8.5.1 |
+
+| Date | Event |
+|------|-------|
+| 2026.10.01 | v0.30.0rc2 |
+"""
+
+
+def test_the_python_cell_of_a_release_row_is_read_and_its_ceiling_kept():
+    assert refresh.versioning_python(TABLE, "0.30.0rc1") == ("v0.30.0rc1", ">= 3.10, < 3.13")
+    assert refresh.versioning_python(TABLE, "0.18.0") == ("v0.18.0", ">= 3.10, < 3.12")
+    # a release the table has no row for (the dates table names it, without a Python column): none
+    assert refresh.versioning_python(TABLE, "0.30.0rc2") == (None, None)
+    assert refresh.versioning_python("no table", "0.30.0rc1") == (None, None)
+    assert refresh._ceiling(">= 3.10, < 3.13") == "<3.13" and refresh._ceiling("Python >=3.9, <=3.11") == "<=3.11"
+    assert refresh._ceiling(">= 3.10") is None and refresh._ceiling(None) is None
+
+
+def _tar(members: dict[str, bytes]) -> bytes:
+    import io
+    import tarfile
+
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w:gz") as tar:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return out.getvalue()
+
+
+def test_a_fake_sdist_gives_its_versioning_table_and_a_hostile_one_is_refused(monkeypatch):
+    from envkit.errors import CannotRun
+
+    doc = refresh.VERSIONING_DOC
+    sdist = _tar({"vllm_ascend-0.30.0rc1/PKG-INFO": b"Name: vllm_ascend\n", f"vllm_ascend-0.30.0rc1/{doc}": TABLE.encode()})
+    assert refresh._tar_member(sdist, doc, "x.tar.gz") == TABLE
+    # only the file at the sdist's top: a copy deeper down is not it
+    assert refresh._tar_member(_tar({f"top/vendor/{doc}": TABLE.encode()}), doc, "x.tar.gz") is None
+    with pytest.raises(CannotRun, match="not a readable sdist"):
+        refresh._tar_member(b"PK\x03\x04 a zip", doc, "x.tar.gz")
+    big = _tar({f"top/{doc}": b"|" * (refresh.DOC_MAX + 1)})
+    with pytest.raises(CannotRun, match="bytes \\(at most"):
+        refresh._tar_member(big, doc, "x.tar.gz")
+    monkeypatch.setattr(refresh, "TAR_SCAN_MAX", 1000)
+    with pytest.raises(CannotRun, match="more than 1000 bytes of members"):
+        refresh._tar_member(_tar({"top/blob": b"0" * 2000, f"top/{doc}": TABLE.encode()}), doc, "x.tar.gz")
+
+
+def test_a_release_without_wheels_gets_its_documented_ceiling_from_its_sdist(matrices):
+    """The snapshot's versioning rows (vllm-ascend/VERSION.docs.json): 0.27.1rc1 without `python_documented` gets the
+    ceiling its table's row says, 0.30.0rc1's wrong one is rewritten; 0.30.0rc2, whose table has no row for it, keeps
+    its hand-written (inferred) one; a second run changes nothing."""
+    serving = matrices / "serving.yaml"
+    text = serving.read_text()
+    at = text.index('  - version: "0.27.1rc1"\n')
+    i = text.index("    python_documented:\n", at)
+    text = text[:i] + text[text.index("    prerelease:", i) :]
+    at = text.index('  - version: "0.30.0rc1"\n')
+    i = text.index('      spec: "<3.13"\n', at)
+    serving.write_text(text[:i] + '      spec: "<3.12"\n' + text[i + len('      spec: "<3.13"\n') :])
+    result = refresh.refresh(matrices, snapshot=SNAPSHOT)
+    assert [ch.line() for ch in result.rows] == [
+        "vllm-ascend 0.30.0rc1: python_documented <3.12 -> <3.13 (PyPI: no wheel (sdist only))",
+        "vllm-ascend 0.27.1rc1: python_documented absent -> <3.13 (PyPI: no wheel (sdist only))",
+    ]
+    assert refresh.refresh(matrices, snapshot=SNAPSHOT, write=True).changed
+    lm = load_matrix_from(matrices)
+    got = _row(lm, "vllm_ascend", "0.27.1rc1").python_documented
+    assert (got.spec, got.confidence) == ("<3.13", "derived")
+    assert got.source == (
+        "docs/source/community/versioning_policy.md in vllm_ascend-0.27.1rc1.tar.gz "
+        "(https://pypi.org/project/vllm-ascend/0.27.1rc1/#files): its v0.27.1rc1 row, Python >= 3.10, < 3.13, read 2026-12-04"
+    )
+    assert _row(lm, "vllm_ascend", "0.30.0rc1").python_documented.spec == "<3.13"
+    kept = _row(lm, "vllm_ascend", "0.30.0rc2").python_documented
+    assert (kept.spec, kept.confidence) == ("<3.13", "inferred")
+    assert not refresh.refresh(matrices, snapshot=SNAPSHOT).changed

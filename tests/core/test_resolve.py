@@ -322,3 +322,67 @@ def test_hdk_pairings_the_notes_exclude_stay_refused(lm):
     # 9.2.0's table leaves 25.0.X and 25.2.X out; 8.5.0's own table ends at 25.5.X
     for stack in ({"chip": "910b", "cann": "9.2.0", "driver": "25.2.0"}, {"chip": "910b", "cann": "8.5.0", "driver": "26.1.1"}):
         assert not validate_stack(stack, matrix=lm).valid, stack
+
+
+def test_torch_npu_python_is_per_arch_where_the_wheels_differ(lm):
+    """torch_npu 2.10.0.post6 has a cp312 wheel for aarch64 only (PyPI: cp310/cp311 for x86_64): Python 3.12 on
+    x86_64 is refused naming the arch and the wheels of each arch, on aarch64 it validates; 3.11 fits both."""
+    row = lm.torch_npu_row("2.10.0.post6")
+    assert row.python_by_arch == {"x86_64": ["3.10", "3.11"], "aarch64": ["3.10", "3.11", "3.12"]}
+    bad = validate_stack({"torch_npu": "2.10.0.post6", "python": "3.12", "arch": "x86_64"}, matrix=lm)
+    assert not bad.valid
+    (conflict,) = bad.conflicts
+    assert conflict.summary.endswith(
+        "no torch_npu 2.10.0.post6 wheel for cp312 on x86_64 (PyPI's files: cp310, cp311, cp312 on aarch64; "
+        "cp310, cp311 on x86_64)"
+    ), conflict.summary
+    said = next(f for f in conflict.chain if f.rule == "torch_npu/2.10.0.post6.python_by_arch")
+    assert "cp310, cp311 on x86_64" in said.fact and "PyPI wheel files of torch-npu 2.10.0.post6" in said.source
+    assert any(f.rule == "torch_npu-python" for f in conflict.chain)
+    for ok in (
+        {"torch_npu": "2.10.0.post6", "python": "3.12", "arch": "aarch64"},
+        {"torch_npu": "2.10.0.post6", "python": "3.11", "arch": "x86_64"},
+        {"torch_npu": "2.10.0.post4", "python": "3.12", "arch": "x86_64"},  # both arches have cp312 there
+    ):
+        assert validate_stack(ok, matrix=lm).valid, ok
+    # no arch has cp313: refused whatever the arch, the summary naming each arch's wheels
+    none = validate_stack({"torch_npu": "2.10.0.post6", "python": "3.13", "arch": "aarch64"}, matrix=lm)
+    assert not none.valid and "no torch_npu 2.10.0.post6 wheel for cp313 on aarch64" in none.conflicts[0].summary
+
+
+@pytest.mark.parametrize("version", ["0.23.0.post1", "0.27.1rc1", "0.28.0rc1", "0.29.0rc1", "0.30.0rc1", "0.30.0rc2"])
+def test_a_documented_python_ceiling_applies_on_top_of_requires_python(lm, version):
+    """vllm-ascend's sdist-only releases say Requires-Python >=3.10 in PKG-INFO, their versioning table Python >= 3.10,
+    < 3.13 (`python_documented`): Python 3.13 is refused naming that document, 3.12 validates."""
+    row = lm.vllm_ascend(version)
+    assert row.sdist_only and row.python == ">=3.10"
+    assert row.python_documented.spec == "<3.13" and "versioning_policy.md" in row.python_documented.sources[0]
+    assert validate_stack({"vllm_ascend": version, "python": "3.12"}, matrix=lm).valid
+    bad = validate_stack({"vllm_ascend": version, "python": "3.13"}, matrix=lm)
+    assert not bad.valid
+    facts = [f for c in bad.conflicts for f in c.chain]
+    said = next(f for f in facts if "vllm_ascend/*.python_documented" in f.rule)
+    assert f"{version}" in said.fact and "their documentation bounds Python (<3.13)" in said.fact
+    assert "docs/source/community/versioning_policy.md" in said.source
+    assert any(f.rule == "vllm_ascend-python" for f in facts)
+
+
+def test_a_documented_python_ceiling_is_cited_with_its_own_source(lm):
+    from envkit.core.constraints import Strictness, vllm_ascend_python
+
+    edge = vllm_ascend_python(lm, Strictness())
+    assert not edge.check({"vllm_ascend": "0.30.0rc2", "python": "3.13"})
+    assert edge.check({"vllm_ascend": "0.30.0rc2", "python": "3.12"})
+    assert not edge.check({"vllm_ascend": "0.30.0rc2", "python": "3.9"})  # Requires-Python still applies
+    said = edge.says("vllm_ascend", "0.30.0rc2")
+    assert said.rule == "vllm_ascend/0.30.0rc2.python_documented" and said.confidence == "inferred"
+    assert said.message == (
+        "vllm-ascend 0.30.0rc2 needs Python >=3.10 and <3.13 (docs/source/community/versioning_policy.md, inferred)"
+    )
+    assert "v0.30.0rc1 = vLLM v0.30.0, Python >= 3.10, < 3.13" in said.source
+    assert edge.summary({"vllm_ascend": "0.27.1rc1", "python": "3.13"}) == (
+        "vllm-ascend 0.27.1rc1 needs Python >=3.10 and <3.13 (docs/source/community/versioning_policy.md, stated), "
+        "not python 3.13"
+    )
+    # a row without one says what it said before
+    assert edge.says("vllm_ascend", "0.26.0rc1").message == "vllm-ascend 0.26.0rc1 needs Python >=3.10,<3.13"

@@ -18,6 +18,7 @@ import io
 import json
 import socket
 import struct
+import tarfile
 import threading
 import zipfile
 from pathlib import Path
@@ -105,7 +106,8 @@ class FakePyPI:
             h.end_headers()
             return
         if path.startswith(f"{self.prefix}/files/"):
-            self.send_range(h, _wheel(path.rsplit("/", 1)[1]))
+            name = path.rsplit("/", 1)[1]
+            self.send_range(h, _sdist(name) if name.endswith(".tar.gz") else _wheel(name))
             return
         parts = path.removeprefix(f"{self.prefix}/pypi/").removesuffix("/json").split("/")
         if not path.startswith(f"{self.prefix}/pypi/") or not path.endswith("/json") or len(parts) > 2:
@@ -149,6 +151,30 @@ def _wheel(filename: str) -> bytes:
             doc = json.loads(build.read_text())
             lines = [f"__{k}__ = '{doc[k]}'\n" for k in ("soc_version", "device_type") if doc[k]]
             z.writestr("vllm_ascend/_build_info.py", "# Auto-generated file\n" + "".join(lines))
+    return out.getvalue()
+
+
+def _sdist(filename: str) -> bytes:
+    """An sdist (tar.gz) with a PKG-INFO, and for a vllm-ascend release whose recorded versioning document names a
+    row, the versioning table with that row (its Python cell as recorded) beside another release's."""
+    name, version = filename.removesuffix(".tar.gz").split("-")[:2]
+    members = {"PKG-INFO": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\nRequires-Python: >=3.10\n"}
+    docs = SNAPSHOT / "vllm-ascend" / f"{version}.docs.json"
+    if name == "vllm_ascend" and docs.is_file():
+        doc = json.loads(docs.read_text())
+        rows = [f"| {doc['row']} | v0.0.0 | {doc['python']} | 9.1.0 |\n"] if doc["row"] else []
+        members[refresh.VERSIONING_DOC] = (
+            "# Versioning policy\n\n| vLLM Ascend | vLLM | Python | Stable CANN |\n|---|---|---|---|\n"
+            + "".join(rows)
+            + "| v0.7.3 | v0.7.3 | >= 3.9, < 3.12 | 8.1.RC1 |\n"
+        )
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w:gz") as tar:
+        for rel, text in members.items():
+            data = text.encode()
+            info = tarfile.TarInfo(f"{name}-{version}/{rel}")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
     return out.getvalue()
 
 
@@ -368,6 +394,15 @@ def test_a_record_from_a_flaky_index_is_the_snapshot_the_tests_replay(pypi, slee
     assert r.code == 0, r.err
     for rel in ("numpy.json", "transformers/4.52.1.json", "vllm-ascend.json"):
         assert json.loads((out / rel).read_text()) == json.loads((SNAPSHOT / rel).read_text()), rel
+    # the sdist of each release without wheels is read whole, its versioning table's row recorded (none: no row)
+    for rel in ("vllm-ascend/0.30.0rc1.docs.json", "vllm-ascend/0.30.0rc2.docs.json"):
+        assert (out / rel).read_text() == (SNAPSHOT / rel).read_text(), rel
+    assert json.loads((out / "vllm-ascend/0.8.5rc1.docs.json").read_text()) == {
+        "file": "vllm_ascend-0.8.5rc1.tar.gz",
+        "row": None,
+        "python": None,
+    }
+    assert srv.count("/files/vllm_ascend-0.30.0rc1.tar.gz") == 1 and not (out / "vllm-ascend/0.23.0.docs.json").exists()
     again = run_cli("matrix", "refresh", "--snapshot", str(out))
     assert again.code == 0 and again.out == r.out
 

@@ -15,12 +15,17 @@ content is unchanged keeps its existing text (and date), so refreshing a correct
 nothing. The result is a unified diff; ``write=True`` applies it.
 
 The rows that pin a PyPI package (torch_npu in torch_npu.yaml, vllm-ascend and triton-ascend in serving.yaml:
-`ROW_KINDS`) get their wheel facts the same way: each release's file list gives its Pythons (the ``cpXY`` tags)
-and, per arch, the lowest glibc of its manylinux tags; a row that says otherwise has those keys rewritten in place
-(`envkit.jobs.matrix.yamlrows`) with one source line naming the files and the day read. `find_new` lists the releases PyPI has
+`ROW_KINDS`) get their wheel facts the same way: each release's file list gives its Pythons (the ``cpXY`` tags;
+a torch_npu row gets them per arch too, ``python_by_arch``, where its arches' wheels differ: 2.10.0.post6 has cp312
+on aarch64 only) and, per arch, the lowest glibc of its manylinux tags; a row that says otherwise has those keys rewritten in place
+(`envkit.jobs.matrix.yamlrows`) with one source line naming the files and the day read. A vllm-ascend release without
+wheels (an sdist, whose Requires-Python may state no ceiling) gets `python_documented` from its own versioning table
+(`VERSIONING_DOC` in the sdist, read whole, capped: the upper bounds of its row's Python cell); a release the table
+has no row for keeps what its row says. `find_new` lists the releases PyPI has
 that the matrix lacks (``envkit matrix refresh --new``).
 
-Offline: ``snapshot`` reads the same documents from a folder (``NAME.json``, ``NAME/VERSION.json``),
+Offline: ``snapshot`` reads the same documents from a folder (``NAME.json``, ``NAME/VERSION.json``, and the
+``.build.json`` / ``.docs.json`` of a vllm-ascend release: its device build, its versioning table's row),
 as written by ``record`` (the documents stripped to the fields read here). ``record`` also writes
 ``_recorded.json`` (``{"date": ...}``, the day they were read; no PyPI name starts with ``_``), and a
 refresh from a snapshot dates its sources by it: a source says when its fact was read from PyPI, not when
@@ -72,6 +77,11 @@ PACKAGES: dict[str, tuple[str, str]] = {
 }
 RECORDED = "_recorded.json"
 BUILD_DOC = ".build.json"  # in a snapshot: NAME/VERSION.build.json, the device build of a release's wheels
+DOCS_DOC = ".docs.json"  # in a snapshot: NAME/VERSION.docs.json, the Python of a release's row of its versioning table
+VERSIONING_DOC = "docs/source/community/versioning_policy.md"  # vllm-ascend's release table, in each sdist
+SDIST_MAX = 64 << 20  # an sdist read whole (a tar.gz has no index to read a member by range)
+TAR_SCAN_MAX = 512 << 20  # the member bytes an sdist's scan for one file may pass through (a tar bomb stops there)
+DOC_MAX = 1 << 20
 _ISO_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")  # in a snapshot: the day its documents were read
 _KEPT_DIST = re.compile(r"^(torch|numpy|nvidia-[a-z0-9-]+)\b", re.I)
 _HINT = "Run it where the index answers (pypi.org, or a mirror: --index-url URL), or pass --snapshot DIR (a recorded snapshot)."
@@ -126,6 +136,14 @@ class _SnapshotRelease(_Snapshot):
     """NAME/VERSION.json"""
 
     info: _SnapshotReleaseInfo
+
+
+class _SnapshotDocs(_Snapshot):
+    """NAME/VERSION.docs.json"""
+
+    file: str | None
+    row: str | None
+    python: str | None
 
 
 class _SnapshotBuild(_Snapshot):
@@ -257,6 +275,8 @@ class Source:
             if rel == RECORDED
             else _SnapshotBuild
             if rel.endswith(BUILD_DOC)
+            else _SnapshotDocs
+            if rel.endswith(DOCS_DOC)
             else _SnapshotRelease
             if "/" in rel
             else _SnapshotProject
@@ -414,6 +434,24 @@ class Source:
         self._save(rel, doc)
         return doc
 
+    def versioning_row(self, name: str, version: str, files: list[dict[str, Any]]) -> dict[str, Any] | None:
+        """The row of a release in the versioning table of its own sdist (`VERSIONING_DOC`): ``{"file", "row",
+        "python"}`` (the table's first cell and its Python cell; both None where the table has no row for it, or the
+        sdist no table; all None without an sdist), the sdist read whole (capped at `SDIST_MAX`). From a snapshot:
+        None where it holds no such document (recorded before the refresh read sdists)."""
+        rel = f"{name}/{version}{DOCS_DOC}"
+        if self.snapshot is not None:
+            return self._load(rel)
+        sdists = [f for f in files if f["filename"].endswith(".tar.gz")]
+        doc: dict[str, Any] = {"file": None, "row": None, "python": None}
+        if sdists:
+            body = self._get(sdists[0]["url"], None, SDIST_MAX)
+            text = _tar_member(body, VERSIONING_DOC, redact(sdists[0]["url"]))
+            row, python = versioning_python(text or "", version)
+            doc = {"file": sdists[0]["filename"], "row": row, "python": python}
+        self._save(rel, doc)
+        return doc
+
     def _wheel_metadata(self, files: list[dict[str, Any]]) -> tuple[list[str], str | None]:
         """Requires-Dist and Requires-Python from a wheel's METADATA, read with range requests."""
         wheels = sorted((f for f in files if f["filename"].endswith(".whl")), key=lambda f: _wheel_rank(f["filename"]))
@@ -471,6 +509,60 @@ def _read_zip_member(src: Source, url: str, suffix: str, *, missing_ok: bool = F
     if missing_ok:
         return None
     raise CannotRun(f"no {suffix} in {url}")
+
+
+def _tar_member(data: bytes, suffix: str, where: str) -> str | None:
+    """The text of `TOP/suffix` in a gzipped tar (an sdist), scanned as a stream: None where it has none; CannotRun
+    for what is no tar.gz, a member over `DOC_MAX`, or more than `TAR_SCAN_MAX` member bytes before it."""
+    import tarfile
+
+    scanned = 0
+    try:
+        with tarfile.open(fileobj=io.BytesIO(data), mode="r|gz") as tar:
+            for member in tar:
+                scanned += max(0, member.size)
+                if scanned > TAR_SCAN_MAX:
+                    raise CannotRun(f"{where}: more than {TAR_SCAN_MAX} bytes of members before {suffix}", hint=_HINT)
+                if not (member.isfile() and member.name.split("/", 1)[1:] == [suffix]):
+                    continue
+                if member.size > DOC_MAX:
+                    raise CannotRun(f"{where}: {member.name} is {member.size} bytes (at most {DOC_MAX} are read)", hint=_HINT)
+                fh = tar.extractfile(member)
+                return None if fh is None else fh.read(DOC_MAX).decode("utf-8", "replace")
+    except (tarfile.TarError, OSError, EOFError, zlib.error) as exc:
+        raise CannotRun(f"{where}: not a readable sdist (tar.gz): {exc}", hint=_HINT) from None
+    return None
+
+
+def versioning_python(text: str, version: str) -> tuple[str | None, str | None]:
+    """(first cell, Python cell) of the row of `version` (``v0.30.0rc1``) in a Markdown table with a Python column
+    (vllm-ascend's release compatibility matrix); (None, None) where no table has a row for it."""
+    key = versions.parse(version).key
+    header: list[str] | None = None
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line.startswith("|"):
+            header = None
+            continue
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if header is None:
+            header = [c.lower() for c in cells]
+            continue
+        if not set(line) - set("|-: "):  # the separator line
+            continue
+        column = next((i for i, h in enumerate(header) if h == "python"), None)
+        first = cells[0].strip("`* ")
+        cand = first[1:] if first[:1] in "vV" else first
+        if column is None or column >= len(cells) or not versions.is_valid(cand) or versions.parse(cand).key != key:
+            continue
+        return first[:40], cells[column][:80] or None
+    return None, None
+
+
+def _ceiling(python: str | None) -> str | None:
+    """``<3.13`` of a Python cell ``>= 3.10, < 3.13`` (its upper bounds); None where it states none."""
+    bounds = re.findall(r"(<=|<)\s*([0-9]{1,3}(?:\.[0-9]{1,3}){0,2})", python or "")
+    return ",".join(op + v for op, v in bounds) or None
 
 
 def _inflate(data: bytes, limit: int) -> bytes:
@@ -719,11 +811,21 @@ class RowKind:
     python_list: bool  # python as the wheels' Pythons (`["3.10", "3.11"]`), else a range (`">=3.10,<3.12"`)
     pypi_only: bool  # only rows with `index: pypi` (others come from another index)
     device_build: bool = False  # its wheels say the device they are built for (`BUILD_INFO`: `device_build`)
+    documented_python: bool = False  # a release without wheels: its sdist's versioning table's Python ceiling
 
 
 ROW_KINDS = (
     RowKind("torch-npu", "torch_npu.yaml", "torch_npu", "2.1.0", python_list=True, pypi_only=False),
-    RowKind("vllm-ascend", "serving.yaml", "vllm_ascend", "0.7.0", python_list=False, pypi_only=False, device_build=True),
+    RowKind(
+        "vllm-ascend",
+        "serving.yaml",
+        "vllm_ascend",
+        "0.7.0",
+        python_list=False,
+        pypi_only=False,
+        device_build=True,
+        documented_python=True,
+    ),
     RowKind("triton-ascend", "serving.yaml", "triton_ascend", "3.0.0", python_list=False, pypi_only=True),
 )
 
@@ -736,6 +838,14 @@ class WheelFacts:
     pythons: tuple[int, ...]
     manylinux: dict[str, str]
     wheels: int
+    by_arch: dict[str, tuple[int, ...]] = field(default_factory=dict)  # the CPython minors of each arch's wheels
+
+    def python_by_arch(self) -> dict[str, list[str]] | None:
+        """The Pythons of each arch's wheels (``{x86_64: ["3.10", "3.11"], aarch64: ["3.10", "3.11", "3.12"]}``)
+        where two arches have wheels for different Pythons; None where they agree (`pythons` says it)."""
+        if len(self.by_arch) < 2 or len(set(self.by_arch.values())) < 2:
+            return None
+        return {arch: [f"3.{m}" for m in minors] for arch, minors in self.by_arch.items()}
 
     def python_range(self) -> str | None:
         """`>=3.10,<3.13` from the wheels (cp310 … cp312); None without a cp wheel."""
@@ -748,6 +858,10 @@ class WheelFacts:
         if not self.wheels:
             return "no wheel (sdist only)"
         py = ", ".join(f"cp3{m}" for m in self.pythons) or "no cp tag"
+        if self.python_by_arch() is not None:
+            py = "; ".join(
+                f"{', '.join(f'cp3{m}' for m in minors) or 'no cp tag'} on {arch}" for arch, minors in self.by_arch.items()
+            )
         ml = "; ".join(f"manylinux_{g.replace('.', '_')} on {arch}" for arch, g in self.manylinux.items())
         return f"{py}; {ml}" if ml else py
 
@@ -758,6 +872,7 @@ def wheel_facts(files: list[dict[str, Any]]) -> WheelFacts:
     from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
     pythons: set[int] = set()
+    per_arch: dict[str, set[int]] = {}
     lows: dict[str, tuple[int, int]] = {}
     wheels = 0
     for f in files:
@@ -770,13 +885,22 @@ def wheel_facts(files: list[dict[str, Any]]) -> WheelFacts:
             continue
         wheels += 1
         for tag in tags:
-            if (m := _CP.match(tag.interpreter)) and tag.abi == tag.interpreter:
+            cp = (m := _CP.match(tag.interpreter)) and tag.abi == tag.interpreter
+            if cp and m:
                 pythons.add(int(m.group(1)))
-            if m := _MANYLINUX.match(tag.platform):
-                glibc = _LEGACY.get(m.group(1)) or (int(m.group(2)), int(m.group(3)))
-                arch = m.group(4)
+            if ml := _MANYLINUX.match(tag.platform):
+                glibc = _LEGACY.get(ml.group(1)) or (int(ml.group(2)), int(ml.group(3)))
+                arch = ml.group(4)
                 lows[arch] = min(lows.get(arch, glibc), glibc)
-    return WheelFacts(tuple(sorted(pythons)), {arch: "{}.{}".format(*lows[arch]) for arch in ARCHES if arch in lows}, wheels)
+                minors = per_arch.setdefault(arch, set())
+                if cp and m:
+                    minors.add(int(m.group(1)))
+    return WheelFacts(
+        tuple(sorted(pythons)),
+        {arch: "{}.{}".format(*lows[arch]) for arch in ARCHES if arch in lows},
+        wheels,
+        {arch: tuple(sorted(per_arch[arch])) for arch in ARCHES if arch in per_arch},
+    )
 
 
 @dataclass(frozen=True)
@@ -797,6 +921,8 @@ class RowChange:
 def _shown(value: Any) -> str:
     from envkit.jobs.matrix.yamlrows import flow
 
+    if isinstance(value, dict) and "spec" in value or hasattr(value, "spec"):  # a documented bound: its spec
+        return str(value["spec"] if isinstance(value, dict) else value.spec)
     if value is not None and (isinstance(value, dict) and "confidence" in value or hasattr(value, "confidence")):
         return "/".join(v for v in _build_fact(value) if v)  # a device build: its fact, not its source
     return "absent" if value is None else flow(value)
@@ -804,7 +930,8 @@ def _shown(value: Any) -> str:
 
 def _wanted_fields(kind: RowKind, facts: WheelFacts) -> dict[str, Any]:
     """The fields a row should have by its release's files. The Pythons only where there are cp wheels (a release
-    without wheels keeps its own range: the release table's, or Requires-Python); the glibc per arch of the
+    without wheels keeps its own range: the release table's, or Requires-Python), and a torch_npu row's per arch
+    where its arches' wheels differ (`python_by_arch`, removed where they agree); the glibc per arch of the
     manylinux wheels: a framework release without any wheel is an sdist (`manylinux` removed); a torch_npu row keeps
     its own there (the field is required: its wheels are on another index). A framework release without any wheel is
     `sdist_only` (resolve never picks it unpinned; `matrix check` holds such rows to `manylinux: null`); one with
@@ -812,6 +939,8 @@ def _wanted_fields(kind: RowKind, facts: WheelFacts) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if facts.pythons:
         out["python"] = facts.python_list() if kind.python_list else facts.python_range()
+        if kind.python_list:  # per arch where the arches' wheels differ (None: the key removed)
+            out["python_by_arch"] = facts.python_by_arch()
     if facts.manylinux or not kind.python_list:
         out["manylinux"] = facts.manylinux or None
     if kind.device_build:
@@ -844,17 +973,47 @@ def wheel_rows(src: Source, lm: Any) -> tuple[list[RowChange], list[str]]:
                 lambda rf: src.build_info(kind.package, rf[0].version, rf[1]),  # noqa: B023 - map runs it now
                 rows,
             )
-        for (row, files), build in zip(rows, builds, strict=True):
+        tables: list[dict[str, Any] | None] = [None] * len(rows)
+        if kind.documented_python:  # a release without wheels: Requires-Python alone may not say its ceiling
+            tables = src.map(
+                f"{kind.package} versioning tables",
+                lambda rf: None if wheel_facts(rf[1]).wheels else src.versioning_row(kind.package, rf[0].version, rf[1]),  # noqa: B023
+                rows,
+            )
+        for (row, files), build, table in zip(rows, builds, tables, strict=True):
             facts = wheel_facts(files)
+            if not kind.python_list and facts.python_by_arch() is not None:  # a range row has one Python range
+                missing.append(
+                    f"{kind.package} {row.version}: its wheels' Pythons differ per arch ({facts.said()}); the row's one "
+                    "python range cannot say it (a row with python_by_arch is torch_npu's form)"
+                )
             want = _wanted_fields(kind, facts)
             was = {k: getattr(row, k, None) for k in want}
             diff = {k: v for k, v in want.items() if was.get(k) != v}
             if build is not None and _build_fact(build) != _build_fact(getattr(row, "device_build", None)):
                 diff["device_build"] = _device_build(kind, row.version, build, day)
                 was["device_build"] = getattr(row, "device_build", None)
+            documented = _documented(kind, row.version, table, day)
+            had = getattr(row, "python_documented", None)
+            if documented is not None and (had is None or had.spec != documented["spec"]):
+                diff["python_documented"], was["python_documented"] = documented, had
             if diff:
                 changes.append(RowChange(kind, row.version, diff, {k: was.get(k) for k in diff}, facts))
     return changes, missing
+
+
+def _documented(kind: RowKind, version: str, table: dict[str, Any] | None, day: str) -> dict[str, Any] | None:
+    """A row's `python_documented` from its sdist's versioning table (the ceiling of its Python cell), with the file
+    and row it was read from; None where the table has no row for it or states no ceiling (a hand-written one stays)."""
+    spec = _ceiling(table.get("python")) if table else None
+    if table is None or spec is None:
+        return None
+    return {
+        "spec": spec,
+        "source": f"{VERSIONING_DOC} in {table['file']} (https://pypi.org/project/{kind.package}/{version}/#files): "
+        f"its {table['row']} row, Python {table['python']}, read {day}",
+        "confidence": "derived",
+    }
 
 
 def _build_fact(build: Any) -> tuple[str | None, str | None]:
