@@ -1134,13 +1134,26 @@ def _ray(lm: LoadedMatrix, v: str) -> RayRelease:
 
 def ray_python(lm: LoadedMatrix, strict: Strictness) -> Constraint:
     """ray ↔ python: a Ray release has wheels for the Pythons of its range (matrices/serving.yaml, `ray[].python`)."""
+
+    def says(v: str) -> Verdict:
+        return _row(f"ray/{v}", _ray(lm, v), f"ray {v} has wheels for Python {_ray(lm, v).python}")
+
+    def says_python(py: str) -> Verdict | None:
+        # what the matrix's Ray releases have wheels for (the python side of a chain that empties ray)
+        releases = versions.newest_first(list({versions.parse(r.version).key: r.version for r in lm.model.ray}.values()))
+        if len(releases) == 1:
+            return says(releases[0])
+        fits = [v for v in releases if versions.satisfies(py, _ray(lm, v).python)]
+        text = f"cp{py.replace('.', '')} wheels exist for ray {_fmt(fits) or 'none'}"
+        return Verdict(message=text, rule="ray/*.python", source="matrices/serving.yaml")
+
     return Relation(
         "ray-python",
         "ray",
         "python",
         lambda v, py: v == ABSENT or versions.satisfies(py, _ray(lm, v).python),
-        lambda v: _row(f"ray/{v}", _ray(lm, v), f"ray {v} has wheels for Python {_ray(lm, v).python}"),
-        lambda py: None,
+        says,
+        says_python,
         lambda a: f"ray {a['ray']} has wheels for Python {_ray(lm, a['ray']).python}, not Python {a['python']}",
     )
 

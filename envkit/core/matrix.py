@@ -211,9 +211,10 @@ class LoadedMatrix:
         return next((d for d in self.model.vllm_ascend_devices if d.chip == chip), None)
 
     def ray(self, version: str) -> RayRelease | None:
-        """A Ray release of the `ray` table (its rows of one version agree on its wheels: `check_frameworks`)."""
+        """A Ray release of the `ray` table: of its rows (which agree on its wheels: `check_ray`), the surest one."""
         key = _key(version)
-        return next((r for r in self.model.ray if key is not None and versions.parse(r.version).key == key), None)
+        rows = [r for r in self.model.ray if key is not None and versions.parse(r.version).key == key]
+        return min(rows, key=lambda r: ("stated", "derived", "inferred").index(r.confidence), default=None)
 
     def ray_for(self, vllm_ascend: str) -> RayRelease | None:
         """The `ray` row whose vllm-ascend range holds `vllm_ascend` (the ranges do not overlap); None: the matrix
