@@ -33,13 +33,16 @@ PIN_OPTIONS: tuple[tuple[str, str], ...] = (
     ("vllm_ascend", "vllm-ascend version (serving; brings vllm and triton_ascend with it)."),
     ("triton_ascend", "triton-ascend version (bound to one CANN release)."),
     ("mindspeed", "MindSpeed version (training)."),
+    ("ray", "Ray version (serving across nodes; brings the serving set with it)."),
 )
 RESOLVE_OPTIONS = {
     "file": (("-f", "--file"), "Stack file (YAML) with the keys to pin."),
     "output": (("-o", "--output"), "Where to write the lock ('-' for stdout)."),
     "workload": (
         ("--workload",),
-        "Complete the frameworks of a workload: serving (vllm-ascend, vLLM, triton-ascend) or training-mindspeed (MindSpeed).",
+        "Complete the frameworks of a workload: serving (vllm-ascend, vLLM, triton-ascend), serving-multi-node (the "
+        "same and the Ray its vllm-ascend serves across nodes with: `envkit k8s render --node-count N`) or "
+        "training-mindspeed (MindSpeed).",
     ),
 }
 VALIDATE_HELP = {"file": "A stack file or a lock."}

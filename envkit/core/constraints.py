@@ -18,6 +18,7 @@ from envkit import versions
 from envkit.core.matrix import LoadedMatrix, SourcedRow, known
 from envkit.core.matrix_records import (
     MindSpeedRelease,
+    RayRelease,
     Rule,
     TorchNpuLine,
     TritonAscendRelease,
@@ -1162,6 +1163,84 @@ def mindspeed_chip(lm: LoadedMatrix, strict: Strictness) -> Constraint:
     )
 
 
+# --- Ray: serving across nodes (matrices/serving.yaml `ray`) ------------------------------------------
+def _ray_row_name(r: RayRelease) -> str:
+    return f"ray/{r.version} (vllm_ascend {r.vllm_ascend})"
+
+
+def ray_vllm_ascend(lm: LoadedMatrix, strict: Strictness) -> Constraint:
+    """ray ↔ vllm_ascend: serving across nodes is vllm-ascend's Ray way; a vllm-ascend release takes the Ray the
+    matrix pins for its range (the bound its images install); one without a row serves on one node only
+    (matrices/serving.yaml, `ray[].vllm_ascend`)."""
+
+    def fits(va: str, ray: str) -> bool:
+        r = lm.ray_for(va)
+        return r is not None and versions.same(r.version, ray)
+
+    def says_va(va: str) -> Verdict:
+        r = lm.ray_for(va)
+        if r is None:
+            return Verdict(
+                message=f"the matrix has no Ray for vllm-ascend {va}: it serves on one node only",
+                rule="ray/*.vllm_ascend",
+                source="matrices/serving.yaml",
+            )
+        return _row(
+            _ray_row_name(r), r, f"vllm-ascend {va} serves across nodes with ray {r.version} (its images install ray {r.spec})"
+        )
+
+    def says_ray(ray: str) -> Verdict:
+        ranges = [r.vllm_ascend for r in lm.model.ray if versions.same(r.version, ray)]
+        return Verdict(
+            message=f"ray {ray} is the Ray of vllm-ascend {_fmt(ranges)}",
+            rule="ray/*.vllm_ascend",
+            source="matrices/serving.yaml",
+        )
+
+    def summary(a: Assignment) -> str:
+        r = lm.ray_for(a["vllm_ascend"])
+        took = f"takes ray {r.version}" if r is not None else "has no Ray in the matrix (one node only)"
+        return f"vllm-ascend {a['vllm_ascend']} {took}, not ray {a['ray']}"
+
+    return Relation("vllm_ascend-ray", "vllm_ascend", "ray", fits, says_va, says_ray, summary)
+
+
+def _ray(lm: LoadedMatrix, v: str) -> RayRelease:
+    return known(lm.ray(v), f"ray {v}")
+
+
+def ray_python(lm: LoadedMatrix, strict: Strictness) -> Constraint:
+    """ray ↔ python: a Ray release has wheels for the Pythons of its range (matrices/serving.yaml, `ray[].python`)."""
+
+    def says(v: str) -> Verdict:
+        return _row(f"ray/{v}", _ray(lm, v), f"ray {v} has wheels for Python {_ray(lm, v).python}")
+
+    def says_python(py: str) -> Verdict | None:
+        # what the matrix's Ray releases have wheels for (the python side of a chain that empties ray)
+        releases = versions.newest_first(list({versions.parse(r.version).key: r.version for r in lm.model.ray}.values()))
+        if len(releases) == 1:
+            return says(releases[0])
+        fits = [v for v in releases if versions.satisfies(py, _ray(lm, v).python)]
+        text = f"cp{py.replace('.', '')} wheels exist for ray {_fmt(fits) or 'none'}"
+        return Verdict(message=text, rule="ray/*.python", source="matrices/serving.yaml")
+
+    return Relation(
+        "ray-python",
+        "ray",
+        "python",
+        lambda v, py: v == ABSENT or versions.satisfies(py, _ray(lm, v).python),
+        says,
+        says_python,
+        lambda a: f"ray {a['ray']} has wheels for Python {_ray(lm, a['ray']).python}, not Python {a['python']}",
+    )
+
+
+def ray_glibc(lm: LoadedMatrix, strict: Strictness) -> Constraint:
+    """ray ↔ os/arch: as vllm_ascend_glibc, for the Ray release's manylinux wheels (matrices/serving.yaml,
+    `ray[].manylinux`)."""
+    return _GlibcConstraint(lm, "ray", "ray", lambda v: _ray(lm, v), "ray-glibc")
+
+
 # The fixed edges, in the order the resolver checks and explains them.
 EDGES: tuple[Edge, ...] = (
     chip_cann,
@@ -1194,6 +1273,9 @@ EDGES: tuple[Edge, ...] = (
     mindspeed_torch,
     mindspeed_python,
     mindspeed_chip,
+    ray_vllm_ascend,
+    ray_python,
+    ray_glibc,
 )
 
 

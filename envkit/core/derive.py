@@ -311,7 +311,9 @@ def torch_npu_index(lm: LoadedMatrix, stack: dict[str, str]) -> str | None:
 
 def framework_pins(lm: LoadedMatrix, stack: dict[str, str]) -> list[PythonPin]:
     """The serving pins in the vendor's install order (`vllm==X`, then `vllm-ascend==X`; triton-ascend from the index
-    its row names: 3.2.1/3.2.2 only on the Ascend index). MindSpeed installs from its git release: no pin."""
+    its row names: 3.2.1/3.2.2 only on the Ascend index), then Ray where the stack serves across nodes (`ray==X`, the
+    release matrices/serving.yaml `ray` pins for its vllm-ascend; the vendor's images install it last, from PyPI).
+    MindSpeed installs from its git release: no pin."""
     pins = []
     if stack.get("vllm"):
         pins.append(PythonPin(name="vllm", version=stack["vllm"]))
@@ -320,6 +322,8 @@ def framework_pins(lm: LoadedMatrix, stack: dict[str, str]) -> list[PythonPin]:
     if stack.get("triton_ascend"):
         row = known(lm.triton_ascend(stack["triton_ascend"]), f"triton-ascend {stack['triton_ascend']}")
         pins.append(PythonPin(name="triton-ascend", version=row.version, index=None if row.index == "pypi" else row.index))
+    if stack.get("ray"):
+        pins.append(PythonPin(name="ray", version=known(lm.ray(stack["ray"]), f"ray {stack['ray']}").version))
     return pins
 
 
@@ -359,6 +363,13 @@ def _framework_provenance(lm: LoadedMatrix, s: dict[str, str]) -> dict[str, tupl
     if ta is not None:
         rule = f"vllm_ascend/{va.version} installs triton-ascend {ta.version}" if va else f"triton_ascend/{ta.version}"
         out["triton_ascend"] = (f"{rule}, bound to CANN {', '.join(ta.cann)}", ta.source_text, ta.confidence)
+    ray = lm.ray_for(s["vllm_ascend"]) if s.get("ray") and s.get("vllm_ascend") else None
+    if ray is not None:
+        rule = (
+            f"ray/{ray.version}: vllm-ascend {s['vllm_ascend']} serves across nodes with Ray (its images install "
+            f"ray {ray.spec}; the matrix pins {ray.version} for vllm_ascend {ray.vllm_ascend})"
+        )
+        out["ray"] = (rule, ray.source_text, ray.confidence)
     ms = lm.mindspeed(s["mindspeed"]) if s.get("mindspeed") else None
     if ms is not None:
         out["mindspeed"] = (f"newest MindSpeed release that fits (mindspeed/{ms.version})", ms.source_text, ms.confidence)

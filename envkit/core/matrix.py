@@ -22,6 +22,7 @@ from envkit.core.matrix_records import (
     Matrix,
     MindSpeedRelease,
     OperatingSystem,
+    RayRelease,
     Rule,
     TorchBuild,
     TorchNpuLine,
@@ -213,6 +214,17 @@ class LoadedMatrix:
     def vllm_ascend_device(self, chip: str) -> VllmAscendDevice | None:
         """The vllm-ascend device family of `chip` (`vllm_ascend_devices`); None: vllm-ascend builds for none."""
         return next((d for d in self.model.vllm_ascend_devices if d.chip == chip), None)
+
+    def ray(self, version: str) -> RayRelease | None:
+        """A Ray release of the `ray` table: of its rows (which agree on its wheels: `check_ray`), the surest one."""
+        key = _key(version)
+        rows = [r for r in self.model.ray if key is not None and versions.parse(r.version).key == key]
+        return min(rows, key=lambda r: ("stated", "derived", "inferred").index(r.confidence), default=None)
+
+    def ray_for(self, vllm_ascend: str) -> RayRelease | None:
+        """The `ray` row whose vllm-ascend range holds `vllm_ascend` (the ranges do not overlap); None: the matrix
+        has no Ray for it, so it serves on one node only."""
+        return next((r for r in self.model.ray if versions.satisfies(vllm_ascend, r.vllm_ascend)), None)
 
     def mindspeed(self, version: str) -> MindSpeedRelease | None:
         """A MindSpeed release by its docs' spelling (``2.2.0_core_r0.12.1``), case-insensitively."""
@@ -667,6 +679,25 @@ def check_torch_builds(lm: LoadedMatrix, add: AddProblem) -> None:
                 )
 
 
+def check_ray(lm: LoadedMatrix, add: AddProblem) -> None:
+    """`ray`: each row's pin within its own bound, one set of wheels per Ray release, and at most one row per
+    vllm-ascend release of the matrix (the ranges do not overlap)."""
+    m = lm.model
+    wheels: dict[VersionKey, tuple[str, str]] = {}
+    for r in m.ray:
+        if not versions.satisfies(r.version, r.spec):
+            add("ray", r.version, f"ray {r.version} is outside its own bound {r.spec}")
+        key = versions.parse(r.version).key
+        own = (r.python, repr(sorted(r.manylinux.items())))
+        if wheels.setdefault(key, own) != own:
+            add("ray", r.version, "rows of one Ray release name different Pythons or manylinux glibc")
+    for va in m.vllm_ascend:
+        rows = [r for r in m.ray if versions.satisfies(va.version, r.vllm_ascend)]
+        if len(rows) > 1:
+            ranges = ", ".join(r.vllm_ascend for r in rows)
+            add("ray", rows[0].version, f"vllm-ascend {va.version} is in more than one range ({ranges})")
+
+
 def with_bounds(values: list[str], specs: list[str]) -> list[str]:
     """`values`, then the versions the specifiers name as inclusive bounds (==X, >=X, <=X) and admit, newest first."""
     named = []
@@ -749,6 +780,7 @@ def check_frameworks(lm: LoadedMatrix, add: AddProblem) -> None:
                 add("triton_ascend", tr.version, f"unknown chip {chip}")
         if tr.index not in index_ids:
             add("triton_ascend", tr.version, f"unknown index {tr.index}")
+    check_ray(lm, add)
     for d in m.vllm_ascend_devices:
         if d.chip not in lm.chips:
             add("vllm_ascend_devices", d.device_types[0], f"unknown chip {d.chip}")

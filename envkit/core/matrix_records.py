@@ -2035,6 +2035,78 @@ class MindSpeedRelease(Record):
         return "; ".join(self.sources)
 
 
+class RayRelease(Record):
+    """The plain record of `envkit.models.matrix.RayRelease`."""
+
+    __slots__ = (
+        "source",
+        "confidence",
+        "validated",
+        "note",
+        "disagreement",
+        "version",
+        "vllm_ascend",
+        "spec",
+        "python",
+        "manylinux",
+    )
+    _fields = (
+        "source",
+        "confidence",
+        "validated",
+        "note",
+        "disagreement",
+        "version",
+        "vllm_ascend",
+        "spec",
+        "python",
+        "manylinux",
+    )
+    source: str | list[str]
+    confidence: Literal["stated", "derived", "inferred"]
+    validated: bool
+    note: str | None
+    disagreement: str | None
+    version: str
+    vllm_ascend: str
+    spec: str
+    python: str
+    manylinux: dict[Literal["aarch64", "x86_64"], str]
+
+    def __init__(
+        self,
+        *,
+        source: str | list[str],
+        confidence: Literal["stated", "derived", "inferred"],
+        validated: bool = False,
+        note: str | None = None,
+        disagreement: str | None = None,
+        version: str,
+        vllm_ascend: str,
+        spec: str,
+        python: str,
+        manylinux: dict[Literal["aarch64", "x86_64"], str],
+    ) -> None:
+        _set(self, "source", source)
+        _set(self, "confidence", confidence)
+        _set(self, "validated", validated)
+        _set(self, "note", note)
+        _set(self, "disagreement", disagreement)
+        _set(self, "version", version)
+        _set(self, "vllm_ascend", vllm_ascend)
+        _set(self, "spec", spec)
+        _set(self, "python", python)
+        _set(self, "manylinux", manylinux)
+
+    @property
+    def sources(self) -> list[str]:
+        return [self.source] if isinstance(self.source, str) else list(self.source)
+
+    @property
+    def source_text(self) -> str:
+        return "; ".join(self.sources)
+
+
 class VllmAscendDevice(Record):
     """The plain record of `envkit.models.matrix.VllmAscendDevice`."""
 
@@ -2517,6 +2589,7 @@ class Matrix(Record):
         "vllm_ascend",
         "triton_ascend",
         "mindspeed",
+        "ray",
         "vllm_ascend_devices",
         "hccl",
     )
@@ -2543,6 +2616,7 @@ class Matrix(Record):
         "vllm_ascend",
         "triton_ascend",
         "mindspeed",
+        "ray",
         "vllm_ascend_devices",
         "hccl",
     )
@@ -2568,6 +2642,7 @@ class Matrix(Record):
     vllm_ascend: list[VllmAscendRelease]
     triton_ascend: list[TritonAscendRelease]
     mindspeed: list[MindSpeedRelease]
+    ray: list[RayRelease]
     vllm_ascend_devices: list[VllmAscendDevice]
     hccl: HcclData
 
@@ -2596,6 +2671,7 @@ class Matrix(Record):
         vllm_ascend: list[VllmAscendRelease] | None = None,
         triton_ascend: list[TritonAscendRelease] | None = None,
         mindspeed: list[MindSpeedRelease] | None = None,
+        ray: list[RayRelease] | None = None,
         vllm_ascend_devices: list[VllmAscendDevice] | None = None,
         hccl: HcclData,
     ) -> None:
@@ -2621,6 +2697,7 @@ class Matrix(Record):
         _set(self, "vllm_ascend", [] if vllm_ascend is None else vllm_ascend)
         _set(self, "triton_ascend", [] if triton_ascend is None else triton_ascend)
         _set(self, "mindspeed", [] if mindspeed is None else mindspeed)
+        _set(self, "ray", [] if ray is None else ray)
         _set(self, "vllm_ascend_devices", [] if vllm_ascend_devices is None else vllm_ascend_devices)
         _set(self, "hccl", hccl)
 
@@ -2665,6 +2742,7 @@ NESTED: dict[type, tuple[tuple[str, str, type], ...]] = {
         ("vllm_ascend", "list", VllmAscendRelease),
         ("triton_ascend", "list", TritonAscendRelease),
         ("mindspeed", "list", MindSpeedRelease),
+        ("ray", "list", RayRelease),
         ("vllm_ascend_devices", "list", VllmAscendDevice),
         ("hccl", "one", HcclData),
     ),

@@ -302,6 +302,15 @@ def ray_in_lock(lock: Lock) -> str | None:
     return None
 
 
+def _multi_node_resolve(lock: Lock) -> str:
+    """The command that resolves this lock's stack again with Ray: its hardware and vllm-ascend kept."""
+    s = lock.stack
+    argv = ["envkit", "resolve", "--chip", s.chip, "--arch", s.arch, "--os", s.os]
+    if s.vllm_ascend:
+        argv += ["--vllm-ascend", s.vllm_ascend]
+    return shlex.join([*argv, "--workload", "serving-multi-node", "-o", "serving-multi-node.lock"])
+
+
 def _require_ray(lock: Lock, nodes: int) -> None:
     if ray_in_lock(lock) is not None:
         return
@@ -310,9 +319,9 @@ def _require_ray(lock: Lock, nodes: int) -> None:
         f"serving on {nodes} nodes starts a Ray cluster, but the serving lock lacks ray ({where} holds no `ray`): "
         "vllm-ascend's multi-node way runs `ray start` on every node and `vllm serve --distributed-executor-backend "
         "ray`, and the image installs only what the lock pins",
-        f"Serve on one node (--node-count 1: no Ray), or render from a serving lock that pins ray: envkit's matrix "
-        f"(matrices/serving.yaml) has no ray for vllm-ascend {lock.stack.vllm_ascend}; once it has, `envkit resolve "
-        "--workload serving` and `envkit lock` put it in the lock and `envkit image build` in the image.",
+        "Serve on one node (--node-count 1: no Ray), or render from a serving lock that pins ray: "
+        f"`{_multi_node_resolve(lock)}` pins the Ray matrices/serving.yaml (`ray`) gives its vllm-ascend, then "
+        "`envkit lock` puts it in the closure and `envkit image build` in the image.",
         where,
     )
 

@@ -36,6 +36,7 @@ class FullStack(Record):
         "vllm_ascend",
         "triton_ascend",
         "mindspeed",
+        "ray",
     )
     _fields = (
         "chip",
@@ -54,6 +55,7 @@ class FullStack(Record):
         "vllm_ascend",
         "triton_ascend",
         "mindspeed",
+        "ray",
     )
     chip: str
     arch: str
@@ -71,6 +73,7 @@ class FullStack(Record):
     vllm_ascend: str | None
     triton_ascend: str | None
     mindspeed: str | None
+    ray: str | None
 
     def __init__(
         self,
@@ -91,6 +94,7 @@ class FullStack(Record):
         vllm_ascend: str | None = None,
         triton_ascend: str | None = None,
         mindspeed: str | None = None,
+        ray: str | None = None,
     ) -> None:
         _set(self, "chip", chip)
         _set(self, "arch", arch)
@@ -108,8 +112,9 @@ class FullStack(Record):
         _set(self, "vllm_ascend", vllm_ascend)
         _set(self, "triton_ascend", triton_ascend)
         _set(self, "mindspeed", mindspeed)
+        _set(self, "ray", ray)
 
-    dump_drop_none: ClassVar[frozenset[str]] = frozenset({"mindspeed", "triton_ascend", "vllm", "vllm_ascend"})
+    dump_drop_none: ClassVar[frozenset[str]] = frozenset({"mindspeed", "ray", "triton_ascend", "vllm", "vllm_ascend"})
 
 
 class Validation(Record):

@@ -450,6 +450,24 @@ class TritonAscendRelease(Sourced):
     _r = field_validator("python")(_check_spec)
 
 
+class RayRelease(Sourced):
+    """The Ray a range of vllm-ascend releases serves across nodes with (vllm-ascend's "Ray Distributed" way: `ray
+    start` on every node, `vllm serve --distributed-executor-backend ray`): the bound their images install and the
+    exact release envkit pins, with the Pythons and glibc of its wheels (matrices/serving.yaml `ray`)."""
+
+    version: str = Field(description="the Ray release envkit pins (`ray==X` in a multi-node serving lock)")
+    vllm_ascend: str = Field(description="the vllm-ascend releases it serves: a PEP 440-style range, e.g. >=0.9.1rc3")
+    spec: str = Field(description="the Ray those releases need: the bound their images install, e.g. >=2.47.1,<=2.48.0")
+    python: str = Field(description="the Pythons its wheels are built for (their cp tags), e.g. >=3.9,<3.14")
+    manylinux: dict[Literal["aarch64", "x86_64"], str] = Field(
+        description="glibc its manylinux wheels need, per arch (from their tags: manylinux2014 = 2.17); an arch "
+        "absent: no wheel there"
+    )
+
+    _v = field_validator("version")(_check_version)
+    _r = field_validator("vllm_ascend", "spec", "python")(_check_spec)
+
+
 class MindSpeedRelease(Sourced):
     """One MindSpeed release and the TorchNPU line, CANN, torch and Python it supports."""
 
@@ -490,6 +508,9 @@ class Matrix(StrictModel):
         [], description="triton-ascend releases bound to CANN (matrices/serving.yaml)"
     )
     mindspeed: list[MindSpeedRelease] = Field([], description="MindSpeed releases (matrices/serving.yaml)")
+    ray: list[RayRelease] = Field(
+        [], description="the Ray of multi-node serving, per range of vllm-ascend releases (matrices/serving.yaml)"
+    )
     vllm_ascend_devices: list[VllmAscendDevice] = Field(
         [], description="the device families vllm-ascend builds for, and their chips (matrices/serving.yaml)"
     )

@@ -30,6 +30,7 @@ _DESCRIPTIONS = {
     "vllm_ascend": "vLLM Ascend plugin version (vllm-ascend), e.g. 0.23.0",
     "triton_ascend": "triton-ascend version (bound to one CANN release; never beside upstream triton)",
     "mindspeed": "MindSpeed version (training), e.g. 2.2.0_core_r0.12.1 or 26.1.0",
+    "ray": "Ray version (serving across nodes: vllm-ascend's Ray way; the one the matrix pins for its vllm_ascend)",
 }
 
 
@@ -52,6 +53,7 @@ class Stack(StrictModel):
     vllm_ascend: str | None = Field(None, description=_DESCRIPTIONS["vllm_ascend"])
     triton_ascend: str | None = Field(None, description=_DESCRIPTIONS["triton_ascend"])
     mindspeed: str | None = Field(None, description=_DESCRIPTIONS["mindspeed"])
+    ray: str | None = Field(None, description=_DESCRIPTIONS["ray"])
 
     def pins(self) -> dict[str, str]:
         return {k: v for k, v in self.model_dump().items() if v is not None}
@@ -76,6 +78,7 @@ class FullStack(OmitsAbsent):
     vllm_ascend: Version | None = Field(None, description=_DESCRIPTIONS["vllm_ascend"])
     triton_ascend: Version | None = Field(None, description=_DESCRIPTIONS["triton_ascend"])
     mindspeed: Version | None = Field(None, description=_DESCRIPTIONS["mindspeed"])
+    ray: Version | None = Field(None, description=_DESCRIPTIONS["ray"])
 
     # the framework keys appear only when set: a plain stack dumps (and locks) exactly as before
     dump_drop_none: ClassVar[frozenset[str]] = frozenset(FRAMEWORK_KEYS)

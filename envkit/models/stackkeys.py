@@ -19,6 +19,7 @@ STACK_KEYS: tuple[str, ...] = (
 )
 
 # Optional framework keys: a stack without them is a plain stack (its lock is unchanged); `envkit resolve
-# --workload serving|training-mindspeed` completes them (matrices/serving.yaml).
-FRAMEWORK_KEYS: tuple[str, ...] = ("vllm", "vllm_ascend", "triton_ascend", "mindspeed")
+# --workload serving|serving-multi-node|training-mindspeed` completes them (matrices/serving.yaml); `ray` only for
+# serving across nodes (vllm-ascend's Ray way).
+FRAMEWORK_KEYS: tuple[str, ...] = ("vllm", "vllm_ascend", "triton_ascend", "mindspeed", "ray")
 ALL_KEYS: tuple[str, ...] = STACK_KEYS + FRAMEWORK_KEYS

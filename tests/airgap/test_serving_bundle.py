@@ -12,6 +12,7 @@ Nothing here leaves the machine.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import tarfile
@@ -24,8 +25,26 @@ SERVING = ["vllm", "vllm-ascend", "triton-ascend"]  # the vendor's install order
 ARCH = "x86_64"  # torch's CPU build then comes from the PyTorch CPU index: both --index-for mirrors are used
 
 
-@pytest.fixture
-def serving_stack(tmp_path, monkeypatch, cli):
+# Ray as PyPI publishes ray 2.48.0 (its wheels' Requires-Dist; cp39-cp313 wheels tagged manylinux2014_{aarch64,x86_64})
+RAY_REQUIRES = [
+    "click>=7.0",
+    "filelock",
+    "jsonschema",
+    "msgpack<2.0.0,>=1.0.0",
+    "packaging",
+    "protobuf!=3.19.5,>=3.15.3",
+    "pyyaml",
+    "requests",
+]
+RAY_DEPS = {"click": "8.1.8", "filelock": "3.16.1", "jsonschema": "4.23.0", "msgpack": "1.1.0", "packaging": "24.2"}
+RAY_DEPS |= {"protobuf": "5.29.3", "pyyaml": "6.0.2", "requests": "2.32.3"}
+
+
+@contextlib.contextmanager
+def serving_indexes(tmp_path, monkeypatch, cli, workload: str = "serving"):
+    """`envkit resolve --workload <workload>` for this host's Python on ARCH, and the three stand-in indexes it locks
+    against: (lock path, lock, pypi, cpu, ascend). A multi-node lock (`serving-multi-node`) pins ray: its stand-in is
+    named, tagged and depends as PyPI's wheel."""
     from envkit.artifacts.closure import envkit_roots, find_uv, req_name, target_roots
     from envkit.errors import CannotRun
     from envkit.lock.file import read_lock
@@ -38,14 +57,14 @@ def serving_stack(tmp_path, monkeypatch, cli):
         pytest.skip("uv is not installed")
     monkeypatch.setenv("ENVKIT_CACHE_DIR", str(tmp_path / "cache"))
     path = tmp_path / "envkit.lock"
-    r = cli("resolve", "--workload", "serving", "--arch", ARCH, "--python", host_python(), "-o", str(path))
+    r = cli("resolve", "--workload", workload, "--arch", ARCH, "--python", host_python(), "-o", str(path))
     assert r.returncode == 0, r.stdout + r.stderr
     lock = read_lock(path)
     s = lock.stack
     assert (s.vllm, s.vllm_ascend, s.triton_ascend) == ("0.23.0", "0.23.0", "3.2.2")
-    roots = [x for x in target_roots(lock) + envkit_roots() if req_name(x) not in SERVING]
+    roots = [x for x in target_roots(lock) + envkit_roots() if req_name(x) not in [*SERVING, "ray"]]
     pypi, cpu, ascend = tmp_path / "pypi", tmp_path / "cpu", tmp_path / "ascend"
-    stack_indexes(pypi, cpu, roots, s.torch, s.python, s.arch)
+    made = stack_indexes(pypi, cpu, roots, s.torch, s.python, s.arch)
     ascend.mkdir()
     cp = "cp" + s.python.replace(".", "")
     # vLLM as the vendor builds it: from its sdist (`envkit lock` builds it, VLLM_TARGET_DEVICE=empty); PyPI's own
@@ -62,8 +81,19 @@ def serving_stack(tmp_path, monkeypatch, cli):
     )
     standin_wheel(pypi, "triton_ascend", "3.2.0", f"{cp}-{cp}-manylinux_2_28_{s.arch}")  # PyPI's: never taken
     standin_wheel(ascend, "triton_ascend", s.triton_ascend, f"{cp}-{cp}-manylinux_2_28_{s.arch}")
+    if s.ray is not None:
+        standin_wheel(pypi, "ray", s.ray, f"{cp}-{cp}-manylinux2014_{s.arch}", RAY_REQUIRES)
+        for name, version in RAY_DEPS.items():
+            if name not in made:
+                standin_wheel(pypi, name, version)
     with Server(pypi, simple_index=True) as p, Server(cpu, simple_index=True) as c, Server(ascend, simple_index=True) as a:
         yield path, lock, f"{p.url}/simple", f"{c.url}/simple", f"{a.url}/simple"
+
+
+@pytest.fixture
+def serving_stack(tmp_path, monkeypatch, cli):
+    with serving_indexes(tmp_path, monkeypatch, cli) as stack:
+        yield stack
 
 
 def _lock(cli, path, pypi, cpu, ascend, *extra):
@@ -360,3 +390,38 @@ def test_a_built_package_round_trips_and_a_plain_one_dumps_as_before():
     assert again == built and again.built is not None and again.built.env["VLLM_TARGET_DEVICE"] == "empty"
     with pytest.raises(ValueError):
         BuiltFrom.model_validate({**built.built.model_dump(), "unknown": 1})  # strict: extra="forbid"
+
+
+@pytest.fixture
+def multi_node_stack(tmp_path, monkeypatch, cli):
+    with serving_indexes(tmp_path, monkeypatch, cli, "serving-multi-node") as stack:
+        yield stack
+
+
+@pytest.mark.slow
+def test_a_multi_node_serving_lock_locks_the_matrixs_ray_and_renders_across_nodes(multi_node_stack, tmp_path, cli):
+    """`envkit resolve --workload serving-multi-node` pins the Ray of matrices/serving.yaml; `envkit lock` resolves it
+    (with its dependencies) into the closure; `envkit k8s render --node-count 2` takes that lock as it is (no edit)."""
+    from envkit.core.matrix import load_matrix
+    from envkit.export.k8s import ray_in_lock
+    from envkit.lock.file import read_lock
+    from tests.k8s.conftest import IMAGE
+
+    path, lock, pypi, cpu, ascend = multi_node_stack
+    want = load_matrix().ray_for(lock.stack.vllm_ascend)
+    assert want is not None and lock.stack.ray == want.version == "2.48.0"
+    assert [(p.name, p.version, p.index) for p in lock.python.requirements][-1] == ("ray", want.version, None)
+    r = _lock(cli, path, pypi, cpu, ascend, "--json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    locked = read_lock(path)
+    got = {p.name: p for p in locked.python.closure.packages}
+    cp = "cp" + lock.stack.python.replace(".", "")
+    assert got["ray"].version == want.version
+    assert got["ray"].filename == f"ray-{want.version}-{cp}-{cp}-manylinux2014_{ARCH}.whl"
+    assert {"click", "msgpack", "protobuf", "jsonschema"} <= set(got)  # ray's own Requires-Dist came with it
+    assert ray_in_lock(locked) == "python.closure"
+    out = tmp_path / "k"
+    r = cli("k8s", "render", "--lock", str(path), "--image", IMAGE, "--node-count", "2", "--json", "-o", str(out))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert json.loads(r.stdout)["nodes"] == 2
+    assert "ray start --head" in (out / "serving" / "leaderworkerset.yaml").read_text()

@@ -72,6 +72,7 @@ def _values(lm: LoadedMatrix) -> dict[str, list[str]]:
         "vllm_ascend": [r.version for r in m.vllm_ascend],
         "triton_ascend": [r.version for r in m.triton_ascend] + [ABSENT],
         "mindspeed": [r.version for r in m.mindspeed],
+        "ray": sorted({r.version for r in m.ray}),
     }
 
 

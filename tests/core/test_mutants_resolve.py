@@ -938,7 +938,7 @@ def test_an_unknown_workload_is_refused_naming_the_known_ones():
     assert (err.value.message, err.value.where, err.value.hint, err.value.exit_code) == (
         "unknown workload 'inference'",
         None,
-        "Workloads: serving, training-mindspeed (or none: a plain stack).",
+        "Workloads: serving, serving-multi-node, training-mindspeed (or none: a plain stack).",
         2,
     )
 

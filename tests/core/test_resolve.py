@@ -386,3 +386,17 @@ def test_a_documented_python_ceiling_is_cited_with_its_own_source(lm):
     )
     # a row without one says what it said before
     assert edge.says("vllm_ascend", "0.26.0rc1").message == "vllm-ascend 0.26.0rc1 needs Python >=3.10,<3.13"
+
+
+# The TorchNPU 26.2.0 release notes (Ascend/pytorch docs/zh/release_notes.md @04937a13) pair torch_npu 2.13.0,
+# 2.14.0 and the patch packages 2.7.1.post11 … 2.12.0.post3 with CANN 9.2.0 (issue #37: they had no CANN).
+@pytest.mark.parametrize(
+    "version", ["2.14.0", "2.13.0", "2.12.0.post3", "2.11.0.post3", "2.10.0.post7", "2.9.0.post9", "2.7.1.post11"]
+)
+def test_the_torchnpu_26_2_0_line_pairs_its_releases_with_cann_9_2_0(lm, version):
+    row = lm.torch_npu_row(version)
+    assert (row.line, row.cann, row.confidence) == ("26.2.0", "9.2.0", "stated") and "04937a13" in row.source_text
+    report = validate_stack({"torch_npu": version}, matrix=lm)
+    assert report.valid and report.stack["cann"] == "9.2.0", [c.summary for c in report.conflicts]
+    # not in the recommended-combination table: resolve does not prefer it over a vendor-validated pairing
+    assert not row.validated

@@ -29,24 +29,9 @@ def k8s_locks(tmp_path_factory) -> dict[str, Path]:
         # vllm-ascend's PyPI wheels are A2 builds (device_build): the vendor builds the a3, 310p and 950 images from
         # the sdist (Dockerfile.a3, .310p, .a5), so those serving locks pin an sdist-only release built for the chip
         pin = {"950": ("--vllm-ascend", "0.30.0rc2"), "a3": ("--vllm-ascend", "0.23.0.post1")}.get(chip, ())
-        pin = ("--vllm-ascend", "0.23.0.post1") if chip == "310p" else pin
+        pin = {"310p": ("--vllm-ascend", "0.23.0.post1")}.get(chip, pin)
         out[f"{chip}-serve"] = resolve(chip, base / f"{chip}-serve.lock", "--workload", "serving", *pin)
-        out[f"{chip}-serve-ray"] = with_ray(out[f"{chip}-serve"], base / f"{chip}-serve-ray.lock")
-    return out
-
-
-# A stand-in pin: envkit's matrix has no ray row yet (multi-node serving refuses a lock without one)
-RAY_STAND_IN = "2.49.0"
-
-
-def with_ray(lock: Path, out: Path) -> Path:
-    """The serving lock with a `ray` pin added to its python requirements (as a matrix ray row would add it)."""
-    from envkit.lock.file import read_lock, write_lock
-    from envkit.models.lock import PythonPin
-
-    locked = read_lock(lock)
-    python = locked.python.model_copy(
-        update={"requirements": [*locked.python.requirements, PythonPin(name="ray", version=RAY_STAND_IN)]}
-    )
-    write_lock(locked.model_copy(update={"python": python}), out)
+        # serving across nodes: the same stack with the Ray matrices/serving.yaml pins for its vllm-ascend
+        multi = resolve(chip, base / f"{chip}-serve-ray.lock", "--workload", "serving-multi-node", *pin)
+        out[f"{chip}-serve-ray"] = multi
     return out

@@ -35,6 +35,7 @@ CHANGE_COST: dict[str, int] = {
     "triton_ascend": 3,
     "vllm": 3,
     "vllm_ascend": 4,
+    "ray": 2,
 }
 
 
@@ -117,6 +118,14 @@ def canonical_pin(lm: LoadedMatrix, key: str, given: str, where: str = "", origi
         if release is None:
             raise _unknown(key, value, [r.version for r in m.mindspeed], where, "MindSpeed release")
         return Pin(key, release.version, given, where, origin)
+    if key == "ray":
+        ray = lm.ray(value)
+        if ray is None:
+            known_rays = versions.newest_first(list({versions.parse(r.version).key: r.version for r in m.ray}.values()))
+            raise _unknown(
+                key, value, known_rays, where, "Ray release", "Ray releases (those the matrix pins for serving across nodes)"
+            )
+        return Pin(key, ray.version, given, where, origin)
     if key == "chip":
         ids = [c.id for c in m.chips]
         low = value.lower()

@@ -41,6 +41,7 @@ SEARCH_ORDER: tuple[str, ...] = (
     "vllm",
     "triton_ascend",
     "mindspeed",
+    "ray",
     "torch_npu",
     "torch",
     "cann",
@@ -54,21 +55,23 @@ SEARCH_ORDER: tuple[str, ...] = (
 NODE_BUDGET = 200_000
 PASSES: tuple[tuple[bool, bool], ...] = ((True, True), (True, False), (False, True), (False, False))
 
-# `envkit resolve --workload W`: the optional keys W completes.
+# `envkit resolve --workload W`: the optional keys W completes. Serving across nodes is vllm-ascend's Ray way: the
+# serving set and the Ray the matrix pins for its vllm-ascend release (matrices/serving.yaml `ray`).
 WORKLOADS: dict[str, tuple[str, ...]] = {
     "serving": ("vllm", "vllm_ascend", "triton_ascend"),
+    "serving-multi-node": ("vllm", "vllm_ascend", "triton_ascend", "ray"),
     "training-mindspeed": ("mindspeed",),
 }
 SERVING_KEYS = WORKLOADS["serving"]
 
 
 def framework_keys(pins: dict[str, Pin], workload: str | None = None) -> tuple[str, ...]:
-    """The optional keys in play: those of the workload, the serving set where vllm or vllm_ascend is pinned, and
-    every pinned one. A plain stack has none, so it resolves exactly as without frameworks."""
+    """The optional keys in play: those of the workload, the serving set where vllm, vllm_ascend or ray is pinned,
+    and every pinned one. A plain stack has none, so it resolves exactly as without frameworks."""
     if workload is not None and workload not in WORKLOADS:
         raise BadInput(f"unknown workload {workload!r}", hint=f"Workloads: {', '.join(WORKLOADS)} (or none: a plain stack).")
     keys = set(WORKLOADS[workload]) if workload is not None else set()
-    if "vllm" in pins or "vllm_ascend" in pins:
+    if "vllm" in pins or "vllm_ascend" in pins or "ray" in pins:
         keys.update(SERVING_KEYS)
     keys.update(k for k in pins if k in FRAMEWORK_KEYS)
     return tuple(k for k in FRAMEWORK_KEYS if k in keys)
@@ -113,6 +116,7 @@ def initial_domains(
         "vllm": vllm_versions(lm),
         "triton_ascend": [r.version for r in m.triton_ascend if not r.prerelease] + ([ABSENT] if "vllm_ascend" in extra else []),
         "mindspeed": [r.version for r in m.mindspeed],
+        "ray": versions.newest_first(list({versions.parse(r.version).key: r.version for r in m.ray}.values())),
     }
     for key in extra:
         dom[key] = optional[key]
