@@ -380,11 +380,11 @@ NO_FW = (
             ],
         ),
         (
-            {"torch_npu": "2.12.0.post3"},
+            {"torch_npu": "2.12.0.post2"},
             [
-                "torch_npu 2.12.0.post3 has no CANN pairing of its own: it is judged by TorchNPU 26.1.1's CANN range (inferred)",
+                "torch_npu 2.12.0.post2 has no CANN pairing of its own: it is judged by TorchNPU 26.1.1's CANN range (inferred)",
                 NO_FW.format("26.2.RC1"),  # CANN 9.2.0, which TorchNPU 26.1.X works with (the 26.2.0 release notes)
-                INFERRED.format("driver 26.2.RC1, torch_npu 2.12.0.post3"),
+                INFERRED.format("driver 26.2.RC1, torch_npu 2.12.0.post2"),
             ],
         ),
         (
@@ -424,7 +424,7 @@ def test_a_chain_narrows_free_keys_then_empties_one(lm):
     assert summary == "arch aarch64 + os centos7.6 + numpy 2.2.6: no torch_npu release works with all of them"
     assert pins == ["arch", "os", "numpy"]
     # the TorchNPU lines work with CANN 9.2.X too (the 26.2.0 release notes): the three newest CANN take the same ones
-    works = "works with torch_npu 2.13.0rc1, 2.12.0.post3, 2.12.0.post2, 2.12.0, 2.12.0rc1, 2.11.0.post3, 2.11.0.post2, "
+    works = "works with torch_npu 2.14.0, 2.13.0, 2.13.0rc1, 2.12.0.post3, 2.12.0.post2, 2.12.0, 2.12.0rc1, "
     assert [(fact, rule, source) for fact, rule, source, _ in facts] == [
         ("you pinned numpy = 2.2.6", "input", "input"),
         (
@@ -448,9 +448,9 @@ def test_a_chain_narrows_free_keys_then_empties_one(lm):
             "torch_npu-glibc",
             "derived",
         ),
-        (f"CANN 9.2.0 {works}2.11.0, … (31 in all)", "torch_npu/*.cann", "…"),  # the first three values only
-        (f"CANN 9.1.1 {works}2.11.0, … (31 in all)", "torch_npu/*.cann", "…"),
-        (f"CANN 9.1.0 {works}2.11.0, … (31 in all)", "torch_npu/*.cann", "…"),
+        (f"CANN 9.2.0 {works}2.11.0.post3, … (33 in all)", "torch_npu/*.cann", "…"),  # the first three values only
+        (f"CANN 9.1.1 {works}2.11.0.post3, … (33 in all)", "torch_npu/*.cann", "…"),
+        (f"CANN 9.1.0 {works}2.11.0.post3, … (33 in all)", "torch_npu/*.cann", "…"),
         ("contradiction: no torch_npu is left that fits the cann above", "torch_npu-cann", "derived"),
     ]
     assert [kind for *_, kind in facts] == ["declared"] + ["derived"] * 4 + ["declared"] + ["derived"] * 6
@@ -534,9 +534,8 @@ def test_a_chain_with_the_serving_keys_in_play(lm):
         ({"cann": "8.5.0", "firmware": "26.1.1"}, None, "CANN 8.5.0 does not work with NPU driver (HDK) 26.1.1"),
         # the other key left free with several values: it is named
         ({"chip": "310p", "cann": "7.0.0"}, None, "no HDK release works with all of them"),
-        # the emptied key is not pinned: one pin says "it"
-        ({"python": "3.14"}, None, "no torch_npu release works with it"),
-        ({"python": "3.8"}, ("triton_ascend",), "no triton_ascend works with it"),  # a key without a long name
+        # the emptied key is not pinned: one pin says "it" (a key without a long name)
+        ({"python": "3.8"}, ("triton_ascend",), "no triton_ascend works with it"),
         # the glibc rule names the first arch still open
         (
             {"os": "centos7.6", "torch_npu": "2.12.0"},
@@ -752,16 +751,16 @@ def _you(key: str, shown: str) -> tuple[str, str, str, str, None]:
         ),
         ({"torch": "2.6.0+cpu", "torch_npu": "2.6.0.post5"}, []),
         (
-            {"torch_npu": "2.14.0"},
+            {"torch_npu": "2.9.1"},
             [
                 (
-                    "torch_npu 2.14.0 has no published CANN pairing, so no stack with it can be validated",
+                    "torch_npu 2.9.1 has no published CANN pairing, so no stack with it can be validated",
                     ["torch_npu"],
                     [
-                        _you("torch_npu", "2.14.0"),
+                        _you("torch_npu", "2.9.1"),
                         (
-                            "torch_npu 2.14.0 is on PyPI, but no source read maps it to a CANN release",
-                            "torch_npu/2.14.0",
+                            "torch_npu 2.9.1 is on PyPI, but no source read maps it to a CANN release",
+                            "torch_npu/2.9.1",
                             "PyPI torch-npu listing (compat-facts §1.3): on PyPI with no CANN mapping in any source read; "
                             "PyPI torch-npu wheel tags (compat-facts §1.5, last column)",
                             "derived",
@@ -994,7 +993,7 @@ def test_initial_domains(lm):
     plain = initial_domains(lm, {}, False, ())
     assert plain["chip"][:1] == ["910b"] and plain["arch"][:1] == ["aarch64"] and plain["os"][:1] == ["ubuntu22.04"]
     assert plain["torch"] == torch_versions(lm, mapped_only=True)  # no torch that only an unpaired torch_npu pins
-    assert "2.14.0" not in plain["torch"] and "2.14.0" in torch_versions(lm, mapped_only=False)
+    assert "2.9.1" not in plain["torch"] and "2.9.1" in torch_versions(lm, mapped_only=False)
     assert plain["transformers"] == lm.package("transformers")
     assert not any(k in plain for k in ("vllm", "vllm_ascend", "triton_ascend", "mindspeed"))
     # the embedded default comes first, whatever the matrix's order; without one, the matrix's order

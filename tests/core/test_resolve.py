@@ -32,7 +32,8 @@ VALID = [
         {"chip": "910b", "os": "ubuntu22.04", "cann": "8.3.RC1", "python": "3.11"},
         {"driver": "25.3.RC1"},
     ),
-    ("950-openeuler-9.0.0", {"chip": "950", "os": "openeuler24.03", "cann": "9.0.0"}, {"torch_npu": "2.12.0"}),
+    # no vendor pairing with CANN 9.0.0 on 950: the newest torch_npu whose line works with 9.0.X (TorchNPU 26.2.0)
+    ("950-openeuler-9.0.0", {"chip": "950", "os": "openeuler24.03", "cann": "9.0.0"}, {"torch_npu": "2.14.0"}),
     # HDK 25.7.RC1 is the Atlas 350 card's (MindCluster 26.1.0 notes), compatible with CANN 9.1.0 ('26.0.RC1/25.7.RC1')
     ("atlas-350-hdk-25.7.RC1", {"chip": "950", "driver": "25.7.RC1", "cann": "9.1.0"}, {"firmware": "25.7.RC1"}),
     ("driver-24.1.rc3-firmware-24.1.rc1-in-range", {"driver": "24.1.RC3", "firmware": "24.1.RC1"}, {}),
@@ -62,7 +63,7 @@ INVALID = [
     ("cann-9.1-not-25.0", {"cann": "9.1.0", "driver": "25.0.RC1"}, "CANN 9.1.0 does not work"),
     ("transformers-without-npu", {"transformers": "4.31.0"}, "no Ascend NPU support"),
     ("accelerate-without-npu", {"accelerate": "0.20.3"}, "no Ascend NPU support"),
-    ("torch_npu-without-cann-pairing", {"torch_npu": "2.14.0"}, "no published CANN pairing"),
+    ("torch_npu-without-cann-pairing", {"torch_npu": "2.9.1"}, "no published CANN pairing"),
     ("950-needs-cann-9", {"chip": "950", "cann": "8.5.0"}, "chip 950 is not supported by CANN 8.5.0"),
     ("torch-pin-mismatch", {"torch_npu": "2.6.0.post5", "torch": "2.5.1"}, "needs torch 2.6.0"),
     ("alpha-python-range", {"cann": "8.5.0.alpha001", "python": "3.13"}, "Python"),

@@ -24,6 +24,8 @@ import pytest
 from envkit.io.outputs import BUNDLE, IMAGE_CONTEXT, KINDS, LAUNCH_PROFILE, LAUNCH_SET, OUTPUT_MARKER, SMOKE, write_output
 from tests.airgap.conftest import offline_lock  # noqa: F401 - a fixture: a lock with a small closure served locally
 
+from . import snapshot_files
+
 ROOT = Path(__file__).resolve().parents[2]
 HCCN = ROOT / "tests" / "fixtures" / "hccn"
 SNAPSHOT = ROOT / "tests" / "fixtures" / "pypi-snapshot"
@@ -255,42 +257,12 @@ def _provision(request, run_cli) -> Command:
     return Command("provision", "provision", prepare, run, ["vars.yml", "ansible.log"], force=False)
 
 
-def _fake_wheel(filename: str) -> bytes:
-    """A wheel of the snapshot's file list as the refresh reads it: a zip holding the `_build_info.py` its recorded
-    `.build.json` says (vllm-ascend), nothing else needed."""
-    import io
-    import zipfile
-
-    name, version = filename.split("-")[:2]
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w") as z:
-        z.writestr(f"{name}-{version}.dist-info/METADATA", f"Name: {name}\nVersion: {version}\n")
-        build = SNAPSHOT / name.replace("_", "-") / f"{version}.build.json"
-        if build.is_file():
-            doc = json.loads(build.read_text())
-            lines = [f"__{k}__ = {doc[k]!r}" for k in ("device_type", "soc_version") if doc.get(k)]
-            if lines:
-                z.writestr(f"{name}/_build_info.py", "\n".join(lines) + "\n")
-    return buf.getvalue()
-
-
-def _ranged(body: bytes, headers: dict | None) -> bytes:
-    """A `Range: bytes=-N` or `bytes=A-B` answer of `body`, as a file host gives it."""
-    spec = (headers or {}).get("Range", "").removeprefix("bytes=")
-    if not spec:
-        return body
-    first, _, last = spec.partition("-")
-    if not first:
-        return body[-int(last) :]
-    return body[int(first) : int(last) + 1]
-
-
 def _fake_pypi(self, url, headers=None, limit=None):
-    """PyPI's JSON API answered from the recorded snapshot (the URLs of the files added back), and its files by range."""
+    """PyPI's JSON API answered from the recorded snapshot (the URLs of the files added back), and its files."""
     from envkit.jobs.matrix import refresh
 
     if url.startswith("https://files.example/"):
-        return _ranged(_fake_wheel(url.rsplit("/", 1)[1]), headers)
+        return snapshot_files.ranged(snapshot_files.file_body(url.rsplit("/", 1)[1]), headers)
     parts = url.removeprefix(refresh.PYPI + "/pypi/").removesuffix("/json").split("/")
     if len(parts) == 1:
         doc = json.loads((SNAPSHOT / f"{parts[0]}.json").read_text())

@@ -14,13 +14,10 @@ from __future__ import annotations
 
 import functools
 import http.server
-import io
 import json
 import socket
 import struct
-import tarfile
 import threading
-import zipfile
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -29,6 +26,8 @@ import pytest
 from envkit.errors import CannotRun
 from envkit.io import httpclient
 from envkit.jobs.matrix import refresh, retry
+
+from . import snapshot_files
 
 SNAPSHOT = Path(__file__).resolve().parents[1] / "fixtures" / "pypi-snapshot"
 RESET = "reset"  # a fault: the headers and part of the body, then a TCP reset
@@ -107,7 +106,7 @@ class FakePyPI:
             return
         if path.startswith(f"{self.prefix}/files/"):
             name = path.rsplit("/", 1)[1]
-            self.send_range(h, _sdist(name) if name.endswith(".tar.gz") else _wheel(name))
+            self.send_range(h, snapshot_files.file_body(name))
             return
         parts = path.removeprefix(f"{self.prefix}/pypi/").removesuffix("/json").split("/")
         if not path.startswith(f"{self.prefix}/pypi/") or not path.endswith("/json") or len(parts) > 2:
@@ -133,49 +132,6 @@ class FakePyPI:
         start = max(0, len(data) - int(last)) if not first else int(first)
         end = len(data) - 1 if not first or not last else min(int(last), len(data) - 1)
         self.send(h, 206, data[start : end + 1], {"Content-Range": f"bytes {start}-{end}/{len(data)}"})
-
-
-def _wheel(filename: str) -> bytes:
-    """A wheel whose METADATA says Requires-Python >=3.99 (no release says so: it is seen to come from the wheel);
-    a vllm-ascend wheel also holds the `_build_info.py` its release's recorded build document says (the way a build
-    writes it: one assignment a line)."""
-    name, version = filename.split("-")[:2]
-    out = io.BytesIO()
-    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as z:
-        z.writestr(
-            f"{name}-{version}.dist-info/METADATA",
-            f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\nRequires-Python: >=3.99\nRequires-Dist: torch>=9.0\n\n",
-        )
-        build = SNAPSHOT / "vllm-ascend" / f"{version}.build.json"
-        if name == "vllm_ascend" and build.is_file():
-            doc = json.loads(build.read_text())
-            lines = [f"__{k}__ = '{doc[k]}'\n" for k in ("soc_version", "device_type") if doc[k]]
-            z.writestr("vllm_ascend/_build_info.py", "# Auto-generated file\n" + "".join(lines))
-    return out.getvalue()
-
-
-def _sdist(filename: str) -> bytes:
-    """An sdist (tar.gz) with a PKG-INFO, and for a vllm-ascend release whose recorded versioning document names a
-    row, the versioning table with that row (its Python cell as recorded) beside another release's."""
-    name, version = filename.removesuffix(".tar.gz").split("-")[:2]
-    members = {"PKG-INFO": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\nRequires-Python: >=3.10\n"}
-    docs = SNAPSHOT / "vllm-ascend" / f"{version}.docs.json"
-    if name == "vllm_ascend" and docs.is_file():
-        doc = json.loads(docs.read_text())
-        rows = [f"| {doc['row']} | v0.0.0 | {doc['python']} | 9.1.0 |\n"] if doc["row"] else []
-        members[refresh.VERSIONING_DOC] = (
-            "# Versioning policy\n\n| vLLM Ascend | vLLM | Python | Stable CANN |\n|---|---|---|---|\n"
-            + "".join(rows)
-            + "| v0.7.3 | v0.7.3 | >= 3.9, < 3.12 | 8.1.RC1 |\n"
-        )
-    out = io.BytesIO()
-    with tarfile.open(fileobj=out, mode="w:gz") as tar:
-        for rel, text in members.items():
-            data = text.encode()
-            info = tarfile.TarInfo(f"{name}-{version}/{rel}")
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-    return out.getvalue()
 
 
 @pytest.fixture
