@@ -21,12 +21,33 @@ COMPONENTS: dict[str, tuple[str, list[str]]] = {
     "python": ("pythons", ["version"]),
     "hdk": ("hdk", ["version", "chips", "firmware_version", "compatible_firmware"]),
     "cann": ("cann", ["version", "chips", "hdk_paired", "hdk_compatible", "python", "layout", "operator_package"]),
-    "torch_npu": ("torch_npu", ["version", "line", "torch", "cann", "python", "x86_64_torch_local"]),
+    "torch_npu": ("torch_npu", ["version", "line", "torch", "cann", "python", "python_by_arch", "x86_64_torch_local"]),
     "lines": ("torch_npu_lines", ["line", "cann_compatible", "chips"]),
     "rules": ("rules", ["id", "when", "requires", "forbid", "severity"]),
     "packages": ("packages", ["name", "recommended"]),
     "artifacts": ("artifacts", ["component", "release", "kind", "chip", "arch", "file", "sha256"]),
     "installers": ("installers", ["component", "order", "flags"]),
+    # the serving and training frameworks (matrices/serving.yaml); a dotted column reads a field of a nested row
+    "vllm_ascend": (
+        "vllm_ascend",
+        [
+            "version",
+            "vllm",
+            "cann",
+            "torch_npu",
+            "triton_ascend",
+            "python",
+            "python_documented.spec",
+            "sdist_only",
+            "device_build.device_type",
+            "device_build.soc_version",
+            "runs_on.chips",
+        ],
+    ),
+    "devices": ("vllm_ascend_devices", ["device_types", "chip", "soc_versions", "image_tag"]),
+    "triton_ascend": ("triton_ascend", ["version", "cann", "chips", "python", "index"]),
+    "ray": ("ray", ["version", "vllm_ascend", "spec", "python"]),
+    "mindspeed": ("mindspeed", ["version", "torch_npu_lines", "cann", "torch", "python", "chips.chips"]),
 }
 ALIASES = {
     "chip": "chips",
@@ -39,7 +60,21 @@ ALIASES = {
     "numpy": "rules",
     "operating_systems": "os",
     "pythons": "python",
+    "vllm-ascend": "vllm_ascend",
+    "vllm": "vllm_ascend",
+    "triton-ascend": "triton_ascend",
+    "vllm_ascend_devices": "devices",
 }
+
+
+def _field(row: Any, column: str) -> Any:
+    """A row's value for `column`; `a.b` is field b of its nested row a (None where a is None)."""
+    value = row
+    for part in column.split("."):
+        value = getattr(value, part, None)
+        if value is None:
+            return None
+    return value
 
 
 def _cell(value: Any) -> str:
@@ -48,7 +83,7 @@ def _cell(value: Any) -> str:
     if isinstance(value, list):
         return ", ".join(str(v) for v in value)
     if isinstance(value, dict):
-        return "; ".join(f"{k} {v}" for k, v in value.items())
+        return "; ".join(f"{k} {_cell(v)}" for k, v in value.items())
     if isinstance(value, str) and len(value) == 64 and all(c in "0123456789abcdef" for c in value):
         return value[:12] + "…"
     return str(value)
@@ -200,7 +235,7 @@ def register(app: typer.Typer) -> None:
                 continue
             table.add_column(c, overflow="fold")
         for r in rows:
-            cells = [_cell(getattr(r, c, None)) for c in columns]
+            cells = [_cell(_field(r, c)) for c in columns]
             if has_conf:
                 cells.append(r.confidence)
                 if sources:

@@ -193,6 +193,15 @@ def test_matrix_commands(run_cli, tmp_path):
     assert any(row["version"] == "2.6.0.post5" for row in json.loads(r.out))
     r = run_cli("matrix", "show", "cnn")
     assert r.code == 2 and "Did you mean 'cann'" in r.err
+    # the serving frameworks too, nested fields as dotted columns (a device build, a documented Python ceiling)
+    r = run_cli("matrix", "show", "vllm-ascend")
+    row = next(line for line in r.out.splitlines() if line.startswith("0.23.0 "))
+    assert r.code == 0 and "A2" in row and "device_build.device_type" in r.out
+    assert "<3.13" in next(line for line in r.out.splitlines() if line.startswith("0.30.0rc2 "))
+    r = run_cli("matrix", "show", "ray", "--json")
+    assert r.code == 0 and {row["version"] for row in json.loads(r.out)} == {"2.48.0"}
+    r = run_cli("matrix", "show", "torch_npu")
+    assert "aarch64 3.10, 3.11, 3.12" in next(line for line in r.out.splitlines() if line.startswith("2.10.0.post6 "))
 
 
 def test_committed_schemas_are_current(tmp_path):
