@@ -60,6 +60,7 @@ class ClosurePlan:
     pinned_ids: tuple[tuple[str, str], ...] = ()  # (project, the lock's id of that index), for error messages
     built: tuple[ClosurePackage, ...] = ()  # wheels envkit built from their sdist (`envkit.artifacts.sdist`): not resolved
     built_requires: tuple[str, ...] = ()  # their Requires-Dist, resolved in their place
+    constraints: tuple[str, ...] = ()  # what the user's project's `-c` files pin: they bound versions, add nothing
 
     @property
     def resolve_roots(self) -> tuple[str, ...]:
@@ -558,6 +559,9 @@ def _uv_compile(plan: ClosurePlan, workdir: Path, out: Path, fmt: list[str]) -> 
         (workdir / "requirements.in").write_text(plan.requirements_in())
         source = workdir / "requirements.in"
     (workdir / "overrides.txt").write_text(plan.overrides_in())
+    constraints = ["--constraints", str(workdir / "constraints.txt")] if plan.constraints else []
+    if plan.constraints:
+        (workdir / "constraints.txt").write_text("".join(f"{c}\n" for c in plan.constraints))
     cmd = [
         uv,
         "pip",
@@ -565,6 +569,7 @@ def _uv_compile(plan: ClosurePlan, workdir: Path, out: Path, fmt: list[str]) -> 
         str(source),
         "--overrides",
         str(workdir / "overrides.txt"),
+        *constraints,
         "--python-platform",
         f"{plan.target.arch}-manylinux_{plan.target.glibc.replace('.', '_')}",
         "--python-version",
@@ -875,7 +880,8 @@ def lock_python(
     comes from that index alone: `index_for` ("ID=URL", a mirror of the lock's index ID) or `torch_index_url`
     (pytorch-cpu's) replaces its URL; a closure with a CUDA wheel is refused. `project`: what reads the user's project's
     dependencies for the lock read here (`envkit.jobs.scan.project.lock_requirements`), resolved with the stack's roots under the same rules
-    (those `exclude` names left out) and recorded in python.project with the version each got; a conflict the
+    (those `exclude` names left out; what its `-c` files pin given to uv as constraints) and recorded in
+    python.project with the version each got; a conflict the
     resolver finds is CheckFailed naming the project's files and lines (`project_conflict`)."""
     import tempfile
 
@@ -902,8 +908,10 @@ def lock_python(
     ek_roots = envkit_roots() if envkit_supports(target.python) else []
     roots = target_roots(lk, list(only or []), list(excluded))
     deps = project(lk) if project is not None else None  # before anything is resolved: a refusal costs nothing
+    constraints: tuple[str, ...] = ()
     if deps is not None:
         roots += [r.spec for r in deps.requirements if r.name not in excluded]
+        constraints = tuple(r.spec for r in deps.constraints if r.name not in excluded)
     sourced = pinned_sources(lk, roots, torch_index_url, index_overrides(lk, tuple(index_for), torch_index_url))
     pinned = tuple((n, u) for n, _, u in sourced)
     built = build_from_sdists(lk, roots, target, dict((n, u) for n, u in pinned), sources, say)
@@ -918,6 +926,7 @@ def lock_python(
         pinned_ids=tuple((n, i) for n, i, _ in sourced),
         built=tuple(b.package for b in built),
         built_requires=tuple(r for b in built for r in b.requires),
+        constraints=constraints,
         **sources,
     )
     cplan = ClosurePlan(roots=tuple(envkit_roots()), target=ctl_target, **sources)
@@ -976,7 +985,8 @@ def project_versions(project: ProjectDependencies | None, closure: PythonClosure
         return None
     got = {p.name: p.version for p in closure.packages}
     reqs = [r.model_copy(update={"version": got.get(r.name)}) for r in project.requirements]
-    return project.model_copy(update={"requirements": reqs})
+    cons = [r.model_copy(update={"version": got.get(r.name)}) for r in project.constraints]
+    return project.model_copy(update={"requirements": reqs, "constraints": cons})
 
 
 def project_conflict(project: ProjectDependencies, lk: Lock, target: ClosureTarget, err: str, lock_name: str) -> CheckFailed:
@@ -989,6 +999,9 @@ def project_conflict(project: ProjectDependencies, lk: Lock, target: ClosureTarg
     for r in project.requirements:
         if r.name in named:
             chain.append(f"[declared] {r.spec} at {project.path}/{r.source}")
+    for r in project.constraints:
+        if r.name in named:
+            chain.append(f"[constraint] {r.spec} at {project.path}/{r.source} (a -c file: it bounds {r.name}'s version)")
     chain += [f"[resolver] {step}" for step in uv_reasons(err)]
     pins = {normalize(p.name): p for p in lk.python.requirements}
     for name, pin in pins.items():
@@ -1000,7 +1013,7 @@ def project_conflict(project: ProjectDependencies, lk: Lock, target: ClosureTarg
             "(stack.torch_npu): another torch is another stack"
         )
     chain.append(f"[target]   Python {target.python} on {target.platform}: wheels only (an offline bundle installs no sdist)")
-    mine = sorted({r.name for r in project.requirements if r.name in named})
+    mine = sorted({r.name for r in (*project.requirements, *project.constraints) if r.name in named})
     leave = f" or leave {', '.join(mine)} out with --exclude {','.join(mine)}" if mine else ""
     return CheckFailed(
         f"the project's dependencies cannot join the lock's closure for Python {target.python} on {target.platform}:\n"

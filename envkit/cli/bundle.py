@@ -65,7 +65,24 @@ def lock_cmd(
             "--project",
             help="The user's project folder (or its requirements file): its dependencies, read as `envkit scan` reads "
             "them, join the closure (recorded in python.project with their file and line). A dependency with no Ascend "
-            "build or one that conflicts with the stack is refused unless --exclude names it.",
+            "build or one that conflicts with the stack is refused unless --exclude names it. What the files its "
+            "requirements' -c lines name pin constrains the closure (recorded).",
+        ),
+    ] = None,
+    project_extra: Annotated[
+        Optional[list[str]],
+        Opt(
+            "--project-extra",
+            help="NAME, repeatable: the project's optional dependencies NAME ([project.optional-dependencies], "
+            "extras_require) join the closure too (recorded).",
+        ),
+    ] = None,
+    project_group: Annotated[
+        Optional[list[str]],
+        Opt(
+            "--project-group",
+            help="NAME, repeatable: the project's dependency group NAME (PEP 735 [dependency-groups], with the groups "
+            "it includes; a Poetry group) joins the closure too (recorded).",
         ),
     ] = None,
     json_out: JsonOpt = False,
@@ -76,12 +93,23 @@ def lock_cmd(
     from envkit.cli import lock_check
 
     read_project = None
+    if project is None and (project_extra or project_group):
+        from envkit.errors import BadInput
+
+        raise BadInput("--project-extra and --project-group choose a project's groups: give --project PATH too")
     if project is not None:
         from envkit.jobs.scan.project import lock_requirements
 
         def read_project(lk):  # noqa: ANN001, ANN202 - the lock as lock_python read it
-            deps = lock_requirements(project, lk, str(lock), tuple(_csv(exclude)))
-            console.progress(f"the project {project}: {len(deps.requirements)} dependencies from {', '.join(deps.files)}")
+            deps = lock_requirements(
+                project, lk, str(lock), tuple(_csv(exclude)), tuple(project_extra or ()), tuple(project_group or ())
+            )
+            chosen = [f"extra {x}" for x in deps.extras] + [f"group {x}" for x in deps.groups]
+            console.progress(
+                f"the project {project}: {len(deps.requirements)} dependencies from {', '.join(deps.files)}"
+                + (f" ({', '.join(chosen)})" if chosen else "")
+                + (f"; constrained by {', '.join(deps.constraint_files)}" if deps.constraint_files else "")
+            )
             return deps
 
     done = lock_python(

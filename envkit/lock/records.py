@@ -965,15 +965,27 @@ class ProjectDependencies(Record):
         "path",
         "files",
         "requirements",
+        "extras",
+        "groups",
+        "constraint_files",
+        "constraints",
     )
     _fields = (
         "path",
         "files",
         "requirements",
+        "extras",
+        "groups",
+        "constraint_files",
+        "constraints",
     )
     path: str
     files: list[str]
     requirements: list[ProjectRequirement]
+    extras: list[str]
+    groups: list[str]
+    constraint_files: list[str]
+    constraints: list[ProjectRequirement]
 
     def __init__(
         self,
@@ -981,10 +993,18 @@ class ProjectDependencies(Record):
         path: str,
         files: list[str],
         requirements: list[ProjectRequirement],
+        extras: list[str] | None = None,
+        groups: list[str] | None = None,
+        constraint_files: list[str] | None = None,
+        constraints: list[ProjectRequirement] | None = None,
     ) -> None:
         _set(self, "path", path)
         _set(self, "files", files)
         _set(self, "requirements", requirements)
+        _set(self, "extras", [] if extras is None else extras)
+        _set(self, "groups", [] if groups is None else groups)
+        _set(self, "constraint_files", [] if constraint_files is None else constraint_files)
+        _set(self, "constraints", [] if constraints is None else constraints)
 
 
 class PythonSection(Record):

@@ -197,6 +197,21 @@ class ProjectDependencies(StrictModel):
     path: Text = Field(description="the project folder as given to `envkit lock --project`")
     files: list[Text] = Field(max_length=500, description="the dependency files read, relative to the project")
     requirements: list[ProjectRequirement] = Field(max_length=1000)
+    extras: list[Text] = Field(
+        [], max_length=64, description="the optional dependency groups chosen (`--project-extra`), normalized; [] none"
+    )
+    groups: list[Text] = Field(
+        [], max_length=64, description="the dependency groups chosen (`--project-group`, PEP 735 or Poetry), normalized"
+    )
+    constraint_files: list[Text] = Field(
+        [],
+        max_length=500,
+        description="the files the project's `-c` lines name, relative to the project: what they pin constrains the "
+        "closure (passed to the resolver as constraints, never installed for their own sake)",
+    )
+    constraints: list[ProjectRequirement] = Field(
+        [], max_length=1000, description="the constraints those files hold, each with its file and line"
+    )
 
 
 class PythonSection(OmitsAbsent):

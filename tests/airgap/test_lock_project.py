@@ -178,3 +178,34 @@ def test_a_folder_without_dependency_files_is_bad_input(stack, tmp_path, cli):
     shutil.copy(TRAINER / "run_lm.py", folder / "run_lm.py")
     r = _lock(cli, path, pypi, cpu, "--project", str(folder))
     assert r.returncode == 2 and "no dependency file" in r.stderr, r.stdout + r.stderr
+
+
+def test_a_chosen_extra_joins_and_the_constraint_files_constrain(stack, tmp_path, cli):
+    """`--project-extra eval` brings evaluate; constraints.txt (named by `-c`) holds datasets to 2.21.0 and names
+    sentencepiece, which is constrained, never installed for it. A constraint uv cannot satisfy is the chain's step."""
+    path, _, pypi, cpu = stack
+    folder = _project(tmp_path, "-c constraints.txt\ndatasets\n")
+    (folder / "constraints.txt").write_text("datasets==2.21.0\nsentencepiece<0.3\n")
+    (folder / "pyproject.toml").write_text(
+        '[project]\nname = "t"\nversion = "1"\n\n[project.optional-dependencies]\neval = ["evaluate>=0.4"]\n'
+    )
+    r = _lock(cli, path, pypi, cpu, "--project", str(folder), "--project-extra", "nope")
+    assert r.returncode == 2 and "its extras: eval" in r.stderr, r.stdout + r.stderr
+    r = _lock(cli, path, pypi, cpu, "--project", str(folder), "--project-extra", "eval")
+    assert r.returncode == 0, r.stdout + r.stderr
+    from envkit.lock.file import read_lock
+
+    lock = read_lock(path)
+    project = lock.python.project
+    assert project.extras == ["eval"] and project.constraint_files == ["constraints.txt"]
+    assert {r.name: r.version for r in project.requirements} == {"datasets": "2.21.0", "evaluate": "0.4.3"}
+    assert [(c.spec, c.source, c.version) for c in project.constraints] == [
+        ("datasets==2.21.0", "constraints.txt:1", "2.21.0"),
+        ("sentencepiece<0.3", "constraints.txt:2", None),
+    ]
+    assert "sentencepiece" not in {p.name for p in lock.python.closure.packages}
+
+    (folder / "constraints.txt").write_text("dill<0.3\n")
+    r = _lock(cli, path, pypi, cpu, "--project", str(folder))
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "[constraint] dill<0.3 at " in r.stderr and "constraints.txt:1" in r.stderr

@@ -127,3 +127,176 @@ def test_uvs_failure_is_the_chain_from_the_projects_line_to_the_lock_pin(lock_aa
     assert any("[locked]   envkit.lock pins torch 2.12.0+cpu" in x for x in lines)
     assert any("torch_npu 2.12.0 is built for torch 2.12.0+cpu alone" in x for x in lines)
     assert "--exclude fastlm-kernels" in (err.hint or "")
+
+
+# --- optional groups, dependency groups and constraint files (`--project-extra`, `--project-group`, `-c`) ----------
+def _pick(lock_path: Path, project: Path, extras: tuple[str, ...] = (), groups: tuple[str, ...] = (), exclude=()):
+    from envkit.jobs.scan.project import lock_requirements
+    from envkit.lock.file import read_lock
+
+    return lock_requirements(project, read_lock(lock_path), "envkit.lock", tuple(exclude), extras, groups)
+
+
+PYPROJECT = """[project]
+name = "trainer"
+version = "1"
+dependencies = ["datasets"]
+
+[project.optional-dependencies]
+Train_Extra = [
+  "accelerate>=0.20",
+]
+docs = []
+cuda = ["xformers"]
+
+[dependency-groups]
+test = ["pytest>=8"]
+lint = ["ruff"]
+dev = [{include-group = "test"}, "mypy"]
+"""
+
+
+def test_a_chosen_extra_joins_with_its_lines_and_the_others_stay_out(lock_aarch64, tmp_path):
+    (tmp_path / "pyproject.toml").write_text(PYPROJECT)
+    plain = _pick(lock_aarch64, tmp_path)
+    assert [r.name for r in plain.requirements] == ["datasets"] and plain.extras == [] and plain.groups == []
+    deps = _pick(lock_aarch64, tmp_path, extras=("train-extra",))  # PEP 685: compared normalized
+    assert [(r.name, r.spec, r.source) for r in deps.requirements] == [
+        ("datasets", "datasets", "pyproject.toml:4"),
+        ("accelerate", "accelerate>=0.20", "pyproject.toml:8"),
+    ]
+    assert deps.extras == ["train-extra"] and deps.groups == []
+
+
+def test_an_empty_extra_is_recorded_and_adds_nothing(lock_aarch64, tmp_path):
+    (tmp_path / "pyproject.toml").write_text(PYPROJECT)
+    deps = _pick(lock_aarch64, tmp_path, extras=("docs",))
+    assert [r.name for r in deps.requirements] == ["datasets"] and deps.extras == ["docs"]
+
+
+def test_an_unknown_extra_or_group_is_bad_input_naming_those_declared(lock_aarch64, tmp_path):
+    (tmp_path / "pyproject.toml").write_text(PYPROJECT)
+    with pytest.raises(BadInput) as err:
+        _pick(lock_aarch64, tmp_path, extras=("gpu",))
+    assert err.value.exit_code == 2
+    assert "--project-extra gpu" in err.value.message and "its extras: cuda, docs, train-extra" in err.value.message
+    with pytest.raises(BadInput) as err:
+        _pick(lock_aarch64, tmp_path, groups=("docs",))  # an extra is not a dependency group
+    assert "its groups: dev, lint, test" in err.value.message
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "t"\nversion = "1"\ndependencies = ["datasets"]\n')
+    with pytest.raises(BadInput, match="its extras: none"):
+        _pick(lock_aarch64, tmp_path, extras=("docs",))
+
+
+def test_a_dependency_group_joins_with_the_groups_it_includes(lock_aarch64, tmp_path):
+    (tmp_path / "pyproject.toml").write_text(PYPROJECT)
+    deps = _pick(lock_aarch64, tmp_path, groups=("dev",))
+    assert [r.name for r in deps.requirements] == ["datasets", "pytest", "mypy"]  # not lint's ruff
+    assert deps.groups == ["dev"]
+
+
+def test_a_chosen_extra_is_held_to_the_rules_of_an_installed_dependency(lock_aarch64, tmp_path):
+    """xformers in an unchosen extra warns; chosen, it blocks with the Ascend way, unless --exclude names it."""
+    (tmp_path / "pyproject.toml").write_text(PYPROJECT)
+    assert "xformers" not in [r.name for r in _pick(lock_aarch64, tmp_path).requirements]
+    with pytest.raises(CheckFailed) as err:
+        _pick(lock_aarch64, tmp_path, extras=("cuda",))
+    assert "[dep-no-ascend-build] xformers" in err.value.message
+    assert "xformers" in [r.name for r in _pick(lock_aarch64, tmp_path, ("cuda",), exclude=("xformers",)).requirements]
+
+
+def test_setup_cfg_extras_require_are_extras_too(lock_aarch64, tmp_path):
+    (tmp_path / "setup.cfg").write_text(
+        "[options]\ninstall_requires =\n    datasets\n\n[options.extras_require]\neval =\n    evaluate>=0.4\n"
+    )
+    deps = _pick(lock_aarch64, tmp_path, extras=("eval",))
+    assert [(r.name, r.source) for r in deps.requirements] == [("datasets", "setup.cfg:3"), ("evaluate", "setup.cfg:7")]
+    with pytest.raises(BadInput, match="its extras: eval"):
+        _pick(lock_aarch64, tmp_path, extras=("train",))
+
+
+def test_a_constraint_file_constrains_and_is_recorded_never_installed(lock_aarch64, tmp_path):
+    (tmp_path / "pins").mkdir()
+    (tmp_path / "requirements.txt").write_text("-c pins/constraints.in\ndatasets\n")
+    (tmp_path / "pins" / "constraints.in").write_text("# pins\ndatasets<4\npyarrow<20\n")
+    deps = _pick(lock_aarch64, tmp_path)
+    assert [r.name for r in deps.requirements] == ["datasets"]  # pyarrow is not required for being constrained
+    assert deps.constraint_files == ["pins/constraints.in"]
+    assert [(r.spec, r.source) for r in deps.constraints] == [
+        ("datasets<4", "pins/constraints.in:2"),
+        ("pyarrow<20", "pins/constraints.in:3"),
+    ]
+    assert [r.name for r in _pick(lock_aarch64, tmp_path, exclude=("pyarrow",)).constraints] == ["datasets"]
+
+
+@pytest.mark.parametrize("target", ["../outside.txt", "/etc/hostname", "link.txt", "https://example.invalid/c.txt", "big.in"])
+def test_a_constraint_file_outside_the_project_behind_a_link_or_too_large_is_bad_input(lock_aarch64, tmp_path, target):
+    (tmp_path / "outside.txt").write_text("datasets<4\n")
+    project = tmp_path / "p"
+    project.mkdir()
+    (project / "link.txt").symlink_to(tmp_path / "outside.txt")
+    (project / "big.in").write_text("# padding\n" * 120_000)  # over the 1 MiB a dependency file may have
+    (project / "requirements.txt").write_text(f"datasets\n-c {target}\n")
+    with pytest.raises(BadInput) as err:
+        _pick(lock_aarch64, project)
+    assert err.value.exit_code == 2
+    assert err.value.message.startswith(f"requirements.txt:2: -r/-c {target}")
+
+
+def test_a_constraint_that_excludes_the_stacks_pin_is_a_conflict(lock_aarch64, tmp_path):
+    (tmp_path / "requirements.txt").write_text("datasets\n-c constraints.txt\n")
+    (tmp_path / "constraints.txt").write_text("torch<2.10\n")
+    with pytest.raises(CheckFailed) as err:
+        _pick(lock_aarch64, tmp_path)
+    assert err.value.exit_code == 1
+    assert "constraints.txt:1 [lock-conflict] torch<2.10" in err.value.message
+    assert "pins torch 2.12.0+cpu" in err.value.message
+
+
+UV_CONSTRAINT_ERR = """  × No solution found when resolving dependencies:
+  ╰─▶ Because you require datasets and datasets>=4 depends on pyarrow>=21,
+      we can conclude that datasets>=4 depends on pyarrow>=21.
+      And because you require pyarrow<20, we can conclude that your requirements are unsatisfiable."""
+
+
+def test_a_constraint_uv_cannot_satisfy_is_named_in_the_chain(lock_aarch64):
+    from envkit.artifacts.closure import make_target, project_conflict
+    from envkit.lock.file import read_lock
+    from envkit.models.lock import ProjectDependencies, ProjectRequirement
+
+    project = ProjectDependencies(
+        path="p",
+        files=["requirements.txt"],
+        requirements=[ProjectRequirement(name="datasets", spec="datasets", source="requirements.txt:1", version=None)],
+        constraint_files=["constraints.txt"],
+        constraints=[ProjectRequirement(name="pyarrow", spec="pyarrow<20", source="constraints.txt:1", version=None)],
+    )
+    err = project_conflict(project, read_lock(lock_aarch64), make_target("3.10", "aarch64"), UV_CONSTRAINT_ERR, "envkit.lock")
+    assert "[constraint] pyarrow<20 at p/constraints.txt:1" in err.message
+    assert "--exclude datasets,pyarrow" in (err.hint or "")
+
+
+def test_constraints_go_to_uv_as_constraints_not_requirements(tmp_path, monkeypatch):
+    from envkit.artifacts.closure import ClosurePlan, _uv_compile, make_target
+
+    monkeypatch.setenv("ENVKIT_UV", "/bin/uv-stand-in")
+    plan = ClosurePlan(roots=("datasets",), target=make_target("3.10", "aarch64"), constraints=("pyarrow<20",))
+    cmd = _uv_compile(plan, tmp_path, tmp_path / "out", [])
+    assert cmd[cmd.index("--constraints") + 1] == str(tmp_path / "constraints.txt")
+    assert (tmp_path / "constraints.txt").read_text() == "pyarrow<20\n"
+    assert "pyarrow" not in (tmp_path / "requirements.in").read_text()
+    plain = _uv_compile(ClosurePlan(roots=("datasets",), target=plan.target), tmp_path / "b", tmp_path / "out", [])
+    assert "--constraints" not in plain
+
+
+def test_a_lock_written_before_extras_and_constraints_still_reads():
+    from envkit.models.lock import ProjectDependencies
+
+    old = {"path": "p", "files": ["requirements.txt"], "requirements": []}
+    deps = ProjectDependencies.model_validate(old)
+    assert deps.extras == [] and deps.groups == [] and deps.constraint_files == [] and deps.constraints == []
+
+
+def test_project_extra_without_project_is_bad_input(run_cli, lock_aarch64):
+    r = run_cli("lock", "--lock", str(lock_aarch64), "--project-extra", "train")
+    assert r.code == 2 and "--project PATH" in r.err

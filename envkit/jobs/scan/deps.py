@@ -48,6 +48,14 @@ class DepScan:
     dependencies: list[Dependency] = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)
     requires_python: list[tuple[str, str, int]] = field(default_factory=list)  # (specifier, path, line)
+    # every optional group declared, empty ones too, as Dependency.group labels it ("optional:docs", "extras:docs",
+    # "group:dev", "poetry:dev"), in the order read
+    declared: list[str] = field(default_factory=list)
+    group_includes: dict[str, list[str]] = field(default_factory=dict)  # PEP 735: group -> the groups it includes
+    # the files a `-c` line names (and what they include), read inside the project: relative paths, each once
+    constraint_files: list[str] = field(default_factory=list)
+    # a `-c` line (or an include inside a constraints file) not read: (file, line, why)
+    constraints_unread: list[tuple[str, int, str]] = field(default_factory=list)
 
 
 class _Reader:
@@ -56,11 +64,20 @@ class _Reader:
         self.table = table
         self.out = DepScan()
         self.read_requirements: set[str] = set()
+        self.read_ok: set[str] = set()  # requirements files whose text was read
         self.capped = False
 
     # --- helpers -----------------------------------------------------------------------------------------------
     def finding(self, rule: str, path: str, line: int | None, message: str, **kw: Any) -> None:
         self.out.findings.append(make(self.table, rule, "dependency", path, line, message, **kw))
+
+    def declare(self, group: str) -> None:
+        if group not in self.out.declared:
+            self.out.declared.append(group)
+
+    def constraint_file(self, rel: str) -> None:
+        if rel not in self.out.constraint_files:
+            self.out.constraint_files.append(rel)
 
     def text(self, rel: str) -> str | None:
         try:
@@ -135,6 +152,7 @@ class _Reader:
             text = self.text(rel)
         if text is None:
             return
+        self.read_ok.add(rel)
         logical = _logical_lines(text)
         self.index_lines(rel, [(n, line) for n, line in logical if _OPTIONS.get(_option(line)[0]) == "index"])
         for line_no, line in logical:
@@ -145,7 +163,8 @@ class _Reader:
             option, arg = _option(line)
             what = _OPTIONS.get(option)
             if what in ("include", "constraint"):
-                self.include(rel, line_no, arg, "constraint" if what == "constraint" else group, stack)
+                constraint = what == "constraint"
+                self.include(rel, line_no, arg, "constraint" if constraint else group, stack, constraint)
             elif what == "editable":
                 name = _name_of_url(arg)
                 if name:
@@ -153,31 +172,42 @@ class _Reader:
             return
         self.add(_OPTION_SPLIT.split(line, maxsplit=1)[0], rel, line_no, group)
 
-    def include(self, rel: str, line_no: int, target: str, group: str, stack: tuple[str, ...]) -> None:
+    def include(self, rel: str, line_no: int, target: str, group: str, stack: tuple[str, ...], constraint: bool = False) -> None:
+        def unread(message: str) -> None:
+            self.finding("dep-include-outside", rel, line_no, message)
+            if constraint or rel in self.out.constraint_files:
+                self.out.constraints_unread.append((rel, line_no, message))
+
         if not target:
             return
         if re.match(r"^[a-z][a-z0-9+.-]*://", target, re.I):
-            self.finding("dep-include-outside", rel, line_no, f"-r/-c {target[:200]}: a URL, not fetched")
+            unread(f"-r/-c {target[:200]}: a URL, not fetched")
             return
         joined = posixpath.normpath(posixpath.join(posixpath.dirname(rel), target.replace(os.sep, "/")))
         if target.startswith("/") or joined == ".." or joined.startswith("../"):
-            self.finding("dep-include-outside", rel, line_no, f"-r/-c {target[:200]}: outside the project, not read")
+            unread(f"-r/-c {target[:200]}: outside the project, not read")
             return
         if joined in stack:
             self.finding("dep-include-cycle", rel, line_no, f"-r/-c {target[:200]}: {joined} is being read already (a cycle)")
             return
         if joined in self.read_requirements:  # included before: read once
+            if group == "constraint" and joined in self.read_ok:
+                self.constraint_file(joined)
             return
         try:
             raw = self.project.read(joined, DEPENDENCY)  # refuses a link out of the root, a FIFO, an oversized file
         except BadInput as exc:
-            self.finding("dep-include-outside", rel, line_no, f"-r/-c {target[:200]}: {exc.message}")
+            unread(f"-r/-c {target[:200]}: {exc.message}")
             return
         try:
             text = raw.decode("utf-8-sig")
         except UnicodeDecodeError as exc:
             self.finding("scan-unreadable", joined, None, f"{joined} is not UTF-8 text (byte {exc.start}): not read")
+            if group == "constraint":
+                self.out.constraints_unread.append((rel, line_no, f"-c {target[:200]}: not UTF-8 text, not read"))
             return
+        if group == "constraint":
+            self.constraint_file(joined)
         self.requirements(joined, group, stack, text)
 
     # --- pyproject.toml ----------------------------------------------------------------------------------------
@@ -206,12 +236,17 @@ class _Reader:
         if isinstance(optional, dict):
             start = _section_line(lines, "optional-dependencies")
             for extra, items in optional.items():
+                self.declare(f"optional:{extra}")
                 start = self._strings(rel, lines, items, f"optional:{extra}", True, start)
         groups = doc.get("dependency-groups")
         if isinstance(groups, dict):
             start = _section_line(lines, "dependency-groups")
             for name, items in groups.items():
                 if isinstance(items, list):  # {include-group = "x"} tables name another group: it is read as itself
+                    self.declare(f"group:{name}")
+                    self.out.group_includes[name] = [
+                        i["include-group"] for i in items if isinstance(i, dict) and isinstance(i.get("include-group"), str)
+                    ]
                     strings = [i for i in items if isinstance(i, str)]
                     start = self._strings(rel, lines, strings, f"group:{name}", True, start)
         tool = doc.get("tool") if isinstance(doc.get("tool"), dict) else {}
@@ -223,6 +258,7 @@ class _Reader:
         if isinstance(pgroups, dict):
             for name, body in pgroups.items():
                 if isinstance(body, dict):
+                    self.declare(f"poetry:{name}")
                     self._poetry(rel, lines, body.get("dependencies"), f"poetry:{name}", True)
 
     def _strings(self, rel: str, lines: list[str], items: object, group: str, optional: bool, start: int) -> int:
@@ -272,6 +308,7 @@ class _Reader:
         if parser.has_section("options.extras_require"):
             start = _section_line(lines, "[options.extras_require]")
             for extra, value in parser.items("options.extras_require"):
+                self.declare(f"extras:{extra}")
                 for item in _cfg_list(value):
                     start = _line_of(lines, item, None, start)
                     self.add(item, rel, start, f"extras:{extra}", True)
@@ -299,6 +336,7 @@ class _Reader:
                     if isinstance(value, ast.Dict):
                         for k, v in zip(value.keys, value.values, strict=True):
                             extra = k.value if isinstance(k, ast.Constant) and isinstance(k.value, str) else "?"
+                            self.declare(f"extras:{extra}")
                             self._literal(rel, v, names, f"extras:{extra}", True)
                     else:
                         self._not_literal(rel, kw)
