@@ -432,9 +432,11 @@ def test_a3_resolves_to_the_vendors_a3_stacks(lm):
         "3.2.2",
     )
     assert lock.provenance["torch_npu"].rule == "torch_npu/2.10.0.post4"
-    # unpinned, the newest release with wheels that may run on A3: 0.9.1 (no build info; its chips inferred)
+    # unpinned, the newest release with wheels that run on A3: 0.9.1 (no build info; its FAQ lists A3 Training)
     res, lock = _lock(lm, {"chip": "a3"}, "serving")
-    assert res.stack["vllm_ascend"] == "0.9.1" and lm.vllm_ascend("0.9.1").runs_on.confidence == "inferred"
+    assert res.stack["vllm_ascend"] == "0.9.1" and lm.vllm_ascend("0.9.1").runs_on.confidence == "stated"
+    # its release candidates list A2 only
+    assert not validate_stack({"chip": "a3", "vllm_ascend": "0.9.1rc3"}, matrix=lm).valid
     # training: MindSpeed 26.1.0 (A3 among its products) with CANN 9.1.0, TorchNPU 26.1.0, PyTorch 2.7.1, Python 3.10
     res, lock = _lock(lm, {"chip": "a3"}, "training-mindspeed")
     s = res.stack
