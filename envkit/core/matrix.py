@@ -221,6 +221,10 @@ class LoadedMatrix:
         rows = [r for r in self.model.ray if key is not None and versions.parse(r.version).key == key]
         return min(rows, key=lambda r: ("stated", "derived", "inferred").index(r.confidence), default=None)
 
+    def ray_versions(self) -> list[str]:
+        """The Ray releases the `ray` table pins, each once, newest first."""
+        return versions.newest_first(list({versions.parse(r.version).key: r.version for r in self.model.ray}.values()))
+
     def ray_for(self, vllm_ascend: str) -> RayRelease | None:
         """The `ray` row whose vllm-ascend range holds `vllm_ascend` (the ranges do not overlap); None: the matrix
         has no Ray for it, so it serves on one node only."""

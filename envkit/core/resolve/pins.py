@@ -121,9 +121,13 @@ def canonical_pin(lm: LoadedMatrix, key: str, given: str, where: str = "", origi
     if key == "ray":
         ray = lm.ray(value)
         if ray is None:
-            known_rays = versions.newest_first(list({versions.parse(r.version).key: r.version for r in m.ray}.values()))
             raise _unknown(
-                key, value, known_rays, where, "Ray release", "Ray releases (those the matrix pins for serving across nodes)"
+                key,
+                value,
+                lm.ray_versions(),
+                where,
+                "Ray release",
+                "Ray releases (those the matrix pins for serving across nodes)",
             )
         return Pin(key, ray.version, given, where, origin)
     if key == "chip":

@@ -116,7 +116,7 @@ def initial_domains(
         "vllm": vllm_versions(lm),
         "triton_ascend": [r.version for r in m.triton_ascend if not r.prerelease] + ([ABSENT] if "vllm_ascend" in extra else []),
         "mindspeed": [r.version for r in m.mindspeed],
-        "ray": versions.newest_first(list({versions.parse(r.version).key: r.version for r in m.ray}.values())),
+        "ray": lm.ray_versions(),
     }
     for key in extra:
         dom[key] = optional[key]
