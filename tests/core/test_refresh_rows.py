@@ -386,16 +386,28 @@ def test_a_tag_of_thousands_of_digits_is_no_tag_and_three_digits_still_count():
 
 
 # --- the Python ceiling of a release without wheels: its sdist's versioning table ------------------------
-TABLE = """# Versioning policy
+# in the shape of vllm-ascend's docs/source/community/versioning_policy.md (at 182b75ea8): padded cells, more columns
+# after Python, the main branch's table of template placeholders, the release window naming releases by date
+TABLE = """# Versioning Policy
 
-| vLLM Ascend | vLLM | Python | Stable CANN |
-|-------------|------|--------|-------------|
-| v0.30.0rc1 | v0.30.0 | >= 3.10, < 3.13 | 9.2.0 |
-| v0.18.0 | v0.18.0 | >= 3.10, < 3.12 | 8.5.1 |
+## Release compatibility matrix
 
-| Date | Event |
-|------|-------|
-| 2026.10.01 | v0.30.0rc2 |
+The table below is the release compatibility matrix for vLLM Ascend release.
+
+| vLLM Ascend | vLLM              | Python          | Stable CANN |        PyTorch/torch_npu        |   Triton Ascend   |    Mooncake  |
+|-------------|-------------------|-----------------|-------------|---------------------------------|-------------------|--------------|
+| v0.30.0rc1  | v0.30.0           | >= 3.10, < 3.13 | 9.2.0       | 2.10.0 / 2.10.0.post4           | 3.2.2             | v0.3.11.post1 |
+| v0.18.0     | v0.18.0           | >= 3.10, < 3.12 | 8.5.1       | 2.9.0  / 2.9.0                  | 3.2.0             | v0.3.8.post1 |
+
+| vLLM Ascend | vLLM         | Python           | Stable CANN | PyTorch/torch_npu  | Triton Ascend |
+|-------------|--------------|------------------|-------------|--------------------|---------------|
+|     main    | {{main_vllm_commit}}, {{main_vllm_tag}} | {{main_python_version}}   | {{main_cann_version}} | {{x}} | {{y}} |
+
+### Release window
+
+| Date       | Event                                     |
+|------------|-------------------------------------------|
+| 2026.10.01 | Release candidates, v0.30.0rc2            |
 """
 
 
@@ -435,9 +447,13 @@ def test_a_fake_sdist_gives_its_versioning_table_and_a_hostile_one_is_refused(mo
     big = _tar({f"top/{doc}": b"|" * (refresh.DOC_MAX + 1)})
     with pytest.raises(CannotRun, match="bytes \\(at most"):
         refresh._tar_member(big, doc, "x.tar.gz")
+    at_cap = _tar({f"top/{doc}": b"|" * refresh.DOC_MAX})  # the cap itself is read
+    assert refresh._tar_member(at_cap, doc, "x.tar.gz") == "|" * refresh.DOC_MAX
     monkeypatch.setattr(refresh, "TAR_SCAN_MAX", 1000)
     with pytest.raises(CannotRun, match="more than 1000 bytes of members"):
         refresh._tar_member(_tar({"top/blob": b"0" * 2000, f"top/{doc}": TABLE.encode()}), doc, "x.tar.gz")
+    small = b"|" * 100  # member bytes of exactly TAR_SCAN_MAX, the document included, are scanned
+    assert refresh._tar_member(_tar({"top/blob": b"0" * 900, f"top/{doc}": small}), doc, "x.tar.gz") == small.decode()
 
 
 def test_a_release_without_wheels_gets_its_documented_ceiling_from_its_sdist(matrices):

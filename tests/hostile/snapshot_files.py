@@ -34,20 +34,49 @@ def wheel(filename: str) -> bytes:
     return out.getvalue()
 
 
+# The shape of vllm-ascend's docs/source/community/versioning_policy.md (at 182b75ea8): prose, the release
+# compatibility matrix (seven padded columns, one row a release), the main branch's table (template placeholders in
+# its cells) and the release window (dates first, release names in the text).
+_VERSIONING = """\
+# Versioning Policy
+
+## Release compatibility matrix
+
+The table below is the release compatibility matrix for vLLM Ascend release.
+
+| vLLM Ascend | vLLM              | Python          | Stable CANN |        PyTorch/torch_npu        |   Triton Ascend   |    Mooncake  |
+|-------------|-------------------|-----------------|-------------|---------------------------------|-------------------|--------------|
+{rows}| v0.0.1      | v0.0.1            | >= 3.8, < 3.9   | 7.0.0       | 2.0.0 / 2.0.0                   |                   |              |
+
+For main branch of vLLM Ascend, we usually make it compatible with the latest vLLM release.
+
+| vLLM Ascend | vLLM         | Python           | Stable CANN | PyTorch/torch_npu  | Triton Ascend |
+|-------------|--------------|------------------|-------------|--------------------|---------------|
+|     main    | {{{{main_vllm_commit}}}} | {{{{main_python_version}}}}   | {{{{main_cann_version}}}} | {{{{main_pytorch_torch_npu_version}}}} | {{{{main_triton_ascend_version}}}} |
+
+### Release window
+
+| Date       | Event                                     |
+|------------|-------------------------------------------|
+| 2026.08.16 | {event} Final release, {event}            |
+"""
+
+
 def sdist(filename: str) -> bytes:
     """An sdist (tar.gz) with a PKG-INFO, and for a vllm-ascend release whose recorded versioning document names a
-    row, the versioning table with that row (its Python cell as recorded) beside another release's."""
+    row, the versioning policy in the shape of the real file (`_VERSIONING`) with that row (its Python cell as
+    recorded) beside another release's; the release is named in the release window either way."""
     name, version = filename.removesuffix(".tar.gz").split("-")[:2]
     members = {"PKG-INFO": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\nRequires-Python: >=3.10\n"}
     docs = SNAPSHOT / "vllm-ascend" / f"{version}.docs.json"
     if name == "vllm_ascend" and docs.is_file():
         doc = json.loads(docs.read_text())
-        rows = [f"| {doc['row']} | v0.0.0 | {doc['python']} | 9.1.0 |\n"] if doc["row"] else []
-        members[refresh.VERSIONING_DOC] = (
-            "# Versioning policy\n\n| vLLM Ascend | vLLM | Python | Stable CANN |\n|---|---|---|---|\n"
-            + "".join(rows)
-            + "| v0.0.1 | v0.0.1 | >= 3.8, < 3.9 | 7.0.0 |\n"  # another release's row, of no real release
-        )
+        rows = ""
+        if doc["row"]:
+            cells = [doc["row"], "v0.0.0", doc["python"], "9.1.0", "2.10.0 / 2.10.0.post4", "3.2.2", "v0.3.11.post1"]
+            widths = [11, 17, 15, 11, 31, 17, 12]
+            rows = "| " + " | ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)) + " |\n"
+        members[refresh.VERSIONING_DOC] = _VERSIONING.format(rows=rows, event=f"v{version}")
     out = io.BytesIO()
     with tarfile.open(fileobj=out, mode="w:gz") as tar:
         for rel, text in members.items():

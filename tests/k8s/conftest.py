@@ -28,8 +28,11 @@ def k8s_locks(tmp_path_factory) -> dict[str, Path]:
         out[chip] = resolve_lock(chip, base / f"{chip}.lock")
         # vllm-ascend's PyPI wheels are A2 builds (device_build): the vendor builds the a3, 310p and 950 images from
         # the sdist (Dockerfile.a3, .310p, .a5), so those serving locks pin an sdist-only release built for the chip
-        pin = {"950": ("--vllm-ascend", "0.30.0rc2"), "a3": ("--vllm-ascend", "0.23.0.post1")}.get(chip, ())
-        pin = {"310p": ("--vllm-ascend", "0.23.0.post1")}.get(chip, pin)
+        pin = {
+            "950": ("--vllm-ascend", "0.30.0rc2"),
+            "a3": ("--vllm-ascend", "0.23.0.post1"),
+            "310p": ("--vllm-ascend", "0.23.0.post1"),
+        }.get(chip, ())
         out[f"{chip}-serve"] = resolve(chip, base / f"{chip}-serve.lock", "--workload", "serving", *pin)
         # serving across nodes: the same stack with the Ray matrices/serving.yaml pins for its vllm-ascend
         multi = resolve(chip, base / f"{chip}-serve-ray.lock", "--workload", "serving-multi-node", *pin)

@@ -291,6 +291,13 @@ class Source:
                     )
         return doc
 
+    def _recorded(self, rel: str) -> dict[str, Any]:
+        """The snapshot document `rel`, which a snapshot run needs: BadInput naming it where the snapshot lacks it."""
+        doc = self._load(rel)
+        if doc is None:
+            raise BadInput(f"the snapshot {self.snapshot} has no {rel}")
+        return doc
+
     def _save(self, rel: str, doc: dict[str, Any]) -> None:
         if self.record is not None:
             self.recorded[rel] = json.dumps(doc, indent=1, sort_keys=True) + "\n"
@@ -393,10 +400,7 @@ class Source:
         """``/pypi/NAME/VERSION/json`` stripped to info.version/requires_python/requires_dist (torch, numpy)."""
         rel = f"{name}/{version}.json"
         if self.snapshot is not None:
-            doc = self._load(rel)
-            if doc is None:
-                raise BadInput(f"the snapshot {self.snapshot} has no {rel}")
-            return doc
+            return self._recorded(rel)
         try:
             info = self._get_json(f"{self.index}/{name}/{version}/json")["info"]
             dist, rp = info.get("requires_dist") or [], info.get("requires_python")
@@ -422,15 +426,12 @@ class Source:
         without that module (a build for any device)."""
         rel = f"{name}/{version}{BUILD_DOC}"
         if self.snapshot is not None:
-            recorded = self._load(rel)
-            if recorded is None:
-                raise BadInput(f"the snapshot {self.snapshot} has no {rel}")
-            return recorded
-        wheels = sorted((f for f in files if f["filename"].endswith(".whl")), key=lambda f: _wheel_rank(f["filename"]))
+            return self._recorded(rel)
+        wheel = _first_wheel(files)
         doc: dict[str, Any] = {"file": None, "device_type": None, "soc_version": None}
-        if wheels:
-            text = _read_zip_member(self, wheels[0]["url"], BUILD_INFO, missing_ok=True)
-            doc = {"file": wheels[0]["filename"], **build_facts(text or "", wheels[0]["filename"])}
+        if wheel is not None:
+            text = _read_zip_member(self, wheel["url"], BUILD_INFO, missing_ok=True)
+            doc = {"file": wheel["filename"], **build_facts(text or "", wheel["filename"])}
         self._save(rel, doc)
         return doc
 
@@ -454,10 +455,10 @@ class Source:
 
     def _wheel_metadata(self, files: list[dict[str, Any]]) -> tuple[list[str], str | None]:
         """Requires-Dist and Requires-Python from a wheel's METADATA, read with range requests."""
-        wheels = sorted((f for f in files if f["filename"].endswith(".whl")), key=lambda f: _wheel_rank(f["filename"]))
-        if not wheels:
+        wheel = _first_wheel(files)
+        if wheel is None:
             return [], None
-        text = _read_zip_member(self, wheels[0]["url"], ".dist-info/METADATA") or ""
+        text = _read_zip_member(self, wheel["url"], ".dist-info/METADATA") or ""
         dist = [v.strip() for k, v in _headers(text) if k == "requires-dist"]
         rp = next((v.strip() for k, v in _headers(text) if k == "requires-python"), None)
         return dist, rp
@@ -465,6 +466,11 @@ class Source:
 
 def _wheel_rank(filename: str) -> tuple[int, str]:
     return (0 if "none-any" in filename else 1 if "manylinux" in filename and "x86_64" in filename else 2, filename)
+
+
+def _first_wheel(files: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The wheel of a release whose files the refresh reads (a pure-Python one first, then manylinux x86_64)."""
+    return min((f for f in files if f["filename"].endswith(".whl")), key=lambda f: _wheel_rank(f["filename"]), default=None)
 
 
 def _headers(text: str) -> list[tuple[str, str]]:
