@@ -18,6 +18,7 @@ import json
 import socket
 import struct
 import threading
+import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -399,3 +400,27 @@ def test_without_a_retrier_a_source_tries_once(pypi):
     with pytest.raises(httpclient.HTTPStatus) as info:
         refresh.Source(index=srv.url).project("numpy", "1.24.0")
     assert info.value.status == 503 and info.value.transient and srv.count("/pypi/numpy/json") == 1
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_after_a_failure_no_worker_starts_another_item(jobs):
+    """The worker that fails marks the run failing before it can take the next item, so what runs after a failure
+    never depends on how soon the main thread wakes up (CI once saw three names tried at --jobs 1)."""
+    started: list[int] = []
+    second_running, raising = threading.Event(), threading.Event()
+
+    def fn(i: int) -> int:
+        started.append(i)
+        if i == 0:
+            if jobs == 2:
+                second_running.wait(5)  # item 1 runs alongside and finishes after the failure
+            raising.set()
+            raise CannotRun("item 0 failed")
+        second_running.set()
+        raising.wait(5)
+        time.sleep(0.1)  # the failing worker has marked the run by now (microseconds after its raise)
+        return i
+
+    with pytest.raises(CannotRun, match="item 0 failed"):
+        refresh.Source(jobs=jobs).map("items", fn, list(range(6)))
+    assert sorted(started) == list(range(jobs))  # the failing one, and at --jobs 2 the one already running

@@ -245,14 +245,30 @@ class Source:
             return [fn(item) for item in items]
         results: dict[int, _Y] = {}
         step = max(1, len(items) // 10)
+        failed = threading.Event()  # set by the worker that fails, before any other worker starts its next item
+
+        def one(item: _X) -> _Y | None:
+            if failed.is_set():
+                return None  # the run is failing: not started (the failure is what is raised)
+            try:
+                return fn(item)
+            except BaseException:
+                failed.set()
+                if self.retry is not None:
+                    self.retry.stop()
+                raise
+
         with ThreadPoolExecutor(max_workers=min(self.jobs, len(items))) as pool:
-            futures = {pool.submit(fn, item): i for i, item in enumerate(items)}
+            futures = {pool.submit(one, item): i for i, item in enumerate(items)}
             try:
                 for fut in as_completed(futures):
-                    results[futures[fut]] = fut.result()
+                    if fut.exception() is None and failed.is_set():
+                        continue  # an item that was not started, or finished while another failed
+                    results[futures[fut]] = fut.result()  # type: ignore[assignment]  # None only when failed
                     if len(results) % step == 0 or len(results) == len(items):
                         self.note(f"refresh: {len(results)}/{len(items)} {what} ({self.retried} retried)")
             except BaseException:
+                failed.set()
                 if self.retry is not None:
                     self.retry.stop()
                 pool.shutdown(wait=True, cancel_futures=True)
