@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import textwrap
 
+import pytest
+
 from tests.scan.conftest import PROJECTS, by_rule
 
 CUDA_PACKAGE = {
@@ -147,7 +149,7 @@ def test_setup_cfg_environment_yml_and_poetry(scan_json, tmp_path):
         ("setup.cfg:12", "dep-ascend-route"): "warn",
     }
     specs = {d["name"]: d["spec"] for d in doc["dependencies"]}
-    assert specs["flash-attn"] == "flash-attn (poetry: ^2.5)" and "pytorch-cuda" not in specs  # conda's own: not read
+    assert specs["flash-attn"] == "flash-attn>=2.5,<3.0.0" and "pytorch-cuda" not in specs  # conda's own: not read
 
 
 def test_urls_and_wheels_are_named_from_their_files(scan_json, tmp_path):
@@ -165,3 +167,113 @@ def test_urls_and_wheels_are_named_from_their_files(scan_json, tmp_path):
         ("requirements.txt:2", "dep-no-ascend-build"): "block",
         ("requirements.txt:5", "dep-unparsed"): "info",
     }
+
+
+# Poetry's dependency-specification page (python-poetry.org/docs/dependency-specification/), its tables row by row:
+# caret, tilde and wildcard requirements, then the plain forms.
+POETRY_ROWS = [
+    ("^1.2.3", ">=1.2.3,<2.0.0"),
+    ("^1.2", ">=1.2,<2.0.0"),
+    ("^1", ">=1,<2.0.0"),
+    ("^0.2.3", ">=0.2.3,<0.3.0"),
+    ("^0.0.3", ">=0.0.3,<0.0.4"),
+    ("^0.0", ">=0.0,<0.1.0"),
+    ("^0", ">=0,<1.0.0"),
+    ("~1.2.3", ">=1.2.3,<1.3.0"),
+    ("~1.2", ">=1.2,<1.3.0"),
+    ("~1", ">=1,<2.0.0"),
+    ("*", ""),
+    ("1.*", "==1.*"),
+    ("1.2.*", "==1.2.*"),
+    ("1.2.3", "==1.2.3"),
+    ("==1.2.3", "==1.2.3"),
+    ("~=1.2", "~=1.2"),
+    (">= 1.2, < 1.5", ">=1.2,<1.5"),
+    (">= 1.2 < 1.5", ">=1.2,<1.5"),
+    ("!=1.2.*", "!=1.2.*"),
+    ("^0.1.1a3", ">=0.1.1a3,<0.2.0"),  # a pre-release floor: the release part decides the ceiling
+]
+
+
+@pytest.mark.parametrize(("poetry", "pep440"), POETRY_ROWS, ids=[r[0] for r in POETRY_ROWS])
+def test_poetry_constraints_become_the_pep440_range_poetry_documents(poetry, pep440):
+    from packaging.specifiers import SpecifierSet
+
+    from envkit.jobs.scan.deps import poetry_specifier
+
+    assert poetry_specifier(poetry) == pep440
+    SpecifierSet(pep440)  # and packaging reads it
+
+
+def test_caret_and_tilde_ceilings_hold_at_both_ends():
+    from packaging.specifiers import SpecifierSet
+
+    from envkit.jobs.scan.deps import poetry_specifier
+
+    for poetry, inside, outside in (
+        ("^1.2.3", ("1.2.3", "1.99.99"), ("1.2.2", "2.0.0")),
+        ("^0.2.3", ("0.2.3", "0.2.99"), ("0.2.2", "0.3.0")),
+        ("^0.0.3", ("0.0.3",), ("0.0.2", "0.0.4")),
+        ("~1.2.3", ("1.2.3", "1.2.99"), ("1.2.2", "1.3.0")),
+        ("~1", ("1.0.0", "1.99"), ("0.9", "2.0.0")),
+    ):
+        spec = SpecifierSet(poetry_specifier(poetry) or "")
+        assert all(v in spec for v in inside), poetry
+        assert not any(v in spec for v in outside), poetry
+
+
+@pytest.mark.parametrize("text", ["^1.0 || ^2.0", "1.2 | 1.3", ">1.*", "^x", "latest", "=" * 300])
+def test_what_pep440_cannot_state_is_none(text):
+    from envkit.jobs.scan.deps import poetry_specifier
+
+    assert poetry_specifier(text) is None
+
+
+def test_a_poetry_project_keeps_its_constraints_python_and_optional_extras(scan_json, tmp_path, lock_aarch64):
+    (tmp_path / "pyproject.toml").write_text(
+        textwrap.dedent(
+            """\
+            [tool.poetry.dependencies]
+            python = "^3.11"
+            transformers = "^4.40"
+            datasets = {version = "~2.19", extras = ["audio"]}
+            deepspeed = {version = "^0.14", optional = true}
+            einops = {version = "*", optional = true}
+            requests = "^2.0 || ^3.0"
+
+            [tool.poetry.extras]
+            speed = ["deepspeed"]
+            """
+        )
+    )
+    code, doc = scan_json(str(tmp_path))
+    deps = {(d["name"], d["from"].split(":")[0]): d["spec"] for d in doc["dependencies"]}
+    specs = {d["name"]: d["spec"] for d in doc["dependencies"]}
+    assert specs["transformers"] == "transformers>=4.40,<5.0.0"
+    assert specs["datasets"] == "datasets[audio]>=2.19,<2.20.0"
+    assert specs["deepspeed"] == "deepspeed>=0.14,<0.15.0" and specs["einops"] == "einops"
+    assert specs["requests"] == "requests" and ("requests", "pyproject.toml") in deps
+    assert ("pyproject.toml:7", "dep-unparsed") in by_rule(doc)  # `||`: the name alone, and said so
+    code, doc = scan_json(str(tmp_path), "--lock", str(lock_aarch64))  # ^3.11 is >=3.11,<4.0.0; the lock has 3.10
+    assert ("pyproject.toml:2", "lock-python") in by_rule(doc) and code == 1
+
+
+def test_lock_project_installs_poetry_main_dependencies_with_their_range_and_extras_only_when_chosen(lock_aarch64, tmp_path):
+    from envkit.errors import CheckFailed
+    from envkit.jobs.scan.project import lock_requirements
+    from envkit.lock.file import read_lock
+
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.poetry.dependencies]\npython = ">=3.9"\ntransformers = "^5.0"\n'
+        'einops = {version = "~0.8", optional = true}\n\n[tool.poetry.extras]\nfast = ["einops"]\n'
+    )
+    lock = read_lock(lock_aarch64)
+    got = {r.name: r.spec for r in lock_requirements(tmp_path, lock, "envkit.lock", ()).requirements}
+    assert got == {"transformers": "transformers<6.0.0,>=5.0"}
+    got = {r.name: r.spec for r in lock_requirements(tmp_path, lock, "envkit.lock", (), extras=("fast",)).requirements}
+    assert got == {"transformers": "transformers<6.0.0,>=5.0", "einops": "einops<0.9.0,>=0.8"}
+    # the caret's ceiling is held against the stack: ^4.40 stops below the lock's transformers 5
+    (tmp_path / "pyproject.toml").write_text('[tool.poetry.dependencies]\ntransformers = "^4.40"\n')
+    with pytest.raises(CheckFailed) as err:
+        lock_requirements(tmp_path, lock, "envkit.lock", ())
+    assert "pyproject.toml:2 [lock-conflict] transformers>=4.40,<5.0.0" in err.value.message

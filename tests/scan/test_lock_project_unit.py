@@ -243,6 +243,25 @@ def test_a_constraint_file_outside_the_project_behind_a_link_or_too_large_is_bad
     assert err.value.message.startswith(f"requirements.txt:2: -r/-c {target}")
 
 
+@pytest.mark.parametrize("target", ["../outside.txt", "/etc/hostname", "link.txt", "https://example.invalid/r.txt", "big.in"])
+def test_an_included_requirements_file_that_cannot_be_read_is_bad_input_not_a_shorter_lock(lock_aarch64, tmp_path, target):
+    """`-r` that the reader does not follow would leave its requirements out of the lock and of the bundle."""
+    (tmp_path / "outside.txt").write_text("datasets<4\n")
+    project = tmp_path / "p"
+    project.mkdir()
+    (project / "link.txt").symlink_to(tmp_path / "outside.txt")
+    (project / "big.in").write_text("# padding\n" * 120_000)
+    (project / "requirements.txt").write_text(f"evaluate\n-r {target}\n")
+    with pytest.raises(BadInput) as err:
+        _pick(lock_aarch64, project)
+    assert err.value.exit_code == 2
+    assert err.value.message.startswith(f"requirements.txt:2: -r/-c {target}")
+    assert "requirements the lock would leave out" in err.value.message
+    (project / "inside.txt").write_text("datasets<4\n")  # the same include inside the project: read, and locked
+    (project / "requirements.txt").write_text("evaluate\n-r inside.txt\n")
+    assert [r.name for r in _pick(lock_aarch64, project).requirements] == ["evaluate", "datasets"]
+
+
 def test_a_constraint_that_excludes_the_stacks_pin_is_a_conflict(lock_aarch64, tmp_path):
     (tmp_path / "requirements.txt").write_text("datasets\n-c constraints.txt\n")
     (tmp_path / "constraints.txt").write_text("torch<2.10\n")

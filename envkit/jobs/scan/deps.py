@@ -56,6 +56,8 @@ class DepScan:
     constraint_files: list[str] = field(default_factory=list)
     # a `-c` line (or an include inside a constraints file) not read: (file, line, why)
     constraints_unread: list[tuple[str, int, str]] = field(default_factory=list)
+    # a `-r` line of a requirements file not read (outside the project, a URL, a link out, too large): (file, line, why)
+    includes_unread: list[tuple[str, int, str]] = field(default_factory=list)
 
 
 class _Reader:
@@ -177,6 +179,8 @@ class _Reader:
             self.finding("dep-include-outside", rel, line_no, message)
             if constraint or rel in self.out.constraint_files:
                 self.out.constraints_unread.append((rel, line_no, message))
+            elif group == "requirements":
+                self.out.includes_unread.append((rel, line_no, message))
 
         if not target:
             return
@@ -205,6 +209,8 @@ class _Reader:
             self.finding("scan-unreadable", joined, None, f"{joined} is not UTF-8 text (byte {exc.start}): not read")
             if group == "constraint":
                 self.out.constraints_unread.append((rel, line_no, f"-c {target[:200]}: not UTF-8 text, not read"))
+            elif group == "requirements":
+                self.out.includes_unread.append((rel, line_no, f"-r {target[:200]}: not UTF-8 text, not read"))
             return
         if group == "constraint":
             self.constraint_file(joined)
@@ -253,7 +259,21 @@ class _Reader:
         assert isinstance(tool, dict)
         poetry = tool.get("poetry") if isinstance(tool.get("poetry"), dict) else {}
         assert isinstance(poetry, dict)
-        self._poetry(rel, lines, poetry.get("dependencies"), "poetry", False)
+        pextras = poetry.get("extras") if isinstance(poetry.get("extras"), dict) else {}
+        assert isinstance(pextras, dict)
+        extras_of: dict[str, list[str]] = {}  # a dependency's name -> the [tool.poetry.extras] that install it
+        for extra, names in pextras.items():
+            if isinstance(extra, str) and isinstance(names, list):
+                self.declare(f"extras:{extra}")
+                for n in names:
+                    if isinstance(n, str):
+                        extras_of.setdefault(normalize(n), []).append(extra)
+        self._poetry(rel, lines, poetry.get("dependencies"), "poetry", False, extras_of)
+        deps_table = poetry.get("dependencies")
+        if isinstance(deps_table, dict) and isinstance(deps_table.get("python"), str):
+            rp = poetry_specifier(deps_table["python"])
+            if rp:
+                self.out.requires_python.append((rp, rel, _line_of(lines, deps_table["python"], "python")))
         pgroups = poetry.get("group")
         if isinstance(pgroups, dict):
             for name, body in pgroups.items():
@@ -271,7 +291,11 @@ class _Reader:
                 self.add(item, rel, start, group, optional)
         return start
 
-    def _poetry(self, rel: str, lines: list[str], table: object, group: str, optional: bool) -> None:
+    def _poetry(
+        self, rel: str, lines: list[str], table: object, group: str, optional: bool, extras_of: dict[str, list[str]] | None = None
+    ) -> None:
+        """A Poetry dependencies table, its constraints in PEP 440 (`poetry_specifier`); a main dependency marked
+        `optional = true` is installed only by the [tool.poetry.extras] that name it (Dependency.group `extras:X`)."""
         if not isinstance(table, dict):
             return
         line = _section_line(lines, "dependencies")
@@ -279,11 +303,26 @@ class _Reader:
             if not isinstance(name, str) or name.lower() == "python":
                 continue
             version = value if isinstance(value, str) else value.get("version") if isinstance(value, dict) else None
+            extras = value.get("extras") if isinstance(value, dict) else None
+            wanted = "[" + ",".join(e for e in extras if isinstance(e, str)) + "]" if isinstance(extras, list) and extras else ""
             line = _line_of(lines, name, None, line, as_key=True)
-            before = len(self.out.dependencies)
-            self.add(name, rel, line, group, optional)  # the name only: Poetry's ^ and ~ constraints are not PEP 440
-            if len(self.out.dependencies) > before and isinstance(version, str):
-                self.out.dependencies[-1].spec = f"{name} (poetry: {version})"
+            spec = poetry_specifier(version) if isinstance(version, str) else ""
+            if spec is None:  # what PEP 440 cannot say (`||`): the name alone, and the reader is told
+                assert isinstance(version, str)
+                self.finding(
+                    "dep-unparsed",
+                    rel,
+                    line,
+                    f"{name} = {version[:100]!r}: a Poetry constraint PEP 440 cannot state; the name alone is kept",
+                )
+                spec = ""
+            if isinstance(value, dict) and value.get("optional") is True and extras_of is not None:
+                for extra in extras_of.get(normalize(name), []):
+                    self.add(f"{name}{wanted}{spec}", rel, line, f"extras:{extra}", True)
+                if not extras_of.get(normalize(name)):  # named by no extra: never installed, still classified
+                    self.add(f"{name}{wanted}{spec}", rel, line, group, True)
+                continue
+            self.add(f"{name}{wanted}{spec}", rel, line, group, optional)
 
     # --- setup.cfg ---------------------------------------------------------------------------------------------
     def setup_cfg(self, rel: str) -> None:
@@ -557,3 +596,50 @@ def read_dependencies(project: Project, table: Table, python_sources: dict[str, 
         elif kind == "conda":
             reader.conda(rel)
     return reader.out
+
+
+# --- Poetry's version constraints ---------------------------------------------------------------------------
+_POETRY_ONE = re.compile(r"^(\^|~(?!=)|~=|==|!=|>=|<=|>|<|=)?\s*([0-9][0-9A-Za-z.+!*-]*)$")
+
+
+def poetry_specifier(text: str) -> str | None:
+    """A Poetry version constraint as a PEP 440 specifier ("" for any version), as Poetry's dependency-specification
+    page defines them: ^1.2.3 is >=1.2.3,<2.0.0 (the left-most non-zero part may not change: ^0.2.3 <0.3.0, ^0.0.3
+    <0.0.4, ^0 <1.0.0), ~1.2.3 is >=1.2.3,<1.3.0 (~1 <2.0.0), 1.2.* is ==1.2.*, a bare version is ==, and
+    comma- or space-separated constraints all hold. None for what PEP 440 cannot say (`||`: either of two) or
+    what is not a constraint."""
+    from packaging.version import InvalidVersion, Version
+
+    text = text.strip()
+    if text in ("", "*"):
+        return ""
+    if "|" in text or len(text) > 200:
+        return None
+    text = re.sub(r"(\^|~=?|[=!<>]=|[<>=])\s+", r"\1", text)  # ">= 1.2": the operator and its version, one part
+    parts = [p for p in re.split(r"\s*,\s*|\s+", text) if p]
+    out: list[str] = []
+    for part in parts:
+        m = _POETRY_ONE.match(part)
+        if not m:
+            return None
+        op, version = m.group(1) or "", m.group(2)
+        if "*" in version:
+            if op not in ("", "==", "=", "!=") or not re.fullmatch(r"[0-9]+(\.[0-9]+)*\.\*", version):
+                return None
+            out.append(("!=" if op == "!=" else "==") + version)
+            continue
+        if op in ("^", "~"):
+            try:
+                ints = list(Version(version).release)
+            except InvalidVersion:
+                return None
+            if op == "^":
+                first = next((i for i, n in enumerate(ints) if n), len(ints) - 1)
+                upper = ints[: first + 1]
+            else:
+                upper = ints[:2] if len(ints) > 1 else ints[:1]
+            upper = upper[:-1] + [upper[-1] + 1]
+            out += [f">={version}", "<" + ".".join(map(str, upper + [0] * (3 - len(upper))))]
+            continue
+        out.append(("==" if op in ("", "=") else op) + version)
+    return ",".join(out)

@@ -66,7 +66,7 @@ def chosen_groups(deps: DepScan, extras: tuple[str, ...], groups: tuple[str, ...
                     where=Where(str(path)),
                     hint=f"Give one of the {kind}s it declares"
                     + (
-                        " (an extra: [project.optional-dependencies] or extras_require)"
+                        " (an extra: [project.optional-dependencies], extras_require or [tool.poetry.extras])"
                         if kind == "extra"
                         else " (a group: [dependency-groups] or [tool.poetry.group.NAME])"
                     ),
@@ -122,6 +122,13 @@ def lock_requirements(
             f"{rel}:{line}: {why}: a constraint the lock would not apply",
             where=Where(rel, line),
             hint="Keep constraint files inside the project (no link out of it, no URL), then lock again.",
+        )
+    if deps.includes_unread:  # its requirements would be missing from the lock, and from the bundle offline
+        rel, line, why = deps.includes_unread[0]
+        raise BadInput(
+            f"{rel}:{line}: {why}: requirements the lock would leave out",
+            where=Where(rel, line),
+            hint="Keep included requirements files inside the project (no link out of it, no URL), then lock again.",
         )
     # the stack's pins and CANN's, not an earlier closure's: the closure is resolved again, project included
     fresh = lock.model_copy(update={"python": lock.python.model_copy(update={"closure": None})})
