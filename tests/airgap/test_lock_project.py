@@ -100,6 +100,16 @@ def test_the_trainer_projects_dependencies_are_locked_and_bundled(stack, tmp_pat
     r = cli("bundle", "verify", str(out), "--json")
     assert r.returncode == 0 and json.loads(r.stdout)["ok"] is True, r.stdout + r.stderr
 
+    # and the bundle installs them offline for the target: pip, --no-index, every hash checked
+    from tests.airgap.torchindex import installs_offline_for_target
+
+    folder = tmp_path / "unpacked"
+    with tarfile.open(out) as tf:
+        tf.extractall(folder, filter="data")
+    (root,) = folder.iterdir()  # the archive's one top folder
+    installed = installs_offline_for_target(root, tmp_path)
+    assert {n: installed[n] for n in got} == {n: r.version for n, r in got.items()}
+
 
 def test_a_lock_without_a_project_dumps_as_before(stack):
     path, lock, _, _ = stack

@@ -235,57 +235,16 @@ def test_the_default_targets_bundle_installs_offline_for_its_platform(cpu_stack,
     """The default target is aarch64 and this machine x86_64, so the bundle's wheels cannot be installed here; pip
     proves instead that they install for the target: offline (`--no-index`, only the bundle's wheels), for
     manylinux_2_28_aarch64 / CPython 3.10, with every hash checked, resolving to exactly the lock's closure."""
-    import os
-    import subprocess
-    import sys
-
     path, _, pypi, cpu = cpu_stack
     assert cli("lock", "--lock", str(path), "--index-url", pypi, "--torch-index-url", cpu).returncode == 0
     out = tmp_path / "bundle"
     r = cli("bundle", "build", "--lock", str(path), "-o", str(out))
     assert r.returncode == 0, r.stderr
-    report = tmp_path / "report.json"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")} | {"PIP_CONFIG_FILE": "/dev/null"}
-    p = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "install",
-            "--dry-run",
-            "--ignore-installed",
-            "--no-index",
-            "--no-deps",
-            "--require-hashes",
-            "--only-binary=:all:",
-            "--platform",
-            "manylinux_2_28_aarch64",
-            "--python-version",
-            "3.10",
-            "--implementation",
-            "cp",
-            "--target",
-            str(tmp_path / "target"),
-            "--find-links",
-            str(out / "wheels" / "target"),
-            "-r",
-            str(out / "requirements" / "target.txt"),
-            "--report",
-            str(report),
-            "-q",
-        ],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-    )
-    assert p.returncode == 0, p.stdout + p.stderr
+    from tests.airgap.torchindex import installs_offline_for_target
+
+    installed = installs_offline_for_target(out, tmp_path)
     from envkit.lock.file import read_lock
 
-    installed = {
-        i["metadata"]["name"].lower().replace("_", "-"): i["metadata"]["version"]
-        for i in json.loads(report.read_text())["install"]
-    }
     locked = {pk.name: pk.version for pk in read_lock(path).python.closure.packages}
     assert installed["torch"] == "2.12.0+cpu" and installed["torch-npu"] == "2.12.0"
     assert {k: v for k, v in installed.items() if k != "envkit"} == {k: v for k, v in locked.items() if k != "envkit"}

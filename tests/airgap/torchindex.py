@@ -179,3 +179,31 @@ def default_stack(tmp_path: Path, monkeypatch) -> tuple[Path, object, Path, Path
     s = lock.stack
     stack_indexes(tmp_path / "pypi", tmp_path / "cpu", target_roots(lock) + envkit_roots(), s.torch, s.python, s.arch)
     return path, lock, tmp_path / "pypi", tmp_path / "cpu"
+
+
+def installs_offline_for_target(bundle: Path, tmp_path: Path, platform: str = "manylinux_2_28_aarch64") -> dict[str, str]:
+    """What pip installs from a bundle folder's wheels/target for the default target (CPython 3.10, `platform`):
+    offline (`--no-index`, the bundle's wheels only), every hash checked, `--dry-run` into a --target folder (the
+    wheels are for another machine than this one). name -> version, from pip's own report."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    report = tmp_path / "pip-report.json"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")} | {"PIP_CONFIG_FILE": "/dev/null"}
+    # fmt: off
+    args = [
+        sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--no-index", "--no-deps",
+        "--require-hashes", "--only-binary=:all:", "--platform", platform, "--python-version", "3.10",
+        "--implementation", "cp", "--target", str(tmp_path / "pip-target"),
+        "--find-links", str(bundle / "wheels" / "target"), "-r", str(bundle / "requirements" / "target.txt"),
+        "--report", str(report), "-q",
+    ]
+    # fmt: on
+    p = subprocess.run(args, capture_output=True, text=True, env=env, timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    return {
+        i["metadata"]["name"].lower().replace("_", "-"): i["metadata"]["version"]
+        for i in json.loads(report.read_text())["install"]
+    }
