@@ -132,6 +132,34 @@ def test_wrong_rows_are_reported_rewritten_and_a_second_run_changes_nothing(matr
     assert not again.changed and again.diff == "" and again.rows == []
 
 
+def test_ray_rows_are_held_to_rays_wheels_each_of_the_two_rows_of_one_release(matrices):
+    """Ray 2.48.0 has two rows (one per range of vllm-ascend releases): a wrong glibc or Python in the second is
+    found and written into that row, not into the first; Ray releases the matrix does not pin are no news."""
+    serving = matrices / "serving.yaml"
+    text = serving.read_text()
+    first = text.index('  - version: "2.48.0"\n    vllm_ascend: ">0.25.1rc1"')
+    second = text.index('  - version: "2.48.0"\n', first + 10)
+    end = text.find("\n  - ", second + 10) if "\n  - " in text[second + 10 :] else len(text)
+    wrong = text[second:end].replace('python: ">=3.9,<3.14"', 'python: ">=3.9,<3.15"').replace(
+        'manylinux: {aarch64: "2.17", x86_64: "2.17"}', 'manylinux: {aarch64: "2.28", x86_64: "2.17"}'
+    )
+    assert wrong != text[second:end]
+    serving.write_text(text[:second] + wrong + text[end:])
+    result = refresh.refresh(matrices, snapshot=SNAPSHOT)
+    assert [ch.line() for ch in result.rows] == [
+        'ray 2.48.0: python ">=3.9,<3.15" -> ">=3.9,<3.14"; manylinux {aarch64: "2.28", x86_64: "2.17"} -> '
+        '{x86_64: "2.17", aarch64: "2.17"} (PyPI: cp39, cp310, cp311, cp312, cp313; manylinux_2_17 on x86_64; '
+        "manylinux_2_17 on aarch64)"
+    ]
+    assert result.rows[0].nth == 1
+    assert refresh.refresh(matrices, snapshot=SNAPSHOT, write=True).changed
+    rays = load_matrix_from(matrices).model.ray
+    assert [(r.python, dict(r.manylinux)) for r in rays[:2]] == [(">=3.9,<3.14", {"aarch64": "2.17", "x86_64": "2.17"})] * 2
+    assert text[:second] == serving.read_text()[:second]  # the first row untouched
+    assert not refresh.refresh(matrices, snapshot=SNAPSHOT).changed
+    assert not [line for line in refresh.find_new(matrices, snapshot=SNAPSHOT) if line.startswith("ray ")]
+
+
 def test_an_sdist_only_release_loses_its_glibc_and_keeps_its_pythons(matrices):
     """vllm-ascend 0.8.5rc1 has no wheel on PyPI: no manylinux to claim, and its range (the release table's) stays."""
     serving = matrices / "serving.yaml"

@@ -834,6 +834,7 @@ class RowKind:
     pypi_only: bool  # only rows with `index: pypi` (others come from another index)
     device_build: bool = False  # its wheels say the device they are built for (`BUILD_INFO`: `device_build`)
     documented_python: bool = False  # a release without wheels: its sdist's versioning table's Python ceiling
+    news: bool = True  # `--new` lists its releases the matrix lacks (Ray's: no, its rows pin the release the vendor bounds)
 
 
 ROW_KINDS = (
@@ -849,6 +850,8 @@ ROW_KINDS = (
         documented_python=True,
     ),
     RowKind("triton-ascend", "serving.yaml", "triton_ascend", "3.0.0", python_list=False, pypi_only=True),
+    # Ray of multi-node serving: one row per range of vllm-ascend releases, so one release may have two rows
+    RowKind("ray", "serving.yaml", "ray", "2.40.0", python_list=False, pypi_only=False, news=False),
 )
 
 
@@ -934,6 +937,7 @@ class RowChange:
     fields: dict[str, Any]
     was: dict[str, Any]
     facts: WheelFacts
+    nth: int = 0  # which of the section's rows with this version (0: the first)
 
     def line(self) -> str:
         parts = [f"{k} {_shown(self.was.get(k))} -> {_shown(v)}" for k, v in self.fields.items()]
@@ -980,7 +984,11 @@ def wheel_rows(src: Source, lm: Any) -> tuple[list[RowChange], list[str]]:
         doc = src.project(kind.package, kind.since, prereleases=True)
         on_pypi = {versions.parse(v).key: files for v, files in doc["releases"].items() if files and versions.is_valid(v)}
         rows = []
+        nths: list[int] = []  # per row kept: how many earlier rows of the section have its version
+        counted: dict[tuple[Any, ...], int] = {}
         for row in getattr(lm.model, kind.section):
+            vkey = versions.parse(row.version).key
+            nth = counted[vkey] = counted.get(vkey, -1) + 1
             if kind.pypi_only and getattr(row, "index", "pypi") != "pypi":
                 continue
             files = on_pypi.get(versions.parse(row.version).key)
@@ -988,6 +996,7 @@ def wheel_rows(src: Source, lm: Any) -> tuple[list[RowChange], list[str]]:
                 missing.append(f"{kind.package} {row.version}: a matrix row with no file on PyPI")
                 continue
             rows.append((row, files))
+            nths.append(nth)
         builds: list[dict[str, Any] | None] = [None] * len(rows)
         if kind.device_build:
             builds = src.map(
@@ -1002,7 +1011,7 @@ def wheel_rows(src: Source, lm: Any) -> tuple[list[RowChange], list[str]]:
                 lambda rf: None if wheel_facts(rf[1]).wheels else src.versioning_row(kind.package, rf[0].version, rf[1]),  # noqa: B023
                 rows,
             )
-        for (row, files), build, table in zip(rows, builds, tables, strict=True):
+        for (row, files), build, table, nth in zip(rows, builds, tables, nths, strict=True):
             facts = wheel_facts(files)
             if not kind.python_list and facts.python_by_arch() is not None:  # a range row has one Python range
                 missing.append(
@@ -1020,7 +1029,7 @@ def wheel_rows(src: Source, lm: Any) -> tuple[list[RowChange], list[str]]:
             if documented is not None and (had is None or had.spec != documented["spec"]):
                 diff["python_documented"], was["python_documented"] = documented, had
             if diff:
-                changes.append(RowChange(kind, row.version, diff, {k: was.get(k) for k in diff}, facts))
+                changes.append(RowChange(kind, row.version, diff, {k: was.get(k) for k in diff}, facts, nth))
     return changes, missing
 
 
@@ -1082,16 +1091,17 @@ def apply_row_changes(matrix_dir: Path, changes: list[RowChange], day: str) -> d
             ch.fields,
             after="python",
             source=(DERIVED_PREFIX, line),
+            nth=ch.nth,
         )
         texts[ch.kind.file] = (old, text)
     for ch in changes:
         rows = fast_load_text(texts[ch.kind.file][1])[ch.kind.section]
-        row = next(
+        row = [
             r
             for r in rows
             if versions.is_valid(str(r.get("version")))
             and versions.parse(str(r["version"])).key == versions.parse(ch.version).key
-        )
+        ][ch.nth]
         if any(row.get(k) != v for k, v in ch.fields.items()):
             raise BadInput(
                 f"{matrix_dir / ch.kind.file}: {ch.kind.section}[{ch.version}] did not read back as written",
@@ -1108,6 +1118,7 @@ def new_releases(src: Source, lm: Any) -> list[str]:
     pinned = [
         (k.package, src.project(k.package, k.since, prereleases=True), [r.version for r in getattr(lm.model, k.section)], min)
         for k in ROW_KINDS
+        if k.news
     ]
     # torch: the matrix has a torch_builds row for each torch a torch_npu pins (not every torch): a torch newer than
     # the newest of them is news (torch_npu will follow it), an older one it skipped (2.7.0 beside 2.7.1) is not

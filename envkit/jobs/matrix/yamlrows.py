@@ -74,8 +74,11 @@ def _keys(lines: list[str], s: int, e: int) -> dict[str, tuple[int, int]]:
     return out
 
 
-def find_row(lines: list[str], section: str, version: str, file: str, key: str = "version") -> tuple[int, int]:
+def find_row(lines: list[str], section: str, version: str, file: str, key: str = "version", nth: int = 0) -> tuple[int, int]:
+    """The (first, end) lines of the `nth` row (0: the first) of `section` whose `key` is `version`: a table may give
+    one release two rows (Ray's, one per range of vllm-ascend releases)."""
     start, end = _section(lines, section, file)
+    seen = 0
     for s, e in _rows(lines, start, end):
         keys = _keys(lines, s, e)
         if key in keys:
@@ -83,7 +86,9 @@ def find_row(lines: list[str], section: str, version: str, file: str, key: str =
             m = _FIRST_KEY.match(lines[i]) if i == s else _KEY.match(lines[i])
             assert m is not None
             if str(_scalar(m.group(2))) == version:
-                return s, e
+                if seen == nth:
+                    return s, e
+                seen += 1
     raise BadInput(f"{file}: no row {section}[{key}={version}] in the expected layout", where=Where(file, None, section))
 
 
@@ -96,14 +101,15 @@ def set_fields(
     *,
     after: str,
     source: tuple[str, str] | None = None,
+    nth: int = 0,
 ) -> str:
     """`text` with the row `section[version]`'s keys set to `fields` (None: the key removed), each written on one
     line in flow style; a key the row lacks is inserted after the key `after` (after the row's last key where it has
     no `after`).
     `source`: (prefix, line): the row's source list gets `line`, in place of an earlier item that starts with
-    `prefix` (a scalar source becomes a list of two)."""
+    `prefix` (a scalar source becomes a list of two). `nth`: which of the rows with that version (`find_row`)."""
     lines = text.splitlines(keepends=True)
-    s, e = find_row(lines, section, version, file)
+    s, e = find_row(lines, section, version, file, nth=nth)
     row = lines[s:e]
     for key, value in fields.items():
         keys = _keys(row, 0, len(row))
