@@ -206,3 +206,12 @@ def test_on_a_host_the_file_beside_the_interpreters_package_is_read_never_import
     assert ev is not None and ev.source == str(site / "vllm_ascend" / "_build_info.py")
     assert ev.data is not None and b"__device_type__ = 'A2'" in ev.data
     assert not marker.exists()
+
+
+def test_the_fix_for_950_npus_names_the_a5_image_the_950dt_quick_start_pulls():
+    """matrices/serving.yaml: the 0.30.0rc2 quick start pulls quay.io/ascend/vllm-ascend:<version>-a5 for 950DT."""
+    from envkit.jobs.doctor.hazards import _device_build_fix
+
+    fix = _device_build_fix("0.30.0rc2", "950")
+    assert "quay.io/ascend/vllm-ascend:v0.30.0rc2-a5" in fix and "ascend950*" in fix
+    assert "image" not in _device_build_fix("0.30.0rc2", "310b")  # no family: no image named
