@@ -723,11 +723,10 @@ def _volume_name(path: str) -> str:
 
 
 def _hccl_env(lock: Lock, opts: K8sOptions, nodes: int) -> dict[str, str]:
-    """The HCCL block of the fleet layer (`envkit.fleet.env.plan_env`, the rules the lock carries): every pod the same,
+    """The HCCL block of the fleet layer (`envkit.fleet.env.uniform_env`, the rules the lock carries): every pod the same,
     the socket interface by name (a pod's IP is not known before it starts)."""
     from envkit.fleet.data import from_lock
-    from envkit.fleet.env import ORDER, plan_env
-    from envkit.fleet.inventory import Host
+    from envkit.fleet.env import ORDER, uniform_env
 
     given = dict(opts.hccl)
     for key in given:
@@ -739,10 +738,7 @@ def _hccl_env(lock: Lock, opts: K8sOptions, nodes: int) -> dict[str, str]:
             f"Name the interface instead: --socket-ifname NAME (default {SOCKET_IFNAME}), or --hccl HCCL_SOCKET_IFNAME=NAME.",
         )
     given.setdefault("HCCL_SOCKET_IFNAME", opts.socket_ifname)
-    vars_ = {k.lower(): v for k, v in given.items()}
-    hosts = [Host(name=f"pod-{i}", vars=vars_, line=0) for i in range(max(nodes, 1))]
-    plan = plan_env(hosts, lock.stack.chip, from_lock(lock.stack.chip, lock.platform.hccl), "--hccl")
-    return plan.per_host[hosts[0].name]
+    return uniform_env(given, nodes, lock.stack.chip, from_lock(lock.stack.chip, lock.platform.hccl), "--hccl")
 
 
 class _Pod:

@@ -37,6 +37,15 @@ class EnvPlan:
     nic_variable: str = "HCCL_IF_IP"
 
 
+def uniform_env(given: dict[str, str], nodes: int, chip: str, data: HcclData, where: str) -> dict[str, str]:
+    """The one HCCL environment every node of a job gets where no node is known by name or address yet (the pods of
+    `envkit k8s render`): `given` (NAME -> value, as --hccl gives it) held to the same rules across `nodes` nodes;
+    BadInput naming the broken rule, `where` the option that gave it."""
+    vars_ = {k.lower(): v for k, v in given.items()}
+    hosts = [Host(name=f"node-{i}", vars=vars_, line=0) for i in range(max(nodes, 1))]
+    return plan_env(hosts, chip, data, where).per_host[hosts[0].name]
+
+
 def _int(value: str) -> int | None:
     """An inventory's number: ASCII digits, at most 19, a minus sign allowed (int() also takes "1_000", "+600", "٣"
     and 4,000 digits)."""
@@ -166,7 +175,7 @@ def plan_env(hosts: list[Host], chip: str, data: HcclData, inventory_file: str) 
             )
 
     if problems:
-        raise_problems(problems, Where(inventory_file, problems[0].line), kind="HCCL")
+        raise_problems(problems, Where(inventory_file, problems[0].line or None), kind="HCCL")  # line 0: none known
 
     per_host: dict[str, dict[str, str]] = {}
     for host in hosts:

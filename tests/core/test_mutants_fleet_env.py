@@ -301,3 +301,16 @@ def test_an_inventory_number_is_ascii_digits_of_bounded_length(raw, value):
     from envkit.fleet.env import _int
 
     assert _int(raw) == value
+
+
+def test_uniform_env_holds_one_set_of_values_to_the_rules_across_the_nodes():
+    """`envkit k8s render`'s pods: no name or address is known, every pod gets the same values."""
+    from envkit.fleet.env import uniform_env
+
+    assert uniform_env({CT: "600", IFN: "eth0"}, 3, "910b", DATA, "--hccl") == {**DEFAULTS, CT: "600", IFN: "eth0"}
+    with pytest.raises(BadInput) as info:
+        uniform_env({CT: "119", IFN: "eth0"}, 3, "910b", DATA, "--hccl")  # under the rule's 120
+    assert info.value.where == Where("--hccl", None)
+    assert uniform_env({IP: "192.0.2.1"}, 1, "910b", DATA, "--hccl") == {**DEFAULTS, IP: "192.0.2.1"}
+    with pytest.raises(BadInput, match="more than one node"):  # one address for two nodes
+        uniform_env({IP: "192.0.2.1"}, 2, "910b", DATA, "--hccl")

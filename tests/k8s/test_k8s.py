@@ -150,7 +150,9 @@ def test_training_launch_and_hccl_come_from_the_launch_layer(k8s_locks):
     assert c["command"][5:] == torchrun_argv(2, 8, "$(RANK)", "$(MASTER_ADDR)", "$(MASTER_PORT)", "train.py")
     env = {e["name"]: e.get("value") for e in c["env"]}
     assert env["HCCL_SOCKET_IFNAME"] == "eth0" and env["RANK_TABLE_FILE"] == "/user/serverid/devindex/config/hccl.json"
-    assert "HCCL_CONNECT_TIMEOUT" in env  # the lock's HCCL rules' default, through envkit.fleet.env.plan_env
+    assert (
+        "HCCL_CONNECT_TIMEOUT" in env
+    )  # the lock's HCCL rules' default, through envkit.fleet.env.uniform_env (plan_env's rules)
     cm = plan.files["training/rings-config.yaml"]
     assert cm["metadata"]["name"] == "rings-config-envkit-910b" and cm["data"] == {"hccl.json": '{"status":"initializing"}'}
     assert cm["metadata"]["labels"]["ring-controller.atlas"] == "ascend-910b"
