@@ -67,6 +67,41 @@ MODULES: dict[str, tuple[str, ...]] = {
     "index": ("envkit/artifacts/index.py",),
     "http": ("envkit/io/httpclient.py",),
     "provision": ("envkit/jobs/provision/__init__.py",),
+    # the two Ansible modules the roles run on each host: only their pure functions (FUNCTIONS); the rest touches the
+    # host and is proven by the fleet tests
+    "ansible": ("playbooks/plugins/modules/envkit_probe.py", "playbooks/plugins/modules/envkit_fetch.py"),
+}
+
+# source file -> the only functions of it a run mutates and scores (files not named here: all of their functions)
+FUNCTIONS: dict[str, tuple[str, ...]] = {
+    "playbooks/plugins/modules/envkit_probe.py": (
+        # the version order and ranges the role asserts (one block with envkit.versions, held byte-equal by a test)
+        "version_key",
+        "in_range",
+        "parse_ranges",
+        "in_any_range",
+        # the vendor's info files, the OS family, and the decisions each role step takes from the facts
+        "info_value",
+        "os_family_of",
+        "preflight_decide",
+        "hdk_decide",
+        "firmware_range_check",
+        "cann_decide",
+        "python_decide",
+        "smoke_decide",
+        "decide",
+    ),
+    "playbooks/plugins/modules/envkit_fetch.py": (
+        # a file's URL on a mirror, its part file, redirects, the answer's headers, the `files` option, the messages
+        "url_of",
+        "part_of",
+        "_next_hop",
+        "_one_header",
+        "plan_body",
+        "_spec",
+        "unique_errors",
+        "_why",
+    ),
 }
 
 # group -> the fast unit tests that hold it. mutmut runs, for each mutant, only those of them that reach the mutated
@@ -169,7 +204,12 @@ TESTS: dict[str, tuple[str, ...]] = {
         "tests/provision/test_net_preflight.py",
         "tests/provision/test_provision_unit.py",
     ),
-    "runargs": ("tests/image/test_run_args.py", "tests/image/test_run_args_bounds.py", "tests/core/test_chip_as_data.py"),
+    "runargs": (
+        "tests/image/test_run_args.py",
+        "tests/image/test_run_args_bounds.py",
+        "tests/image/test_mutants_runargs.py",
+        "tests/core/test_chip_as_data.py",
+    ),
     "k8s": ("tests/k8s",),
     "index": (
         "tests/hostile/test_index_pages.py",
@@ -177,6 +217,15 @@ TESTS: dict[str, tuple[str, ...]] = {
         "tests/airgap/test_index_shapes.py",
     ),
     "http": ("tests/hostile/test_http.py", "tests/hostile/test_http_credentials.py", "tests/airgap/test_page_redirect_base.py"),
+    "ansible": (
+        "tests/provision/test_probe_decide.py",
+        "tests/provision/test_firmware_ranges.py",
+        "tests/provision/test_probe_fifo.py",
+        "tests/provision/test_fetch_module.py",
+        "tests/provision/test_mirror_join.py",
+        "tests/provision/test_pull_unit.py",
+        "tests/provision/test_mutants_probe.py",
+    ),
     "provision": (
         "tests/provision/test_provision_unit.py",
         "tests/provision/test_pull_unit.py",
@@ -198,9 +247,21 @@ def _module_name(path: str) -> str:
     return name[: -len(".__init__")] if name.endswith(".__init__") else name
 
 
-def _mutant_glob(path: str) -> str:
-    """mutmut names a mutant `<module>.x_<function>__mutmut_<n>` (methods: `<module>.xǁClassǁmethod__mutmut_<n>`)."""
-    return _module_name(path) + ".x*"
+def _mutant_globs(path: str) -> list[str]:
+    """mutmut names a mutant `<module>.x_<function>__mutmut_<n>` (methods: `<module>.xǁClassǁmethod__mutmut_<n>`);
+    a file of FUNCTIONS, only those functions' mutants."""
+    module = _module_name(path)
+    if path in FUNCTIONS:
+        return [f"{module}.x_{name}__mutmut_*" for name in FUNCTIONS[path]]
+    return [module + ".x*"]
+
+
+def _scored(path: str, codes: dict[str, Any]) -> dict[str, Any]:
+    """The verdicts of the mutants a run of `path` checks (`_mutant_globs`): mutmut also lists the others."""
+    from fnmatch import fnmatchcase
+
+    globs = _mutant_globs(path)
+    return {k: c for k, c in codes.items() if any(fnmatchcase(k, g) for g in globs)}
 
 
 def equivalents() -> dict[str, str]:
@@ -212,7 +273,7 @@ def equivalents() -> dict[str, str]:
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
         if len(cells) < 3:
             continue
-        for name in re.findall(r"`(envkit\.[^`\s]+__mutmut_\d+)`", cells[1]):
+        for name in re.findall(r"`((?:envkit|playbooks)\.[^`\s]+__mutmut_\d+)`", cells[1]):
             out[name] = cells[-1]
     return out
 
@@ -263,7 +324,7 @@ def keep_verdicts(groups: list[str], only: list[str] | None) -> None:
             meta = ROOT / "mutants" / (path + ".meta")
             if not meta.is_file():
                 continue
-            codes = json.loads(meta.read_text(encoding="utf-8"))["exit_code_by_key"]
+            codes = _scored(path, json.loads(meta.read_text(encoding="utf-8"))["exit_code_by_key"])
             if only is not None:
                 kept = verdicts(path) or {}
                 rerun = {k for k, c in codes.items() if c is not None and any(fnmatchcase(k, pat) for pat in only)}
@@ -290,7 +351,7 @@ def run(groups: list[str], jobs: int, fresh: bool, only: list[str] | None = None
     """mutmut over the mutants of `groups` (or just the named ones in `only`), with the groups' own tests."""
     if fresh:
         shutil.rmtree(ROOT / "mutants", ignore_errors=True)
-    globs = only if only is not None else [_mutant_glob(p) for g in groups for p in MODULES[g]]
+    globs = only if only is not None else [glob for g in groups for p in MODULES[g] for glob in _mutant_globs(p)]
     tests = sorted({t for g in groups for t in TESTS[g]})
     cmd = [sys.executable, str(Path(__file__).resolve()), "--mutmut", "run", "--max-children", str(jobs), *globs]
     # the property tests (hypothesis) draw 5 examples, derandomized, per mutant (tests/core/test_properties.py)

@@ -33,3 +33,33 @@ def test_every_mutated_file_is_in_exactly_one_group_and_every_group_s_tests_exis
     assert set(tool.TESTS) == set(tool.MODULES)
     missing = [t for tests in tool.TESTS.values() for t in tests if not (ROOT / t).exists()]
     assert missing == []
+
+
+def test_the_functions_a_group_is_narrowed_to_exist_and_their_mutants_are_the_ones_scored():
+    """FUNCTIONS (the Ansible modules' pure functions) names top-level functions of grouped files; the glob of each
+    picks that function's mutants and no other's (`x_in_range` not `x_in_any_range`)."""
+    import ast
+
+    tool = _tool()
+    grouped = {f for files in tool.MODULES.values() for f in files}
+    for path, names in tool.FUNCTIONS.items():
+        assert path in grouped
+        tree = ast.parse((ROOT / path).read_text(encoding="utf-8"))
+        defined = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
+        assert set(names) <= defined, sorted(set(names) - defined)
+    probe = "playbooks/plugins/modules/envkit_probe.py"
+    codes = {
+        "playbooks.plugins.modules.envkit_probe.x_in_range__mutmut_3": 1,
+        "playbooks.plugins.modules.envkit_probe.x_in_any_range__mutmut_1": 0,
+        "playbooks.plugins.modules.envkit_probe.x__read__mutmut_2": 0,  # reads the host: not scored
+        "playbooks.plugins.modules.envkit_probe.x_decide__mutmut_7": None,
+    }
+    assert sorted(tool._scored(probe, codes)) == [
+        "playbooks.plugins.modules.envkit_probe.x_decide__mutmut_7",
+        "playbooks.plugins.modules.envkit_probe.x_in_any_range__mutmut_1",
+        "playbooks.plugins.modules.envkit_probe.x_in_range__mutmut_3",
+    ]
+    assert tool._scored("envkit/versions.py", {"envkit.versions.x_parse__mutmut_1": 1}) == {
+        "envkit.versions.x_parse__mutmut_1": 1
+    }
+    assert tool._mutant_globs("envkit/jobs/provision/__init__.py") == ["envkit.jobs.provision.x*"]

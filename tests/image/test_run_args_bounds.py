@@ -20,6 +20,7 @@ from envkit.core.matrix import load_matrix
 from envkit.errors import BadInput
 from envkit.export.runargs import chip_from_row, parse_devices, run_args
 from envkit.io.bounded import MAX_DEVICE_ID
+from tests.conftest import plain_id
 
 COUNTS = {cid: row.davinci_devices for cid, row in load_matrix().chips.items() if row.davinci_devices is not None}
 UNKNOWN = sorted(cid for cid, row in load_matrix().chips.items() if row.davinci_devices is None)
@@ -116,7 +117,7 @@ GARBAGE = [
 ]
 
 
-@pytest.mark.parametrize("text", GARBAGE, ids=[f"{i}-{t[:10]!r}" for i, t in enumerate(GARBAGE)])
+@pytest.mark.parametrize("text", GARBAGE, ids=[f"{i}-'{plain_id(t[:10])}'" for i, t in enumerate(GARBAGE)])
 def test_negative_and_garbage_ids_are_refused_promptly(text, run_cli):
     start = time.monotonic()
     with pytest.raises(BadInput) as exc:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +10,7 @@ import pytest
 import yaml
 
 from tests.provision.fleet import Fleet
+from tests.provision.modules import ansible_module
 
 PLAYBOOKS = Path(__file__).resolve().parents[2] / "playbooks"
 PROBE = PLAYBOOKS / "plugins" / "modules" / "envkit_probe.py"
@@ -28,15 +28,29 @@ def fleet(tmp_path_factory):
         f.down()
 
 
-@functools.cache
 def load_probe():
     """The envkit_probe module's code (its decisions, its checks) as a Python module, imported from the role once."""
-    import importlib.util
+    return ansible_module("envkit_probe")
 
-    spec = importlib.util.spec_from_file_location("envkit_probe_under_test", PROBE)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+
+def skip_under_mutation(why: str = "Ansible cannot run the mutated module files of a mutmut run") -> None:
+    """Skips a test that cannot hold under mutmut (`make mutation`, which sets MUTANT_UNDER_TEST). By default one that
+    runs envkit's modules through Ansible: Ansible would run the mutated copy of a module from its own temp folder,
+    where the copy's trampoline cannot find mutmut's config. The unit tests call the modules' functions directly
+    instead (tests/provision/modules.py), and the plain suite runs these."""
+    import os
+
+    if "MUTANT_UNDER_TEST" in os.environ:
+        pytest.skip(why)
+
+
+def local_ansible_playbook() -> Path:
+    """ansible-playbook beside this interpreter, for a play on this machine (skipped without one, or under mutmut)."""
+    skip_under_mutation()
+    ap = Path(sys.executable).parent / "ansible-playbook"
+    if not ap.exists():
+        pytest.skip("ansible-playbook not installed beside this interpreter")
+    return ap
 
 
 def run_local_playbook(
@@ -48,6 +62,8 @@ def run_local_playbook(
     test may leave anything in /tmp, such as a module's `ansible_<module>_payload_*` folder."""
     import contextlib
     import tempfile
+
+    skip_under_mutation()
 
     own = tempfile.TemporaryDirectory(prefix="envkit-ansible-tmp-") if tmp_dir is None else contextlib.nullcontext(str(tmp_dir))
     with own as tmp:

@@ -32,7 +32,7 @@ from envkit.jobs.provision import (
 )
 from envkit.lock.file import read_lock
 from tests.provision import test_pull_unit
-from tests.provision.conftest import write_play
+from tests.provision.conftest import local_ansible_playbook, write_play
 from tests.provision.fleet import sha256
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -111,9 +111,7 @@ def test_each_host_tries_its_head_then_its_mirrors(tmp_path):
     from envkit.executor.ansible import playbook_env
     from tests.provision.conftest import run_local_playbook, write_play
 
-    ap = Path(sys.executable).parent / "ansible-playbook"
-    if not ap.exists():
-        pytest.skip("ansible-playbook not installed beside this interpreter")
+    ap = local_ansible_playbook()
     play = tmp_path / "play.yml"
     write_play(
         play,
@@ -222,9 +220,7 @@ def test_each_host_tries_its_own_mirrors_in_its_own_order(tmp_path):
     global mirror before its own.)"""
     from envkit.executor.ansible import parse_lines, playbook_env
 
-    ap = Path(sys.executable).parent / "ansible-playbook"
-    if not ap.exists():
-        pytest.skip("ansible-playbook not installed beside this interpreter")
+    ap = local_ansible_playbook()
     p1, p2, p3 = (_free_port() for _ in range(3))  # nothing listens: each try is refused at once
     inv = tmp_path / "hosts.ini"
     inv.write_text(

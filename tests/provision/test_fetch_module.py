@@ -6,7 +6,6 @@ its boundary, and hostile mirror answers (tests/hostile/servers.py). Through Ans
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import os
 import time
 from pathlib import Path
@@ -15,12 +14,9 @@ import pytest
 
 from tests.hostile.servers import OK_JSON, HostileServer
 from tests.provision.mirrors import RangeMirror
+from tests.provision.modules import ansible_module
 
-MODULE = Path(__file__).resolve().parents[2] / "playbooks" / "plugins" / "modules" / "envkit_fetch.py"
-_spec = importlib.util.spec_from_file_location("envkit_fetch_under_test", MODULE)
-assert _spec is not None and _spec.loader is not None
-ef = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(ef)
+ef = ansible_module("envkit_fetch")
 
 DATA = bytes(range(256)) * 400  # 102,400 bytes
 

@@ -17,21 +17,16 @@ from __future__ import annotations
 
 import hashlib
 import http.server
-import importlib.util
 import re
 import threading
-from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
 
 from envkit.jobs.provision import Mirror, parse_mirror, pull_vars
+from tests.provision.modules import ansible_module
 
-MODULE = Path(__file__).resolve().parents[2] / "playbooks" / "plugins" / "modules" / "envkit_fetch.py"
-_spec = importlib.util.spec_from_file_location("envkit_fetch_join_under_test", MODULE)
-assert _spec is not None and _spec.loader is not None
-ef = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(ef)
+ef = ansible_module("envkit_fetch")
 
 PATH = "wheels/torch-2.6.0+cpu-cp310-cp310-manylinux_2_28_aarch64.whl"  # a bundle path: `+` is sent as %2B
 FILE = "/wheels/torch-2.6.0%2Bcpu-cp310-cp310-manylinux_2_28_aarch64.whl"

@@ -4,7 +4,6 @@ timeout) where hccn_tool exists, the controller checks the raw answers and the r
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -12,7 +11,7 @@ import yaml
 
 from envkit.executor.ansible import parse_lines
 from envkit.jobs.provision import PROBE_TASK, format_table, summarize_provision
-from tests.provision.conftest import run_probe
+from tests.provision.conftest import local_ansible_playbook, run_probe
 
 ROOT = Path(__file__).resolve().parents[2]
 PLAYBOOKS = ROOT / "playbooks"
@@ -36,9 +35,7 @@ esac
 
 
 def _run_probe(tmp_path: Path, args: dict) -> dict:
-    ansible = Path(sys.executable).parent / "ansible-playbook"
-    if not ansible.exists():
-        pytest.skip("ansible-playbook not installed beside this interpreter")
+    ansible = local_ansible_playbook()
     p = run_probe(ansible, tmp_path, {"install_path": str(tmp_path), "npu_smi": False, **args}, timeout=180)
     assert p.returncode == 0, p.stdout + p.stderr
     return json.loads((tmp_path / "result.json").read_text())["ansible_facts"]["envkit_state"]

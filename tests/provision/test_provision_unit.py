@@ -28,7 +28,7 @@ from envkit.jobs.provision import (
     summarize_provision,
 )
 from envkit.lock.file import read_lock
-from tests.provision.conftest import run_local_playbook, run_probe, write_play
+from tests.provision.conftest import local_ansible_playbook, run_local_playbook, run_probe, write_play
 from tests.provision.fleet import resolve_lock, sha256, with_fixture_zip_hashes, write_vendor
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -367,9 +367,7 @@ def test_vars_cover_the_role_inputs(tmp_path, locks):
 
 
 def test_syntax_check():
-    ap = Path(sys.executable).parent / "ansible-playbook"
-    if not ap.exists():
-        pytest.skip("ansible-playbook not installed beside this interpreter")
+    ap = local_ansible_playbook()
     env = playbook_env(PLAYBOOKS)
     p = subprocess.run(
         [str(ap), "-i", "localhost,", "--syntax-check", str(PLAYBOOKS / "site.yml")],
@@ -423,9 +421,7 @@ def test_check_reports_the_preflight_warnings_in_text_and_json(tmp_path):
     text summary and in each host's `warnings` of --json."""
     import platform
 
-    ansible = Path(sys.executable).parent / "ansible-playbook"
-    if not ansible.exists():
-        pytest.skip("ansible-playbook not installed beside this interpreter")
+    local_ansible_playbook()  # envkit provision runs it
     if not Path("/etc/debian_version").is_file() or _has_huawei_pci():
         pytest.skip("needs a Debian-family host without a Huawei PCI device")
     lock = resolve_lock(tmp_path / "x.lock", "--cann", "8.3.RC1")
@@ -605,9 +601,7 @@ def test_the_probe_s_message_is_the_report_only_where_the_host_ends_its_play(tmp
     probe has no message and the later tasks report."""
     import platform
 
-    ansible = Path(sys.executable).parent / "ansible-playbook"
-    if not ansible.exists():
-        pytest.skip("ansible-playbook not installed beside this interpreter")
+    ansible = local_ansible_playbook()
     try:  # this host's family, so that the preflight finds no error here
         ids = {platform.freedesktop_os_release().get("ID", "")} | set(
             platform.freedesktop_os_release().get("ID_LIKE", "").split()

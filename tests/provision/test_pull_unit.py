@@ -25,6 +25,8 @@ from envkit.jobs.provision import (
 )
 from envkit.lock.file import read_lock
 from tests.airgap.mirror import seal
+from tests.conftest import plain_id
+from tests.provision.conftest import local_ansible_playbook
 from tests.provision.fleet import resolve_lock, sha256, write_vendor
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -77,7 +79,7 @@ def test_good_mirror_urls(value, want):
     assert re.match(role_url_pattern(), got.url), got.url  # the roles accept what envkit accepts
 
 
-@pytest.mark.parametrize(("value", "why"), BAD, ids=[v[:40] for v, _ in BAD])
+@pytest.mark.parametrize(("value", "why"), BAD, ids=[plain_id(v[:40]) for v, _ in BAD])
 def test_bad_mirror_urls_are_bad_input(value, why):
     with pytest.raises(BadInput) as e:
         parse_mirror(value)
@@ -107,9 +109,7 @@ def test_the_roles_check_urls_as_envkit_does(tmp_path):
     these), in one error that names each."""
     from tests.provision.conftest import run_probe
 
-    ap = Path(sys.executable).parent / "ansible-playbook"
-    if not ap.exists():
-        pytest.skip("ansible-playbook not installed beside this interpreter")
+    ap = local_ansible_playbook()
     urls = [parse_mirror(v).url for v, _ in GOOD] + [v for v, _ in BAD if v]
     # as envkit writes its vars (a value with a `{` tagged !unsafe: the lookup below is data, never run)
     (tmp_path / "urls.yml").write_text(dump_vars({"urls": urls}, "test"))
