@@ -140,8 +140,10 @@ def test_ray_rows_are_held_to_rays_wheels_each_of_the_two_rows_of_one_release(ma
     first = text.index('  - version: "2.48.0"\n    vllm_ascend: ">0.25.1rc1"')
     second = text.index('  - version: "2.48.0"\n', first + 10)
     end = text.find("\n  - ", second + 10) if "\n  - " in text[second + 10 :] else len(text)
-    wrong = text[second:end].replace('python: ">=3.9,<3.14"', 'python: ">=3.9,<3.15"').replace(
-        'manylinux: {aarch64: "2.17", x86_64: "2.17"}', 'manylinux: {aarch64: "2.28", x86_64: "2.17"}'
+    wrong = (
+        text[second:end]
+        .replace('python: ">=3.9,<3.14"', 'python: ">=3.9,<3.15"')
+        .replace('manylinux: {aarch64: "2.17", x86_64: "2.17"}', 'manylinux: {aarch64: "2.28", x86_64: "2.17"}')
     )
     assert wrong != text[second:end]
     serving.write_text(text[:second] + wrong + text[end:])
