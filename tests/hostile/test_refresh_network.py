@@ -171,7 +171,7 @@ def test_a_refresh_against_the_index_completes_and_says_so_on_stderr(pypi, sleep
     assert r.out.endswith("matrix up to date: 32 derived rules, 0 row(s) with other wheel facts\n")
     assert sleeps == []
     assert f"refresh: reading {srv.url} (8 request(s) at a time)" in r.err
-    assert "refresh: 7/7 projects (0 retried)" in r.err
+    assert "refresh: 8/8 projects (0 retried)" in r.err
     assert "transformers metadata documents (0 retried)" in r.err
     assert f"documents read from {srv.url}, 0 retried" in r.err.splitlines()[-1]
     quiet = run_cli("--quiet", "matrix", "refresh", "--index-url", srv.url)
