@@ -225,6 +225,7 @@ TESTS: dict[str, tuple[str, ...]] = {
         "tests/provision/test_mirror_join.py",
         "tests/provision/test_pull_unit.py",
         "tests/provision/test_mutants_probe.py",
+        "tests/provision/test_mutants_fetch.py",
     ),
     "provision": (
         "tests/provision/test_provision_unit.py",
