@@ -139,7 +139,7 @@ def test_ray_rows_are_held_to_rays_wheels_each_of_the_two_rows_of_one_release(ma
     text = serving.read_text()
     first = text.index('  - version: "2.48.0"\n    vllm_ascend: ">0.25.1rc1"')
     second = text.index('  - version: "2.48.0"\n', first + 10)
-    end = text.find("\n  - ", second + 10) if "\n  - " in text[second + 10 :] else len(text)
+    end = text.index("\n  - ", second + 10)  # a third 2.48.0 row follows
     wrong = (
         text[second:end]
         .replace('python: ">=3.9,<3.14"', 'python: ">=3.9,<3.15"')

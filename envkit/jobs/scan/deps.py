@@ -316,13 +316,13 @@ class _Reader:
                     f"{name} = {version[:100]!r}: a Poetry constraint PEP 440 cannot state; the name alone is kept",
                 )
                 spec = ""
+            requirement = f"{name}{wanted}{spec}"
             if isinstance(value, dict) and value.get("optional") is True and extras_of is not None:
-                for extra in extras_of.get(normalize(name), []):
-                    self.add(f"{name}{wanted}{spec}", rel, line, f"extras:{extra}", True)
-                if not extras_of.get(normalize(name)):  # named by no extra: never installed, still classified
-                    self.add(f"{name}{wanted}{spec}", rel, line, group, True)
+                # installed by the extras that name it; named by none: never installed, still classified
+                for label in [f"extras:{x}" for x in extras_of.get(normalize(name), [])] or [group]:
+                    self.add(requirement, rel, line, label, True)
                 continue
-            self.add(f"{name}{wanted}{spec}", rel, line, group, optional)
+            self.add(requirement, rel, line, group, optional)
 
     # --- setup.cfg ---------------------------------------------------------------------------------------------
     def setup_cfg(self, rel: str) -> None:
