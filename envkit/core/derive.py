@@ -17,9 +17,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Literal, Union
 
 from envkit import __version__, versions
-from envkit.core.matrix import LoadedMatrix, SourcedRow, known, load_matrix
-from envkit.core.matrix_records import VendorArtifact
-from envkit.core.resolve import Pin, Resolution, hints_for, solve
+from envkit.core.matrix import LoadedMatrix, SourcedRow, load_matrix
+from envkit.core.matrix_records import Arch, CannRelease, Chip, HdkRelease, TorchNpuRelease, VendorArtifact
+from envkit.core.resolve import Chosen, Pin, Resolution, hints_for, solve
 from envkit.errors import BadInput
 from envkit.lock.records import (
     Artifact,
@@ -53,8 +53,8 @@ if TYPE_CHECKING:
 ComponentName = Literal["driver", "firmware", "cann-toolkit", "cann-ops", "cann-kernels", "cann-nnal"]
 
 
-def hdk_file_version(lm: LoadedMatrix, hdk_version: str, chip: str) -> str:
-    h = lm.hdk_row(hdk_version)
+def hdk_file_version(h: HdkRelease, chip: str) -> str:
+    """The version an HDK release's installer files carry for `chip` (the chip's own spelling, else the row's)."""
     if chip in h.chip_package_versions:
         return h.chip_package_versions[chip]
     return h.package_version or h.version.replace("RC", "rc")
@@ -105,14 +105,14 @@ def _artifact(
     )
 
 
-def build_artifacts(lm: LoadedMatrix, stack: dict[str, str]) -> list[Artifact]:
-    chip = lm.chips[stack["chip"]]
-    arch = stack["arch"]
-    hdk_arch = next(a.hdk_file_arch for a in lm.model.arches if a.id == arch)
+def build_artifacts(lm: LoadedMatrix, stack: dict[str, str], rows: Chosen) -> list[Artifact]:
+    """The installers of the stack, from the rows the resolution chose (`rows`) and the matrix's artifact and
+    installer tables."""
+    chip, arch, hdk_arch = rows.chip, stack["arch"], rows.arch.hdk_file_arch
     out: list[Artifact] = []
     # driver and firmware: one signed zip per chip and arch holds both
     if chip.driver_file:
-        driver_v = hdk_file_version(lm, stack["driver"], chip.id)
+        driver_v = hdk_file_version(rows.driver, chip.id)
         zip_drv = _zip(lm, "hdk", stack["driver"], "npu", chip.hdk_zip_token, arch) if chip.hdk_zip_token else None
         drv = _artifact(
             lm,
@@ -122,11 +122,11 @@ def build_artifacts(lm: LoadedMatrix, stack: dict[str, str]) -> list[Artifact]:
             chip.driver_file.format(version="*", hdk_arch=hdk_arch),
             zip_drv,
         )
-        out.append(replace(drv, package_version=driver_v.lower(), compatible=lm.hdk_row(stack["driver"]).compatible_firmware))
+        out.append(replace(drv, package_version=driver_v.lower(), compatible=rows.driver.compatible_firmware))
     if chip.firmware_file:
-        fw_version = lm.hdk_row(stack["firmware"]).firmware_version
+        fw = rows.firmware
+        fw_version = fw.firmware_version
         zip_fw = _zip(lm, "hdk", stack["firmware"], "npu", chip.hdk_zip_token, arch) if chip.hdk_zip_token else None
-        fw = lm.hdk_row(stack["firmware"])
         out.append(
             _artifact(
                 lm,
@@ -140,7 +140,7 @@ def build_artifacts(lm: LoadedMatrix, stack: dict[str, str]) -> list[Artifact]:
         )
         out[-1] = replace(out[-1], package_version=(fw.package_version or fw.version).lower(), compatible=fw.compatible_driver)
     # CANN: the toolkit, the operator package of the chip, NNAL; file name templates take {version} and {arch}
-    cann = lm.cann_row(stack["cann"])
+    cann = rows.cann
     file_version = cann.file_version or cann.version
 
     def cann_artifact(component: ComponentName, template: str, kind: str, chip_id: str | None = None) -> Artifact:
@@ -163,10 +163,9 @@ def build_artifacts(lm: LoadedMatrix, stack: dict[str, str]) -> list[Artifact]:
     return sorted(out, key=lambda a: (a.order, a.component))
 
 
-def build_platform(lm: LoadedMatrix, stack: dict[str, str]) -> Platform:
+def build_platform(lm: LoadedMatrix, stack: dict[str, str], rows: Chosen) -> Platform:
     """What the jobs need to know about the lock's chip and OS, so that they never read the matrix."""
-    chip = lm.chips[stack["chip"]]
-    osrow = lm.oses[stack["os"]]
+    chip, osrow = rows.chip, rows.os
     row = next((i for i in lm.model.images if i.os == osrow.id), None)
     base = None
     if row is not None:
@@ -187,7 +186,7 @@ def build_platform(lm: LoadedMatrix, stack: dict[str, str]) -> Platform:
         base_image=base,
         device_plugin_resource=chip.device_plugin_resource,
         hccl=build_hccl(lm, chip.id),
-        kubernetes=build_kubernetes(lm, chip.id, stack["arch"]),
+        kubernetes=build_kubernetes(chip, rows.arch),
     )
 
 
@@ -195,14 +194,14 @@ def build_platform(lm: LoadedMatrix, stack: dict[str, str]) -> Platform:
 _CONFIDENCE_ORDER: tuple[Confidence, ...] = ("stated", "derived", "inferred")
 
 
-def build_kubernetes(lm: LoadedMatrix, chip_id: str, arch: str) -> KubernetesFacts | None:
-    """The chip's MindCluster facts (`chips[].kubernetes`) and the arch's `host-arch` label (`arches[].kubernetes`),
-    with both rows' sources and the weaker confidence; None where the chip has none."""
-    k8s = lm.chips[chip_id].kubernetes
+def build_kubernetes(chip: Chip, arch: Arch | None) -> KubernetesFacts | None:
+    """The chip's MindCluster facts (`chips[].kubernetes`) and the arch's `host-arch` label (`arches[].kubernetes`;
+    `arch` None: an arch the matrix does not know), with both rows' sources and the weaker confidence; None where the
+    chip has none."""
+    k8s = chip.kubernetes
     if k8s is None:
         return None
-    arch_row = next((a for a in lm.model.arches if a.id == arch), None)
-    host = arch_row.kubernetes if arch_row is not None else None
+    host = arch.kubernetes if arch is not None else None
     rows: list[SourcedRow] = [k8s] if host is None else [k8s, host]
     return KubernetesFacts(
         source=[line for row in rows for line in row.sources],
@@ -257,15 +256,16 @@ def upgrade(data: dict[str, Any], filename: str) -> tuple[dict[str, Any], list[s
     lifted = {**platform, "device_plugin_resource": chip.device_plugin_resource, "hccl": plain(build_hccl(lm, chip.id))}
     fields = ["platform.device_plugin_resource", "platform.hccl"]
     arch = stack.get("arch")
-    k8s = build_kubernetes(lm, chip.id, arch) if isinstance(arch, str) else None
+    arch_row = next((a for a in lm.model.arches if a.id == arch), None) if isinstance(arch, str) else None
+    k8s = build_kubernetes(chip, arch_row) if isinstance(arch, str) else None
     if k8s is not None:  # optional in schema 3 (a chip without them has none): lifted where the matrix has them
         lifted["kubernetes"] = plain(k8s)
         fields.append("platform.kubernetes")
     return {**data, "schema_version": 3, "platform": lifted}, fields
 
 
-def build_layout(lm: LoadedMatrix, cann_version: str) -> CannLayout:
-    cann = lm.cann_row(cann_version)
+def build_layout(lm: LoadedMatrix, cann: CannRelease) -> CannLayout:
+    """Where the CANN release installs and what its set_env sets (its row's layout, filled from the layout table)."""
     rule = next(r for r in lm.model.cann_layouts if r.kind == cann.layout)
     home = rule.home.format(version=cann.version)
     return CannLayout(
@@ -276,26 +276,26 @@ def build_layout(lm: LoadedMatrix, cann_version: str) -> CannLayout:
     )
 
 
-def torch_spec(lm: LoadedMatrix, stack: dict[str, str]) -> tuple[str, str | None]:
+def torch_spec(stack: dict[str, str], rows: Chosen) -> tuple[str, str | None]:
     """The exact torch version to install and the index it comes from: torch's CPU build for the arch
-    (`torch_builds`: `X+cpu` from the PyTorch CPU index, or PyPI's plain `X` where that is a CPU build);
+    (`rows.torch_build`: `X+cpu` from the PyTorch CPU index, or PyPI's plain `X` where that is a CPU build);
     None: the default index. Without a row, the x86_64 `+label` the torch_npu wheel pins."""
     public = versions.parse(stack["torch"]).public
-    build = lm.torch_build(public, stack["arch"])
+    build = rows.torch_build
     if build is not None:
         version = f"{public}+{build.local}" if build.local else public
         return version, (None if build.index == "pypi" else build.index)
-    t = lm.torch_npu_row(stack["torch_npu"])
+    t = rows.torch_npu
     if stack["arch"] == "x86_64" and t.x86_64_torch_local:
         return f"{public}+{t.x86_64_torch_local}", "pytorch-cpu"
     return public, None
 
 
-def _torch_build_rule(lm: LoadedMatrix, stack: dict[str, str]) -> str:
-    build = lm.torch_build(stack["torch"], stack["arch"])
+def _torch_build_rule(stack: dict[str, str], rows: Chosen) -> str:
+    build = rows.torch_build
     if build is None:
         return ""
-    spelling = f"torch=={torch_spec(lm, stack)[0]}"
+    spelling = f"torch=={torch_spec(stack, rows)[0]}"
     return f"; its {stack['arch']} CPU build {spelling} from {build.index} (torch_builds, {build.confidence})"
 
 
@@ -303,13 +303,13 @@ def _torch_build_rule(lm: LoadedMatrix, stack: dict[str, str]) -> str:
 TORCH_NPU_VENDOR_INDEX = "ascend-pypi"
 
 
-def torch_npu_index(lm: LoadedMatrix, stack: dict[str, str]) -> str | None:
+def torch_npu_index(row: TorchNpuRelease) -> str | None:
     """The index of the torch_npu pin: None (PyPI) unless its row says PyPI does not serve it
     (matrices/torch_npu.yaml `torch_npu[].on_pypi`); then the Ascend pip mirror."""
-    return None if lm.torch_npu_row(stack["torch_npu"]).on_pypi else TORCH_NPU_VENDOR_INDEX
+    return None if row.on_pypi else TORCH_NPU_VENDOR_INDEX
 
 
-def framework_pins(lm: LoadedMatrix, stack: dict[str, str]) -> list[PythonPin]:
+def framework_pins(stack: dict[str, str], rows: Chosen) -> list[PythonPin]:
     """The serving pins in the vendor's install order (`vllm==X`, then `vllm-ascend==X`; triton-ascend from the index
     its row names: 3.2.1/3.2.2 only on the Ascend index), then Ray where the stack serves across nodes (`ray==X`, the
     release matrices/serving.yaml `ray` pins for its vllm-ascend; the vendor's images install it last, from PyPI).
@@ -319,24 +319,24 @@ def framework_pins(lm: LoadedMatrix, stack: dict[str, str]) -> list[PythonPin]:
         pins.append(PythonPin(name="vllm", version=stack["vllm"]))
     if stack.get("vllm_ascend"):
         pins.append(PythonPin(name="vllm-ascend", version=stack["vllm_ascend"]))
-    if stack.get("triton_ascend"):
-        row = known(lm.triton_ascend(stack["triton_ascend"]), f"triton-ascend {stack['triton_ascend']}")
+    if rows.triton_ascend is not None:
+        row = rows.triton_ascend
         pins.append(PythonPin(name="triton-ascend", version=row.version, index=None if row.index == "pypi" else row.index))
-    if stack.get("ray"):
-        pins.append(PythonPin(name="ray", version=known(lm.ray(stack["ray"]), f"ray {stack['ray']}").version))
+    if rows.ray is not None:
+        pins.append(PythonPin(name="ray", version=rows.ray.version))
     return pins
 
 
-def build_python(lm: LoadedMatrix, stack: dict[str, str]) -> PythonSection:
-    torch_version, torch_index = torch_spec(lm, stack)
+def build_python(lm: LoadedMatrix, stack: dict[str, str], rows: Chosen) -> PythonSection:
+    torch_version, torch_index = torch_spec(stack, rows)
     pins = [
         PythonPin(name="torch", version=torch_version, index=torch_index),
-        PythonPin(name="torch_npu", version=stack["torch_npu"], index=torch_npu_index(lm, stack)),
+        PythonPin(name="torch_npu", version=stack["torch_npu"], index=torch_npu_index(rows.torch_npu)),
         PythonPin(name="numpy", version=stack["numpy"]),
         PythonPin(name="transformers", version=stack["transformers"]),
         PythonPin(name="accelerate", version=stack["accelerate"]),
     ]
-    pins += framework_pins(lm, stack)
+    pins += framework_pins(stack, rows)
     indexes = {"pypi": lm.index_url("pypi")}
     for index in [torch_index, *(p.index for p in pins)]:
         if index:
@@ -349,9 +349,9 @@ def build_python(lm: LoadedMatrix, stack: dict[str, str]) -> PythonSection:
     )
 
 
-def _framework_provenance(lm: LoadedMatrix, s: dict[str, str]) -> dict[str, tuple[str, str, Confidence | None]]:
+def _framework_provenance(s: dict[str, str], rows: Chosen) -> dict[str, tuple[str, str, Confidence | None]]:
     out: dict[str, tuple[str, str, Confidence | None]] = {}
-    va = lm.vllm_ascend(s["vllm_ascend"]) if s.get("vllm_ascend") else None
+    va = rows.vllm_ascend
     if va is not None:
         out["vllm_ascend"] = (f"newest vllm-ascend release that fits (vllm_ascend/{va.version})", va.source_text, va.confidence)
         out["vllm"] = (f"vllm_ascend/{va.version} pins vLLM {va.vllm}", va.source_text, va.confidence)
@@ -359,18 +359,18 @@ def _framework_provenance(lm: LoadedMatrix, s: dict[str, str]) -> dict[str, tupl
         if tf is not None:
             rule = f"newest Transformers that fits the rules and vllm_ascend/{va.version}.transformers {tf.spec}"
             out["transformers"] = (rule, tf.source_text, tf.confidence)
-    ta = lm.triton_ascend(s["triton_ascend"]) if s.get("triton_ascend") else None
+    ta = rows.triton_ascend
     if ta is not None:
         rule = f"vllm_ascend/{va.version} installs triton-ascend {ta.version}" if va else f"triton_ascend/{ta.version}"
         out["triton_ascend"] = (f"{rule}, bound to CANN {', '.join(ta.cann)}", ta.source_text, ta.confidence)
-    ray = lm.ray_for(s["vllm_ascend"]) if s.get("ray") and s.get("vllm_ascend") else None
+    ray = rows.ray
     if ray is not None:
         rule = (
             f"ray/{ray.version}: vllm-ascend {s['vllm_ascend']} serves across nodes with Ray (its images install "
             f"ray {ray.spec}; the matrix pins {ray.version} for vllm_ascend {ray.vllm_ascend})"
         )
         out["ray"] = (rule, ray.source_text, ray.confidence)
-    ms = lm.mindspeed(s["mindspeed"]) if s.get("mindspeed") else None
+    ms = rows.mindspeed
     if ms is not None:
         out["mindspeed"] = (f"newest MindSpeed release that fits (mindspeed/{ms.version})", ms.source_text, ms.confidence)
     return out
@@ -382,7 +382,7 @@ def _provenance(lm: LoadedMatrix, res: Resolution) -> dict[str, Provenance]:
     t, c, h, fw, osrow = rows.torch_npu, rows.cann, rows.driver, rows.firmware, rows.os
     derived: dict[str, tuple[str, str, Confidence | None]] = {
         "torch_npu": (f"torch_npu/{t.version}", t.source_text, t.confidence),
-        "torch": (f"torch_npu/{t.version} pins torch=={t.torch}" + _torch_build_rule(lm, s), t.source_text, t.confidence),
+        "torch": (f"torch_npu/{t.version} pins torch=={t.torch}" + _torch_build_rule(s, rows), t.source_text, t.confidence),
         "cann": (
             f"torch_npu/{t.version} -> CANN {c.version}" + (" (vendor table)" if res.validated_cann else " (compatible line)"),
             c.source_text,
@@ -404,7 +404,7 @@ def _provenance(lm: LoadedMatrix, res: Resolution) -> dict[str, Provenance]:
         "transformers": ("newest recommended Transformers that fits the rules", "matrices/python_packages.yaml", None),
         "accelerate": ("newest recommended Accelerate that fits the rules", "matrices/python_packages.yaml", None),
     }
-    derived.update(_framework_provenance(lm, s))
+    derived.update(_framework_provenance(s, rows))
     va = rows.vllm_ascend
     line = lm.lines.get(t.line) if t.line else None
     if va is not None and va.runs_on is not None and (line is None or s["chip"] not in line.chips):
@@ -433,9 +433,8 @@ def _provenance(lm: LoadedMatrix, res: Resolution) -> dict[str, Provenance]:
 def derive(lm: LoadedMatrix, res: Resolution, generated_by: str) -> Lock:
     """The lock of a resolution as plain records (`envkit.lock.records`): what `envkit resolve` writes
     (`envkit.lock.text`) and the gate compares, without pydantic."""
-    stack = dict(res.stack)
-    torch_version, _ = torch_spec(lm, stack)
-    stack["torch"] = torch_version
+    stack, rows = dict(res.stack), res.rows
+    stack["torch"] = torch_spec(stack, rows)[0]
     return Lock(
         envkit_version=__version__,
         matrix_digest=lm.digest,
@@ -443,11 +442,11 @@ def derive(lm: LoadedMatrix, res: Resolution, generated_by: str) -> Lock:
         stack=FullStack(**stack),
         validated=Validation(torch_npu_cann=res.validated_cann, cann_hdk=res.validated_hdk),
         provenance=_provenance(lm, res),
-        platform=build_platform(lm, stack),
-        layout=build_layout(lm, stack["cann"]),
-        artifacts=build_artifacts(lm, res.stack),
-        python=build_python(lm, res.stack),
-        hints=hints_for(lm, res.stack, res.pins),
+        platform=build_platform(lm, stack, rows),
+        layout=build_layout(lm, rows.cann),
+        artifacts=build_artifacts(lm, res.stack, rows),
+        python=build_python(lm, res.stack, rows),
+        hints=hints_for(lm, res.stack, res.pins, rows),
     )
 
 

@@ -26,5 +26,5 @@ def test_plain_text_with_braces_passes():
 def test_hdk_file_version_lowers_rc_when_the_row_has_no_file_spelling():
     lm = load_matrix()
     row = next(h for h in lm.model.hdk if not h.package_version and "RC" in h.version and not h.chip_package_versions)
-    assert hdk_file_version(lm, row.version, "910b") == row.version.replace("RC", "rc")
-    assert "RC" not in hdk_file_version(lm, row.version, "910b")
+    assert hdk_file_version(row, "910b") == row.version.replace("RC", "rc")
+    assert "RC" not in hdk_file_version(row, "910b")

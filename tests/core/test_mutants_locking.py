@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from envkit.core.derive import _flags, _framework_provenance, build_layout, build_lock, derive_lock, differ, framework_pins
+from envkit.core.derive import _flags, _framework_provenance, build_layout, build_lock, derive_lock, differ
 from envkit.core.matrix import LoadedMatrix, load_matrix
 from envkit.core.resolve import pins_from_mapping, solve
-from envkit.core.resolve.search import framework_keys
+from envkit.core.resolve.search import chosen, framework_keys
 from envkit.models.lock import Lock
 from envkit.records import asdict, replace
 
@@ -85,7 +85,8 @@ def test_the_goldens_hold_the_cases_they_are_for():
     assert indexes["serving"]["triton-ascend"] == "ascend-pypi" and indexes["a3_triton"]["triton-ascend"] is None
     # a triton-ascend with no vllm-ascend is declared: the rule derived for it names its own row
     assert locks["a3_triton"].provenance["triton_ascend"].origin == "declared"
-    rule = _framework_provenance(lm, dict(locks["a3_triton"].stack.model_dump(exclude_none=True)))["triton_ascend"][0]
+    stack = dict(locks["a3_triton"].stack.model_dump(exclude_none=True))
+    rule = _framework_provenance(stack, chosen(lm, stack))["triton_ascend"][0]
     assert rule == "triton_ascend/3.2.0, bound to CANN 8.5.0, 8.5.1"
     assert locks["serving"].hints and locks["vendor_torch_npu"].hints
 
@@ -124,7 +125,7 @@ def test_a_layout_fills_version_and_home_into_its_env():
     lm = load_matrix()
     rule = next(r for r in lm.model.cann_layouts if r.kind == "cann-versioned")
     edited = replace(rule, **{"env": {"B": "{home}/{version}", "A": "v{version}"}, "set_env": ["/x/{version}/set_env.sh"]})
-    layout = build_layout(edited_matrix(lm, cann_layouts=[edited]), "9.1.0")
+    layout = build_layout(edited_matrix(lm, cann_layouts=[edited]), lm.cann_row("9.1.0"))
     assert (layout.home, layout.set_env) == ("/usr/local/Ascend/cann-9.1.0", ["/x/9.1.0/set_env.sh"])
     assert list(layout.env.items()) == [("A", "v9.1.0"), ("B", "/usr/local/Ascend/cann-9.1.0/9.1.0")]
 
@@ -169,10 +170,12 @@ def test_an_unknown_component_has_no_install_flags():
     assert e.value.args == ("cann-nope",)
 
 
-def test_framework_pins_name_an_unknown_triton_ascend():
+def test_the_rows_of_a_stack_name_an_unknown_triton_ascend():
+    lm = load_matrix()
+    stack = dict(_lock(lm, {}).stack.model_dump(exclude_none=True))
     with pytest.raises(KeyError) as e:
-        framework_pins(load_matrix(), {"triton_ascend": "9.9.9"})
-    assert e.value.args == ("triton-ascend 9.9.9 is not in the matrix",)
+        chosen(lm, {**stack, "triton_ascend": "9.9.9"})
+    assert e.value.args == ("triton_ascend 9.9.9 is not in the matrix",)
 
 
 def test_differ_compares_a_list_whose_names_repeat_by_position():

@@ -12,7 +12,6 @@ from envkit.core.derive import gate, matrix_check, upgrade, without
 from envkit.core.matrix import load_matrix
 from envkit.lock.text import plain
 from envkit.records import replace
-from tests.core.conftest import edited_matrix
 
 
 def test_the_command_line_s_check_carries_the_gate_the_upgrade_and_the_user_s_choice():
@@ -76,10 +75,10 @@ def test_a_chip_with_a_firmware_file_and_no_driver_file_gets_its_firmware_s_vers
     res = solve(lm, pins_from_mapping(lm, {}))
     assert res is not None
     stack = {k: v for k, v in plain(build_lock(lm, res, "envkit resolve").stack).items() if isinstance(v, str)}
-    both = build_artifacts(lm, stack)
+    both = build_artifacts(lm, stack, res.rows)
     assert [a.component for a in both[:2]] == ["driver", "firmware"]
     chips = [replace(c, driver_file=None) if c.id == stack["chip"] else c for c in lm.model.chips]
-    alone = build_artifacts(edited_matrix(lm, chips=chips), stack)
+    alone = build_artifacts(lm, stack, replace(res.rows, chip=next(c for c in chips if c.id == stack["chip"])))
     assert alone[0].component == "firmware" and "driver" not in [a.component for a in alone]
     assert (alone[0].package_version, alone[0].compatible) == (both[1].package_version, both[1].compatible)
     assert alone[0].package_version
@@ -90,13 +89,14 @@ def test_kubernetes_facts_take_the_chip_s_note_the_arch_s_label_and_the_weaker_c
 
     k8s = lm.chips["950"].kubernetes
     assert k8s is not None and k8s.note
-    facts = build_kubernetes(lm, "950", "aarch64")
+    aarch64 = next(a for a in lm.model.arches if a.id == "aarch64")
+    facts = build_kubernetes(lm.chips["950"], aarch64)
     assert facts is not None and facts.note == k8s.note and facts.host_arch == "huawei-arm"
     # an arch the matrix does not know: the chip's facts alone, no host-arch label
-    alone = build_kubernetes(lm, "950", "sparc64")
+    alone = build_kubernetes(lm.chips["950"], None)
     assert alone is not None and alone.host_arch is None and alone.source == list(k8s.sources)
     assert alone.accelerator == facts.accelerator
     # the weaker of the two rows' confidences (by the order stated < derived < inferred, not by name)
     chips = [replace(c, kubernetes=replace(c.kubernetes, confidence="derived")) if c.id == "910b" else c for c in lm.model.chips]
-    assert build_kubernetes(lm, "910b", "aarch64").confidence == "stated"
-    assert build_kubernetes(edited_matrix(lm, chips=chips), "910b", "aarch64").confidence == "derived"
+    assert build_kubernetes(lm.chips["910b"], aarch64).confidence == "stated"
+    assert build_kubernetes(next(c for c in chips if c.id == "910b"), aarch64).confidence == "derived"

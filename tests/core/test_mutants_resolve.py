@@ -18,6 +18,7 @@ from envkit.core.resolve.pins import Pin, _nearest, _where, canonical_pin, torch
 from envkit.core.resolve.search import (
     SEARCH_ORDER,
     SERVING_KEYS,
+    chosen,
     framework_keys,
     initial_domains,
     satisfiable,
@@ -297,14 +298,16 @@ RANGE = (
     ],
 )
 def test_patch_hints_exactly(lm, pins, firmware, expected):
-    assert _patch_hints(lm, {"firmware": firmware}, pins_from_mapping(lm, pins)) == expected
+    assert _patch_hints(lm, {"firmware": firmware}, pins_from_mapping(lm, pins), lm.hdk_row(firmware)) == expected
 
 
 def test_patch_range_check_uses_the_stacks_firmware(lm):
     pinned = pins_from_mapping(lm, {"driver": "24.1.rc2.2"})
     # HDK 24.1.RC1 ships firmware 7.1.0.6.220, inside the patch's [7.0.0,7.2.99]
-    assert _patch_hints(lm, {"firmware": "24.1.RC1"}, pinned) == ["driver 24.1.rc2.2 is validated as HDK 24.1.RC2"]
-    assert _patch_hints(lm, {"firmware": "25.5.0"}, pinned)[1] == (
+    assert _patch_hints(lm, {"firmware": "24.1.RC1"}, pinned, lm.hdk_row("24.1.RC1")) == [
+        "driver 24.1.rc2.2 is validated as HDK 24.1.RC2"
+    ]
+    assert _patch_hints(lm, {"firmware": "25.5.0"}, pinned, lm.hdk_row("25.5.0"))[1] == (
         "the driver patch 24.1.rc2.2 allows firmware [7.0.0,7.2.99] only, not the firmware 7.8.0.5.216 of HDK "
         "25.5.0: install a firmware in that range"
     )
@@ -323,7 +326,7 @@ def test_a_hint_rule_on_glibc_reads_the_os(lm):
         lm, id="test/glibc-hint", when={"glibc": ">=2.0"}, forbid=True, severity="hint", message="glibc of {os} noted"
     )
     stack = validate_stack({"arch": "aarch64", "torch": "2.6.0"}, matrix=lm).stack
-    assert hints_for(lm2, stack, {}) == ["glibc of ubuntu22.04 noted [test/glibc-hint]"]
+    assert hints_for(lm2, stack, {}, chosen(lm2, stack)) == ["glibc of ubuntu22.04 noted [test/glibc-hint]"]
 
 
 # --- conflict chains ----------------------------------------------------------------------------
@@ -403,7 +406,7 @@ def test_hints_of_a_valid_stack_exactly(lm, pins, expected):
 
 def test_the_310b_hint_names_the_chip(lm):
     stack = {**validate_stack({"chip": "310p"}, matrix=lm).stack, "chip": "310b"}  # no 310b stack resolves today
-    assert hints_for(lm, stack, {})[0] == (
+    assert hints_for(lm, stack, {}, chosen(lm, stack))[0] == (
         f"chip 310b ({lm.chips['310b'].name}): official torch_npu support is contradictory (COMPATIBILITY.en.md "
         "lists it, the TorchNPU 26.1 install guide does not)"
     )
@@ -1135,7 +1138,7 @@ def test_a_served_stack_s_hints_name_the_vendor_s_source_and_what_to_remove(lm):
     res = solve(lm, pins_from_mapping(lm, {"vllm_ascend": "0.30.0rc2", "chip": "310p"}))
     assert res is not None
     r, t = lm.vllm_ascend("0.30.0rc2"), lm.torch_npu_row(res.stack["torch_npu"])
-    assert _served_hints(lm, res.stack) == [
+    assert _served_hints(lm, res.stack, res.rows) == [
         f"chip 310p is not among the chips of TorchNPU {t.line}; torch_npu {t.version} is taken because the vendor runs "
         f"vllm-ascend 0.30.0rc2 with it on 310p ({r.runs_on.sources[0]})",
         "vllm-ascend 0.30.0rc2 installs no triton-ascend on chip 310p (the vendor's image there uninstalls it): "
@@ -1152,7 +1155,7 @@ def test_an_sdist_only_vllm_ascend_is_said_whole(lm):
     assert (
         "vllm-ascend 0.30.0rc2 is on PyPI as an sdist only: pip builds it from source (with CANN's set_env.sh sourced), "
         "and `envkit lock`, which takes wheels only, cannot close it; resolve never picks one unless it is pinned"
-    ) in hints_for(lm, res.stack, pins)
+    ) in hints_for(lm, res.stack, pins, res.rows)
 
 
 def test_resolutions_are_equal_by_their_values_and_only_to_resolutions(lm):

@@ -14,6 +14,7 @@ import pytest
 from envkit.core.derive import build_lock, torch_spec
 from envkit.core.matrix import check_matrix, load_matrix, load_matrix_from
 from envkit.core.resolve import pins_from_mapping, solve
+from envkit.core.resolve.search import chosen
 from envkit.records import replace
 from envkit.resources import matrices_dir
 
@@ -97,6 +98,12 @@ def test_without_a_row_the_torch_npu_x86_64_pin_still_decides():
     lm = load_matrix()
     lm2 = type(lm)(model=replace(lm.model, **{"torch_builds": []}), digest=lm.digest, files=lm.files)
     stack = {"torch": "2.11.0", "torch_npu": "2.11.0", "arch": "x86_64"}
-    assert torch_spec(lm2, stack) == ("2.11.0+cpu", "pytorch-cpu")
-    assert torch_spec(lm2, {**stack, "arch": "aarch64"}) == ("2.11.0", None)
-    assert torch_spec(lm, {**stack, "arch": "aarch64"}) == ("2.11.0+cpu", "pytorch-cpu")
+
+    def spec(lm: object, pins: dict[str, str]) -> tuple[str, str | None]:
+        res = solve(lm, pins_from_mapping(lm, pins))
+        assert res is not None
+        return torch_spec(res.stack, chosen(lm, res.stack))
+
+    assert spec(lm2, stack) == ("2.11.0+cpu", "pytorch-cpu")
+    assert spec(lm2, {**stack, "arch": "aarch64"}) == ("2.11.0", None)
+    assert spec(lm, {**stack, "arch": "aarch64"}) == ("2.11.0+cpu", "pytorch-cpu")

@@ -67,7 +67,7 @@ def valid_report(lm: LoadedMatrix, pins: dict[str, Pin], res: Resolution) -> Val
     from envkit.core.report_records import ValidationReport as ValidReport
 
     given = {k: p.given for k, p in pins.items()}
-    return ValidReport(valid=True, input=given, stack=res.stack, hints=hints_for(lm, res.stack, pins))
+    return ValidReport(valid=True, input=given, stack=res.stack, hints=hints_for(lm, res.stack, pins, res.rows))
 
 
 def validate_pins(lm: LoadedMatrix, pins: dict[str, Pin], workload: str | None = None) -> ValidationReport:

@@ -7,8 +7,9 @@ from typing import TYPE_CHECKING
 
 from envkit.core.constraints import Assignment, RuleConstraint, installs_triton, served_on
 from envkit.core.matrix import LoadedMatrix
+from envkit.core.matrix_records import HdkRelease
 from envkit.core.resolve.pins import CHANGE_COST, Pin
-from envkit.core.resolve.search import solve
+from envkit.core.resolve.search import Chosen, solve
 from envkit.versions import in_any_range, parse_ranges, same
 
 if TYPE_CHECKING:
@@ -42,8 +43,9 @@ def suggest(
     return out
 
 
-def _patch_hints(lm: LoadedMatrix, stack: Assignment, pins: dict[str, Pin]) -> list[str]:
-    """A patch spelling is validated as its release; say so, and check the patch's own firmware range."""
+def _patch_hints(lm: LoadedMatrix, stack: Assignment, pins: dict[str, Pin], firmware: HdkRelease) -> list[str]:
+    """A patch spelling is validated as its release; say so, and check the patch's own firmware range (`firmware`:
+    the row of the stack's firmware)."""
     out = []
     for key in ("driver", "firmware"):
         pin = pins.get(key)
@@ -51,7 +53,7 @@ def _patch_hints(lm: LoadedMatrix, stack: Assignment, pins: dict[str, Pin]) -> l
             out.append(f"{key} {pin.given} is validated as HDK {pin.value}")
     drv = pins.get("driver")
     patch = lm.hdk_patch(drv.given) if drv else None
-    fw = lm.hdk_row(stack["firmware"]).firmware_version
+    fw = firmware.firmware_version
     if patch and patch.compatible_firmware and fw and not in_any_range(fw, parse_ranges(patch.compatible_firmware)):
         out.append(
             f"the driver patch {patch.version} allows firmware {patch.compatible_firmware} only, not the firmware "
@@ -60,14 +62,14 @@ def _patch_hints(lm: LoadedMatrix, stack: Assignment, pins: dict[str, Pin]) -> l
     return out
 
 
-def _served_hints(lm: LoadedMatrix, stack: Assignment) -> list[str]:
+def _served_hints(lm: LoadedMatrix, stack: Assignment, rows: Chosen) -> list[str]:
     """A serving stack that follows what the vendor runs (`runs_on`): a chip its torch_npu's TorchNPU line leaves out,
     and a chip whose vendor image installs no triton-ascend."""
-    r = lm.vllm_ascend(stack["vllm_ascend"]) if stack.get("vllm_ascend") else None
+    r = rows.vllm_ascend
     if r is None or r.runs_on is None:
         return []
     out = []
-    chip, t = stack["chip"], lm.torch_npu_row(stack["torch_npu"])
+    chip, t = stack["chip"], rows.torch_npu
     line = lm.lines.get(t.line) if t.line else None
     if (line is None or chip not in line.chips) and served_on(r, chip, t.version):
         out.append(
@@ -82,11 +84,12 @@ def _served_hints(lm: LoadedMatrix, stack: Assignment) -> list[str]:
     return out
 
 
-def hints_for(lm: LoadedMatrix, stack: Assignment, pins: dict[str, Pin]) -> list[str]:
-    """What to know about a valid stack: the x86_64 torch index, `severity: hint` rules, pre-releases, missing
-    NNAL, contested chips, uncaptured firmware Versions and inferred matrix rows."""
+def hints_for(lm: LoadedMatrix, stack: Assignment, pins: dict[str, Pin], rows: Chosen) -> list[str]:
+    """What to know about a valid stack (`rows`: the matrix rows of its values, as `solve` chose them): the x86_64
+    torch index, `severity: hint` rules, pre-releases, missing NNAL, contested chips, uncaptured firmware Versions
+    and inferred matrix rows."""
     out: list[str] = []
-    t = lm.torch_npu_row(stack["torch_npu"])
+    t = rows.torch_npu
     if stack["arch"] == "x86_64" and t.x86_64_torch_local:
         url = lm.index_url("pytorch-cpu")
         out.append(
@@ -99,12 +102,12 @@ def hints_for(lm: LoadedMatrix, stack: Assignment, pins: dict[str, Pin]) -> list
             a = dict(stack)
             if rc.applies(a):
                 out.append(f"{rc.message(a)} [{rule.id}]")
-    c = lm.cann_row(stack["cann"])
+    c = rows.cann
     if c.prerelease:
         out.append(f"CANN {c.version} is a pre-release")
     if t.prerelease:
         out.append(f"torch_npu {t.version} is a pre-release: resolve never picks one unless it is pinned")
-    va = lm.vllm_ascend(stack["vllm_ascend"]) if stack.get("vllm_ascend") else None
+    va = rows.vllm_ascend
     if va is not None and va.sdist_only:
         out.append(
             f"vllm-ascend {va.version} is on PyPI as an sdist only: pip builds it from source (with CANN's set_env.sh "
@@ -114,22 +117,21 @@ def hints_for(lm: LoadedMatrix, stack: Assignment, pins: dict[str, Pin]) -> list
         out.append(
             f"torch_npu {t.version} has no CANN pairing of its own: it is judged by TorchNPU {t.line}'s CANN range (inferred)"
         )
-    out.extend(_patch_hints(lm, stack, pins))
-    out.extend(_served_hints(lm, stack))
+    out.extend(_patch_hints(lm, stack, pins, rows.firmware))
+    out.extend(_served_hints(lm, stack, rows))
     if not c.nnal:
         out.append(f"no NNAL release is recorded for CANN {c.version}: the lock lists none")
-    chip = lm.chips[stack["chip"]]
+    chip = rows.chip
     if chip.hint:
         out.append(f"chip {chip.id} ({chip.name}): {chip.hint}")
-    fw = lm.hdk_row(stack["firmware"])
+    fw = rows.firmware
     if not fw.firmware_version:
         out.append(
             f"the firmware Version of HDK {fw.version} is not captured in the matrix: the lock names its installer "
             "by pattern (it is found inside the HDK package)"
         )
     inferred = []
-    h = lm.hdk_row(stack["driver"])
-    for name, row in (("cann", c), ("driver", h), ("torch_npu", t)):
+    for name, row in (("cann", c), ("driver", rows.driver), ("torch_npu", t)):
         if row.confidence == "inferred":
             inferred.append(f"{name} {stack[name]}")
     if inferred:

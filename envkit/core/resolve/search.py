@@ -20,6 +20,7 @@ from envkit.core.matrix_records import (
     HdkRelease,
     MindSpeedRelease,
     OperatingSystem,
+    RayRelease,
     TorchBuild,
     TorchNpuRelease,
     TritonAscendRelease,
@@ -257,7 +258,8 @@ def propagate(by_key: dict[str, list[Constraint]], dom: dict[str, list[str]], st
 
 class Chosen(Record):
     """The matrix rows of a resolved stack: what deriving its lock reads (`envkit.core.derive`), with no second lookup.
-    `torch_build`: torch's CPU build for the arch (`torch_builds`); None: no row."""
+    `torch_build`: torch's CPU build for the arch (`torch_builds`); None: no row. `ray`: the row of the vllm-ascend
+    release's Ray (`ray_for`: its range holds the release), where the stack serves across nodes."""
 
     __slots__ = (
         "chip",
@@ -271,6 +273,7 @@ class Chosen(Record):
         "vllm_ascend",
         "triton_ascend",
         "mindspeed",
+        "ray",
     )
     _fields = __slots__
     chip: Chip
@@ -284,6 +287,7 @@ class Chosen(Record):
     vllm_ascend: VllmAscendRelease | None
     triton_ascend: TritonAscendRelease | None
     mindspeed: MindSpeedRelease | None
+    ray: RayRelease | None
 
     def __init__(
         self,
@@ -299,8 +303,9 @@ class Chosen(Record):
         vllm_ascend: VllmAscendRelease | None,
         triton_ascend: TritonAscendRelease | None,
         mindspeed: MindSpeedRelease | None,
+        ray: RayRelease | None,
     ) -> None:
-        values = (chip, arch, os, driver, firmware, cann, torch_npu, torch_build, vllm_ascend, triton_ascend, mindspeed)
+        values = (chip, arch, os, driver, firmware, cann, torch_npu, torch_build, vllm_ascend, triton_ascend, mindspeed, ray)
         for name, value in zip(self._fields, values, strict=True):
             object.__setattr__(self, name, value)
 
@@ -324,6 +329,7 @@ def chosen(lm: LoadedMatrix, stack: Assignment) -> Chosen:
         vllm_ascend=optional("vllm_ascend", lm.vllm_ascend),
         triton_ascend=optional("triton_ascend", lm.triton_ascend),
         mindspeed=optional("mindspeed", lm.mindspeed),
+        ray=optional("ray", lambda ray: lm.ray_for(va) if (va := stack.get("vllm_ascend")) else None),
     )
 
 
