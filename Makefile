@@ -9,7 +9,7 @@ PYTEST_ARGS ?=
 
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: demo test lint venv bench clean schemas mutation fast-cli matrix-records refresh
+.PHONY: demo test lint venv bench clean schemas mutation fast-cli matrix-records generated refresh
 
 venv: $(VENV)/.installed
 
@@ -76,6 +76,8 @@ matrix-records: venv                     # after changing a model of the matrix,
 
 schemas: venv
 	$(BIN)/envkit matrix schema -o envkit/schemas
+
+generated: matrix-records schemas        # after changing a model (envkit/models/): every table and schema made from them
 
 # The matrix's self-audit against the live index (docs/matrix.md): the diff of every derived fact, exit 1 when the
 # matrix differs; REFRESH_ARGS="--write --record /tmp/snap" applies it and keeps what was read.

@@ -333,7 +333,7 @@ def _model_fingerprint() -> str:
 
     digest = hashlib.sha256(STORE_FORMAT.encode())
     base = Path(__file__).parents[1]  # envkit/: MODEL_SOURCES are relative to it
-    for rel in (*MODEL_SOURCES, "core/matrix_records.py"):
+    for rel in (*MODEL_SOURCES, "models/tables.py", "core/matrix_records.py", "records.py"):
         try:
             digest.update(b"\0" + rel.encode() + b"\0" + (base / rel).read_bytes())
         except OSError:

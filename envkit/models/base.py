@@ -4,6 +4,8 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, model_serializer
 
+from envkit.models.methods import SourcedMethods
+
 Confidence = Literal["stated", "derived", "inferred"]
 
 
@@ -38,7 +40,7 @@ class ReportModel(StrictModel):
     schema_version: Literal[1] = 1
 
 
-class Sourced(StrictModel):
+class Sourced(SourcedMethods, StrictModel):
     """A matrix row: where the fact comes from and how sure we are.
 
     ``stated``: the source says it in so many words; ``derived``: read from a file (wheel
@@ -51,11 +53,4 @@ class Sourced(StrictModel):
     validated: bool = False
     note: str | None = None
     disagreement: str | None = None  # where sources disagree: what each says (explanations quote it)
-
-    @property
-    def sources(self) -> list[str]:
-        return [self.source] if isinstance(self.source, str) else list(self.source)
-
-    @property
-    def source_text(self) -> str:
-        return "; ".join(self.sources)
+    # sources, source_text: SourcedMethods (shared with the rows' plain records)

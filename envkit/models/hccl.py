@@ -5,6 +5,7 @@ without the matrix's models (jobs never import those)."""
 from typing import Literal
 
 from envkit.models.base import Sourced, StrictModel
+from envkit.models.methods import HcclDataMethods
 
 
 class RankTableRow(Sourced):
@@ -42,7 +43,7 @@ class ErrorCode(Sourced):
     fix: str
 
 
-class HcclData(StrictModel):
+class HcclData(HcclDataMethods, StrictModel):
     """The HCCL facts (matrices/hccl.yaml, section `hccl`): per chip its rank table, op expansion modes and IP plan;
     the environment rules; the EI error codes."""
 
@@ -51,18 +52,4 @@ class HcclData(StrictModel):
     op_expansion_modes: list[OpExpansionRow]
     ip_plans: list[IpPlanRow]
     error_codes: list[ErrorCode]
-
-    def rank_table(self, chip: str) -> RankTableRow | None:
-        return next((r for r in self.rank_tables if r.chip == chip), None)
-
-    def env_rule(self, name: str) -> EnvRule:
-        return next(r for r in self.env if r.name == name)
-
-    def op_modes(self, chip: str) -> OpExpansionRow | None:
-        return next((r for r in self.op_expansion_modes if r.chip == chip), None)
-
-    def ip_plan(self, chip: str) -> IpPlanRow | None:
-        return next((r for r in self.ip_plans if r.chip == chip), None)
-
-    def error_code(self, code: str) -> ErrorCode | None:
-        return next((r for r in self.error_codes if r.code == code), None)
+    # rank_table, env_rule, op_modes, ip_plan, error_code: HcclDataMethods (shared with the plain record)

@@ -8,6 +8,7 @@ from pydantic import Field, StringConstraints, field_validator, model_validator
 
 from envkit.models.base import Sourced, StrictModel
 from envkit.models.hccl import HcclData
+from envkit.models.methods import TorchNpuReleaseMethods
 from envkit.models.safe import LabelValue, NpuCount, NpuCountKey
 from envkit.versions import InvalidVersion, parse, parse_ranges
 from envkit.versions import satisfies as versions_satisfies
@@ -193,7 +194,7 @@ class TorchNpuLine(Sourced):
     chips: list[str]
 
 
-class TorchNpuRelease(Sourced):
+class TorchNpuRelease(TorchNpuReleaseMethods, Sourced):
     version: str
     line: str | None = Field(description="TorchNPU line; set with a null cann: the line is inferred (its CANN range applies)")
     torch: str
@@ -225,11 +226,7 @@ class TorchNpuRelease(Sourced):
             raise ValueError("python_by_arch is given only where the arches' Pythons differ (else python says it)")
         return self
 
-    def pythons_on(self, arch: str) -> list[str] | None:
-        """The Pythons of its wheels on `arch` (`python_by_arch` where given; an arch it lacks: none), else `python`."""
-        if self.python_by_arch is None:
-            return self.python
-        return next((tags for a, tags in self.python_by_arch.items() if a == arch), [])
+    # pythons_on: TorchNpuReleaseMethods (shared with the plain record)
 
 
 class Index(Sourced):

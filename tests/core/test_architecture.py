@@ -247,6 +247,15 @@ def test_the_start_up_path_and_typer_agree(argv, monkeypatch, capsys):
     assert fast[0] in (0, 1, 2) and "Traceback" not in fast[2]
 
 
+# the modules of envkit/models/ that import no pydantic: what the start-up path may load
+PYDANTIC_FREE_MODELS = ("envkit.models.stackkeys", "envkit.models.tables", "envkit.models.methods")
+# a line of a child's program: print the pydantic modules and model modules it loaded
+PRINT_LOADED = (
+    "print('LOADED', sorted(m for m in sys.modules if m.split('.')[0] in ('pydantic', 'pydantic_core') "
+    f"or m.startswith('envkit.models.') and m not in {PYDANTIC_FREE_MODELS!r}))\n"
+)
+
+
 def test_resolve_with_a_warm_matrix_store_loads_no_pydantic(tmp_path):
     """`envkit resolve` reads the compiled matrix store (plain records) and writes its lock from plain records: the
     pydantic models (the matrix's, which validate matrices/*.yaml; the lock's, which hold every lock that is read;
@@ -256,8 +265,7 @@ def test_resolve_with_a_warm_matrix_store_loads_no_pydantic(tmp_path):
         "import sys\n"
         "from envkit.cli import main\n"
         "try:\n    main(sys.argv[2:] + ['-o', sys.argv[1]])\nexcept SystemExit as e:\n    assert not e.code, e.code\n"
-        "print('LOADED', sorted(m for m in sys.modules if m.split('.')[0] in ('pydantic', 'pydantic_core') "
-        "or m.startswith('envkit.models.') and m != 'envkit.models.stackkeys'))\n"
+        + PRINT_LOADED
     )
     lock = str(tmp_path / "l.lock")
     runs = [

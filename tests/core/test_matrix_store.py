@@ -1,6 +1,6 @@
-"""The compiled matrix store: plain records generated from the pydantic matrix models (tools/matrix_records.py), one
-file per matrix digest in the cache dir, loaded with one read and no pydantic; anything that does not fit is a miss
-that the YAML path rebuilds."""
+"""The plain records (built from the tables tools/matrix_records.py derives from the pydantic models), and the compiled
+matrix store: one file per matrix digest in the cache dir, loaded with one read and no pydantic; anything that does
+not fit is a miss that the YAML path rebuilds."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,7 @@ from envkit.core.matrix import _cache_dir, _store_path, load_matrix_from, plain,
 from envkit.records import Record, asdict, fields
 from envkit.resources import matrices_dir
 from tests.conftest import load_tool
+from tests.core.test_architecture import PRINT_LOADED
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -27,24 +29,98 @@ def _generator():
     return load_tool("matrix_records")
 
 
-def test_the_committed_records_are_what_the_generator_makes_now():
-    assert (ROOT / "envkit" / "core" / "matrix_records.py").read_text() == _generator().render(), "run `make matrix-records`"
+def test_the_committed_tables_are_what_the_generator_makes_now():
+    assert (ROOT / "envkit" / "models" / "tables.py").read_text() == _generator().render_tables(), "run `make matrix-records`"
 
 
-def test_each_record_has_its_models_fields_and_methods():
-    from envkit.models import hccl
-    from envkit.models import matrix as schema
+def _public(cls: type) -> set[str]:
+    """The public methods and properties a class has (its own and its bases'), pydantic's and the records' own left out."""
+    from pydantic import BaseModel
 
-    for name in dir(matrix_records):
-        rec = getattr(matrix_records, name)
+    return {
+        name
+        for klass in cls.__mro__
+        if klass not in (BaseModel, Record, object)
+        for name, value in vars(klass).items()
+        if not name.startswith("_") and isinstance(value, (types.FunctionType, property))
+    }
+
+
+@pytest.mark.parametrize(
+    "records, modules",
+    [
+        ("envkit.core.matrix_records", ("envkit.models.matrix", "envkit.models.hccl")),
+        ("envkit.lock.records", ("envkit.models.lock", "envkit.models.stack")),
+        ("envkit.core.report_records", ("envkit.models.report",)),
+    ],
+)
+def test_each_record_has_its_models_fields_defaults_and_methods(records, modules):
+    import importlib
+
+    from pydantic_core import PydanticUndefined
+
+    found = 0
+    for name, rec in vars(importlib.import_module(records)).items():
         if not (isinstance(rec, type) and issubclass(rec, Record)) or rec is Record:
             continue
-        model = getattr(schema, name, None) or getattr(hccl, name)
+        model = next(getattr(m, name) for m in map(importlib.import_module, modules) if hasattr(m, name))
         assert list(fields(rec)) == list(model.model_fields), name
-    lm = load_matrix_from(matrices_dir())
-    row = lm.model.torch_npu[0]
-    assert row.sources == [row.source] if isinstance(row.source, str) else list(row.source)
-    assert lm.model.hccl.rank_table("910b") is not None and lm.model.hccl.rank_table("nope") is None
+        assert _public(rec) == _public(model), name
+        assert getattr(rec, "dump_drop_none", frozenset()) == getattr(model, "dump_drop_none", frozenset()), name
+        required = {f for f, info in model.model_fields.items() if info.default is PydanticUndefined}
+        made = rec(**{f: f"<{f}>" for f in required})
+        for f, info in model.model_fields.items():
+            if f not in required:
+                assert getattr(made, f) == info.default, (name, f)
+        found += 1
+    assert found >= 4
+
+
+def test_a_record_is_made_with_keywords_and_gets_fresh_list_and_dict_defaults():
+    chip = matrix_records.ChipKubernetes
+    one = chip(source="s", confidence="stated", accelerator="a", ring_controller="r", pod_npus=[1])
+    two = chip(source="s", confidence="stated", accelerator="a", ring_controller="r", pod_npus=[1])
+    assert one.accelerator_type == {} and one.multi_node_pod_npus == [] and one == two
+    assert one.accelerator_type is not two.accelerator_type and one.multi_node_pod_npus is not two.multi_node_pod_npus
+    with pytest.raises(TypeError, match=r"ChipKubernetes\(\) missing required keyword argument: 'pod_npus'"):
+        chip(source="s", confidence="stated", accelerator="a", ring_controller="r")
+    with pytest.raises(TypeError, match=r"ChipKubernetes\(\) got an unexpected keyword argument 'nope'"):
+        chip(source="s", confidence="stated", accelerator="a", ring_controller="r", pod_npus=[1], nope=1)
+    with pytest.raises(TypeError):
+        chip("s")  # type: ignore[misc]  # keywords only
+
+
+def test_a_model_method_outside_the_shared_mixins_is_refused_by_the_generator():
+    """A model's own method would be missing on its record: the generator names where it belongs."""
+    from envkit.models.base import Sourced
+
+    class Own(Sourced):
+        id: str
+
+        def label(self) -> str:
+            return self.id
+
+    with pytest.raises(SystemExit, match=r"Own.label is a method of the model: move it into a mixin of envkit.models.methods"):
+        _generator().table([Own])
+    assert _generator().table([Sourced])["Sourced"][2] == "SourcedMethods"
+
+
+def test_the_shared_methods_answer_on_the_model_and_the_record():
+    from envkit.models.matrix import Matrix
+
+    records = load_matrix_from(matrices_dir()).model
+    model = Matrix.model_validate(asdict(records))
+    assert isinstance(records.torch_npu[0], Record) and not isinstance(model.torch_npu[0], Record)
+    for have in (records, model):
+        two = next(r for r in have.torch_npu if r.python_by_arch)
+        assert two.pythons_on("aarch64") != two.pythons_on("x86_64") and two.pythons_on("riscv64") == []
+        one = next(r for r in have.torch_npu if not r.python_by_arch)
+        assert one.pythons_on("x86_64") == one.python == one.pythons_on("riscv64")
+        listed = next(r for r in have.chips if not isinstance(r.source, str) and len(r.source) > 1)
+        assert listed.sources == list(listed.source) and listed.source_text == "; ".join(listed.source)
+        assert have.hccl.rank_table("910b") is not None and have.hccl.rank_table("nope") is None
+        assert have.hccl.env_rule("HCCL_CONNECT_TIMEOUT").name == "HCCL_CONNECT_TIMEOUT"
+    assert [r.pythons_on("aarch64") for r in records.torch_npu] == [r.pythons_on("aarch64") for r in model.torch_npu]
 
 
 def _copy(tmp_path: Path) -> Path:
@@ -157,14 +233,7 @@ def test_record_refuses_what_is_not_its_shape():
 
 
 def test_a_store_hit_imports_no_pydantic_and_no_matrix_model(tmp_path):
-    code = (
-        "import sys\n"
-        "from envkit.core.matrix import load_matrix\n"
-        "lm = load_matrix()\n"
-        "assert lm.model.chips\n"
-        "print('LOADED', sorted(m for m in sys.modules if m.split('.')[0] in ('pydantic', 'pydantic_core') "
-        "or m.startswith('envkit.models.') and m != 'envkit.models.stackkeys'))\n"
-    )
+    code = "import sys\nfrom envkit.core.matrix import load_matrix\nlm = load_matrix()\nassert lm.model.chips\n" + PRINT_LOADED
     env = {**os.environ, "ENVKIT_CACHE_DIR": str(tmp_path / "cache")}
     runs = [
         subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
