@@ -102,6 +102,36 @@ FUNCTIONS: dict[str, tuple[str, ...]] = {
         "unique_errors",
         "_why",
     ),
+    # the Kubernetes renderer's decisions (what a pod asks for, which options are refused, the HCCL and Ray values);
+    # the dict-building of the documents is held whole by the goldens and kustomize, and the shell scripts by the
+    # tests that run them (in real time: seconds a mutant)
+    "envkit/export/k8s.py": (
+        "_canonical",
+        "ray_in_lock",
+        "_multi_node_resolve",
+        "_require_ray",
+        "chip_k8s",
+        "is_serving_lock",
+        "_check_options",
+        "cpu_quantity",
+        "memory_quantity",
+        "_check_path",
+        "_check_model_options",
+        "_model_mount",
+        "_under",
+        "_model_volume",
+        "_served_model",
+        "_schedule_policy",
+        "_npus",
+        "_super_pod",
+        "_volume_name",
+        "_hccl_env",
+        "_launch_command",
+        "_serve_argv",
+        "ray_env",
+        "pod_specs",
+        "pod_templates",
+    ),
 }
 
 # group -> the fast unit tests that hold it. mutmut runs, for each mutant, only those of them that reach the mutated
