@@ -90,7 +90,7 @@ def _models(root: type | None = None) -> list[type]:
     return order
 
 
-def nesting(tp: Any, *, loadable: bool = True) -> tuple[str, str] | None:
+def nesting(tp: Any) -> tuple[str, str] | None:
     """How a field holds a nested record: ("one"|"optional"|"list", record name), or None for plain data."""
     from pydantic import BaseModel
 
@@ -106,7 +106,7 @@ def nesting(tp: Any, *, loadable: bool = True) -> tuple[str, str] | None:
         (inner,) = [a for a in args if a is not type(None)]
         if is_model(inner):
             return "optional", inner.__name__
-    if loadable and any(nesting(a) for a in args):
+    if any(nesting(a) for a in args):
         raise SystemExit(f"tools/matrix_records.py: {tp!r} nests a model in a way the store does not follow")
     return None
 

@@ -256,8 +256,7 @@ def upgrade(data: dict[str, Any], filename: str) -> tuple[dict[str, Any], list[s
     lifted = {**platform, "device_plugin_resource": chip.device_plugin_resource, "hccl": plain(build_hccl(lm, chip.id))}
     fields = ["platform.device_plugin_resource", "platform.hccl"]
     arch = stack.get("arch")
-    arch_row = next((a for a in lm.model.arches if a.id == arch), None) if isinstance(arch, str) else None
-    k8s = build_kubernetes(chip, arch_row) if isinstance(arch, str) else None
+    k8s = build_kubernetes(chip, next((a for a in lm.model.arches if a.id == arch), None)) if isinstance(arch, str) else None
     if k8s is not None:  # optional in schema 3 (a chip without them has none): lifted where the matrix has them
         lifted["kubernetes"] = plain(k8s)
         fields.append("platform.kubernetes")

@@ -8,7 +8,7 @@ loader follows to rebuild the nested records from plain JSON. The type checker s
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from envkit.models import methods, tables
 from envkit.records import build
@@ -25,4 +25,3 @@ NESTED: dict[type, tuple[tuple[str, str, type], ...]] = {
 }
 # the envkit modules whose text decides what a validated matrix is (keys the compiled store)
 MODEL_SOURCES: tuple[str, ...] = tables.MODEL_SOURCES
-__all__: Any = [*tables.MATRIX, "NESTED", "MODEL_SOURCES"]

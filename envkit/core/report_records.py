@@ -6,7 +6,7 @@ dumps the pydantic `envkit.models.report.ValidationReport`, which stays the repo
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from envkit.models import methods, tables
 from envkit.records import build
@@ -15,5 +15,3 @@ if TYPE_CHECKING:
     from envkit.models.report import *  # noqa: F403
 else:
     globals().update(build(tables.REPORT, vars(methods), __name__))
-
-__all__: Any = list(tables.REPORT)

@@ -9,7 +9,7 @@ lock that is read (and a test holds every derived lock to it). The type checker 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from envkit.models import methods, tables
 from envkit.records import build
@@ -19,5 +19,3 @@ if TYPE_CHECKING:
     from envkit.models.stack import FullStack as FullStack
 else:
     globals().update(build(tables.LOCK, vars(methods), __name__))
-
-__all__: Any = list(tables.LOCK)

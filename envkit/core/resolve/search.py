@@ -329,7 +329,8 @@ def chosen(lm: LoadedMatrix, stack: Assignment) -> Chosen:
         vllm_ascend=optional("vllm_ascend", lm.vllm_ascend),
         triton_ascend=optional("triton_ascend", lm.triton_ascend),
         mindspeed=optional("mindspeed", lm.mindspeed),
-        ray=optional("ray", lambda ray: lm.ray_for(va) if (va := stack.get("vllm_ascend")) else None),
+        # Ray's row is the one whose range holds the stack's vllm-ascend (a release has a row per range)
+        ray=optional("ray", lambda _: lm.ray_for(stack["vllm_ascend"]) if stack.get("vllm_ascend") else None),
     )
 
 
