@@ -22,8 +22,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from envkit.executor.docker import Engine  # noqa: E402
-from envkit.export.image import plan_build  # noqa: E402
 from envkit.export.render import write_context  # noqa: E402
+from envkit.jobs.image import plan_lock  # noqa: E402
 from envkit.lock.file import parse_lock  # noqa: E402
 
 WORK = Path(os.environ.get("ENVKIT_PODMAN_WORK", "/var/tmp/envkit-podman"))
@@ -35,7 +35,7 @@ def _du(eng: Engine, tag: str, path: str) -> int:
 
 
 def _build(eng: Engine, lock: dict, arts: Path, base: str, tag: str, nocache: bool) -> float:
-    plan = plan_build(parse_lock(lock, {}, "bench.lock"), generated_by="benchmarks/image.py", base=base, artifacts=arts)
+    plan = plan_lock(parse_lock(lock, {}, "bench.lock"), generated_by="benchmarks/image.py", base=base, artifacts=arts)
     with tempfile.TemporaryDirectory(prefix="image-bench-") as ctx:
         write_context(plan, Path(ctx))
         t0 = time.monotonic()

@@ -62,7 +62,7 @@ MODULES: dict[str, tuple[str, ...]] = {
         "envkit/fleet/hccn.py",
     ),
     # issue 35: the surfaces added since: run-args, Kubernetes manifests, the index reader, the HTTP client, provision
-    "runargs": ("envkit/export/runargs.py",),
+    "runargs": ("envkit/export/container.py", "envkit/export/runargs.py"),
     "k8s": ("envkit/export/k8s.py",),
     "index": ("envkit/artifacts/index.py",),
     "http": ("envkit/io/httpclient.py",),
@@ -101,6 +101,16 @@ FUNCTIONS: dict[str, tuple[str, ...]] = {
         "_spec",
         "unique_errors",
         "_why",
+    ),
+    # a container's devices and mounts (run-args, k8s); the image's environment and tag in the same file are held whole
+    # by the image goldens (tests/image/test_render.py, a byte compare of each Dockerfile), which this group does not run
+    "envkit/export/container.py": (
+        "parse_devices",
+        "chip_from_row",
+        "chip_from_lock",
+        "device_facts",
+        "_ranges",
+        "container_facts",
     ),
     # the Kubernetes renderer's decisions (what a pod asks for, which options are refused, the HCCL and Ray values);
     # the dict-building of the documents is held whole by the goldens and kustomize, and the shell scripts by the

@@ -118,7 +118,8 @@ def register(app: typer.Typer) -> None:
         import shlex
 
         from envkit.errors import BadInput
-        from envkit.export.runargs import chip_from_lock, chip_from_row, run_args
+        from envkit.export.container import chip_from_row, container_facts, device_facts
+        from envkit.export.runargs import from_facts
 
         if (chip is None) == (lock is None):
             raise BadInput("give exactly one of --chip and --lock", hint="e.g. envkit image run-args --chip 910b")
@@ -129,13 +130,13 @@ def register(app: typer.Typer) -> None:
             row = lm.chips.get(chip)
             if row is None:
                 raise BadInput(f"unknown chip {chip!r}", hint="Known chips: " + ", ".join(lm.chips))
-            facts = chip_from_row(row)
-        elif lock is not None:
+            ra = from_facts(device_facts(chip_from_row(row), devices))
+        else:
             from envkit.cli import lock_check
             from envkit.lock.file import read_lock
 
-            facts = chip_from_lock(read_lock(lock, lock_check(ctx)))
-        ra = run_args(facts, devices)
+            assert lock is not None
+            ra = from_facts(container_facts(read_lock(lock, lock_check(ctx)), devices))
         if fmt == "json":
             console.emit_json(ra.to_json())
         elif fmt == "compose":

@@ -1,6 +1,7 @@
 """The image build plan: everything `envkit image render` writes, decided from the lock. Pure: no docker, no subprocess.
 
-`plan_build()` turns a lock (plus the files the user hands in) into a `BuildPlan`; `envkit.export.render` turns
+`plan_build()` turns a lock (plus the listing of the files the user hands in, `envkit.artifacts.handed`, and the
+lock's `ContainerFacts`) into a `BuildPlan`; `envkit.export.render` turns
 that plan into a build context; `envkit.executor.docker` builds it. It reads the lock alone (the base image, the OS
 family and the installers are recorded in it), never the matrix.
 """
@@ -9,16 +10,16 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Callable
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from envkit import __version__, versions
+from envkit.artifacts.handed import HandedFile, HandedIn, Wanted, pick
 from envkit.artifacts.sdist import target_takes
 from envkit.artifacts.wheels import Requirement, merge, normalize, parse_requirements, parse_wheel_name, wheel_name
 from envkit.errors import BadInput, CheckFailed, Where
-from envkit.export.container import ASCEND, DRIVER, LOCK_IN_IMAGE, NPU_SERVING_ENV, SERVING_ENTRYPOINT, VENV
-from envkit.io.outputs import sha256_file
+from envkit.export.container import SERVING_ENTRYPOINT, container_facts
 from envkit.models.lock import Artifact, ClosurePackage, Lock
 from envkit.models.rules import SDIST_BUILDS
 
@@ -195,24 +196,18 @@ def choose_base(lock: Lock, base: str | None) -> BaseRef:
 
 
 # --- vendor packages ------------------------------------------------------------------------------
-def _find(artifacts: Path | None, name: str | None, pattern: str) -> Path | None:
-    if artifacts is None:
-        return None
-    if name and (artifacts / name).is_file():
-        return artifacts / name
-    if name is None:
-        hits = sorted(artifacts.glob(pattern))
-        return hits[0] if hits else None
-    return None
+def _cann(lock: Lock) -> list[Artifact]:
+    """The CANN packages the image installs, in the lock's order (driver and firmware live on the host)."""
+    return [a for a in sorted(lock.artifacts, key=lambda a: (a.order, a.component)) if a.component in CANN_COMPONENTS]
 
 
-def _member(zip_path: Path, pattern: str) -> str | None:
-    import fnmatch
-    import zipfile
-
-    with zipfile.ZipFile(zip_path) as zf:
-        names = sorted(n for n in zf.namelist() if fnmatch.fnmatch(n.rsplit("/", 1)[-1], pattern))
-    return names[0] if names else None
+def vendor_wanted(lock: Lock) -> list[Wanted]:
+    """The files of each CANN package the image takes from the listing, in the order tried: the signed zip, then the
+    bare .run (`envkit.artifacts.handed.with_vendor` hashes the first one listed)."""
+    return [
+        ((art.zip.file, art.zip.file), (art.run.file, art.run.pattern)) if art.zip else ((art.run.file, art.run.pattern),)
+        for art in _cann(lock)
+    ]
 
 
 class _NotHandedIn(Exception):
@@ -223,68 +218,71 @@ class _NotHandedIn(Exception):
         self.art, self.wanted = art, wanted
 
 
-def plan_steps(lock: Lock, artifacts: Path | None, hasher: Callable[[Path], str] = sha256_file) -> list[InstallStep]:
-    """The CANN installs in the lock's order; `hasher` hashes a file handed in (a bundle passes its stat cache).
+def plan_steps(lock: Lock, handed: HandedIn) -> list[InstallStep]:
+    """The CANN installs in the lock's order, from the files handed in (`handed.vendor`, hashed by the job).
     Every package the --artifacts folder lacks is named in one error, with the vendor's URL where the lock has one."""
     steps: list[InstallStep] = []
     lacking: list[_NotHandedIn] = []
-    for art in sorted(lock.artifacts, key=lambda a: (a.order, a.component)):
-        if art.component not in CANN_COMPONENTS:
-            continue  # driver and firmware live on the host, never in the image
+    for art in _cann(lock):
         try:
-            steps.append(_step(art, artifacts, hasher))
+            steps.append(_step(art, handed))
         except _NotHandedIn as missing:
             lacking.append(missing)
     if lacking:
         urls = [f"{m.art.zip.file}: {m.art.zip.url}" for m in lacking if m.art.zip]
         raise BadInput(
-            f"{len(lacking)} vendor package(s) of the lock are not in {artifacts}: "
+            f"{len(lacking)} vendor package(s) of the lock are not in {handed.folder}: "
             + "; ".join(f"{m.art.component} {m.art.version}: {m.wanted}" for m in lacking),
-            where=Where(str(artifacts)),
+            where=Where(str(handed.folder)),
             hint="Put them there (the signed .zip edition or the bare .run; the lock's `artifacts` names each one)"
             + (":\n" + "\n".join(urls) if urls else ", then run the command again."),
         )
     return steps
 
 
-def _step(art: Artifact, artifacts: Path | None, hasher: Callable[[Path], str] = sha256_file) -> InstallStep:
+def _handed(handed: HandedIn, name: str | None, pattern: str) -> HandedFile | None:
+    got = pick(handed.names, name, pattern)
+    return handed.vendor.get(got) if got is not None else None
+
+
+def _step(art: Artifact, handed: HandedIn) -> InstallStep:
     run_name = art.run.file
     needs_env = art.component == "cann-nnal"
     flags = tuple(art.run.flags)
-    zip_path = _find(artifacts, art.zip.file, art.zip.file) if art.zip else None
-    if art.zip and zip_path is not None:
-        got = hasher(zip_path)
-        if got != art.zip.sha256:
+    zipped = _handed(handed, art.zip.file, art.zip.file) if art.zip else None
+    if art.zip and zipped is not None:
+        if zipped.sha256 != art.zip.sha256:
             raise CheckFailed(
-                f"{art.zip.file}: sha256 {got} differs from the lock's {art.zip.sha256}",
-                where=Where(str(zip_path)),
+                f"{art.zip.file}: sha256 {zipped.sha256} differs from the lock's {art.zip.sha256}",
+                where=Where(str(zipped.path)),
                 hint=f"Download it again from {art.zip.url}.",
             )
-        member = _member(zip_path, art.run.file or art.run.pattern)
+        member = handed.member(zipped.name, art.run.file or art.run.pattern)
         if member is None:
-            raise CheckFailed(f"{art.zip.file} holds no {art.run.file or art.run.pattern}", where=Where(str(zip_path)))
-        return InstallStep(art.component, art.version, art.zip.file, got, "lock", member, True, flags, zip_path, needs_env)
-    run_path = _find(artifacts, run_name, art.run.pattern)
-    if run_path is not None:
-        got = hasher(run_path)
-        if art.run.sha256 and got != art.run.sha256:
+            raise CheckFailed(f"{art.zip.file} holds no {art.run.file or art.run.pattern}", where=Where(str(zipped.path)))
+        return InstallStep(
+            art.component, art.version, art.zip.file, zipped.sha256, "lock", member, True, flags, zipped.path, needs_env
+        )
+    run = _handed(handed, run_name, art.run.pattern)
+    if run is not None:
+        if art.run.sha256 and run.sha256 != art.run.sha256:
             raise CheckFailed(
-                f"{run_path.name}: sha256 {got} differs from the lock's {art.run.sha256}",
-                where=Where(str(run_path)),
+                f"{run.name}: sha256 {run.sha256} differs from the lock's {art.run.sha256}",
+                where=Where(str(run.path)),
             )
         return InstallStep(
             art.component,
             art.version,
-            run_path.name,
-            got,
+            run.name,
+            run.sha256,
             "lock" if art.run.sha256 else "file",
-            run_path.name,
+            run.name,
             False,
             flags,
-            run_path,
+            run.path,
             needs_env,
         )
-    if artifacts is None:
+    if handed.folder is None:
         if art.zip:
             member = run_name or art.run.pattern
             return InstallStep(
@@ -302,13 +300,13 @@ def _step(art: Artifact, artifacts: Path | None, hasher: Callable[[Path], str] =
 
 
 # --- python -----------------------------------------------------------------------------------------
-def wheel_requirements(wheels: list[Path]) -> list[Requirement]:
+def wheel_requirements(wheels: Sequence[HandedFile]) -> list[Requirement]:
     out = []
     for w in wheels:
         parsed = parse_wheel_name(w.name)
         if not parsed:
-            raise BadInput(f"{w.name} is not a wheel file name", where=Where(str(w)))
-        out.append(Requirement(*parsed, (sha256_file(w),)))
+            raise BadInput(f"{w.name} is not a wheel file name", where=Where(str(w.path)))
+        out.append(Requirement(*parsed, (w.sha256,)))
     return merge(out)
 
 
@@ -348,14 +346,7 @@ def _yielded(lock: Lock) -> set[str]:
     return {normalize(re.split(r"[<>=!~; \[]", spec, maxsplit=1)[0]) for spec in lock.python.cann_runtime} & bare
 
 
-def _wheelhouse(artifacts: Path | None) -> list[Path]:
-    if artifacts is None:
-        return []
-    wheel_dir = artifacts / "wheels" if (artifacts / "wheels").is_dir() else artifacts
-    return sorted(wheel_dir.glob("*.whl"))
-
-
-def closure_requirements(lock: Lock, wheels: list[Path]) -> tuple[list[Requirement], list[Path], list[str]]:
+def closure_requirements(lock: Lock, wheels: Sequence[HandedFile]) -> tuple[list[Requirement], list[Path], list[str]]:
     """The lock's hashed closure (`envkit lock`) as requirements, only its files for the image's platform.
 
     With a wheelhouse (--artifacts DIR/wheels) every closure file must be there (matched by sha256) and the
@@ -364,7 +355,7 @@ def closure_requirements(lock: Lock, wheels: list[Path]) -> tuple[list[Requireme
     chosen = closure_files(lock)
     reqs = merge([Requirement(normalize(p.name), p.version, (p.sha256,)) for p in chosen])
     if wheels:
-        have = {sha256_file(w): w for w in wheels}
+        have = {w.sha256: w.path for w in wheels}
         missing = [p.filename for p in chosen if p.sha256 not in have]
         if missing:
             raise BadInput(
@@ -426,7 +417,7 @@ def closure_files(lock: Lock) -> list[ClosurePackage]:
 
 
 def plan_python(
-    lock: Lock, artifacts: Path | None, requirements: Path | None, lock_name: str = "envkit.lock"
+    lock: Lock, handed: HandedIn, lock_name: str = "envkit.lock"
 ) -> tuple[list[Requirement], list[Path], list[str], str]:
     """The hashed pins, the wheels (offline) or the indexes (online), and where the pins came from.
 
@@ -434,7 +425,8 @@ def plan_python(
     --artifacts DIR/wheels. Without any of them render refuses (exit 2), naming the `envkit lock` command for the
     lock at `lock_name` that gives them.
     """
-    wheels = _wheelhouse(artifacts)
+    wheels = handed.wheels
+    requirements = handed.requirements
     closure_error: BadInput | None = None
     if requirements is None and lock.python.closure is not None and lock.python.closure.packages:
         try:
@@ -446,16 +438,16 @@ def plan_python(
                 raise
             closure_error = exc  # the wheelhouse alone is the fallback
     if requirements is not None:
-        reqs = parse_requirements(Path(requirements).read_text(), str(requirements))
-        origin = str(requirements)
+        origin, text = requirements
+        reqs = parse_requirements(text, origin)
         if wheels:  # the offline wheelhouse must hold every hash the file names: pip checks that in the build
-            have = {sha256_file(w) for w in wheels}
+            have = {w.sha256 for w in wheels}
             for r in reqs:
                 if not set(r.hashes) & have:
-                    raise BadInput(f"no wheel in {artifacts} matches the hashes of {r.name}=={r.version}")
+                    raise BadInput(f"no wheel in {handed.folder} matches the hashes of {r.name}=={r.version}")
     elif wheels:
         reqs = wheel_requirements(wheels)
-        origin = f"the wheels in {artifacts}"
+        origin = f"the wheels in {handed.folder}"
     else:
         import shlex
 
@@ -474,7 +466,7 @@ def plan_python(
     kind = "requirements" if requirements is not None else "wheels"
     if closure_error is not None:
         kind += f"; the lock's closure was not usable: {closure_error.message}"
-    return reqs, wheels, indexes, kind
+    return reqs, [w.path for w in wheels], indexes, kind
 
 
 def envkit_lacks(lock: Lock, reqs: list[Requirement]) -> list[str]:
@@ -537,41 +529,7 @@ def plan_envkit(lock: Lock, reqs: list[Requirement], own_wheel: tuple[str, bytes
     return OwnWheel(name, __version__, hashlib.sha256(data).hexdigest(), data), ""
 
 
-# --- environment and labels ---------------------------------------------------------------------
-def atb_abi(lock: Lock) -> int:
-    """NNAL ships cxx_abi_0 and cxx_abi_1 builds; pip torch wheels use the new C++ ABI from 2.7 on."""
-    return 1 if versions.parse(lock.stack.torch).series(2) >= (2, 7) else 0
-
-
-def plan_env(lock: Lock, arch: str) -> list[tuple[str, str]]:
-    home = lock.layout.home
-    abi = atb_abi(lock)
-    atb = f"{ASCEND}/nnal/atb/latest/atb/cxx_abi_{abi}"
-    env = dict(lock.layout.env)
-    has_nnal = any(a.component == "cann-nnal" for a in lock.artifacts)
-    ld = [
-        f"{DRIVER}/lib64",
-        f"{DRIVER}/lib64/common",
-        f"{DRIVER}/lib64/driver",
-        f"{home}/lib64",
-        f"{home}/runtime/lib64",
-        f"{home}/lib64/plugin/opskernel",
-        f"{home}/lib64/plugin/nnengine",
-        f"{home}/opp/built-in/op_impl/ai_core/tbe/op_tiling/lib/linux/{arch}",
-    ]
-    if has_nnal:
-        env["ATB_HOME_PATH"] = atb
-        ld = [f"{atb}/lib", f"{atb}/examples", f"{atb}/tests/atbopstest", *ld]
-    env["LD_LIBRARY_PATH"] = ":".join(ld)
-    env["PYTHONPATH"] = f"{home}/python/site-packages:{home}/opp/built-in/op_impl/ai_core/tbe"
-    env["PATH"] = (
-        f"{VENV}/bin:{home}/bin:{home}/compiler/ccec_compiler/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-    )
-    env["VIRTUAL_ENV"] = VENV
-    env["ENVKIT_LOCK"] = LOCK_IN_IMAGE
-    return sorted(env.items())
-
-
+# --- labels ---------------------------------------------------------------------------------
 def plan_labels(lock: Lock, lock_digest: str, base: BaseRef) -> list[tuple[str, str]]:
     s = lock.stack
     labels = {
@@ -595,13 +553,6 @@ def plan_labels(lock: Lock, lock_digest: str, base: BaseRef) -> list[tuple[str, 
     return sorted(labels.items())
 
 
-def default_tag(lock: Lock, variant: str = "base") -> str:
-    """The image's default tag; a variant other than base is a suffix (a serving image never takes the base's tag)."""
-    s = lock.stack
-    suffix = "" if variant == "base" else f"-{variant}"
-    return f"envkit/{s.chip}:cann{s.cann}-torch{s.torch.replace('+', '-')}-py{s.python}{suffix}".lower()
-
-
 def check_variant(lock: Lock, variant: str) -> None:
     """`--variant serving` needs a lock with the serving keys (vllm, vllm-ascend pinned); exit 2 otherwise."""
     if variant not in VARIANTS:
@@ -617,15 +568,15 @@ def check_variant(lock: Lock, variant: str) -> None:
             )
 
 
-def plan_serving(lock: Lock, labels: list[tuple[str, str]]) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
-    """The serving variant's environment block (the one `envkit smoke --serve` runs `vllm serve` with) and its labels."""
+def serving_labels(lock: Lock, labels: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The serving variant's labels (its environment block is `ContainerFacts.serving_env`)."""
     s = lock.stack.model_dump()
     extra = {
         f"{LABEL_PREFIX}.variant": "serving",
         f"{LABEL_PREFIX}.serving.entrypoint": " ".join(SERVING_ENTRYPOINT),
         "org.opencontainers.image.title": f"envkit {s['chip']} CANN {s['cann']} torch {s['torch']} vllm-ascend {s.get('vllm_ascend')}",
     }
-    return sorted(NPU_SERVING_ENV.items()), sorted({**dict(labels), **extra}.items())
+    return sorted({**dict(labels), **extra}.items())
 
 
 def lock_digest(lock_text: str) -> str:
@@ -637,9 +588,7 @@ def plan_build(
     *,
     generated_by: str,
     base: str | None = None,
-    artifacts: Path | None = None,
-    requirements: Path | None = None,
-    hasher: Callable[[Path], str] = sha256_file,
+    handed: HandedIn | None = None,
     python: tuple[list[Requirement], list[Path], list[str], str] | None = None,
     variant: str = "base",
     lock_name: str = "envkit.lock",
@@ -648,25 +597,25 @@ def plan_build(
     """`python`, when given, replaces the choice of `plan_python` (pins, wheels, indexes, source): a bundle
     renders its context against its own wheels. `variant` "serving" adds the serving layer after torch
     (vllm, vllm-ascend, triton-ascend), the serving environment and `vllm serve` as entry point; the layers
-    before the Python ones are the base variant's, instruction for instruction (one build cache). The Python pins
-    are checked before the vendor packages are hashed (gigabytes): a lock without them is refused at once.
+    before the Python ones are the base variant's, instruction for instruction (one build cache). `handed`: the files
+    handed in, as data (`envkit.artifacts.handed`; the job hashes the vendor packages `vendor_wanted` names once
+    `plan_python` has taken the lock's pins, so that a lock without them is refused before gigabytes are read).
     `lock_name`: the lock's path, as the messages name it. envkit itself is the running envkit's own wheel, in the
     last Python layer (`plan_envkit`; `own_wheel`: that wheel, when the caller has built it): an envkit among the
     pins or the wheels handed in gives way to it."""
     from envkit.lock.file import dump_lock
 
     check_variant(lock, variant)
-    if artifacts is not None and not Path(artifacts).is_dir():
-        raise BadInput(f"--artifacts {artifacts} is not a directory", where=Where(str(artifacts)))
+    handed = handed or HandedIn()
     text = dump_lock(lock)
     digest = lock_digest(text)
     base_ref = choose_base(lock, base)
-    reqs, wheels, indexes, py_source = python or plan_python(lock, artifacts, requirements, lock_name)
+    reqs, wheels, indexes, py_source = python or plan_python(lock, handed, lock_name)
     replaced = [r for r in reqs if normalize(r.name) == "envkit"]
     reqs = [r for r in reqs if normalize(r.name) != "envkit"]
     wheels = [w for w in wheels if wheel_name(w) != "envkit"]
     own, envkit_absent = plan_envkit(lock, reqs, own_wheel)
-    steps = plan_steps(lock, artifacts, hasher)
+    steps = plan_steps(lock, handed)
     notes = []
     if envkit_absent:
         notes.append(
@@ -679,7 +628,7 @@ def plan_build(
     recorded = [s.file for s in steps if s.sha256_from == "file"]
     if recorded:
         notes.append("sha256 recorded from the files handed in (the lock has none): " + ", ".join(recorded))
-    if requirements is not None and lock.python.closure is not None:
+    if handed.requirements is not None and lock.python.closure is not None:
         notes.append("--requirements given: the lock's python.closure is not used")
     if "; " in py_source:
         py_source, why = py_source.split("; ", 1)
@@ -687,9 +636,9 @@ def plan_build(
     if not base_ref.from_matrix:
         notes.append(f"base {base_ref.ref} given with --base: the build checks that its python3 is {lock.stack.python}")
     labels = plan_labels(lock, digest, base_ref)
-    serving_env: list[tuple[str, str]] = []
     if variant == "serving":
-        serving_env, labels = plan_serving(lock, labels)
+        labels = serving_labels(lock, labels)
+    facts = container_facts(lock, variant=variant, with_devices=False)
     return BuildPlan(
         generated_by=generated_by,
         lock=lock,
@@ -700,13 +649,13 @@ def plan_build(
         requirements=reqs,
         wheels=wheels,
         indexes=indexes,
-        env=plan_env(lock, lock.stack.arch),
+        env=list(facts.environment),
         labels=labels,
-        atb_cxx_abi=atb_abi(lock),
+        atb_cxx_abi=facts.atb_cxx_abi,
         notes=notes,
         python_source=py_source,
         variant=variant,
-        serving_env=serving_env,
+        serving_env=list(facts.serving_env),
         envkit=own,
         envkit_absent=envkit_absent,
     )

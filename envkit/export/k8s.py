@@ -33,8 +33,7 @@ from typing import Any
 import yaml
 
 from envkit.errors import BadInput, Where
-from envkit.export.container import NPU_SERVING_ENV
-from envkit.export.facts import ContainerFacts, container_facts
+from envkit.export.container import ContainerFacts, container_facts
 from envkit.export.launch import accelerate_config, torchrun_argv, train_script
 from envkit.models.lock import Lock
 
@@ -1153,7 +1152,7 @@ def ray_env(opts: K8sOptions, npn: int) -> dict[str, str]:
 
 def _serving(plan: K8sPlan, pod: _Pod, opts: K8sOptions, nodes: int, sp_block: int | None) -> None:
     npn = plan.npus_per_node
-    env = dict(NPU_SERVING_ENV)
+    env = dict(pod.facts.serving_env)  # the serving image bakes the same block
     selector = {"app.kubernetes.io/name": plan.name, "app.kubernetes.io/component": "serving"}
     port = [{"name": "http", "containerPort": SERVE_PORT}]
     annotations = pod.annotations({"sp-block": str(sp_block)} if sp_block is not None else None) or None
@@ -1262,7 +1261,7 @@ def plan_k8s(lock: Lock, opts: K8sOptions) -> K8sPlan:
     schedule_policy = _schedule_policy(lock, opts, resource)
     davinci = lock.platform.davinci_devices
     devices = f"0-{npn - 1}" if davinci is None or npn <= davinci else None
-    facts = container_facts(lock, devices)
+    facts = container_facts(lock, devices, "serving" if serving else "base")
     # the smoke Job tests the whole node: the lock's NPUs per node, or the pod's where a node holds more (16-NPU
     # 910B servers) or the lock cannot say (310P cards)
     smoke_npus = npn if davinci is None or npn > davinci else davinci

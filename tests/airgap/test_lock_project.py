@@ -80,10 +80,10 @@ def test_the_trainer_projects_dependencies_are_locked_and_bundled(stack, tmp_pat
     assert r.returncode == 0, r.stdout + r.stderr
 
     # the image installs the closure: the project's wheels with their hashes
-    from envkit.export.image import plan_build
+    from envkit.jobs.image import plan_lock
     from tests.image.conftest import fixture_installers
 
-    plan = plan_build(lock, generated_by="t", artifacts=fixture_installers(path, tmp_path / "arts"))
+    plan = plan_lock(lock, generated_by="t", artifacts=fixture_installers(path, tmp_path / "arts"))
     image = {r.name: r for r in plan.requirements}
     assert plan.python_source == "closure"
     assert image["datasets"].version == "2.21.0" and image["datasets"].hashes == (closure["datasets"].sha256,)

@@ -59,11 +59,11 @@ def test_lock_bundle_verify_holds_torch_cpu_and_torch_npu_and_no_cuda_wheel(cpu_
     assert closure.index_url == pypi and cpu in closure.extra_index_urls
 
     # the image installs the closure's exact torch file: the +cpu version with its hash
-    from envkit.export.image import plan_build
     from envkit.export.render import dockerfile
+    from envkit.jobs.image import plan_lock
     from tests.image.conftest import fixture_installers
 
-    plan = plan_build(read_lock(path), generated_by="t", artifacts=fixture_installers(path, tmp_path / "arts"))
+    plan = plan_lock(read_lock(path), generated_by="t", artifacts=fixture_installers(path, tmp_path / "arts"))
     torch = next(r for r in plan.heavy_requirements if r.name == "torch")
     assert plan.python_source == "closure" and (torch.version, torch.hashes) == ("2.12.0+cpu", (got["torch"].sha256,))
     assert cpu in dockerfile(plan)
@@ -209,14 +209,14 @@ def test_a_cuda_torch_is_a_cuda_wheel_and_a_cpu_one_is_not(arch, name, version, 
 
 
 def test_online_without_a_closure_the_torch_layer_installs_from_the_cpu_index(cpu_stack, tmp_path):
-    from envkit.export.image import plan_build
     from envkit.export.render import dockerfile
+    from envkit.jobs.image import plan_lock
     from tests.image.conftest import fake_requirements, fixture_installers
 
     path, _, _, _ = cpu_stack
     from envkit.lock.file import read_lock
 
-    plan = plan_build(
+    plan = plan_lock(
         read_lock(path),
         generated_by="t",
         artifacts=fixture_installers(path, tmp_path / "arts"),

@@ -51,7 +51,7 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
 MAY_IMPORT["cli"] = frozenset(MAY_IMPORT) - {"entry"} | {"cli", "jobs"}  # the front end calls every floor
 # (importer, imported) pairs the table does not allow, each with why
 EXCEPTIONS = {
-    ("envkit.export.runargs", "envkit.core.matrix_records"): "a type only: `image run-args --chip` is a matrix query",
+    ("envkit.export.container", "envkit.core.matrix_records"): "a type only: `image run-args --chip` is a matrix query",
 }
 VOCABULARY = frozenset({"envkit", "envkit.errors", "envkit.console", "envkit.resources", "envkit.records", "envkit.verdict",
                         "envkit.versions"})  # fmt: skip
@@ -419,6 +419,16 @@ def test_the_table_check_sees_a_floor_broken():
         "envkit.jobs.k8s.render (jobs.k8s) imports envkit.core.matrix (core): jobs.k8s may import artifacts, executor, "
         "export, fleet, io, jobs.k8s, lock, models, vocabulary",
     ]
+
+
+def test_the_container_facts_are_the_bottom_of_export_and_every_runtime_reads_them():
+    """`envkit.export.container` imports no other export module; the image plan, run-args and k8s import it, and no
+    export module but it computes a container's environment or devices (no `plan_env`, `run_args` body elsewhere)."""
+    edges = _edges(_package_modules())
+    below = sorted(d for d in edges["envkit.export.container"] if d.startswith("envkit.export."))
+    assert not below, f"envkit.export.container imports {below}: it is the bottom of export"
+    for reader in ("envkit.export.image", "envkit.export.runargs", "envkit.export.k8s"):
+        assert "envkit.export.container" in edges[reader], f"{reader} does not read the container facts"
 
 
 def test_no_job_imports_another_and_no_shared_layer_imports_a_job():

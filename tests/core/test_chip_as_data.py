@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from envkit.core.matrix import LoadedMatrix, check_matrix, load_matrix, plain
-from envkit.export.runargs import chip_from_lock, chip_from_row, run_args
+from envkit.export.container import chip_from_lock, chip_from_row
+from envkit.export.runargs import run_args
 from envkit.jobs.doctor.parsers import (
     NpuSmiInfo,
     chip_from_npu_smi,

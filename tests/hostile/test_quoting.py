@@ -43,14 +43,14 @@ def _instructions(dockerfile: str) -> list[str]:
 
 @pytest.fixture(scope="module")
 def plan(tmp_path_factory):
-    from envkit.export.image import plan_build
+    from envkit.jobs.image import plan_lock
     from envkit.lock.file import read_lock
     from tests.image.conftest import GOLDEN_CASES, fake_requirements, fixture_installers, resolve_lock
 
     d = tmp_path_factory.mktemp("quoting")
     name = "a3-aarch64-cann8.5.0"
     lock = resolve_lock(GOLDEN_CASES[name], d / "envkit.lock")
-    return plan_build(
+    return plan_lock(
         read_lock(lock),
         generated_by="envkit image render",
         artifacts=fixture_installers(lock, d / "a"),

@@ -12,7 +12,8 @@ import yaml
 
 from envkit.core.matrix import load_matrix
 from envkit.errors import BadInput
-from envkit.export.runargs import ChipDevices, chip_from_lock, chip_from_row, parse_devices, run_args
+from envkit.export.container import ChipDevices, chip_from_lock, chip_from_row, parse_devices
+from envkit.export.runargs import run_args
 
 D = "/usr/local/Ascend/driver"
 NAME_950 = "Ascend 950 (950PR / 950DT; Atlas 950 SuperPoD, Atlas 850, Atlas 350)"

@@ -10,8 +10,10 @@ import pytest
 import yaml
 
 from envkit.errors import BadInput, CheckFailed
-from envkit.export.image import parse_requirements, plan_build, sha256_file
+from envkit.export.image import parse_requirements
 from envkit.export.render import dockerfile, write_context
+from envkit.io.outputs import sha256_file
+from envkit.jobs.image import plan_lock
 from envkit.lock.file import read_lock
 
 from .conftest import (
@@ -26,7 +28,7 @@ from .conftest import (
 
 
 def _plan(lock: Path, artifacts: Path | None, reqs: Path | None, **kw):
-    return plan_build(
+    return plan_lock(
         read_lock(lock),
         generated_by="envkit image render --lock envkit.lock --artifacts artifacts -o image",
         artifacts=artifacts,
@@ -359,7 +361,7 @@ def test_closure_from_the_lock(golden_inputs, tmp_path: Path) -> None:
 
     lock, arts, _ = golden_inputs["910b-x86_64-cpu-torch"]
     lk = _with_closure(lock)
-    plan = plan_build(lk, generated_by="t", artifacts=arts)
+    plan = plan_lock(lk, generated_by="t", artifacts=arts)
     assert plan.python_source == "closure" and not plan.offline
     torch = next(r for r in plan.requirements if r.name == "torch")
     x86 = next(p.filename for p in lk.python.closure.packages if p.name == "torch" and "x86_64" in p.filename)
@@ -369,10 +371,10 @@ def test_closure_from_the_lock(golden_inputs, tmp_path: Path) -> None:
     assert "Pins from the lock's python.closure." in (tmp_path / "ctx" / "python/rest/requirements.txt").read_text()
     # closure for another Python: refused (no fallback handed in)
     with pytest.raises(BadInput, match="closure is for Python 3.11"):
-        plan_build(_with_closure(lock, python="3.11"), generated_by="t", artifacts=arts)
+        plan_lock(_with_closure(lock, python="3.11"), generated_by="t", artifacts=arts)
     # a closure without a pin of the lock: refused, naming it
     with pytest.raises(BadInput, match="lacks accelerate"):
-        plan_build(_with_closure(lock, drop="accelerate"), generated_by="t", artifacts=arts)
+        plan_lock(_with_closure(lock, drop="accelerate"), generated_by="t", artifacts=arts)
     # offline: the wheelhouse must hold the closure's files (by sha256); then exactly those are copied
     art2 = tmp_path / "arts"
     shutil.copytree(arts, art2)
@@ -395,7 +397,7 @@ def test_closure_from_the_lock(golden_inputs, tmp_path: Path) -> None:
             )
         }
     )
-    plan = plan_build(lk_real, generated_by="t", artifacts=art2)
+    plan = plan_lock(lk_real, generated_by="t", artifacts=art2)
     assert plan.offline and plan.python_source == "closure"
     assert not any("aarch64" in w.name for w in plan.wheels)
     assert [w.name for w in plan.heavy_wheels] == [

@@ -8,7 +8,8 @@ import pytest
 
 from envkit.core.matrix import load_matrix
 from envkit.errors import BadInput
-from envkit.export.runargs import ChipDevices, chip_from_lock, chip_from_row, parse_devices, run_args
+from envkit.export.container import ChipDevices, chip_from_lock, chip_from_row, parse_devices
+from envkit.export.runargs import run_args
 
 
 def chip_from_matrix(chip_id: str) -> ChipDevices:
@@ -80,9 +81,7 @@ def test_cli_formats(capsys) -> None:
 def test_container_facts_come_from_the_lock_alone(tmp_path, run_cli, chip, resource, count, driver_dir) -> None:
     """One model for every runtime: the same devices and mounts as run-args, the image's environment and tag, and
     the device-plugin resource the lock records (schema 3)."""
-    from envkit.export.container import DRIVER
-    from envkit.export.facts import container_facts
-    from envkit.export.image import default_tag
+    from envkit.export.container import DRIVER, container_facts, default_tag
     from envkit.lock.file import read_lock
 
     path = tmp_path / f"{chip}.lock"

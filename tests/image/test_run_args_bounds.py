@@ -18,7 +18,8 @@ import pytest
 
 from envkit.core.matrix import load_matrix
 from envkit.errors import BadInput
-from envkit.export.runargs import chip_from_row, parse_devices, run_args
+from envkit.export.container import chip_from_row, parse_devices
+from envkit.export.runargs import run_args
 from envkit.io.bounded import MAX_DEVICE_ID
 from tests.conftest import plain_id
 

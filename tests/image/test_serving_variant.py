@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from envkit.errors import BadInput
-from envkit.export.image import plan_build
 from envkit.export.render import dockerfile, write_context
+from envkit.jobs.image import plan_lock
 from envkit.lock.file import read_lock
 
 from .conftest import render_args
@@ -20,7 +20,7 @@ CASE = "910b-aarch64-serving"
 
 def _plan(inputs, variant: str, generated_by: str = "envkit image render --lock envkit.lock -o image"):
     lock, arts, reqs = inputs
-    return plan_build(read_lock(lock), generated_by=generated_by, artifacts=arts, requirements=reqs, variant=variant)
+    return plan_lock(read_lock(lock), generated_by=generated_by, artifacts=arts, requirements=reqs, variant=variant)
 
 
 def _python_stages_start(text: str) -> int:

@@ -14,7 +14,7 @@ import yaml
 
 from envkit.errors import BadInput
 from envkit.export import k8s_check
-from envkit.export.facts import container_facts
+from envkit.export.container import container_facts
 from envkit.export.k8s import HOST_PATH_TYPES, K8sOptions, plan_k8s, pod_specs, texts
 from envkit.lock.file import read_lock
 from tests.k8s.conftest import IMAGE

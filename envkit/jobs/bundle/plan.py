@@ -125,8 +125,8 @@ def install_sh(controller: PythonClosure) -> str:
 
 
 def image_tag(lock: Lock, variant: str = "base") -> str:
-    """The image's tag (`envkit.export.image.default_tag`, as `envkit image build` names it)."""
-    from envkit.export.image import default_tag
+    """The image's tag (`envkit.export.container.default_tag`, as `envkit image build` names it)."""
+    from envkit.export.container import default_tag
 
     return default_tag(lock, variant)
 
@@ -147,6 +147,7 @@ def _image_entries(
     `envkit image render` has it (`envkit.export.image.plan_envkit`): the bundle's wheels/target/ copy. A lock
     whose closure cannot make the image (an `--only` part of the stack, another Python) gets no context, and
     the bundle says why in `lacks`."""
+    from envkit.artifacts.handed import scan, with_vendor
     from envkit.export import image as im
     from envkit.export import render
 
@@ -155,12 +156,12 @@ def _image_entries(
         reqs = merge([Requirement(normalize(p.name), p.version, (p.sha256,)) for p in chosen])
         im.check_closure(lock, reqs, "the lock's Python closure (python.closure)")
         wheels = sorted((Path(p.filename) for p in chosen), key=lambda w: w.name)
+        handed = with_vendor(scan(artifacts, None, stamps.sha256, wheelhouse=False), im.vendor_wanted(lock), stamps.sha256)
         plan = im.plan_build(
             lock,
             generated_by="envkit bundle build",
-            artifacts=artifacts,
+            handed=handed,
             base=base,
-            hasher=stamps.sha256,
             python=(reqs, wheels, [], "bundle"),
             variant=variant,
             own_wheel=own_wheel,

@@ -20,6 +20,7 @@ from envkit.lock.gate import SCHEMA_ONLY, LockCheck
 
 if TYPE_CHECKING:
     from envkit.export.image import BuildPlan
+    from envkit.models.lock import Lock
 
 Progress = Callable[[str], None]
 
@@ -57,10 +58,9 @@ def command_line(req: ImageRequest, tail: list[str]) -> str:
 
 def plan(req: ImageRequest, generated_by: str) -> BuildPlan:
     """The image plan of the request's lock (read through its check)."""
-    from envkit.export.image import plan_build
     from envkit.lock.file import read_lock
 
-    return plan_build(
+    return plan_lock(
         read_lock(req.lock, req.lock_check),
         generated_by=generated_by,
         base=req.base,
@@ -68,6 +68,31 @@ def plan(req: ImageRequest, generated_by: str) -> BuildPlan:
         requirements=req.requirements,
         variant=req.variant,
         lock_name=str(req.lock),
+    )
+
+
+def plan_lock(
+    lock: Lock,
+    *,
+    generated_by: str,
+    base: str | None = None,
+    artifacts: Path | None = None,
+    requirements: Path | None = None,
+    variant: str = "base",
+    lock_name: str = "envkit.lock",
+) -> BuildPlan:
+    """The image plan of `lock` with the files handed in: listed and the wheelhouse hashed first, the Python pins
+    chosen (a lock without them is refused here), then the vendor packages the lock picks hashed (gigabytes)."""
+    from envkit.artifacts.handed import scan, with_vendor
+    from envkit.export.image import check_variant, choose_base, plan_build, plan_python, vendor_wanted
+
+    check_variant(lock, variant)
+    choose_base(lock, base)  # its refusals before anything handed in is read
+    listing = scan(artifacts, requirements)
+    python = plan_python(lock, listing, lock_name)
+    handed = with_vendor(listing, vendor_wanted(lock))
+    return plan_build(
+        lock, generated_by=generated_by, base=base, handed=handed, python=python, variant=variant, lock_name=lock_name
     )
 
 
@@ -110,7 +135,7 @@ def build(req: ImageRequest, tag: str | None, context: Path | None, on_progress:
     """`envkit image build`: render the context (into `context`, else a temporary folder), then build it with the
     engine at DOCKER_HOST; every vendor package must be handed in (BadInput before anything is written)."""
     from envkit.executor.docker import Engine
-    from envkit.export.image import default_tag
+    from envkit.export.container import default_tag
     from envkit.export.render import write_context
 
     say = on_progress or (lambda _line: None)
