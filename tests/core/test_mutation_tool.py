@@ -63,3 +63,16 @@ def test_the_functions_a_group_is_narrowed_to_exist_and_their_mutants_are_the_on
         "envkit.versions.x_parse__mutmut_1": 1
     }
     assert tool._mutant_globs("envkit/jobs/provision/__init__.py") == ["envkit.jobs.provision.x*"]
+
+
+def test_the_survivors_tests_live_in_tests_mutants_each_run_by_its_group():
+    """tests/ mirrors the package: the tests written against survivors are tests/mutants/test_<module>.py (not a
+    `test_mutants_` prefix in the folder of the module's other tests), and each is in the test list of a group."""
+    tool = _tool()
+    prefixed = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "tests").rglob("test_mutants_*.py"))
+    assert prefixed == []
+    named = {t for tests in tool.TESTS.values() for t in tests}
+    unrun = sorted(
+        str(p.relative_to(ROOT)) for p in (ROOT / "tests" / "mutants").glob("test_*.py") if str(p.relative_to(ROOT)) not in named
+    )
+    assert unrun == [], "a survivors' test no group runs"

@@ -28,8 +28,7 @@ from envkit.core.resolve.search import (
 from envkit.errors import BadInput, CannotRun, Where
 from envkit.models.report import Conflict
 from envkit.models.stack import ALL_KEYS
-
-from .conftest import edited_matrix
+from tests.core.conftest import edited_matrix
 
 CANN_NEAR_8_4 = ["8.5.0", "8.5.0.alpha002", "8.5.0.alpha001", "8.3.RC2", "8.3.RC1"]
 

@@ -21,8 +21,7 @@ from envkit.core.resolve import pins_from_mapping, solve
 from envkit.core.resolve.search import chosen, framework_keys
 from envkit.models.lock import Lock
 from envkit.records import asdict, replace
-
-from .conftest import edited_matrix
+from tests.core.conftest import edited_matrix
 
 GOLDEN = Path(__file__).parents[1] / "golden" / "locking"
 
