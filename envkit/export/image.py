@@ -241,8 +241,12 @@ def plan_steps(lock: Lock, handed: HandedIn) -> list[InstallStep]:
 
 
 def _handed(handed: HandedIn, name: str | None, pattern: str) -> HandedFile | None:
+    """The listed file of a vendor package, hashed (`with_vendor` hashed every file `vendor_wanted` picks)."""
     got = pick(handed.names, name, pattern)
-    return handed.vendor.get(got) if got is not None else None
+    if got is None:
+        return None
+    assert got in handed.vendor, f"{got} is listed but not hashed: the listing must go through with_vendor"
+    return handed.vendor[got]
 
 
 def _step(art: Artifact, handed: HandedIn) -> InstallStep:

@@ -145,3 +145,56 @@ def test_the_chip_facts_from_its_row_and_from_a_lock(run_cli, tmp_path):
     path = tmp_path / "a3.lock"
     assert run_cli("resolve", "--chip", "a3", "-o", str(path)).code == 0
     assert chip_from_lock(read_lock(path)) == ChipDevices("a3", "a3", 16, False)
+
+
+def test_the_container_facts_of_a_lock_whole(run_cli, tmp_path):
+    """Every field of `ContainerFacts`, for the base and serving variants, with and without the devices (the image
+    plan takes the image's facts alone: it runs on no host)."""
+    from envkit.export.container import NPU_SERVING_ENV, atb_abi, container_facts, default_tag, device_facts, image_env
+    from envkit.lock.file import read_lock
+
+    path = tmp_path / "a3.lock"
+    assert run_cli("resolve", "--chip", "a3", "-o", str(path)).code == 0
+    lock = read_lock(path)
+    dev = device_facts(chip_from_lock(lock), "2-3")
+    image = {
+        "chip": "a3",
+        "environment": tuple(image_env(lock)),
+        "device_plugin_resource": lock.platform.device_plugin_resource,
+        "atb_cxx_abi": atb_abi(lock),
+    }
+    assert lock.platform.device_plugin_resource and image["environment"]
+    on_host = {"devices": dev.devices, "mounts": dev.mounts, "visible_devices": "2-3", "device_count": 2, "notes": dev.notes}
+    assert vars(container_facts(lock, "2-3")) == {
+        **image,
+        **on_host,
+        "image_tag": default_tag(lock),
+        "serving_env": (),
+    }
+    assert vars(container_facts(lock, "2-3", "serving")) == {
+        **image,
+        **on_host,
+        "image_tag": default_tag(lock, "serving"),
+        "serving_env": tuple(sorted(NPU_SERVING_ENV.items())),
+    }
+    assert vars(container_facts(lock, variant="serving", with_devices=False)) == {
+        **image,
+        "devices": (),
+        "mounts": (),
+        "visible_devices": "",
+        "device_count": 0,
+        "notes": (),
+        "image_tag": default_tag(lock, "serving"),
+        "serving_env": tuple(sorted(NPU_SERVING_ENV.items())),
+    }
+    assert default_tag(lock, "serving") == default_tag(lock) + "-serving"
+
+
+def test_the_container_facts_carry_the_device_notes(run_cli, tmp_path):
+    from envkit.export.container import container_facts
+    from envkit.lock.file import read_lock
+
+    path = tmp_path / "950.lock"
+    assert run_cli("resolve", "--chip", "950", "-o", str(path)).code == 0
+    facts = container_facts(read_lock(path), "0")
+    assert facts.notes and facts.notes[0].endswith("needs the whole driver directory (/usr/local/Ascend/driver) mounted")
