@@ -2,10 +2,10 @@
 
 What a container of the lock's stack needs (devices, driver mounts, environment, image tag, the device plugin's
 resource) is derived here once, from the lock alone, and nothing here imports another export module: the image plan
-(`image`: the Dockerfile's environment and tag), `docker run` arguments and compose (`runargs`), the serving smoke's
-environment and the Kubernetes manifests (`k8s`) all read `ContainerFacts` (or, for `image run-args --chip`, which
-names a chip without a lock, the `DeviceFacts` of its matrix row), so the image envkit builds and the commands that
-run it never disagree.
+(`image`: the Dockerfile's environment and tag), `docker run` arguments and compose (`runargs`) and the Kubernetes
+manifests (`k8s`) all read `ContainerFacts` (or, for `image run-args --chip`, which names a chip without a lock, the
+`DeviceFacts` of its matrix row), and the serving smoke runs with the same `NPU_SERVING_ENV`, so the image envkit
+builds and the commands that run it never disagree.
 """
 
 from __future__ import annotations
