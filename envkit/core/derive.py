@@ -223,7 +223,12 @@ _ENV_FIELDS = set(fields(HcclEnvRule)) - {"source", "confidence"}
 
 def build_hccl(lm: LoadedMatrix, chip: str) -> HcclFacts:
     """The chip's HCCL facts (matrices/hccl.yaml): its rank table, op expansion modes, IP plan, and the env rules."""
-    h = lm.model.hccl
+    return hccl_facts(lm.model.hccl, chip)
+
+
+def hccl_facts(h: Any, chip: str) -> HcclFacts:
+    """The lock's HCCL facts of `chip` from the matrix's HCCL section `h` (its records, or `envkit.fleet.data`'s
+    HcclData of the same rows: both carry the lookups of `envkit.models.methods.HcclDataMethods`)."""
 
     def src(row: SourcedRow) -> dict[str, Any]:
         return {"source": row.sources, "confidence": row.confidence}

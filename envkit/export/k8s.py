@@ -724,7 +724,6 @@ def _volume_name(path: str) -> str:
 def _hccl_env(lock: Lock, opts: K8sOptions, nodes: int) -> dict[str, str]:
     """The HCCL block of the fleet layer (`envkit.fleet.env.uniform_env`, the rules the lock carries): every pod the same,
     the socket interface by name (a pod's IP is not known before it starts)."""
-    from envkit.fleet.data import from_lock
     from envkit.fleet.env import ORDER, uniform_env
 
     given = dict(opts.hccl)
@@ -737,7 +736,7 @@ def _hccl_env(lock: Lock, opts: K8sOptions, nodes: int) -> dict[str, str]:
             f"Name the interface instead: --socket-ifname NAME (default {SOCKET_IFNAME}), or --hccl HCCL_SOCKET_IFNAME=NAME.",
         )
     given.setdefault("HCCL_SOCKET_IFNAME", opts.socket_ifname)
-    return uniform_env(given, nodes, lock.stack.chip, from_lock(lock.stack.chip, lock.platform.hccl), "--hccl")
+    return uniform_env(given, nodes, lock.stack.chip, lock.platform.hccl, "--hccl")
 
 
 class _Pod:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
@@ -13,10 +12,7 @@ from envkit.errors import MatrixError, Where
 from envkit.models.base import Sourced
 from envkit.models.hccl import EnvRule, ErrorCode, HcclData, IpPlanRow, OpExpansionRow, RankTableRow
 
-if TYPE_CHECKING:
-    from envkit.models.lock import HcclFacts, LockSourced
-
-__all__ = ["EnvRule", "ErrorCode", "HcclData", "IpPlanRow", "OpExpansionRow", "RankTableRow", "cite", "from_lock", "load_hccl"]
+__all__ = ["EnvRule", "ErrorCode", "HcclData", "IpPlanRow", "OpExpansionRow", "RankTableRow", "cite", "load_hccl"]
 
 HCCL_FILE = Path("hccl.yaml")  # in matrices/: part of the matrix (its digest, `matrix check`), section `hccl`
 
@@ -49,22 +45,3 @@ def load_hccl(path: str | None = None) -> HcclData:
 def cite(row: Sourced) -> str:
     """'source (confidence)' for messages."""
     return f"{row.source_text} ({row.confidence})"
-
-
-def from_lock(chip: str, facts: HcclFacts) -> HcclData:
-    """The HCCL facts a lock carries for its chip (`platform.hccl`), as the HcclData the fleet's rules take: `launch`
-    reads the lock alone, never matrices/hccl.yaml."""
-
-    def src(row: LockSourced) -> dict[str, Any]:
-        return {"source": list(row.source), "confidence": row.confidence}
-
-    rt, op, ip = facts.rank_table, facts.op_expansion, facts.ip_plan
-    return HcclData(
-        rank_tables=[] if rt is None else [RankTableRow(chip=chip, version=rt.version, **src(rt))],
-        env=[EnvRule(**r.model_dump(exclude={"source", "confidence"}), **src(r)) for r in facts.env],
-        op_expansion_modes=[]
-        if op is None
-        else [OpExpansionRow(chip=chip, values=list(op.values), default=op.default, on_unsupported=op.on_unsupported, **src(op))],
-        ip_plans=[] if ip is None else [IpPlanRow(chip=chip, rule=ip.rule, ports=ip.ports, **src(ip))],
-        error_codes=[],
-    )

@@ -1,23 +1,28 @@
-"""The HCCL environment block per node, validated against matrices/hccl.yaml before any launch.
+"""The HCCL environment block per node, validated against the rules the lock carries (`platform.hccl`: the lock's
+own facts, from matrices/hccl.yaml) before any launch.
 
-Values come from inventory variables named like the variable in lower case (`hccl_connect_timeout=600`, in
-`[group:vars]` or per host). Rules: each integer in its range; HCCL_OP_EXPANSION_MODE legal for the chip (950:
-an unsupported value is an error; A2/A3 fall back to the default, so a warning); exactly one of HCCL_IF_IP and
-HCCL_SOCKET_IFNAME, set on every node; the variables HCCL needs identical are identical on every node.
+Values are given per node, each named like the variable in lower case (`hccl_connect_timeout=600`: an inventory's
+`[group:vars]` or host variables, `envkit k8s render --hccl`). Rules: each integer in its range;
+HCCL_OP_EXPANSION_MODE legal for the chip (950: an unsupported value is an error; A2/A3 fall back to the default,
+so a warning); exactly one of HCCL_IF_IP and HCCL_SOCKET_IFNAME, set on every node; the variables HCCL needs
+identical are identical on every node.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from envkit.errors import Where
-from envkit.fleet.data import HcclData, cite
-from envkit.fleet.inventory import Host
 from envkit.fleet.ranktable import raise_problems
 from envkit.io import bounded
 from envkit.verdict import Verdict
+
+if TYPE_CHECKING:
+    from envkit.models.lock import HcclEnvRule, HcclFacts, LockSourced
 
 _IFNAME = re.compile(r"^(\^?=)?[A-Za-z0-9_.:@-]+(,[A-Za-z0-9_.:@-]+)*$")
 ORDER = (
@@ -37,13 +42,33 @@ class EnvPlan:
     nic_variable: str = "HCCL_IF_IP"
 
 
-def uniform_env(given: dict[str, str], nodes: int, chip: str, data: HcclData, where: str) -> dict[str, str]:
+@dataclass(frozen=True)
+class NodeValues:
+    """One node's HCCL values as given (`hccl_connect_timeout` -> "600": the variable's name in lower case; other
+    keys are ignored), the address HCCL_IF_IP defaults to when it is an IP (an inventory host's `ansible_host`;
+    None where the node's address is not known yet), and the line that gave them (0: none)."""
+
+    values: Mapping[str, str]
+    address: str | None = None
+    line: int = 0
+
+
+def cite(row: LockSourced) -> str:
+    """'source; source (confidence)' of one of the lock's HCCL rows, for messages."""
+    return f"{'; '.join(row.source)} ({row.confidence})"
+
+
+def uniform_env(given: dict[str, str], nodes: int, chip: str, facts: HcclFacts, where: str) -> dict[str, str]:
     """The one HCCL environment every node of a job gets where no node is known by name or address yet (the pods of
     `envkit k8s render`): `given` (NAME -> value, as --hccl gives it) held to the same rules across `nodes` nodes;
     BadInput naming the broken rule, `where` the option that gave it."""
-    vars_ = {k.lower(): v for k, v in given.items()}
-    hosts = [Host(name=f"node-{i}", vars=vars_, line=0) for i in range(max(nodes, 1))]
-    return plan_env(hosts, chip, data, where).per_host[hosts[0].name]
+    same = NodeValues({k.lower(): v for k, v in given.items()})
+    names = [f"node-{i}" for i in range(max(nodes, 1))]
+    return plan_env(dict.fromkeys(names, same), chip, facts, where).per_host[names[0]]
+
+
+def _rule(facts: HcclFacts, name: str) -> HcclEnvRule:
+    return next(r for r in facts.env if r.name == name)
 
 
 def _int(value: str) -> int | None:
@@ -53,21 +78,22 @@ def _int(value: str) -> int | None:
     return int(value) if bounded.is_digits(value.removeprefix("-"), 19) else None
 
 
-def plan_env(hosts: list[Host], chip: str, data: HcclData, inventory_file: str) -> EnvPlan:
-    """The environment of every host, or BadInput naming the broken rule and its source."""
+def plan_env(nodes: Mapping[str, NodeValues], chip: str, facts: HcclFacts, where: str) -> EnvPlan:
+    """The environment of every node (by name, in order), from the rules of the lock's chip (`facts`: the lock's
+    platform.hccl); BadInput naming the broken rule and its source, at `where` (the inventory, with the node's line)."""
     problems: list[Verdict] = []
     warnings: list[str] = []
     values: dict[str, dict[str, str]] = {name: {} for name in ORDER}
-    for host in hosts:
+    for node, given_here in nodes.items():
         for name in ORDER:
-            raw = host.vars.get(name.lower())
+            raw = given_here.values.get(name.lower())
             if raw is not None:
-                values[name][host.name] = raw.strip()
+                values[name][node] = raw.strip()
 
-    for rule in data.env:
+    for rule in facts.env:
         given = values[rule.name]
-        if rule.same_on_all_nodes and given and (len(set(given.values())) > 1 or len(given) != len(hosts)):
-            shown = ", ".join(f"{h.name}={given.get(h.name, '(unset)')}" for h in hosts)
+        if rule.same_on_all_nodes and given and (len(set(given.values())) > 1 or len(given) != len(nodes)):
+            shown = ", ".join(f"{n}={given.get(n, '(unset)')}" for n in nodes)
             problems.append(
                 Verdict(
                     rule=f"{rule.name}-same-on-all-nodes",
@@ -87,12 +113,12 @@ def plan_env(hosts: list[Host], chip: str, data: HcclData, inventory_file: str) 
                             rule=f"{rule.name}-range",
                             message=f"{rule.name}={raw!r} on {host_name} is not an integer in {rng}",
                             source=cite(rule),
-                            line=next(h for h in hosts if h.name == host_name).line,
+                            line=nodes[host_name].line,
                         )
                     )
                     break
 
-    modes = data.op_modes(chip)
+    modes = facts.op_expansion
     mode = next(iter(values["HCCL_OP_EXPANSION_MODE"].values()), None)
     if mode is not None:
         if modes is None:
@@ -108,13 +134,13 @@ def plan_env(hosts: list[Host], chip: str, data: HcclData, inventory_file: str) 
             else:
                 warnings.append(f"{text}; HCCL ignores it and uses {modes.default} ({cite(modes)})")
         if mode == "AIV":
-            exec_rule = data.env_rule("HCCL_EXEC_TIMEOUT")
+            exec_rule = _rule(facts, "HCCL_EXEC_TIMEOUT")
             t = _int(next(iter(values["HCCL_EXEC_TIMEOUT"].values()), "") or "")
             if t is not None and exec_rule.aiv_max is not None and (t == 0 or t > exec_rule.aiv_max):
                 warnings.append(f"HCCL_EXEC_TIMEOUT={t} with AIV: HCCL uses {exec_rule.aiv_max} s instead ({cite(exec_rule)})")
 
     if_ip, ifname = values["HCCL_IF_IP"], values["HCCL_SOCKET_IFNAME"]
-    ip_rule, ifname_rule = data.env_rule("HCCL_IF_IP"), data.env_rule("HCCL_SOCKET_IFNAME")
+    ip_rule, ifname_rule = _rule(facts, "HCCL_IF_IP"), _rule(facts, "HCCL_SOCKET_IFNAME")
     nic = "HCCL_SOCKET_IFNAME" if ifname else "HCCL_IF_IP"
     if if_ip and ifname:
         problems.append(
@@ -135,21 +161,21 @@ def plan_env(hosts: list[Host], chip: str, data: HcclData, inventory_file: str) 
                 )
             )
     else:
-        for host in hosts:  # default: the host's inventory address, when it is an IP
-            if host.name not in if_ip:
+        for node, given_here in nodes.items():  # default: the node's address, when it is an IP
+            if node not in if_ip and given_here.address is not None:
                 try:
-                    ipaddress.ip_address(host.address)
-                    if_ip[host.name] = host.address
+                    ipaddress.ip_address(given_here.address)
+                    if_ip[node] = given_here.address
                 except ValueError:
                     pass
-        missing = [h.name for h in hosts if h.name not in if_ip]
+        missing = [n for n in nodes if n not in if_ip]
         if missing:
             problems.append(
                 Verdict(
                     rule="NIC-variable-on-every-node",
                     message=f"HCCL_IF_IP is unknown for {', '.join(missing)}: set hccl_if_ip per host (or ansible_host to an IP), or hccl_socket_ifname for all",
                     source=cite(ip_rule),
-                    line=next(h for h in hosts if h.name == missing[0]).line,
+                    line=nodes[missing[0]].line,
                 )
             )
         for host_name, ip in if_ip.items():
@@ -175,18 +201,18 @@ def plan_env(hosts: list[Host], chip: str, data: HcclData, inventory_file: str) 
             )
 
     if problems:
-        raise_problems(problems, Where(inventory_file, problems[0].line or None), kind="HCCL")  # line 0: none known
+        raise_problems(problems, Where(where, problems[0].line or None), kind="HCCL")  # line 0: none known
 
     per_host: dict[str, dict[str, str]] = {}
-    for host in hosts:
+    for node in nodes:
         env: dict[str, str] = {}
-        for rule in data.env:
+        for rule in facts.env:
             if rule.kind == "int":
-                value = values[rule.name].get(host.name, rule.default)
+                value = values[rule.name].get(node, rule.default)
                 if value is not None:
                     env[rule.name] = str(_int(value))
         if mode is not None:
             env["HCCL_OP_EXPANSION_MODE"] = mode
-        env[nic] = (ifname if ifname else if_ip)[host.name]
-        per_host[host.name] = env
+        env[nic] = (ifname if ifname else if_ip)[node]
+        per_host[node] = env
     return EnvPlan(per_host=per_host, warnings=warnings, nic_variable=nic)

@@ -431,6 +431,16 @@ def test_the_container_facts_are_the_bottom_of_export_and_every_runtime_reads_th
         assert "envkit.export.container" in edges[reader], f"{reader} does not read the container facts"
 
 
+def test_the_hccl_rules_take_the_locks_facts_and_per_node_values_not_inventory_hosts():
+    """`envkit.fleet.env` works over the lock's own HCCL facts and each node's values: it imports neither the
+    inventory (no made-up hosts for k8s's pods) nor the matrix's HCCL loader (no second shape of the same facts), and
+    neither launch nor k8s converts the lock's facts before handing them over."""
+    edges = _edges(_package_modules())
+    assert not {"envkit.fleet.inventory", "envkit.fleet.data"} & edges["envkit.fleet.env"], edges["envkit.fleet.env"]
+    for reader in ("envkit.export.k8s", "envkit.jobs.launch.render"):
+        assert "envkit.fleet.env" in edges[reader] and "envkit.fleet.data" not in edges[reader], (reader, edges[reader])
+
+
 def test_no_job_imports_another_and_no_shared_layer_imports_a_job():
     bad = _crossings(_edges(_package_modules()))
     assert not bad, "imports into a job from outside it:\n" + "\n".join(bad)

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import pytest
 
+from envkit.core.derive import hccl_facts
 from envkit.errors import BadInput, Where
 from envkit.fleet.data import EnvRule, HcclData, cite, load_hccl
-from envkit.fleet.env import EnvPlan, plan_env
+from envkit.fleet.env import EnvPlan, NodeValues, plan_env
 from envkit.fleet.inventory import Host
 
 DATA = load_hccl()
@@ -57,7 +58,8 @@ def hosts(*rows: dict[str, str]) -> list[Host]:
 
 
 def plan(hs: list[Host], chip: str = "910b", data: HcclData = DATA) -> EnvPlan:
-    return plan_env(hs, chip, data, INV)
+    """`plan_env` as `launch render` calls it: the inventory's hosts as nodes, the chip's rules as the lock holds them."""
+    return plan_env({h.name: NodeValues(h.vars, h.address, h.line) for h in hs}, chip, hccl_facts(data, chip), INV)
 
 
 def refusal(hs: list[Host], chip: str = "910b", data: HcclData = DATA) -> BadInput:
@@ -307,10 +309,37 @@ def test_uniform_env_holds_one_set_of_values_to_the_rules_across_the_nodes():
     """`envkit k8s render`'s pods: no name or address is known, every pod gets the same values."""
     from envkit.fleet.env import uniform_env
 
-    assert uniform_env({CT: "600", IFN: "eth0"}, 3, "910b", DATA, "--hccl") == {**DEFAULTS, CT: "600", IFN: "eth0"}
+    assert uniform_env({CT: "600", IFN: "eth0"}, 3, "910b", hccl_facts(DATA, "910b"), "--hccl") == {
+        **DEFAULTS,
+        CT: "600",
+        IFN: "eth0",
+    }
     with pytest.raises(BadInput) as info:
-        uniform_env({CT: "119", IFN: "eth0"}, 3, "910b", DATA, "--hccl")  # under the rule's 120
+        uniform_env({CT: "119", IFN: "eth0"}, 3, "910b", hccl_facts(DATA, "910b"), "--hccl")  # under the rule's 120
     assert info.value.where == Where("--hccl", None)
-    assert uniform_env({IP: "192.0.2.1"}, 1, "910b", DATA, "--hccl") == {**DEFAULTS, IP: "192.0.2.1"}
+    assert uniform_env({IP: "192.0.2.1"}, 1, "910b", hccl_facts(DATA, "910b"), "--hccl") == {**DEFAULTS, IP: "192.0.2.1"}
     with pytest.raises(BadInput, match="more than one node"):  # one address for two nodes
-        uniform_env({IP: "192.0.2.1"}, 2, "910b", DATA, "--hccl")
+        uniform_env({IP: "192.0.2.1"}, 2, "910b", hccl_facts(DATA, "910b"), "--hccl")
+
+
+def test_a_node_without_an_address_gets_no_hccl_if_ip_of_its_own():
+    """The pods of `envkit k8s render` are nodes with no address: HCCL_IF_IP has no default for them (a node's
+    name is never taken for one), and the refusal names every node."""
+    from envkit.fleet.env import uniform_env
+
+    with pytest.raises(BadInput, match=r"HCCL_IF_IP is unknown for node-0, node-1: ") as info:
+        uniform_env({}, 2, "910b", hccl_facts(DATA, "910b"), "--hccl")
+    assert info.value.where == Where("--hccl", None)
+    named = {"192.0.2.9": NodeValues({}, "192.0.2.9", 4), "b": NodeValues({}, None, 5)}
+    assert said(refusal_of(named)) == broken(
+        "NIC-variable-on-every-node",
+        "HCCL_IF_IP is unknown for b: set hccl_if_ip per host (or ansible_host to an IP), or hccl_socket_ifname for all",
+        SRC[IP],
+        5,
+    )
+
+
+def refusal_of(nodes: dict[str, NodeValues]) -> BadInput:
+    with pytest.raises(BadInput) as info:
+        plan_env(nodes, "910b", hccl_facts(DATA, "910b"), INV)
+    return info.value

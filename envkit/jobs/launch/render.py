@@ -27,8 +27,7 @@ from typing import Any
 from envkit.errors import BadInput, Where
 from envkit.export.launch import accelerate_config, hccl_env_sh, torchrun_argv, torchrun_sh, train_script
 from envkit.fleet import ranktable as RT
-from envkit.fleet.data import cite, from_lock
-from envkit.fleet.env import EnvPlan, plan_env
+from envkit.fleet.env import EnvPlan, NodeValues, cite, plan_env
 from envkit.fleet.inventory import Host, Inventory, read_hccn_conf, read_inventory
 from envkit.io import bounded
 from envkit.io.outputs import LAUNCH_SET, claim_output
@@ -157,8 +156,8 @@ def render_launch(
 
     locked = read_lock(Path(lock), lock_check)
     chip = locked.stack.chip
-    data = from_lock(chip, locked.platform.hccl)  # the lock alone: its chip's HCCL facts (schema 3)
-    row = data.rank_table(chip)
+    facts = locked.platform.hccl  # the lock alone: its chip's HCCL facts (schema 3)
+    row = facts.rank_table
     if row is None:
         raise BadInput(
             f"chip {chip} of {lock} has no HCCL rank table format in envkit's data: the lock's platform.hccl.rank_table "
@@ -172,7 +171,8 @@ def render_launch(
     confs = [inv.path.parent / h.vars["envkit_hccn_conf"] for h in inv.hosts if h.vars.get("envkit_hccn_conf")]
     claim = claim_output(Path(out), LAUNCH_SET, force=force, inputs=[Path(inventory), Path(lock), *confs])
     names = [h.name for h in inv.hosts]
-    env: EnvPlan = plan_env(inv.hosts, chip, data, str(inv.path))
+    nodes = {h.name: NodeValues(h.vars, h.address, h.line) for h in inv.hosts}
+    env: EnvPlan = plan_env(nodes, chip, facts, str(inv.path))
     plans = [_plan(h, inv, row.version) for h in inv.hosts]
     if row.version == "2.0" and len(plans) > 1:
         for host, plan in zip(inv.hosts, plans, strict=True):
@@ -203,7 +203,7 @@ def render_launch(
     script = train_script(first.vars.get("envkit_train_script", DEFAULT_SCRIPT), Where(str(inv.path), first.line))
     master = first.address
     total = sum(len(p.devices) for p in plans)
-    rt_sources = [f"rank table {row.version}: {cite(row)}"] + [f"{r.name}: {cite(r)}" for r in data.env]
+    rt_sources = [f"rank table {row.version}: {cite(row)}"] + [f"{r.name}: {cite(r)}" for r in facts.env]
 
     files: dict[str, str] = {
         "rank_table.json": RT.to_json(table),
