@@ -816,18 +816,21 @@ def build_from_sdists(
     lk: Lock, roots: list[str], target: ClosureTarget, pinned: dict[str, str], sources: dict[str, Any], say: Callable[[str], None]
 ) -> list[Any]:
     """The roots envkit builds from their sdist (`envkit.models.rules.SDIST_BUILDS`: vLLM), each built (or taken from the
-    built-wheel cache) against the lock's CPU torch from its own index."""
-    from envkit.artifacts.sdist import build_wheel, find_sdist
+    built-wheel cache) against the lock's CPU torch, from the index the lock names for torch (`pinned`) or, where it
+    names none (aarch64: PyPI's torch is its CPU build), the closure's own index. This machine must be the target
+    (`refuse_foreign_target`): that is said first, before anything is looked up."""
+    from envkit.artifacts.sdist import build_wheel, find_sdist, refuse_foreign_target
     from envkit.models.rules import SDIST_BUILDS, mirror_refusal
 
     wanted = [r for r in roots if req_name(r) in SDIST_BUILDS]
     if not wanted:
         return []
+    refuse_foreign_target(req_name(wanted[0]), target)
     torch = next((r for r in roots if req_name(r) == "torch"), None)
-    if torch is None or "torch" not in pinned:
+    if torch is None:
         raise BadInput(
             f"{', '.join(req_name(r) for r in wanted)} is built from its sdist against the lock's CPU torch, and the "
-            "closure has no torch from the index the lock names for it",
+            "closure leaves torch out",
             hint="Keep torch in the closure (no --exclude torch / --only without it), or leave "
             f"{req_name(wanted[0])} out with --exclude {req_name(wanted[0])}.",
         )
@@ -843,7 +846,7 @@ def build_from_sdists(
             sdist,
             target=target,
             torch=torch,
-            torch_index=pinned["torch"],
+            torch_index=pinned.get("torch", sources["index_url"]),
             index_url=sources["index_url"],
             extra_index_urls=sources["extra_index_urls"],
             find_links=sources["find_links"],

@@ -245,14 +245,7 @@ def build_wheel(
     say = say or (lambda _line: None)
     store = cache or WheelCache()
     settings = build_settings(sdist.name)
-    host = (f"{sys.version_info.major}.{sys.version_info.minor}", _host_arch())
-    if host != (target.python, target.arch):
-        raise CannotRun(
-            f"{sdist.name} is built from its sdist on this machine (Python {host[0]}, {host[1]}), and the lock's target "
-            f"is Python {target.python} on {target.arch}: the wheel would carry this machine's tags",
-            hint=f"Run `envkit lock` on a {target.arch} machine with Python {target.python}, or leave {sdist.name} out "
-            f"with --exclude {sdist.name}.",
-        )
+    refuse_foreign_target(sdist.name, target)
     key = _key(sdist.sha256, settings, torch, target)
     folder = Path(store.base) / "built" / key
     for hit in sorted(folder.glob("*.whl")) if folder.is_dir() else []:
@@ -321,6 +314,19 @@ def build_wheel(
         atomic_write_bytes(folder / wheels[0].name, wheels[0].read_bytes(), fsync=False)
         atomic_write_bytes(folder / "build.json", json.dumps(meta, sort_keys=True).encode(), fsync=False)
         return _built(sdist, folder / wheels[0].name, meta, settings, store, cached=False)
+
+
+def refuse_foreign_target(name: str, target: ClosureTarget) -> None:
+    """CannotRun unless this machine's Python and arch are the target's: a wheel built here carries this machine's
+    tags (the build runs this machine's Python)."""
+    host = (f"{sys.version_info.major}.{sys.version_info.minor}", _host_arch())
+    if host != (target.python, target.arch):
+        raise CannotRun(
+            f"{name} is built from its sdist on this machine (Python {host[0]}, {host[1]}), and the lock's target "
+            f"is Python {target.python} on {target.arch}: the wheel would carry this machine's tags",
+            hint=f"Run `envkit lock` on a {target.arch} machine with Python {target.python}, or leave {name} out "
+            f"with --exclude {name}.",
+        )
 
 
 def _host_arch() -> str:

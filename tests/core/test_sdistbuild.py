@@ -8,7 +8,7 @@ import pytest
 
 from envkit.artifacts.closure import cann_runtime_yields, host_arch, host_python, make_target
 from envkit.artifacts.sdist import Sdist, build_settings, build_wheel, target_takes
-from envkit.errors import CannotRun
+from envkit.errors import BadInput, CannotRun
 
 
 def test_the_built_wheel_tag_is_taken_by_its_own_target_only():
@@ -47,3 +47,45 @@ def test_cann_runtime_pins_yield_to_the_built_wheel_and_the_locks_pins_never():
     got = cann_runtime_yields(lock, roots, ["protobuf>=5.29.6", "numpy", "attrs>=1"], said.append)  # type: ignore[arg-type]
     assert got == ["numpy==1.26.4", "protobuf", "scipy", "attrs"]  # numpy is the lock's pin: it stays
     assert len(said) == 1 and said[0].startswith("protobuf==3.20.0 (CANN's install guide) yields")
+
+
+def test_locking_the_default_serving_lock_on_another_machine_names_the_real_cause(run_cli, tmp_path, monkeypatch):
+    """The default serving lock (aarch64, Python 3.10) locked on a machine that is not its target: exit 2 saying the
+    wheel would carry this machine's tags, before any index is asked (nothing listens on 127.0.0.1:9), and not the
+    old "no --exclude torch" although nothing was excluded."""
+    monkeypatch.setenv("ENVKIT_CACHE_DIR", str(tmp_path / "cache"))
+    lock = tmp_path / "envkit.lock"
+    r = run_cli("resolve", "--workload", "serving", "-o", str(lock))
+    assert r.code == 0, r.err
+    if (host_python(), host_arch()) == ("3.10", "aarch64"):
+        pytest.skip("this machine is the default serving lock's target")
+    r = run_cli("lock", "--lock", str(lock), "--index-url", "http://127.0.0.1:9/simple")
+    assert r.code == 2, r.out + r.err
+    said = " ".join(r.err.split())
+    assert f"on this machine (Python {host_python()}, {host_arch()}), and the lock's target is Python 3.10 on aarch64" in said
+    assert "--exclude vllm" in said and "--exclude torch" not in said and "Traceback" not in r.err
+
+
+def test_the_build_takes_torch_from_the_index_the_lock_names_or_else_the_closures_own(monkeypatch):
+    """x86_64: the lock names PyTorch's CPU index for torch, and the build takes torch from there alone; aarch64 (no
+    index named: PyPI's torch is its CPU build): from the closure's own index, never a KeyError."""
+    from envkit.artifacts import closure, sdist
+
+    seen: list[str] = []
+    found = Sdist("vllm", "0.23.0", "vllm-0.23.0.tar.gz", "http://127.0.0.1:9/vllm-0.23.0.tar.gz", "0" * 64, 1)
+    monkeypatch.setattr(sdist, "find_sdist", lambda *a, **k: found)
+    monkeypatch.setattr(sdist, "refuse_foreign_target", lambda *a: None)
+
+    def build(_sdist, **kw):
+        seen.append(kw["torch_index"])
+        return SimpleNamespace(package=SimpleNamespace(filename="vllm.whl"), cached=True)
+
+    monkeypatch.setattr(sdist, "build_wheel", build)
+    roots = ["torch==2.10.0", "vllm==0.23.0"]
+    sources = {"index_url": "http://127.0.0.1:9/simple", "extra_index_urls": (), "find_links": ()}
+    target = make_target(host_python(), host_arch())
+    for pinned in ({"torch": "http://127.0.0.1:9/whl/cpu"}, {}):
+        closure.build_from_sdists(None, roots, target, pinned, sources, lambda _m: None)  # type: ignore[arg-type]
+    assert seen == ["http://127.0.0.1:9/whl/cpu", "http://127.0.0.1:9/simple"]
+    with pytest.raises(BadInput, match="closure leaves torch out"):
+        closure.build_from_sdists(None, ["vllm==0.23.0"], target, {}, sources, lambda _m: None)  # type: ignore[arg-type]
