@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from envkit.artifacts.wheels import normalize
+from envkit.artifacts.wheels import applies, marker_environment, normalize
 from envkit.errors import BadInput, CannotRun, CheckFailed
 from envkit.models.lock import BuiltFrom, ClosurePackage, ClosureTarget
 from envkit.models.rules import SDIST_BUILD_COMMAND, sdist_build_settings
@@ -277,7 +277,8 @@ def build_wheel(
             env,
             "reading torch's requirements",
         ).split("\n")
-        needs = [r.strip() for r in torch_reqs if r.strip() and "extra ==" not in r]
+        here = marker_environment(target.python, target.arch)  # torch's CUDA pins are marked x86_64 on aarch64
+        needs = [r.strip() for r in torch_reqs if r.strip() and applies(r.strip(), here)]
         cuda = [r for r in needs if CUDA_REQUIREMENT.match(_req_name(r))]
         if cuda:
             raise CheckFailed(

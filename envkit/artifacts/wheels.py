@@ -137,6 +137,38 @@ def _platforms(target: ClosureTarget) -> list[str]:
     return plats
 
 
+def marker_environment(python: str, arch: str) -> dict[str, str]:
+    """PEP 508 marker values of a Linux CPython target (every key set: packaging would fill the gaps from this
+    machine, whose arch or Python may not be the target's)."""
+    return {
+        "python_version": python,
+        "python_full_version": f"{python}.0",
+        "implementation_version": f"{python}.0",
+        "platform_machine": arch,
+        "platform_system": "Linux",
+        "sys_platform": "linux",
+        "os_name": "posix",
+        "platform_release": "",
+        "platform_version": "",
+        "implementation_name": "cpython",
+        "platform_python_implementation": "CPython",
+        "extra": "",
+    }
+
+
+def applies(requirement: str, environment: dict[str, str]) -> bool:
+    """Whether a Requires-Dist line applies in `environment` (`marker_environment`; an `extra == ...` marker never:
+    no extra is asked for). A line that is no requirement applies: the caller's own check names it."""
+    from packaging.requirements import InvalidRequirement
+    from packaging.requirements import Requirement as Spec
+
+    try:
+        spec = Spec(requirement)
+    except InvalidRequirement:
+        return True
+    return spec.marker is None or spec.marker.evaluate(environment)
+
+
 def tag_order(target: ClosureTarget) -> dict[str, int]:
     """Every tag the target interpreter accepts, most preferred first (as its pip would rank them)."""
     from packaging import tags

@@ -17,7 +17,15 @@ from pathlib import Path
 from envkit import __version__, versions
 from envkit.artifacts.handed import HandedFile, HandedIn, Wanted, pick
 from envkit.artifacts.sdist import target_takes
-from envkit.artifacts.wheels import Requirement, merge, normalize, parse_requirements, parse_wheel_name, wheel_name
+from envkit.artifacts.wheels import (
+    Requirement,
+    marker_environment,
+    merge,
+    normalize,
+    parse_requirements,
+    parse_wheel_name,
+    wheel_name,
+)
 from envkit.errors import BadInput, CheckFailed, Where
 from envkit.export.container import SERVING_ENTRYPOINT, container_facts
 from envkit.models.lock import Artifact, ClosurePackage, Lock
@@ -485,9 +493,7 @@ def envkit_lacks(lock: Lock, reqs: list[Requirement]) -> list[str]:
     from envkit.artifacts.closure import envkit_roots
 
     by = {normalize(r.name): r for r in reqs}
-    s = lock.stack
-    target = {"python_version": s.python, "python_full_version": f"{s.python}.0", "platform_machine": s.arch}
-    target |= {"sys_platform": "linux", "platform_system": "Linux", "os_name": "posix", "extra": ""}
+    target = marker_environment(lock.stack.python, lock.stack.arch)
     out = []
     for root in envkit_roots():
         try:

@@ -89,3 +89,23 @@ def test_the_build_takes_torch_from_the_index_the_lock_names_or_else_the_closure
     assert seen == ["http://127.0.0.1:9/whl/cpu", "http://127.0.0.1:9/simple"]
     with pytest.raises(BadInput, match="closure leaves torch out"):
         closure.build_from_sdists(None, ["vllm==0.23.0"], target, {}, sources, lambda _m: None)  # type: ignore[arg-type]
+
+
+def test_torchs_cuda_pins_marked_for_x86_64_do_not_make_an_aarch64_torch_a_cuda_build():
+    """PyPI's aarch64 torch is its CPU build, yet its Requires-Dist names nvidia-* and triton under
+    `platform_machine == "x86_64"`: the build's CUDA check reads them in the target's marker environment."""
+    from pathlib import Path
+
+    from envkit.artifacts.sdist import CUDA_REQUIREMENT, _req_name
+    from envkit.artifacts.wheels import applies, marker_environment
+
+    text = (Path(__file__).parents[1] / "fixtures" / "torch-2.10.0-aarch64-requires.txt").read_text()
+    lines = [x for x in text.splitlines() if x and not x.startswith("#")]
+    cuda = {r for r in lines if CUDA_REQUIREMENT.match(_req_name(r))}
+    assert len(cuda) == 17
+    for arch, python, want in (("aarch64", "3.11", set()), ("x86_64", "3.11", cuda), ("x86_64", "3.10", cuda)):
+        assert {r for r in cuda if applies(r, marker_environment(python, arch))} == want, arch
+    plain = [r for r in lines if r not in cuda]
+    assert [r for r in lines if applies(r, marker_environment("3.12", "aarch64"))] == plain
+    assert [r for r in lines if applies(r, marker_environment("3.11", "aarch64"))] == [r for r in plain if "3.12" not in r]
+    assert not applies('numpy; extra == "opt"', marker_environment("3.11", "x86_64"))

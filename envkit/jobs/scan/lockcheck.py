@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from envkit.artifacts.wheels import marker_environment
 from envkit.jobs.scan.findings import Dependency, Finding, make
 from envkit.jobs.scan.table import Table, normalize
 
@@ -58,24 +59,9 @@ def pins(lock: Lock) -> dict[str, Pin]:
 
 
 def target_environment(lock: Lock) -> dict[str, str]:
-    """PEP 508 marker values of the lock's target (every key set: packaging would fill the gaps from this host)."""
-    python = lock.python.python
+    """PEP 508 marker values of the lock's target (`envkit.artifacts.wheels.marker_environment`)."""
     closure = lock.python.closure
-    arch = closure.target.arch if closure is not None else lock.stack.arch
-    return {
-        "python_version": python,
-        "python_full_version": f"{python}.0",
-        "implementation_version": f"{python}.0",
-        "platform_machine": arch,
-        "platform_system": "Linux",
-        "sys_platform": "linux",
-        "os_name": "posix",
-        "platform_release": "",
-        "platform_version": "",
-        "implementation_name": "cpython",
-        "platform_python_implementation": "CPython",
-        "extra": "",
-    }
+    return marker_environment(lock.python.python, closure.target.arch if closure is not None else lock.stack.arch)
 
 
 def python_allowed(spec: str, python: str) -> bool | None:
