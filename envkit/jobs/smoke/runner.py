@@ -112,30 +112,24 @@ def _load_kwargs(transformers, torch_dtype) -> dict[str, Any]:
     return {key: torch_dtype, "attn_implementation": "eager", "local_files_only": True}
 
 
-def run_smoke(opts: SmokeOptions, progress: Callable[[str], None] = lambda _m: None) -> SmokeResult:
-    from envkit.io.outputs import SMOKE, claim_output
+@dataclass
+class _Loaded:
+    """The model on the device: where it came from, its tokenizer, and how long loading took."""
 
-    spec = validate(opts)
-    out_dir = Path(opts.out) if opts.out else default_out_dir(spec, opts.dtype)
-    claim = claim_output(out_dir, SMOKE, inputs=[opts.model])  # before anything runs: an earlier run's, or new
-    env = os.environ
-    progress(f"smoke: importing torch for {spec}")
-    device = require_device(spec, env)
-    torch = sys.modules["torch"]
-    if opts.nproc > device.count and spec.type != "cpu":
-        raise CannotRun(f"--nproc {opts.nproc} needs {opts.nproc} {spec.type} devices; {device.count} visible")
-    t0 = time.perf_counter()
-    transformers = _import_transformers(env, str(spec))
+    model_dir: Path
+    builtin: bool
+    digest: str
+    tokenizer: Any
+    model: Any
+    load_s: float
+
+
+def _load_model(opts: SmokeOptions, spec: DeviceSpec, device: Any, transformers: Any, progress: Callable[[str], None]) -> _Loaded:
+    """The model (the embedded tiny Qwen2, or --model), in --dtype, on the device, in eval mode; its tokenizer pads on
+    the left. A model that cannot be read is BadInput; an NPU failure while loading is CannotRun, mapped."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    import_s = device.import_s + (time.perf_counter() - t0)
-    transformers.logging.set_verbosity_error()
-    try:
-        transformers.utils.logging.disable_progress_bar()
-    except AttributeError:
-        pass
-
-    builtin = opts.model is None
+    torch = sys.modules["torch"]
     if opts.model is None:  # builtin
         progress("smoke: preparing the embedded tiny Qwen2 model")
         model_dir = ensure_tiny_model()
@@ -154,7 +148,7 @@ def run_smoke(opts: SmokeOptions, progress: Callable[[str], None] = lambda _m: N
         text = exception_text(exc)
         if is_npu_failure(text):
             # transformers 5 imports torch_npu while loading whenever it is installed
-            raise cannot_run(map_npu_error(text, env, stage="load the model"), str(spec)) from exc
+            raise cannot_run(map_npu_error(text, os.environ, stage="load the model"), str(spec)) from exc
         if isinstance(exc, (OSError, ValueError, KeyError, TypeError)):
             raise BadInput(f"cannot load the model at {model_dir}: {exc}") from exc
         raise
@@ -165,20 +159,13 @@ def run_smoke(opts: SmokeOptions, progress: Callable[[str], None] = lambda _m: N
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     tokenizer.padding_side = "left"
+    return _Loaded(model_dir, opts.model is None, digest, tokenizer, model, load_s)
 
-    config = model.config
-    vocab = (
-        int(model.get_output_embeddings().weight.shape[0])
-        if model.get_output_embeddings() is not None
-        else int(config.vocab_size)
-    )
-    max_pos = getattr(config, "max_position_embeddings", None)
-    prompts = prompt_set(max_pos, corpus_text())
-    p_digest = prompt_digest(prompts)
-    encoded = {p.name: C.encode(torch, tokenizer, p, vocab) for p in prompts}
 
-    ctx = C.SmokeContext(torch, model, tokenizer, device, opts.dtype, encoded, opts.layers)
-    environment = {
+def _environment(spec: DeviceSpec, device: Any, transformers: Any) -> dict[str, Any]:
+    """What the report says of the software and the device the run had."""
+    torch = sys.modules["torch"]
+    return {
         "python": platform.python_version(),
         "platform": f"{platform.system()}-{platform.machine()}",
         "torch": str(torch.__version__),
@@ -188,22 +175,21 @@ def run_smoke(opts: SmokeOptions, progress: Callable[[str], None] = lambda _m: N
         "safetensors": _version("safetensors"),
         "cuda": device.versions.get("cuda"),
         "cann": device.cann,
-        "ascend_home_path": env.get("ASCEND_HOME_PATH") if spec.type == "npu" else None,
+        "ascend_home_path": os.environ.get("ASCEND_HOME_PATH") if spec.type == "npu" else None,
         "device_name": device.name,
         "device_count": device.count,
         "threads": int(torch.get_num_threads()),
         "notes": list(device.notes),
     }
 
-    # timings: the first forward (warm-up, compilation), then the steady state
-    progress("smoke: timing the forward pass")
-    en = encoded["en"]
-    fwd_kwargs = dict(ctx.inputs(en), use_cache=False)
-    first_forward_s = C.time_forward(model, fwd_kwargs, device, 1)[0]
-    steady = C.time_forward(model, fwd_kwargs, device, opts.repeat)
 
+def _checks(
+    ctx: Any, environment: dict[str, Any], opts: SmokeOptions, spec: DeviceSpec, progress: Callable[[str], None]
+) -> list[Check]:
+    """Every check of the run, in the report's order; a check that raises is a failed check (`C.guarded`)."""
+    encoded = ctx.encoded
     progress("smoke: running the checks")
-    results: list[Check] = [C.check_environment(environment, device)]
+    results: list[Check] = [C.check_environment(environment, ctx.device)]
     results.append(C.guarded("placement", lambda: C.check_placement(ctx)))
     prefill_diffs: dict[str, float] = {}
     for enc in encoded.values():
@@ -218,29 +204,97 @@ def run_smoke(opts: SmokeOptions, progress: Callable[[str], None] = lambda _m: N
     if opts.nproc > 1:
         progress(f"smoke: collectives across {opts.nproc} processes")
         results.append(C.guarded("collectives", lambda: check_collectives(spec.type, opts.nproc)))
+    return results
 
-    param_device = str(next(model.parameters()).device)
-    n_params = sum(p.numel() for p in model.parameters())
-    token_ids = {name: enc.token_ids() for name, enc in encoded.items()}
-    meta = {
+
+def _logits_meta(
+    ctx: Any, opts: SmokeOptions, spec: DeviceSpec, loaded: _Loaded, transformers: Any, prompts: list[Any], p_digest: str
+) -> dict[str, str]:
+    """The logits file's metadata: what `envkit compare` holds two runs to (device, dtype, versions, model, prompts)."""
+    torch = sys.modules["torch"]
+    device = ctx.device
+    return {
         "format": "pt",
         "envkit_format": METADATA_FORMAT,
         "envkit": __version__,
         "device": str(spec),
         "device_type": spec.type,
-        "param_device": param_device,
+        "param_device": str(next(loaded.model.parameters()).device),
         "dtype": opts.dtype,
         "torch": str(torch.__version__),
         "torch_npu": str(device.versions.get("torch_npu") or ""),
         "transformers": str(transformers.__version__),
         "cann": str(device.cann or ""),
-        "model_digest": digest,
+        "model_digest": loaded.digest,
         "prompt_digest": p_digest,
         "prompts": json.dumps([p.name for p in prompts]),
-        "token_ids": json.dumps(token_ids, separators=(",", ":")),
+        "token_ids": json.dumps({name: enc.token_ids() for name, enc in ctx.encoded.items()}, separators=(",", ":")),
         "layers": "1" if opts.layers else "0",
-        "num_layers": str(getattr(config, "num_hidden_layers", "")),
+        "num_layers": str(getattr(loaded.model.config, "num_hidden_layers", "")),
     }
+
+
+def _model_info(loaded: _Loaded, vocab: int, max_pos: int | None) -> ModelInfo:
+    config, model = loaded.model.config, loaded.model
+    return ModelInfo(
+        path=str(loaded.model_dir),
+        builtin=loaded.builtin,
+        digest=loaded.digest,
+        architecture=(getattr(config, "architectures", None) or [type(model).__name__])[0],
+        parameters=sum(p.numel() for p in model.parameters()),
+        layers=int(getattr(config, "num_hidden_layers", 0) or 0),
+        vocab_size=vocab,
+        max_positions=max_pos,
+    )
+
+
+def run_smoke(opts: SmokeOptions, progress: Callable[[str], None] = lambda _m: None) -> SmokeResult:
+    """One smoke run: the output folder claimed first, the device required, the model loaded, the forward pass
+    timed, every check run, then the logits and the report written into the folder together."""
+    from envkit.io.outputs import SMOKE, claim_output
+
+    spec = validate(opts)
+    out_dir = Path(opts.out) if opts.out else default_out_dir(spec, opts.dtype)
+    claim = claim_output(out_dir, SMOKE, inputs=[opts.model])  # before anything runs: an earlier run's, or new
+    progress(f"smoke: importing torch for {spec}")
+    device = require_device(spec, os.environ)
+    torch = sys.modules["torch"]
+    if opts.nproc > device.count and spec.type != "cpu":
+        raise CannotRun(f"--nproc {opts.nproc} needs {opts.nproc} {spec.type} devices; {device.count} visible")
+    t0 = time.perf_counter()
+    transformers = _import_transformers(os.environ, str(spec))
+    from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: F401 - loaded now: part of the import time
+
+    import_s = device.import_s + (time.perf_counter() - t0)
+    transformers.logging.set_verbosity_error()
+    try:
+        transformers.utils.logging.disable_progress_bar()
+    except AttributeError:
+        pass
+    loaded = _load_model(opts, spec, device, transformers, progress)
+    model, tokenizer, config = loaded.model, loaded.tokenizer, loaded.model.config
+
+    vocab = (
+        int(model.get_output_embeddings().weight.shape[0])
+        if model.get_output_embeddings() is not None
+        else int(config.vocab_size)
+    )
+    max_pos = getattr(config, "max_position_embeddings", None)
+    prompts = prompt_set(max_pos, corpus_text())
+    p_digest = prompt_digest(prompts)
+    encoded = {p.name: C.encode(torch, tokenizer, p, vocab) for p in prompts}
+    ctx = C.SmokeContext(torch, model, tokenizer, device, opts.dtype, encoded, opts.layers)
+    environment = _environment(spec, device, transformers)
+
+    # timings: the first forward (warm-up, compilation), then the steady state
+    progress("smoke: timing the forward pass")
+    en = encoded["en"]
+    fwd_kwargs = dict(ctx.inputs(en), use_cache=False)
+    first_forward_s = C.time_forward(model, fwd_kwargs, device, 1)[0]
+    steady = C.time_forward(model, fwd_kwargs, device, opts.repeat)
+    results = _checks(ctx, environment, opts, spec, progress)
+
+    meta = _logits_meta(ctx, opts, spec, loaded, transformers, prompts, p_digest)
     logits_path = out_dir / LOGITS_FILE
     staged = claim.stage() / LOGITS_FILE  # moved into out_dir with report.json
     write_logits(staged, {k: v.detach().contiguous().numpy() for k, v in ctx.tensors.items()}, meta)
@@ -248,7 +302,7 @@ def run_smoke(opts: SmokeOptions, progress: Callable[[str], None] = lambda _m: N
 
     timings = Timings(
         import_s=import_s,
-        model_load_s=load_s,
+        model_load_s=loaded.load_s,
         first_forward_s=first_forward_s,
         forward_median_s=C.median(steady),
         forward_runs=len(steady),
@@ -260,20 +314,11 @@ def run_smoke(opts: SmokeOptions, progress: Callable[[str], None] = lambda _m: N
         envkit=__version__,
         device=str(spec),
         device_type=spec.type,
-        param_device=param_device,
+        param_device=meta["param_device"],
         dtype=opts.dtype,
         ok=all(r.ok for r in results),
         environment=Environment(**environment),
-        model=ModelInfo(
-            path=str(model_dir),
-            builtin=builtin,
-            digest=digest,
-            architecture=(getattr(config, "architectures", None) or [type(model).__name__])[0],
-            parameters=n_params,
-            layers=int(getattr(config, "num_hidden_layers", 0) or 0),
-            vocab_size=vocab,
-            max_positions=max_pos,
-        ),
+        model=_model_info(loaded, vocab, max_pos),
         prompt_digest=p_digest,
         prompts=[
             PromptInfo(
