@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import BinaryIO
+from typing import BinaryIO, NoReturn
 
 from envkit.errors import BadInput, CannotRun, Where
 
@@ -559,55 +559,90 @@ def claim_output(
         return claim
     except OSError as exc:
         raise CannotRun(f"cannot look at {path}: {exc.strerror or exc}", where=Where(str(path))) from None
-    mode = st.st_mode
-    hint = "Choose another output path, or move it away yourself."
     if not folder:
-        if stat.S_ISDIR(mode):
-            raise BadInput(
-                f"{path} is a folder; the {label} written there is a file",
-                where=Where(str(path)),
-                hint="Pass an archive path that is not a folder.",
-            )
-        if stat.S_ISREG(mode) and (ins.by_path(path) or ins.by_inode(path)):
-            raise BadInput(
-                f"{path} is an input of this command: refusing to replace it with the {label}", where=Where(str(path)), hint=hint
-            )
-        if stat.S_ISREG(mode) and is_ours is not None and is_ours(path):
-            return claim
-        what = (
-            "a symbolic link"
-            if stat.S_ISLNK(mode)
-            else "a file envkit did not write"
-            if stat.S_ISREG(mode)
-            else "a device, pipe or socket"
-        )
-        raise BadInput(
-            f"{path} exists and is {what} (not an earlier envkit {label}): refusing to replace it",
-            where=Where(str(path)),
-            hint=hint + never,
-        )
-    if not stat.S_ISDIR(mode):
+        _claim_file(path, st.st_mode, label, ins, is_ours, never)
+        return claim
+    if not stat.S_ISDIR(st.st_mode):
+        mode = st.st_mode
         what = "a symbolic link" if stat.S_ISLNK(mode) else "a file" if stat.S_ISREG(mode) else "a device, pipe or socket"
         raise BadInput(
             f"{path} exists and is {what}, where the {label} folder goes: refusing to replace it",
             where=Where(str(path)),
-            hint=hint + never,
+            hint=_ELSEWHERE + never,
         )
-    own: dict[str, dict] | None
+    recorded, own, why = _recorded(path, kind, label, listing, never)
+    debris = _sort_entries(claim, _folder_entries(path, ins, label), recorded, own, listing is not None, written)
+    whole = kind in _WHOLE
+    if whole and claim.inputs_inside:
+        raise BadInput(
+            f"{path} holds inputs of this command ({_listing(claim.inputs_inside)}), and the {label} there is replaced "
+            "whole: refusing to replace it",
+            where=Where(str(path)),
+            hint=f"Move the inputs out of {path}, or choose another output path.",
+        )
+    if claim.theirs and (whole or not force):
+        _refuse_theirs(claim, label, recorded, own, why, whole, force)
+    for p in debris:
+        _remove(p)
+    return claim
+
+
+_ELSEWHERE = "Choose another output path, or move it away yourself."
+
+
+def _claim_file(path: Path, mode: int, label: str, ins: _Inputs, is_ours: Callable[[Path], bool] | None, never: str) -> None:
+    """A file output (an archive) at `path`, where something is: replaced only when `is_ours` recognizes it and it
+    is no input of the command; BadInput otherwise."""
+    if stat.S_ISDIR(mode):
+        raise BadInput(
+            f"{path} is a folder; the {label} written there is a file",
+            where=Where(str(path)),
+            hint="Pass an archive path that is not a folder.",
+        )
+    if stat.S_ISREG(mode) and (ins.by_path(path) or ins.by_inode(path)):
+        raise BadInput(
+            f"{path} is an input of this command: refusing to replace it with the {label}",
+            where=Where(str(path)),
+            hint=_ELSEWHERE,
+        )
+    if stat.S_ISREG(mode) and is_ours is not None and is_ours(path):
+        return
+    what = (
+        "a symbolic link"
+        if stat.S_ISLNK(mode)
+        else "a file envkit did not write"
+        if stat.S_ISREG(mode)
+        else "a device, pipe or socket"
+    )
+    raise BadInput(
+        f"{path} exists and is {what} (not an earlier envkit {label}): refusing to replace it",
+        where=Where(str(path)),
+        hint=_ELSEWHERE + never,
+    )
+
+
+def _recorded(
+    path: Path, kind: str, label: str, listing: Callable[[Path], dict[str, dict] | None] | None, never: str
+) -> tuple[Manifest, dict[str, dict] | None, str]:
+    """The folder's own record: (its manifest, the files it lists or None when it has none, why it has none). A
+    manifest of another kind is BadInput."""
     if listing is not None:
-        own, why = listing(path), "no bundle manifest.json"
-        recorded = Manifest(kind=kind, files=own or {})
-    else:
-        manifest, why = _read_manifest(path)
-        if manifest is not None and manifest.kind != kind:
-            other = KINDS.get(manifest.kind, repr(manifest.kind[:40]))
-            raise BadInput(
-                f"{path} is an envkit {other}, not a {label}: refusing to replace it",
-                where=Where(str(path)),
-                hint=f"Choose another output path for the {label}." + never,
-            )
-        recorded = manifest or Manifest(kind=kind)
-        own = None if manifest is None else {**manifest.files, **manifest.pending}
+        own = listing(path)
+        return Manifest(kind=kind, files=own or {}), own, "no bundle manifest.json"
+    manifest, why = _read_manifest(path)
+    if manifest is not None and manifest.kind != kind:
+        other = KINDS.get(manifest.kind, repr(manifest.kind[:40]))
+        raise BadInput(
+            f"{path} is an envkit {other}, not a {label}: refusing to replace it",
+            where=Where(str(path)),
+            hint=f"Choose another output path for the {label}." + never,
+        )
+    own = None if manifest is None else {**manifest.files, **manifest.pending}
+    return manifest or Manifest(kind=kind), own, why
+
+
+def _folder_entries(path: Path, ins: _Inputs, label: str) -> list[tuple[str, os.DirEntry, bool]]:
+    """Every entry of the folder (`_scan`), at most MAX_FILES of them (BadInput past it)."""
     entries: list[tuple[str, os.DirEntry, bool]] = []
     try:
         for n, item in enumerate(_scan(path, tuple(ins.dir_ids))):
@@ -615,17 +650,32 @@ def claim_output(
                 raise BadInput(
                     f"{path} holds more than {MAX_FILES} files: refusing to write the {label} there",
                     where=Where(str(path)),
-                    hint=hint,
+                    hint=_ELSEWHERE,
                 )
             entries.append(item)
     except OSError as exc:
         raise CannotRun(f"cannot look into {path}: {exc.strerror or exc}", where=Where(str(path))) from None
+    return entries
+
+
+def _sort_entries(
+    claim: Claim,
+    entries: list[tuple[str, os.DirEntry, bool]],
+    recorded: Manifest,
+    own: dict[str, dict] | None,
+    listed_by_caller: bool,
+    written: Iterable[str],
+) -> list[Path]:
+    """Each entry into the claim: envkit's (`ours`, listed and unchanged), an input inside, or someone else's
+    (`theirs`, with why); the debris of an earlier killed run is returned for removal. CannotRun when another run is
+    writing the folder now."""
+    path, kind, ins = claim.path, claim.kind, claim.inputs
     debris: list[Path] = []
     legacy_ok = recorded.legacy and kind in _LEGACY
     fresh = tuple(str(plain_relpath(w, str(path))) for w in written)
     for rel, e, in_input_dir in entries:
         full = Path(e.path)
-        if rel == OUTPUT_MARKER and listing is None:
+        if rel == OUTPUT_MARKER and not listed_by_caller:
             continue
         is_input = in_input_dir or ins.by_path(full)
         if is_input:
@@ -673,37 +723,32 @@ def claim_output(
         # an earlier envkit's marker, and files it would not have written beside its own: none is taken for envkit's
         claim.theirs.update(dict.fromkeys(claim.ours, "not known to be envkit's (a marker of an earlier envkit, no file list)"))
         claim.ours.clear()
-    whole = kind in _WHOLE
-    if whole and claim.inputs_inside:
-        raise BadInput(
-            f"{path} holds inputs of this command ({_listing(claim.inputs_inside)}), and the {label} there is replaced "
-            "whole: refusing to replace it",
-            where=Where(str(path)),
-            hint=f"Move the inputs out of {path}, or choose another output path.",
-        )
-    if claim.theirs and (whole or not force):
-        if recorded.legacy:
-            what = "holds the marker of an earlier envkit (no file list) and files it would not have written there"
-        elif own is None:
-            what = f"is a folder envkit did not write ({why})"
-        else:
-            what = "holds files envkit did not write or that were changed since"
-        listed_files = _listing(f"{rel} ({how})" for rel, how in sorted(claim.theirs.items()))
-        raise BadInput(
-            f"{path} {what}: {listed_files}; refusing to replace it",
-            where=Where(str(path)),
-            hint=f"Move them out of {path}, or choose another output path."
-            + (
-                ""
-                if force is None
-                else f" --force cannot help: the {label} is replaced whole."
-                if whole
-                else " --force writes beside them, never replacing or deleting one."
-            ),
-        )
-    for p in debris:
-        _remove(p)
-    return claim
+    return debris
+
+
+def _refuse_theirs(
+    claim: Claim, label: str, recorded: Manifest, own: dict[str, dict] | None, why: str, whole: bool, force: bool | None
+) -> NoReturn:
+    """BadInput naming each file envkit did not write (or that changed), and what --force can and cannot do."""
+    if recorded.legacy:
+        what = "holds the marker of an earlier envkit (no file list) and files it would not have written there"
+    elif own is None:
+        what = f"is a folder envkit did not write ({why})"
+    else:
+        what = "holds files envkit did not write or that were changed since"
+    listed_files = _listing(f"{rel} ({how})" for rel, how in sorted(claim.theirs.items()))
+    raise BadInput(
+        f"{claim.path} {what}: {listed_files}; refusing to replace it",
+        where=Where(str(claim.path)),
+        hint=f"Move them out of {claim.path}, or choose another output path."
+        + (
+            ""
+            if force is None
+            else f" --force cannot help: the {label} is replaced whole."
+            if whole
+            else " --force writes beside them, never replacing or deleting one."
+        ),
+    )
 
 
 @dataclass
