@@ -200,7 +200,11 @@ def measure(paths: list[str], work: Path) -> dict[str, Any]:
     _cli(["resolve", "-o", str(lock)])  # outside every trace but derive's
     scenarios: dict[str, tuple[str, str, Callable[[], None]]] = {
         "derive": ("Resolution", "derive", lambda: _cli(["resolve", "-o", str(work / "derived.lock")])),
-        "k8s": ("Lock", "plan_k8s", lambda: _cli(["k8s", "render", "--lock", str(lock), "-o", str(work / "k8s"), "--node", "n1", "--image", IMAGE])),
+        "k8s": (
+            "Lock",
+            "plan_k8s",
+            lambda: _cli(["k8s", "render", "--lock", str(lock), "-o", str(work / "k8s"), "--node", "n1", "--image", IMAGE]),
+        ),
     }
     out: dict[str, Any] = {}
     with _served(work / "srv") as url:

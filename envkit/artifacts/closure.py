@@ -813,19 +813,27 @@ def cann_runtime_yields(lk: Lock, roots: list[str], requires: list[str], say: Ca
 
 
 def build_from_sdists(
-    lk: Lock, roots: list[str], target: ClosureTarget, pinned: dict[str, str], sources: dict[str, Any], say: Callable[[str], None]
+    lk: Lock,
+    roots: list[str],
+    target: ClosureTarget,
+    pinned: dict[str, str],
+    sources: dict[str, Any],
+    say: Callable[[str], None],
+    place_in: Callable[[Path, ClosureTarget], Any] | None = None,
 ) -> list[Any]:
     """The roots envkit builds from their sdist (`envkit.models.rules.SDIST_BUILDS`: vLLM), each built (or taken from the
     built-wheel cache) against the lock's CPU torch, from the index the lock names for torch (`pinned`) or, where it
-    names none (aarch64: PyPI's torch is its CPU build), the closure's own index. This machine must be the target
-    (`refuse_foreign_target`): that is said first, before anything is looked up."""
+    names none (aarch64: PyPI's torch is its CPU build), the closure's own index. Built where `place_in` says
+    (`envkit.artifacts.sdist.BuildPlace`: a container of the target's platform); by default on this machine, which
+    must be the target (`refuse_foreign_target`): that is said first, before anything is looked up."""
     from envkit.artifacts.sdist import build_wheel, find_sdist, refuse_foreign_target
     from envkit.models.rules import SDIST_BUILDS, mirror_refusal
 
     wanted = [r for r in roots if req_name(r) in SDIST_BUILDS]
     if not wanted:
         return []
-    refuse_foreign_target(req_name(wanted[0]), target)
+    if place_in is None:
+        refuse_foreign_target(req_name(wanted[0]), target)
     torch = next((r for r in roots if req_name(r) == "torch"), None)
     if torch is None:
         raise BadInput(
@@ -851,6 +859,7 @@ def build_from_sdists(
             extra_index_urls=sources["extra_index_urls"],
             find_links=sources["find_links"],
             say=say,
+            place_in=place_in,
         )
         say(f"{b.package.filename}: {'taken from the build cache' if b.cached else 'built'} from {sdist.filename}")
         out.append(b)
@@ -877,6 +886,7 @@ def lock_python(
     on_progress: Callable[[str], None] | None = None,
     lock_check: LockCheck = SCHEMA_ONLY,
     project: Callable[[Lock], ProjectDependencies] | None = None,
+    build_place: Callable[[Path, ClosureTarget], Any] | None = None,
 ) -> LockedPython:
     """`envkit lock`: resolve the full closure for the lock's target and envkit's for the controller, and write
     the lock with both (`output`, default the lock itself). Each pin that names an index (torch, triton-ascend)
@@ -885,7 +895,9 @@ def lock_python(
     dependencies for the lock read here (`envkit.jobs.scan.project.lock_requirements`), resolved with the stack's roots under the same rules
     (those `exclude` names left out; what its `-c` files pin given to uv as constraints) and recorded in
     python.project with the version each got; a conflict the
-    resolver finds is CheckFailed naming the project's files and lines (`project_conflict`)."""
+    resolver finds is CheckFailed naming the project's files and lines (`project_conflict`). `build_place`: where a
+    wheel envkit builds from its sdist is built, given the build's folder and the target (`envkit lock --build-image`:
+    a container of the target's platform; default this machine)."""
     import tempfile
 
     from envkit.lock.file import read_lock, write_lock
@@ -917,7 +929,7 @@ def lock_python(
         constraints = tuple(r.spec for r in deps.constraints if r.name not in excluded)
     sourced = pinned_sources(lk, roots, torch_index_url, index_overrides(lk, tuple(index_for), torch_index_url))
     pinned = tuple((n, u) for n, _, u in sourced)
-    built = build_from_sdists(lk, roots, target, dict((n, u) for n, u in pinned), sources, say)
+    built = build_from_sdists(lk, roots, target, dict((n, u) for n, u in pinned), sources, say, build_place)
     if built:  # a serving closure: upstream triton never (the vendor uninstalls it; triton-ascend is the one)
         excluded = tuple(sorted({*excluded, "triton"}))
         roots = cann_runtime_yields(lk, roots, [r for b in built for r in b.requires], say)

@@ -32,8 +32,8 @@ import sys
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
+from pathlib import Path, PurePosixPath
+from typing import Any, Protocol
 
 from envkit.artifacts.wheels import applies, marker_environment, normalize
 from envkit.errors import BadInput, CannotRun, CheckFailed
@@ -41,6 +41,10 @@ from envkit.models.lock import BuiltFrom, ClosurePackage, ClosureTarget
 from envkit.models.rules import SDIST_BUILD_COMMAND, sdist_build_settings
 
 BUILD_DEADLINE = 1800.0  # seconds for one venv step or build
+# run by the build venv's Python: torch's Requires-Dist into the file named, one per line (markers kept)
+_WRITE_TORCH_REQUIRES = (
+    "import sys\nfrom importlib.metadata import requires\nopen(sys.argv[1], 'w').write('\\n'.join(requires('torch') or []))\n"
+)
 MAX_PYPROJECT = 1 << 20  # bytes of an sdist's pyproject.toml envkit reads (vLLM's: 5 kB)
 CUDA_REQUIREMENT = re.compile(r"^(nvidia-.*|cuda-.*|triton|pytorch-triton.*|.*nccl.*)$")
 
@@ -148,6 +152,41 @@ def _run(cmd: list[str], env: dict[str, str], what: str, cwd: Path | None = None
     return proc.stdout
 
 
+class BuildPlace(Protocol):
+    """Where the build's commands run: this machine (`Here`), or a container of the target's platform
+    (`envkit.executor.docker.BuildContainer`: `envkit lock --build-image`). Each sees the build folder at `root`."""
+
+    root: PurePosixPath  # the build folder as the commands see it
+    python: str  # the Python that makes the build venv
+
+    def check_target(self, name: str, target: ClosureTarget) -> None:
+        """CannotRun unless a wheel built here is the target's (its Python and arch)."""
+
+    def run(self, cmd: list[str], env: dict[str, str], what: str) -> None:
+        """Run one step in the build folder; CannotRun naming `what` when it fails."""
+
+
+@dataclass
+class Here:
+    """The build on this machine, in `work`, with this Python."""
+
+    work: Path
+
+    @property
+    def root(self) -> PurePosixPath:
+        return PurePosixPath(self.work)
+
+    @property
+    def python(self) -> str:
+        return sys.executable
+
+    def check_target(self, name: str, target: ClosureTarget) -> None:
+        refuse_foreign_target(name, target)
+
+    def run(self, cmd: list[str], env: dict[str, str], what: str) -> None:
+        _run(cmd, env, what, cwd=self.work)
+
+
 def _wheel_metadata(path: Path) -> tuple[str, str, tuple[str, ...]]:
     """(name, version, Requires-Dist without extras) of a wheel."""
     import zipfile
@@ -162,7 +201,7 @@ def _wheel_metadata(path: Path) -> tuple[str, str, tuple[str, ...]]:
     return normalize(msg["Name"]), str(msg["Version"]), requires
 
 
-def _clean_env(home: Path, venv: Path) -> dict[str, str]:
+def _clean_env(home: PurePosixPath, venv: PurePosixPath) -> dict[str, str]:
     env = {
         "PATH": f"{venv / 'bin'}:/usr/bin:/bin",
         "HOME": str(home),
@@ -236,48 +275,52 @@ def build_wheel(
     find_links: tuple[str, ...] = (),
     cache: Any = None,
     say: Callable[[str], None] | None = None,
+    place_in: Callable[[Path, ClosureTarget], BuildPlace] | None = None,
 ) -> Built:
     """The wheel of `sdist` built as the vendor builds it (module docstring), from the cache when built before.
-    `torch`: a requirement for the build's torch (`torch==2.10.0`, or `torch @ URL`), taken from `torch_index` alone."""
+    `torch`: a requirement for the build's torch (`torch==2.10.0`, or `torch @ URL`), taken from `torch_index` alone.
+    `place_in`: where the build runs, given its folder and the target (default `Here`: this machine, which must be
+    the target)."""
     from envkit.artifacts.download import Downloader, Fetch, WheelCache
     from envkit.io.outputs import atomic_write_bytes
 
     say = say or (lambda _line: None)
     store = cache or WheelCache()
     settings = build_settings(sdist.name)
-    refuse_foreign_target(sdist.name, target)
     key = _key(sdist.sha256, settings, torch, target)
     folder = Path(store.base) / "built" / key
     for hit in sorted(folder.glob("*.whl")) if folder.is_dir() else []:
         known = _read_meta(folder)
         if known is not None:
             return _built(sdist, hit, known, settings, store, cached=True)
-    Downloader(store, jobs=1).fetch_all([Fetch(sdist.url, sdist.sha256, sdist.size, sdist.filename)])
-    say(f"building {sdist.filename} as the vendor does ({', '.join(f'{k}={v}' for k, v in settings.items())}) ...")
     with tempfile.TemporaryDirectory(prefix="envkit-build-") as tmp:
         work = Path(tmp)
-        src = work / sdist.filename
-        shutil.copyfile(store.path(sdist.sha256), src)
-        venv, home, out = work / "venv", work / "home", work / "out"
-        home.mkdir()
-        _run([sys.executable, "-I", "-m", "venv", str(venv)], _clean_env(home, venv), "creating the build venv")
-        env = _clean_env(home, venv)
-        py = str(venv / "bin" / "python")
+        place = place_in(work, target) if place_in is not None else Here(work)
+        place.check_target(sdist.name, target)
+        Downloader(store, jobs=1).fetch_all([Fetch(sdist.url, sdist.sha256, sdist.size, sdist.filename)])
+        say(f"building {sdist.filename} as the vendor does ({', '.join(f'{k}={v}' for k, v in settings.items())}) ...")
+        shutil.copyfile(store.path(sdist.sha256), work / sdist.filename)
+        (work / "home").mkdir()
+        (work / "out").mkdir()
+        at = place.root  # the build folder as the build's commands see it
+        env = _clean_env(at / "home", at / "venv")
+        place.run([place.python, "-I", "-m", "venv", str(at / "venv")], env, "creating the build venv")
+        py = str(at / "venv" / "bin" / "python")
         pip = [py, "-I", "-m", "pip", "install", "--only-binary", ":all:"]
-        report = work / "torch.json"
         # the lock's CPU torch from its own index alone: never PyPI's CUDA build
-        _run(
-            [*pip, "--no-deps", "--index-url", torch_index, "--report", str(report), torch],
+        place.run(
+            [*pip, "--no-deps", "--index-url", torch_index, "--report", str(at / "torch.json"), torch],
             env,
             f"installing {torch} for the build",
         )
-        torch_version, torch_sha = _torch_from_report(report)
-        torch_reqs = _run(
-            [py, "-I", "-c", "from importlib.metadata import requires\nprint('\\n'.join(requires('torch') or []))"],
+        torch_version, torch_sha = _torch_from_report(work / "torch.json")
+        place.run(
+            [py, "-I", "-c", _WRITE_TORCH_REQUIRES, str(at / "torch-requires.txt")],
             env,
             "reading torch's requirements",
-        ).split("\n")
+        )
         here = marker_environment(target.python, target.arch)  # torch's CUDA pins are marked x86_64 on aarch64
+        torch_reqs = (work / "torch-requires.txt").read_text().split("\n")
         needs = [r.strip() for r in torch_reqs if r.strip() and applies(r.strip(), here)]
         cuda = [r for r in needs if CUDA_REQUIREMENT.match(_req_name(r))]
         if cuda:
@@ -285,22 +328,32 @@ def build_wheel(
                 f"the torch {torch_version} taken for the build of {sdist.name} requires {', '.join(cuda)}: a CUDA build",
                 hint="torch must be its CPU build, from the index the lock names for it (--torch-index-url).",
             )
-        constraints = work / "constraints.txt"
-        constraints.write_text(f"torch=={torch_version}\n")
-        reqs = [*needs, *_build_requires(src)]
+        (work / "constraints.txt").write_text(f"torch=={torch_version}\n")
+        reqs = [*needs, *_build_requires(work / sdist.filename)]
         if reqs:
-            _run(
-                [*pip, "-c", str(constraints), *_index_args(index_url, extra_index_urls, find_links), *reqs],
+            place.run(
+                [*pip, "-c", str(at / "constraints.txt"), *_index_args(index_url, extra_index_urls, find_links), *reqs],
                 env,
                 "installing the build requirements",
             )
-        _run(
-            [py, "-I", "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "--no-cache-dir", "-w", str(out), str(src)],
+        place.run(
+            [
+                py,
+                "-I",
+                "-m",
+                "pip",
+                "wheel",
+                "--no-build-isolation",
+                "--no-deps",
+                "--no-cache-dir",
+                "-w",
+                str(at / "out"),
+                str(at / sdist.filename),
+            ],
             {**env, **settings},
             f"building {sdist.filename} ({SDIST_BUILD_COMMAND})",
-            cwd=work,
         )
-        wheels = sorted(out.glob("*.whl"))
+        wheels = sorted((work / "out").glob("*.whl"))
         if len(wheels) != 1:
             raise CannotRun(f"building {sdist.filename} left {len(wheels)} wheels, not one")
         name, version, _ = _wheel_metadata(wheels[0])
@@ -394,6 +447,7 @@ def ensure_built(
     find_links: tuple[str, ...],
     cache: Any,
     say: Callable[[str], None] | None = None,
+    place_in: Callable[[Path, ClosureTarget], BuildPlace] | None = None,
 ) -> str:
     """Put the locked built wheel `pkg` into the wheel cache: 'cached' when there, else built again from its sdist
     ('built'); CheckFailed when the new build's bytes differ from the lock's (the lock pins the one it built)."""
@@ -414,6 +468,7 @@ def ensure_built(
         find_links=find_links,
         cache=cache,
         say=say,
+        place_in=place_in,
     )
     if got.package.sha256 != pkg.sha256:
         raise CheckFailed(

@@ -22,6 +22,30 @@ def _csv(value: Optional[str]) -> list[str]:
     return [x.strip() for x in (value or "").split(",") if x.strip()]
 
 
+BuildImageOpt = Annotated[
+    Optional[str],
+    Opt(
+        "--build-image",
+        help="IMAGE: build the wheels envkit builds from their sdist (vLLM) in containers of this image, for the "
+        "target's platform, through the engine at DOCKER_HOST (emulated where this machine's arch differs); its "
+        "python3 must be the target's Python, with venv and pip. Default: on this machine, which must be the target.",
+    ),
+]
+
+
+def _build_place(build_image: str | None):  # noqa: ANN202 - None, or sdist.BuildPlace of (the build's folder, target)
+    """`--build-image IMAGE` as the place an sdist is built (`envkit.executor.docker.BuildContainer`)."""
+    if build_image is None:
+        return None
+    from envkit.executor.docker import BuildContainer, Engine
+    from envkit.export.image import oci_platform
+    from envkit.io.bounded import image_ref
+
+    image = image_ref(build_image, "--build-image")
+    engine = Engine()
+    return lambda work, target: BuildContainer(engine, image, oci_platform(target.arch), work)
+
+
 def lock_cmd(
     ctx: typer.Context,
     lock: Annotated[Path, Opt("--lock", "-l", help="The lock to complete (from `envkit resolve`).")] = Path("envkit.lock"),
@@ -85,12 +109,15 @@ def lock_cmd(
             "it includes; a Poetry group) joins the closure too (recorded).",
         ),
     ] = None,
+    build_image: BuildImageOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Record the full Python closure (every wheel: URL, sha256, size) for the target and the controller, with the
     dependencies of the user's project (--project) where given."""
     from envkit.artifacts.closure import lock_python
     from envkit.cli import lock_check
+
+    build_place = _build_place(build_image)
 
     read_project = None
     if project is None and (project_extra or project_group):
@@ -131,6 +158,7 @@ def lock_cmd(
         lock_check=lock_check(ctx),
         on_progress=console.progress,
         project=read_project,
+        build_place=build_place,
     )
     summary = done.to_dict()
     if json_out:
@@ -203,6 +231,7 @@ def build_cmd(
             "cache lacks it: building runs the sdist's code. Check the sha256 against the index first. Repeatable.",
         ),
     ] = None,
+    build_image: BuildImageOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Download every wheel into the cache, check the vendor packages, and write the bundle."""
@@ -226,6 +255,7 @@ def build_cmd(
             force=force,
             lock_check=lock_check(ctx),
             build_sdists=tuple(build_sdist or ()),
+            build_place=_build_place(build_image),
         ),
         on_progress=console.progress,
     )

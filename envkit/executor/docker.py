@@ -10,7 +10,7 @@ import os
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from envkit.errors import CannotRun, CheckFailed
@@ -292,3 +292,74 @@ def _chunks(stream: Iterator[Any]) -> Iterator[dict[str, Any]]:
 def _short(exc: Exception) -> str:
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     return text[:300]
+
+
+# the machine's CA bundles a build's pip is told of (`envkit.artifacts.sdist._clean_env`): mounted read-only
+_CA_KEYS = ("SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "PIP_CERT")
+_BUILD_ROOT = PurePosixPath("/build")
+
+
+@dataclass
+class BuildContainer:
+    """Where `envkit lock --build-image IMAGE` builds an sdist (`envkit.artifacts.sdist.BuildPlace`): each step in a
+    fresh container of `image` on `platform` (`linux/arm64`: emulated by the engine where its own arch differs),
+    the build folder `work` mounted at /build and nothing else of this machine's but the CA bundle its pip trusts
+    (read-only); as this machine's user; on its network, so that the lock's indexes are reached as here."""
+
+    engine: Engine
+    image: str
+    platform: str
+    work: Path
+
+    root = _BUILD_ROOT
+    python = "python3"
+
+    def check_target(self, name: str, target: Any) -> None:
+        probe = "import platform, sys; print('envkit-build', '%d.%d' % sys.version_info[:2], platform.machine())"
+        rc, out = self._run([self.python, "-I", "-c", probe], {})
+        seen = next((ln.split()[1:] for ln in reversed(out.splitlines()) if ln.startswith("envkit-build ")), None)
+        if rc != 0 or seen is None or len(seen) != 2:
+            raise CannotRun(
+                f"{self.image} ({self.platform}) cannot build {name}: its python3 did not start (exit {rc})",
+                hint=(out.strip()[-1500:] + "\n" if out.strip() else "")
+                + f"The image needs Python {target.python} as python3, with venv and pip.",
+            )
+        arch = {"arm64": "aarch64", "amd64": "x86_64"}.get(seen[1], seen[1])
+        if (seen[0], arch) != (target.python, target.arch):
+            raise CannotRun(
+                f"{name} would be built in {self.image}, whose python3 is Python {seen[0]} on {arch}, and the lock's "
+                f"target is Python {target.python} on {target.arch}: the wheel would carry the image's tags",
+                hint=f"Pick an image of {self.platform} with Python {target.python} as python3 (venv and pip included).",
+            )
+
+    def run(self, cmd: list[str], env: dict[str, str], what: str) -> None:
+        rc, out = self._run(cmd, env)
+        if rc != 0:
+            raise CannotRun(f"{what} failed in {self.image} (exit {rc})", hint=out.strip()[-2000:])
+
+    def _run(self, cmd: list[str], env: dict[str, str]) -> tuple[int, str]:
+        env = dict(env)
+        volumes = {str(self.work): {"bind": str(_BUILD_ROOT), "mode": "rw"}}
+        for key in _CA_KEYS:
+            if env.get(key):
+                host = str(Path(env[key]).resolve())
+                mount = volumes.setdefault(host, {"bind": f"/etc/envkit-build/ca-{len(volumes)}.pem", "mode": "ro"})
+                env[key] = mount["bind"]
+        try:
+            return self.engine.run(
+                self.image,
+                cmd,
+                env=env,
+                user=f"{os.getuid()}:{os.getgid()}",
+                volumes=volumes,
+                network_mode="host",
+                platform=self.platform,
+                working_dir=str(_BUILD_ROOT),
+            )
+        except CannotRun:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the engine's errors (no such image, no engine) become CannotRun
+            raise CannotRun(
+                f"cannot run {self.image} ({self.platform}) at {self.engine.base_url}: {_short(exc)}",
+                hint="Start the engine (DOCKER_HOST), and pull or load the build image first.",
+            ) from None

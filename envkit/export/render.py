@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from envkit.errors import BadInput
+from envkit.io.bounded import IMAGE_REF
 from envkit.resources import data_dir
 
 
@@ -39,7 +40,7 @@ def environment() -> Any:
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _KEY = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}$")
 _PATH = re.compile(r"^[A-Za-z0-9._+~-]+(/[A-Za-z0-9._+~-]+)*/?$")
-_REF = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@+-]{0,511}$")  # an image reference: registry/name:tag@sha256:hex
+_REF = IMAGE_REF  # an image reference: registry/name:tag@sha256:hex
 
 
 def _refuse(value: str, what: str) -> BadInput:

@@ -86,6 +86,21 @@ def text(value: str, what: str, *, limit: int = MAX_TEXT, where: Where | None = 
     return value
 
 
+# an image reference as an engine takes it: registry/name:tag@sha256:hex, nothing a shell or Dockerfile would expand
+IMAGE_REF = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@+-]{0,511}$")
+
+
+def image_ref(value: str, what: str, where: Where | None = None) -> str:
+    """An image reference (`IMAGE_REF`), else BadInput naming `what`."""
+    if not IMAGE_REF.fullmatch(value):
+        raise BadInput(
+            f"{what} {value[:80]!r} is not an image reference",
+            where=where,
+            hint="Name it as REGISTRY/NAME:TAG or REGISTRY/NAME@sha256:DIGEST (letters, digits and ._/:@+- only).",
+        )
+    return value
+
+
 _RANGE = re.compile(r"\[([0-9]+):([0-9]+)\]")
 
 

@@ -200,3 +200,28 @@ def test_an_sdists_pyproject_is_read_within_its_cap_and_as_toml_only(tmp_path):
     with pytest.raises(BadInput, match="not a readable sdist"):
         _build_requires(tmp_path / "vllm-0.23.0.tar.gz")
     assert _build_requires(_sdist_with(tmp_path, b'[build-system]\nrequires = "setuptools"\n')) == []
+
+
+def test_a_named_sdist_is_built_in_the_build_image_when_one_is_given(scene, tmp_path, run_cli, monkeypatch):
+    """`--build-sdist SHA256 --build-image IMAGE`: the build goes to a container of IMAGE, never this machine. With no
+    engine at DOCKER_HOST it stops at the build's first step, asking the engine (exit 2 naming it), before the sdist
+    is fetched; its code never ran here."""
+    write, marker = scene
+    path, doc = write()
+    sha = doc["python"]["closure"]["packages"][1]["built"]["sdist_sha256"]
+    doc["python"]["controller"] = {  # a bundle needs the controller's closure too: an empty one
+        **{k: doc["python"]["closure"][k] for k in ("index_url", "resolver", "mirrors")},
+        "target": {"python": "3.11", "arch": "x86_64", "glibc": "2.28", "platform": "manylinux_2_28_x86_64"},
+        "roots": [],
+        "packages": [],
+    }
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-engine.sock")
+    out = tmp_path / "bundle"
+    args = ["--build-sdist", sha, "--build-image", "localhost/builder:py3.10-arm64"]
+    res = run_cli("bundle", "build", "--lock", str(path), "-o", str(out), *args)
+    said = " ".join(res.err.split())
+    assert res.code == 2, res.out + res.err
+    assert f"no container engine answers at unix://{tmp_path}/no-engine.sock" in said, said  # asked for the build
+    assert "Traceback" not in res.err and not marker.exists() and not out.exists()
+    assert not any((tmp_path / "cache").rglob("*.tar.gz"))  # the sdist was not fetched

@@ -25,7 +25,7 @@ from envkit.lock.gate import SCHEMA_ONLY, LockCheck
 
 if TYPE_CHECKING:
     from envkit.jobs.bundle.plan import BundlePlan
-    from envkit.models.lock import Lock, PythonClosure
+    from envkit.models.lock import ClosureTarget, Lock, PythonClosure
 
 Progress = Callable[[str], None]
 
@@ -51,6 +51,9 @@ class BuildRequest:
     # the sdists (by sha256) the user allows to be built here: building runs the sdist's own code, so a wheel the lock
     # records as built from an sdist (vLLM) is built again only when its sdist's sha256 is named here
     build_sdists: tuple[str, ...] = ()
+    # where such a wheel is built again (`--build-image`: `envkit.executor.docker.BuildContainer`): given the build's
+    # folder and the target; None: this machine, which must be the target
+    build_place: Callable[[Path, ClosureTarget], Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -151,7 +154,9 @@ def build(request: BuildRequest, on_progress: Progress | None = None) -> BuildRe
         )
 
     plan = plan_with(r.image_archive)
-    ensure_built_wheels(lk, cache, say)  # a wheel `envkit lock` built from its sdist: into the cache, or built again
+    ensure_built_wheels(
+        lk, cache, say, request.build_place
+    )  # a wheel `envkit lock` built from its sdist: into the cache, or built again
     status = fetch_with_progress(plan.fetch, cache, jobs=r.jobs)
     if r.image:
         plan = plan_with(build_image(plan, cache.base, say))
@@ -203,7 +208,9 @@ def refuse_unasked_builds(lk: Lock, cache: Any, allowed: tuple[str, ...], lock_n
         )
 
 
-def ensure_built_wheels(lk: Lock, cache: Any, say: Callable[[str], None]) -> None:
+def ensure_built_wheels(
+    lk: Lock, cache: Any, say: Callable[[str], None], place_in: Callable[[Path, ClosureTarget], Any] | None = None
+) -> None:
     """Each wheel of the target closure that `envkit lock` built from its sdist (vLLM for Ascend) into the wheel
     cache: there already (the lock ran here), else built again from the sdist the lock records and checked against
     the lock's sha256 (`envkit.artifacts.sdist.ensure_built`)."""
@@ -226,6 +233,7 @@ def ensure_built_wheels(lk: Lock, cache: Any, say: Callable[[str], None]) -> Non
             find_links=tuple(closure.find_links),
             cache=cache,
             say=say,
+            place_in=place_in,
         )
         if how == "built":
             say(f"{p.filename}: built again from {p.built.sdist if p.built else '?'}, the same bytes as the lock's")
