@@ -632,6 +632,7 @@ def resolve_pylock(
         explained = explain(err) if explain is not None else None
         if explained is not None:
             raise explained
+        no_wheel_failure(plan, err)
         pinned_failure(plan, err)
         raise CannotRun(f"uv could not resolve the closure for Python {plan.target.python} on {plan.target.platform}", hint=err)
     version = subprocess.run([cmd[0], "--version"], capture_output=True, text=True, check=False).stdout.split()
@@ -655,6 +656,33 @@ def parse_via(text: str) -> dict[str, list[str]]:
         if m:
             via[normalize(m[1])] = [p.strip().split(" ")[0] for p in m[2].split(",") if p.strip()]
     return via
+
+
+# uv 0.13's words when the indexes have files of a version but no wheel the target takes (an sdist only, or wheels
+# of other platforms), and who needs it: another project's pin, or the roots' own ("you require")
+_NO_WHEEL = re.compile(
+    r"Because (?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)==(?P<version>\S+) has no usable wheels and "
+    r"(?:(?P<by>[A-Za-z0-9][A-Za-z0-9._-]*)==(?P<by_version>\S+) depends on|you require)"
+)
+
+
+def no_wheel_failure(plan: ClosurePlan, err: str) -> None:
+    """uv failed because a version has no wheel for the target on the indexes (PyPI's arctic-inference 0.1.1, which
+    vllm-ascend 0.23.0 pins, is an sdist only): envkit locks wheels alone, so say which project, what needs it, and
+    the two ways on."""
+    m = _NO_WHEEL.search(re.sub(r"\s+", " ", err))
+    if m is None:
+        return
+    name, version, by = m["name"], m["version"], m["by"]
+    needs = f", which {by} {m['by_version']} requires," if by else ""
+    sources = ", ".join(dict.fromkeys([plan.index_url, *plan.extra_index_urls, *plan.find_links]))
+    raise CannotRun(
+        f"{name} {version}{needs} has no wheel for Python {plan.target.python} on {plan.target.platform} on the "
+        f"indexes ({sources}): envkit locks wheels only (an sdist's code never runs to resolve or install)",
+        hint=f"Build a wheel of {name} {version} for the target once and give its folder with --find-links DIR, or "
+        f"point --extra-index-url at an index that has one; or leave {by or name} out with --exclude {by or name}."
+        f"\nuv: {err[-1200:]}",
+    )
 
 
 def pinned_failure(plan: ClosurePlan, err: str) -> None:

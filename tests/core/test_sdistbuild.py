@@ -109,3 +109,35 @@ def test_torchs_cuda_pins_marked_for_x86_64_do_not_make_an_aarch64_torch_a_cuda_
     assert [r for r in lines if applies(r, marker_environment("3.12", "aarch64"))] == plain
     assert [r for r in lines if applies(r, marker_environment("3.11", "aarch64"))] == [r for r in plain if "3.12" not in r]
     assert not applies('numpy; extra == "opt"', marker_environment("3.11", "x86_64"))
+
+
+def _plan(**kw):
+    from envkit.artifacts.closure import ClosurePlan
+
+    return ClosurePlan(roots=("vllm-ascend==0.23.0",), target=make_target("3.11", "aarch64", "2.35"), **kw)
+
+
+def test_a_version_without_a_wheel_for_the_target_is_named_with_what_needs_it():
+    """uv's own words (recorded: tests/fixtures/uv/no-usable-wheels.txt) for PyPI's arctic-inference 0.1.1, an sdist
+    only, which vllm-ascend 0.23.0 pins: exit 2 naming both, the target and the indexes, and the ways on."""
+    from pathlib import Path
+
+    from envkit.artifacts.closure import no_wheel_failure
+
+    err = (Path(__file__).parents[1] / "fixtures" / "uv" / "no-usable-wheels.txt").read_text()
+    with pytest.raises(CannotRun) as info:
+        no_wheel_failure(_plan(extra_index_urls=("https://mirror.example/simple",)), err)
+    assert info.value.message == (
+        "arctic-inference 0.1.1, which vllm-ascend 0.23.0 requires, has no wheel for Python 3.11 on "
+        "manylinux_2_35_aarch64 on the indexes (https://pypi.org/simple, https://mirror.example/simple): envkit locks "
+        "wheels only (an sdist's code never runs to resolve or install)"
+    )
+    hint = info.value.hint or ""
+    assert "--find-links DIR" in hint and "--exclude vllm-ascend" in hint and "has no usable wheels" in hint
+    # a root of its own ("you require"), and uv's line wrapped anywhere
+    wrapped = "  cause: Because arctic-inference==0.1.1 has no usable\n     wheels and you require arctic-inference==0.1.1, we"
+    with pytest.raises(CannotRun, match=r"^arctic-inference 0\.1\.1 has no wheel for Python 3\.11") as info:
+        no_wheel_failure(_plan(), wrapped)
+    assert "--exclude arctic-inference" in (info.value.hint or "")
+    # any other failure is left to the next reader
+    no_wheel_failure(_plan(), "error: No solution found\n  cause: Because there is no version of triton-ascend==3.2.2")
