@@ -255,6 +255,7 @@ TESTS: dict[str, tuple[str, ...]] = {
         "tests/hostile/test_index_pages.py",
         "tests/airgap/test_page_redirect_base.py",
         "tests/airgap/test_index_shapes.py",
+        "tests/mutants/test_index.py",
     ),
     "http": ("tests/hostile/test_http.py", "tests/hostile/test_http_credentials.py", "tests/airgap/test_page_redirect_base.py"),
     "ansible": (
