@@ -343,3 +343,20 @@ def refusal_of(nodes: dict[str, NodeValues]) -> BadInput:
     with pytest.raises(BadInput) as info:
         plan_env(nodes, "910b", hccl_facts(DATA, "910b"), INV)
     return info.value
+
+
+def test_a_rule_with_several_sources_cites_each_and_its_confidence():
+    from envkit.fleet.env import cite
+    from envkit.models.lock import HcclEnvRule
+
+    rule = HcclEnvRule(name=CT, kind="int", same_on_all_nodes=True, source=["HCCL guide §3", "CANN notes"], confidence="stated")
+    assert cite(rule) == "HCCL guide §3; CANN notes (stated)"
+
+
+def test_uniform_env_names_the_chip_whose_expansion_modes_refuse_a_value():
+    """The pods' one environment is held to the lock's chip: 950 refuses an expansion mode it does not have."""
+    from envkit.fleet.env import uniform_env
+
+    with pytest.raises(BadInput) as info:
+        uniform_env({OP: "NOPE", IFN: "eth0"}, 2, "950", hccl_facts(DATA, "950"), "--hccl")
+    assert "HCCL_OP_EXPANSION_MODE=NOPE is not supported on chip 950" in info.value.message, info.value.message
