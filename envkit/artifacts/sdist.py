@@ -23,6 +23,7 @@ machine by building it again, and refuses a build whose bytes differ from the lo
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 import re
@@ -33,10 +34,11 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Any, Protocol
+from typing import Any, BinaryIO, Protocol
 
 from envkit.artifacts.wheels import applies, marker_environment, normalize
 from envkit.errors import BadInput, CannotRun, CheckFailed
+from envkit.io.untrusted import Kind
 from envkit.models.lock import BuiltFrom, ClosurePackage, ClosureTarget
 from envkit.models.rules import SDIST_BUILD_COMMAND, sdist_build_settings
 
@@ -45,6 +47,9 @@ BUILD_DEADLINE = 1800.0  # seconds for one venv step or build
 _WRITE_TORCH_REQUIRES = (
     "import sys\nfrom importlib.metadata import requires\nopen(sys.argv[1], 'w').write('\\n'.join(requires('torch') or []))\n"
 )
+# what a build step leaves in the build folder, read back as someone else's files (a container's may be anything)
+BUILD_NOTE = Kind("a build step's report", 8 << 20)  # pip's --report of one torch, torch's Requires-Dist: kB
+BUILT_WHEEL = Kind("a wheel built from an sdist", 1 << 30)  # vLLM's empty build: 7 MB
 MAX_PYPROJECT = 1 << 20  # bytes of an sdist's pyproject.toml envkit reads (vLLM's: 5 kB)
 CUDA_REQUIREMENT = re.compile(r"^(nvidia-.*|cuda-.*|triton|pytorch-triton.*|.*nccl.*)$")
 
@@ -187,18 +192,25 @@ class Here:
         _run(cmd, env, what, cwd=self.work)
 
 
-def _wheel_metadata(path: Path) -> tuple[str, str, tuple[str, ...]]:
-    """(name, version, Requires-Dist without extras) of a wheel."""
+def _wheel_metadata(wheel: Path | BinaryIO, label: str) -> tuple[str, str, tuple[str, ...]]:
+    """(name, version, Requires-Dist without extras) of a wheel; CheckFailed naming `label` when it is no readable
+    wheel (not a zip, no METADATA at its top, not UTF-8, no name or version, a Requires-Dist that is no requirement)."""
     import zipfile
     from email.parser import Parser
 
-    with zipfile.ZipFile(path) as zf:
-        meta = next(n for n in zf.namelist() if n.count("/") == 1 and n.endswith(".dist-info/METADATA"))
-        msg = Parser().parsestr(zf.read(meta).decode("utf-8"))
-    from packaging.requirements import Requirement
+    from packaging.requirements import InvalidRequirement, Requirement
 
-    requires = tuple(r for r in msg.get_all("Requires-Dist") or [] if "extra" not in str(Requirement(r).marker or ""))
-    return normalize(msg["Name"]), str(msg["Version"]), requires
+    try:
+        with zipfile.ZipFile(wheel) as zf:
+            meta = next(n for n in zf.namelist() if n.count("/") == 1 and n.endswith(".dist-info/METADATA"))
+            msg = Parser().parsestr(zf.read(meta).decode("utf-8"))
+        requires = tuple(r for r in msg.get_all("Requires-Dist") or [] if "extra" not in str(Requirement(r).marker or ""))
+        name, version = msg["Name"], msg["Version"]
+    except (zipfile.BadZipFile, StopIteration, UnicodeDecodeError, InvalidRequirement, OSError) as exc:
+        raise CheckFailed(f"{label} is not a readable wheel: {str(exc)[:200] or type(exc).__name__}") from None
+    if not name or not version:
+        raise CheckFailed(f"{label} is not a readable wheel: its METADATA names no Name or Version")
+    return normalize(name), str(version), requires
 
 
 def _clean_env(home: PurePosixPath, venv: PurePosixPath) -> dict[str, str]:
@@ -282,6 +294,7 @@ def build_wheel(
     `place_in`: where the build runs, given its folder and the target (default `Here`: this machine, which must be
     the target)."""
     from envkit.artifacts.download import Downloader, Fetch, WheelCache
+    from envkit.io import untrusted
     from envkit.io.outputs import atomic_write_bytes
 
     say = say or (lambda _line: None)
@@ -313,14 +326,14 @@ def build_wheel(
             env,
             f"installing {torch} for the build",
         )
-        torch_version, torch_sha = _torch_from_report(work / "torch.json")
+        torch_version, torch_sha = _torch_from_report(work)
         place.run(
             [py, "-I", "-c", _WRITE_TORCH_REQUIRES, str(at / "torch-requires.txt")],
             env,
             "reading torch's requirements",
         )
         here = marker_environment(target.python, target.arch)  # torch's CUDA pins are marked x86_64 on aarch64
-        torch_reqs = (work / "torch-requires.txt").read_text().split("\n")
+        torch_reqs = untrusted.read_text("torch-requires.txt", BUILD_NOTE, root=work).split("\n")
         needs = [r.strip() for r in torch_reqs if r.strip() and applies(r.strip(), here)]
         cuda = [r for r in needs if CUDA_REQUIREMENT.match(_req_name(r))]
         if cuda:
@@ -356,7 +369,10 @@ def build_wheel(
         wheels = sorted((work / "out").glob("*.whl"))
         if len(wheels) != 1:
             raise CannotRun(f"building {sdist.filename} left {len(wheels)} wheels, not one")
-        name, version, _ = _wheel_metadata(wheels[0])
+        # what the build left is read as the build's output (a container's may be anything): a regular file of the
+        # folder, capped, its metadata refused cleanly when it is no wheel
+        data = untrusted.read_bytes(wheels[0].name, BUILT_WHEEL, root=work / "out")
+        name, version, _ = _wheel_metadata(io.BytesIO(data), f"the wheel built from {sdist.filename}, {wheels[0].name}")
         if name != sdist.name or version.split("+", 1)[0] != sdist.version.split("+", 1)[0]:
             raise CheckFailed(
                 f"building {sdist.filename} gave {wheels[0].name} ({name} {version}), not {sdist.name} {sdist.version}"
@@ -365,7 +381,7 @@ def build_wheel(
             raise CannotRun(f"the wheel built from {sdist.filename}, {wheels[0].name}, does not install on {target.platform}")
         folder.mkdir(parents=True, exist_ok=True)
         meta: dict[str, Any] = {"torch": torch_version, "torch_sha256": torch_sha}
-        atomic_write_bytes(folder / wheels[0].name, wheels[0].read_bytes(), fsync=False)
+        atomic_write_bytes(folder / wheels[0].name, data, fsync=False)
         atomic_write_bytes(folder / "build.json", json.dumps(meta, sort_keys=True).encode(), fsync=False)
         return _built(sdist, folder / wheels[0].name, meta, settings, store, cached=False)
 
@@ -398,14 +414,23 @@ def _read_meta(folder: Path) -> dict[str, Any] | None:
     return meta if isinstance(meta, dict) and isinstance(meta.get("torch"), str) else None
 
 
-def _torch_from_report(report: Path) -> tuple[str, str | None]:
-    """(version, sha256 of the wheel) of the torch pip's `--report` says it installed."""
-    doc = json.loads(report.read_text())
-    for item in doc.get("install", []):
-        meta = item.get("metadata", {})
-        if normalize(str(meta.get("name", ""))) == "torch":
-            sha = (item.get("download_info", {}).get("archive_info", {}).get("hashes") or {}).get("sha256")
-            return str(meta.get("version")), sha if isinstance(sha, str) and re.fullmatch(r"[0-9a-f]{64}", sha) else None
+def _torch_from_report(work: Path) -> tuple[str, str | None]:
+    """(version, sha256 of the wheel) of the torch pip's `--report` (`torch.json` in the build folder) says it
+    installed; read as the build's output (`envkit.io.jsonread`: a regular file of the folder, capped)."""
+    from envkit.io.jsonread import read_json
+
+    doc = read_json("torch.json", what="pip install report", max_bytes=BUILD_NOTE.max_bytes, root=work)
+
+    def field(obj: Any, *keys: str) -> Any:
+        for key in keys:
+            obj = obj.get(key) if isinstance(obj, dict) else None
+        return obj
+
+    for item in field(doc, "install") or []:
+        if normalize(str(field(item, "metadata", "name") or "")) == "torch":
+            version, sha = field(item, "metadata", "version"), field(item, "download_info", "archive_info", "hashes", "sha256")
+            if isinstance(version, str) and version:
+                return version, sha if isinstance(sha, str) and re.fullmatch(r"[0-9a-f]{64}", sha) else None
     raise CannotRun("pip installed no torch for the build")
 
 
@@ -417,7 +442,7 @@ def _built(sdist: Sdist, path: Path, meta: dict[str, Any], settings: dict[str, s
     if not store.valid(sha, len(data)):
         store.root.mkdir(parents=True, exist_ok=True)
         link_or_copy(path, store.path(sha))
-    name, version, requires = _wheel_metadata(path)
+    name, version, requires = _wheel_metadata(path, str(path))
     pkg = ClosurePackage(
         name=name,
         version=version,

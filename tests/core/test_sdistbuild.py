@@ -141,3 +141,129 @@ def test_a_version_without_a_wheel_for_the_target_is_named_with_what_needs_it():
     assert "--exclude arctic-inference" in (info.value.hint or "")
     # any other failure is left to the next reader
     no_wheel_failure(_plan(), "error: No solution found\n  cause: Because there is no version of triton-ascend==3.2.2")
+
+
+# --- what a build leaves is read back as someone else's files -------------------------------------------------------
+def _sdist_bytes() -> bytes:
+    import io
+    import tarfile
+
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        data = b'[build-system]\nrequires = ["setuptools>=77"]\n'
+        info = tarfile.TarInfo("vllm-0.23.0/pyproject.toml")
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def _wheel_bytes(name: str = "vllm", version: str = "0.23.0+empty") -> bytes:
+    import io
+    import zipfile
+
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        zf.writestr(f"{name}-{version}.dist-info/METADATA", f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+    return buf.getvalue()
+
+
+REPORT = '{"install": [{"metadata": {"name": "torch", "version": "2.10.0"}, "download_info": {"archive_info": {}}}]}'
+
+
+class _Staged:
+    """A `BuildPlace` that runs nothing: each step leaves in the build folder what `leave` puts there, as a build in a
+    container may leave anything (a link out of the folder, a file that is no wheel)."""
+
+    python = "python3"
+
+    def __init__(self, work, leave):
+        self.work, self.leave = work, leave
+
+    @property
+    def root(self):
+        from pathlib import PurePosixPath
+
+        return PurePosixPath(self.work)
+
+    def check_target(self, name, target):
+        pass
+
+    def run(self, cmd, env, what):
+        self.leave(self.work, what)
+
+
+def _build(tmp_path, leave):
+    import hashlib
+
+    from envkit.artifacts.download import WheelCache
+
+    cache = WheelCache(tmp_path / "cache")
+    raw = _sdist_bytes()
+    sha = hashlib.sha256(raw).hexdigest()
+    cache.root.mkdir(parents=True)
+    cache.path(sha).write_bytes(raw)
+    sdist = Sdist("vllm", "0.23.0", "vllm-0.23.0.tar.gz", "https://files.example/vllm-0.23.0.tar.gz", sha, len(raw))
+    return build_wheel(
+        sdist,
+        target=make_target(host_python(), host_arch()),
+        torch="torch==2.10.0",
+        torch_index="https://download.example/whl/cpu",
+        index_url="https://pypi.example/simple",
+        cache=cache,
+        place_in=lambda work, _target: _Staged(work, leave),
+    )
+
+
+def _steps(outside, *, report="file", wheel="file"):
+    """What each step leaves: the report, torch's requirements, the wheel; 'link' puts a link to `outside` instead."""
+    tag = f"cp{host_python().replace('.', '')}"
+    name = f"vllm-0.23.0+empty-{tag}-{tag}-linux_{host_arch()}.whl"
+
+    def leave(work, what):
+        if what.startswith("installing torch"):
+            (outside / "report.json").write_text(REPORT)
+            if report == "link":
+                (work / "torch.json").symlink_to(outside / "report.json")
+            else:
+                (work / "torch.json").write_text(REPORT)
+        elif what == "reading torch's requirements":
+            (work / "torch-requires.txt").write_text('filelock\nnvidia-nccl-cu12; platform_machine == "s390x"\n')
+        elif what.startswith("building"):
+            body = _wheel_bytes() if wheel != "junk" else b"not a zip"
+            (outside / name).write_bytes(body)
+            if wheel == "link":
+                (work / "out" / name).symlink_to(outside / name)
+            else:
+                (work / "out" / name).write_bytes(body)
+
+    return leave
+
+
+def test_a_build_is_read_back_from_its_folder_as_the_steps_left_it(tmp_path):
+    """The control: a report, torch's requirements and one wheel, all regular files of the folder, give the built wheel
+    (torch's version from the report, its CUDA pin for another arch not read as one)."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    built = _build(tmp_path, _steps(outside))
+    assert built.package.name == "vllm" and built.package.version == "0.23.0+empty" and not built.cached
+    assert built.package.built is not None and built.package.built.torch == "2.10.0"
+
+
+@pytest.mark.parametrize(("how", "said"), [({"report": "link"}, "torch.json"), ({"wheel": "link"}, ".whl")])
+def test_a_link_the_build_leaves_out_of_its_folder_is_never_followed(tmp_path, how, said):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    with pytest.raises(BadInput) as info:
+        _build(tmp_path, _steps(outside, **how))
+    assert said in info.value.message, info.value.message
+    assert not list((tmp_path / "cache").rglob("*.whl"))  # nothing taken into the cache
+
+
+def test_a_built_file_that_is_no_wheel_is_check_failed_not_a_traceback(tmp_path):
+    from envkit.errors import CheckFailed
+
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    with pytest.raises(CheckFailed, match=r"^the wheel built from vllm-0\.23\.0\.tar\.gz, vllm-.*\.whl is not a readable wheel"):
+        _build(tmp_path, _steps(outside, wheel="junk"))
+    assert not list((tmp_path / "cache").rglob("*.whl"))
