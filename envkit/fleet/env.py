@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from envkit.errors import Where
+from envkit.errors import BadInput, Where
 from envkit.fleet.ranktable import raise_problems
 from envkit.io import bounded
 from envkit.verdict import Verdict
@@ -68,7 +68,16 @@ def uniform_env(given: dict[str, str], nodes: int, chip: str, facts: HcclFacts, 
 
 
 def _rule(facts: HcclFacts, name: str) -> HcclEnvRule:
-    return next(r for r in facts.env if r.name == name)
+    """The lock's rule for `name`; BadInput when the lock carries none (an edited lock: `envkit resolve` writes every
+    rule of matrices/hccl.yaml)."""
+    rule = next((r for r in facts.env if r.name == name), None)
+    if rule is None:
+        raise BadInput(
+            f"the lock's HCCL rules (platform.hccl.env) have no rule for {name}",
+            where=Where("envkit.lock", None, "platform.hccl.env"),
+            hint="The lock was edited: resolve it again (`envkit resolve`), which writes every HCCL rule.",
+        )
+    return rule
 
 
 def _int(value: str) -> int | None:

@@ -360,3 +360,18 @@ def test_uniform_env_names_the_chip_whose_expansion_modes_refuse_a_value():
     with pytest.raises(BadInput) as info:
         uniform_env({OP: "NOPE", IFN: "eth0"}, 2, "950", hccl_facts(DATA, "950"), "--hccl")
     assert "HCCL_OP_EXPANSION_MODE=NOPE is not supported on chip 950" in info.value.message, info.value.message
+
+
+@pytest.mark.parametrize("missing", [IP, IFN, ET])
+def test_a_lock_without_a_rule_plan_env_reads_is_bad_input_not_a_traceback(missing):
+    """An edited lock (--accept-edited-lock) whose platform.hccl.env lacks a rule the plan reads: exit 2 naming the
+    rule and the lock's key. HCCL_EXEC_TIMEOUT is read only with AIV."""
+    from envkit.records import replace
+
+    facts = hccl_facts(DATA, "950")
+    edited = replace(facts, env=[r for r in facts.env if r.name != missing])
+    values = {IFN.lower(): "eth0", OP.lower(): "AIV"}
+    with pytest.raises(BadInput) as info:
+        plan_env({"a": NodeValues(values, None, 2)}, "950", edited, INV)
+    assert info.value.message == f"the lock's HCCL rules (platform.hccl.env) have no rule for {missing}"
+    assert info.value.where == Where("envkit.lock", None, "platform.hccl.env")
