@@ -20,17 +20,14 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import functools
 import hashlib
-import http.server
 import importlib
+import importlib.util
 import io
 import json
 import os
 import sys
 import tempfile
-import threading
-import zipfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import CodeType, FrameType
@@ -132,27 +129,14 @@ def _cli(argv: list[str]) -> None:
             raise SystemExit(f"envkit {' '.join(argv)} exited {exc.code}:\n{said.getvalue()[-3000:]}") from None
 
 
-def _wheel(folder: Path, name: str, version: str) -> tuple[str, bytes]:
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w") as zf:
-        zf.writestr(zipfile.ZipInfo(f"{name}/__init__.py", date_time=(1980, 1, 1, 0, 0, 0)), f"VERSION = {version!r}\n")
-    filename = f"{name}-{version}-py3-none-any.whl"
-    (folder / filename).write_bytes(buf.getvalue())
-    return filename, buf.getvalue()
-
-
-@contextlib.contextmanager
-def _served(folder: Path) -> Iterator[str]:
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(folder))
-    handler.log_message = lambda *_a, **_k: None  # type: ignore[attr-defined]
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+def _test_helper(relpath: str) -> Any:
+    """A module of this checkout's tests (its stand-in wheels and 127.0.0.1 server), loaded by file: `tests` on
+    sys.path may be the measured tree's."""
+    spec = importlib.util.spec_from_file_location(f"_data_path_{Path(relpath).stem}", ROOT / relpath)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def _closure_lock(lock: Path, folder: Path, url: str) -> None:
@@ -162,10 +146,13 @@ def _closure_lock(lock: Path, folder: Path, url: str) -> None:
     make_target = _first("envkit.artifacts.closure:make_target", "envkit.closure:make_target")
     from envkit.models.lock import ClosurePackage, PythonClosure
 
+    fake_wheel = _test_helper("tests/airgap/conftest.py").fake_wheel
+
     def closure(rows: list[tuple[str, str]], python: str, arch: str) -> Any:
         pkgs = []
         for name, version in rows:
-            filename, data = _wheel(folder, name, version)
+            filename, data = fake_wheel(name, version)
+            (folder / filename).write_bytes(data)
             pkgs.append(
                 ClosurePackage(
                     name=name,
@@ -207,9 +194,10 @@ def measure(paths: list[str], work: Path) -> dict[str, Any]:
         ),
     }
     out: dict[str, Any] = {}
-    with _served(work / "srv") as url:
+    (work / "srv").mkdir()
+    with _test_helper("tests/airgap/httpserve.py").Server(work / "srv") as server:
+        url = server.url
         if "bundle" in paths:
-            (work / "srv").mkdir(exist_ok=True)
             bundled = work / "bundled.lock"
             bundled.write_text(lock.read_text())
             _closure_lock(bundled, work / "srv", url)
@@ -236,7 +224,6 @@ def main() -> int:
     os.chdir(args.tree)
     with tempfile.TemporaryDirectory(prefix="envkit-data-path-") as tmp:
         os.environ["ENVKIT_CACHE_DIR"] = str(Path(tmp) / "cache")
-        os.environ.setdefault("ENVKIT_QUIET", "1")
         result = measure([p.strip() for p in args.paths.split(",") if p.strip()], Path(tmp))
     if args.json:
         print(json.dumps(result, indent=2, sort_keys=True))
