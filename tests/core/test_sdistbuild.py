@@ -214,7 +214,7 @@ def _build(tmp_path, leave):
     )
 
 
-def _steps(outside, *, report="file", wheel="file"):
+def _steps(outside, *, report="file", wheel="file", requires_size=None):
     """What each step leaves: the report, torch's requirements, the wheel; 'link' puts a link to `outside` instead."""
     tag = f"cp{host_python().replace('.', '')}"
     name = f"vllm-0.23.0+empty-{tag}-{tag}-linux_{host_arch()}.whl"
@@ -227,7 +227,10 @@ def _steps(outside, *, report="file", wheel="file"):
             else:
                 (work / "torch.json").write_text(REPORT)
         elif what == "reading torch's requirements":
-            (work / "torch-requires.txt").write_text('filelock\nnvidia-nccl-cu12; platform_machine == "s390x"\n')
+            text = 'filelock\nnvidia-nccl-cu12; platform_machine == "s390x"\n'
+            if requires_size is not None:  # padded with blank space, which reads as no requirement
+                text += " " * (requires_size - len(text))
+            (work / "torch-requires.txt").write_text(text)
         elif what.startswith("building"):
             body = _wheel_bytes() if wheel != "junk" else b"not a zip"
             (outside / name).write_bytes(body)
@@ -267,3 +270,16 @@ def test_a_built_file_that_is_no_wheel_is_check_failed_not_a_traceback(tmp_path)
     with pytest.raises(CheckFailed, match=r"^the wheel built from vllm-0\.23\.0\.tar\.gz, vllm-.*\.whl is not a readable wheel"):
         _build(tmp_path, _steps(outside, wheel="junk"))
     assert not list((tmp_path / "cache").rglob("*.whl"))
+
+
+def test_torchs_requirements_are_read_up_to_the_build_notes_cap_and_refused_past_it(tmp_path):
+    from envkit.artifacts.sdist import BUILD_NOTE
+
+    for size, ok in ((BUILD_NOTE.max_bytes, True), (BUILD_NOTE.max_bytes + 1, False)):
+        run = tmp_path / str(size)
+        (run / "outside").mkdir(parents=True)
+        if ok:
+            assert _build(run, _steps(run / "outside", requires_size=size)).package.name == "vllm"
+        else:
+            with pytest.raises(BadInput, match="torch-requires.txt is too large"):
+                _build(run, _steps(run / "outside", requires_size=size))
