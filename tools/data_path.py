@@ -12,8 +12,9 @@ lambdas) a value of one type is handed to as an argument, and the modules they l
 
 Values are matched by their class name (`Resolution`, `Lock`, `BuildRequest`), so a tree from before the layout
 move (issue 36 item 1, where the same classes lived in other modules) is measured the same way. A place is counted
-once however often it is called; what a function receives is what its parameters hold at its call. The figures
-are a diagnostic, not a gate: the tool exits 0 whatever they are.
+once however often it is called; what a function receives is what its parameters hold at its call. Each path runs
+in a process of its own, as each command is a run of envkit of its own: what one path left in memory (the matrix
+loaded, a lock already checked) would hide functions from the next. The figures are a diagnostic, not a gate: the tool exits 0 whatever they are.
 """
 
 from __future__ import annotations
@@ -26,9 +27,10 @@ import importlib.util
 import io
 import json
 import os
+import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from types import CodeType, FrameType
 from typing import Any
@@ -182,35 +184,59 @@ def _closure_lock(lock: Path, folder: Path, url: str) -> None:
     lock.write_text(dump_lock(lk.model_copy(update={"python": py})))
 
 
-def measure(paths: list[str], work: Path) -> dict[str, Any]:
+def _scenario(name: str, work: Path) -> tuple[str, str, list[str]]:
+    """The class followed, the step and the command of the path `name`, over what `prepare` left in `work`."""
     lock = work / "envkit.lock"
-    _cli(["resolve", "-o", str(lock)])  # outside every trace but derive's
-    scenarios: dict[str, tuple[str, str, Callable[[], None]]] = {
-        "derive": ("Resolution", "derive", lambda: _cli(["resolve", "-o", str(work / "derived.lock")])),
+    return {
+        "derive": ("Resolution", "derive", ["resolve", "-o", str(work / "derived.lock")]),
         "k8s": (
             "Lock",
             "plan_k8s",
-            lambda: _cli(["k8s", "render", "--lock", str(lock), "-o", str(work / "k8s"), "--node", "n1", "--image", IMAGE]),
+            ["k8s", "render", "--lock", str(lock), "-o", str(work / "k8s"), "--node", "n1", "--image", IMAGE],
         ),
-    }
-    out: dict[str, Any] = {}
+        "bundle": (
+            "BuildRequest",
+            "build",
+            ["bundle", "build", "--lock", str(work / "bundled.lock"), "-o", str(work / "bundle"), "-j", "2"],
+        ),
+    }[name]
+
+
+def prepare(paths: list[str], work: Path, url: str) -> None:
+    """The inputs of the paths: the default lock, and for bundle the same lock with a closure served at `url`."""
+    lock = work / "envkit.lock"
+    _cli(["resolve", "-o", str(lock)])
+    if "bundle" in paths:
+        bundled = work / "bundled.lock"
+        bundled.write_text(lock.read_text())
+        _closure_lock(bundled, work / "srv", url)
+
+
+def measure_one(name: str, work: Path) -> dict[str, Any]:
+    """One path, traced in this process (a fresh one: `measure` starts one per path, as each command is its own
+    run of envkit; what a path before it left in memory, the matrix loaded or a lock already checked, would hide
+    the functions a real run calls)."""
+    kind, entry, argv = _scenario(name, work)
+    with Trace(kind, entry).running() as trace:
+        _cli(argv)
+    return trace.summary()
+
+
+def measure(paths: list[str], work: Path, tree: Path) -> dict[str, Any]:
     (work / "srv").mkdir()
+    out: dict[str, Any] = {}
     with _test_helper("tests/airgap/httpserve.py").Server(work / "srv") as server:
-        url = server.url
-        if "bundle" in paths:
-            bundled = work / "bundled.lock"
-            bundled.write_text(lock.read_text())
-            _closure_lock(bundled, work / "srv", url)
-            scenarios["bundle"] = (
-                "BuildRequest",
-                "build",
-                lambda: _cli(["bundle", "build", "--lock", str(bundled), "-o", str(work / "bundle"), "-j", "2"]),
-            )
+        prepare(paths, work, server.url)
         for name in paths:
-            kind, entry, run = scenarios[name]
-            with Trace(kind, entry).running() as trace:
-                run()
-            out[name] = trace.summary()
+            r = subprocess.run(
+                [sys.executable, __file__, "--tree", str(tree), "--one", name, "--work", str(work)],
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            if r.returncode != 0:
+                raise SystemExit(f"the {name} path failed:\n{r.stderr[-3000:]}")
+            out[name] = json.loads(r.stdout)
     return out
 
 
@@ -219,12 +245,19 @@ def main() -> int:
     ap.add_argument("--tree", type=Path, default=ROOT, help="the checkout whose envkit is measured (default: this one)")
     ap.add_argument("--paths", default="derive,k8s,bundle", help="comma-separated: derive, k8s, bundle")
     ap.add_argument("--json", action="store_true", help="every place, as JSON")
+    ap.add_argument("--one", choices=("derive", "k8s", "bundle"), help=argparse.SUPPRESS)  # a child: one path
+    ap.add_argument("--work", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
-    sys.path.insert(0, str(args.tree.resolve()))
-    os.chdir(args.tree)
+    tree = args.tree.resolve()
+    sys.path.insert(0, str(tree))
+    os.chdir(tree)
+    if args.one:
+        print(json.dumps(measure_one(args.one, args.work)))
+        return 0
+    paths = [p.strip() for p in args.paths.split(",") if p.strip()]
     with tempfile.TemporaryDirectory(prefix="envkit-data-path-") as tmp:
-        os.environ["ENVKIT_CACHE_DIR"] = str(Path(tmp) / "cache")
-        result = measure([p.strip() for p in args.paths.split(",") if p.strip()], Path(tmp))
+        os.environ["ENVKIT_CACHE_DIR"] = str(Path(tmp) / "cache")  # the children inherit it
+        result = measure(paths, Path(tmp), tree)
     if args.json:
         print(json.dumps(result, indent=2, sort_keys=True))
     else:

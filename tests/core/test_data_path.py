@@ -30,3 +30,24 @@ def test_the_k8s_path_is_followed_and_passes_no_inventory() -> None:
     assert not {"envkit.fleet.inventory", "envkit.fleet.data"} & set(step), sorted(step)
     assert k8s["step_functions"] == sum(len(v) for v in step.values())
     assert not [p for v in step.values() for p in v if "<locals>" in p or "<" in p.split(":")[1]], step
+
+
+def _bundle_after(paths: str) -> dict:
+    r = subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "data_path.py"), "--paths", paths, "--json"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    return json.loads(r.stdout)["bundle"]
+
+
+def test_a_path_is_measured_as_its_own_run_whatever_ran_before_it() -> None:
+    # k8s render reads the same stack's lock first: measured in one process, the lock's check (a solve and a derive)
+    # was remembered and left out of bundle build's trip, which then looked half as long as a real run's
+    alone, after = _bundle_after("bundle"), _bundle_after("k8s,bundle")
+    assert alone["step_by_module"] == after["step_by_module"]
+    assert "envkit.core.resolve.search:solve" in alone["step_by_module"]["envkit.core.resolve.search"]
+    assert "envkit.core.derive:derive" in alone["step_by_module"]["envkit.core.derive"]
