@@ -121,7 +121,6 @@ FUNCTIONS: dict[str, tuple[str, ...]] = {
         "_multi_node_resolve",
         "_require_ray",
         "chip_k8s",
-        "is_serving_lock",
         "_check_options",
         "cpu_quantity",
         "memory_quantity",

@@ -35,7 +35,7 @@ import yaml
 from envkit.errors import BadInput, Where
 from envkit.export.container import ContainerFacts, container_facts
 from envkit.export.launch import accelerate_config, torchrun_argv, train_script
-from envkit.models.lock import Lock
+from envkit.models.lock import HcclFacts, Lock
 
 ENGINES = ("ascendjob", "volcano", "pytorchjob")
 SCHEDULERS = ("volcano", "default")
@@ -327,7 +327,9 @@ def _require_ray(lock: Lock, nodes: int) -> None:
 
 @dataclass(frozen=True)
 class ChipK8s:
-    """The lock's `platform.kubernetes` as the plan uses it (NPU counts as numbers, the sources as one line)."""
+    """What the plan reads of the lock's platform for its chip, read once (`chip_k8s`): `platform.kubernetes` as the
+    plan uses it (NPU counts as numbers, the sources as one line), the NPUs of a node and the HCCL facts. Past
+    `plan_k8s`, the manifests are made from this, `ContainerFacts` and the options; not from the lock."""
 
     chip: str
     accelerator: str
@@ -338,6 +340,8 @@ class ChipK8s:
     multi_node_pod_npus: tuple[int, ...]
     sp_block: int | None
     source: str
+    davinci_devices: int | None  # the lock's platform.davinci_devices (None: it depends on the cards installed)
+    hccl: HcclFacts  # the lock's platform.hccl (the rules `envkit.fleet.env` applies, the rank table format)
 
 
 def chip_k8s(lock: Lock) -> ChipK8s:
@@ -360,6 +364,8 @@ def chip_k8s(lock: Lock) -> ChipK8s:
         multi_node_pod_npus=tuple(k.multi_node_pod_npus),
         sp_block=k.sp_block,
         source="; ".join(k.source),
+        davinci_devices=lock.platform.davinci_devices,
+        hccl=lock.platform.hccl,
     )
 
 
@@ -432,15 +438,11 @@ class K8sPlan:
         }
 
 
-def is_serving_lock(lock: Lock) -> bool:
-    return lock.stack.vllm_ascend is not None
-
-
 def _bad(message: str, hint: str, key: str | None = None) -> BadInput:
     return BadInput(message, where=Where(None, None, key) if key else None, hint=hint)
 
 
-def _check_options(lock: Lock, opts: K8sOptions) -> None:
+def _check_options(chip: str, opts: K8sOptions) -> None:
     if opts.engine not in ENGINES:
         raise _bad(f"--engine {opts.engine[:40]!r} is not a job engine envkit renders", f"Use one of {', '.join(ENGINES)}.")
     if opts.scheduler not in SCHEDULERS:
@@ -457,7 +459,7 @@ def _check_options(lock: Lock, opts: K8sOptions) -> None:
             )
     if opts.image is None:
         raise _bad(
-            f"the lock records no image reference for chip {lock.stack.chip}, and no --image was given",
+            f"the lock records no image reference for chip {chip}, and no --image was given",
             "Build the image (`envkit image build --lock LOCK --tag REGISTRY/NAME:TAG`), push it to a registry "
             "the cluster pulls from, and pass --image REGISTRY/NAME@sha256:DIGEST (or :TAG).",
             "image",
@@ -638,10 +640,9 @@ def _served_model(opts: K8sOptions, mount: str | None) -> str:
     return opts.model
 
 
-def _schedule_policy(lock: Lock, opts: K8sOptions, resource: str) -> str | None:
+def _schedule_policy(chip: str, opts: K8sOptions, resource: str) -> str | None:
     """The `huawei.com/schedule_policy` annotation: required for a `huawei.com/npu` job under Volcano (no default is
     documented), optional for 910B and A3, refused where MindCluster's Volcano plugin does not read it."""
-    chip = lock.stack.chip
     values = SCHEDULE_POLICIES.get(chip)
     given = opts.schedule_policy
     listed = "; ".join(f"{k} ({v})" for k, v in (values or {}).items())
@@ -670,32 +671,31 @@ def _schedule_policy(lock: Lock, opts: K8sOptions, resource: str) -> str | None:
     return None
 
 
-def _npus(lock: Lock, opts: K8sOptions, chip: ChipK8s, nodes: int, training: bool) -> int:
-    davinci = lock.platform.davinci_devices
+def _npus(opts: K8sOptions, chip: ChipK8s, resource: str, nodes: int, training: bool) -> int:
+    davinci = chip.davinci_devices
     npn = opts.npus_per_node if opts.npus_per_node is not None else davinci
     if npn is None:
         raise _bad(
-            f"the NPUs of a {lock.stack.chip} node depend on the cards installed",
-            "Pass --npus-per-node N (what the device plugin advertises: "
-            f"`kubectl describe node NODE | grep {lock.platform.device_plugin_resource or 'huawei.com'}`).",
+            f"the NPUs of a {chip.chip} node depend on the cards installed",
+            f"Pass --npus-per-node N (what the device plugin advertises: `kubectl describe node NODE | grep {resource}`).",
         )
     if npn not in chip.pod_npus or (davinci is not None and npn > davinci and npn not in chip.accelerator_type):
         allowed = [n for n in chip.pod_npus if davinci is None or n <= davinci or n in chip.accelerator_type]
         raise _bad(
-            f"--npus-per-node {npn}: a {lock.stack.chip} pod takes {', '.join(map(str, allowed))} NPUs",
+            f"--npus-per-node {npn}: a {chip.chip} pod takes {', '.join(map(str, allowed))} NPUs",
             f"Source: {chip.source}",
         )
     if nodes > 1 and training:
-        if not chip.multi_node_pod_npus or lock.platform.hccl.rank_table is None:
+        if not chip.multi_node_pod_npus or chip.hccl.rank_table is None:
             raise _bad(
-                f"{nodes} nodes: chip {lock.stack.chip} has no HCCL rank table format, so no training across nodes "
-                f"(the lock's platform.hccl.rank_table is empty: matrices/hccl.yaml rank_tables has no {lock.stack.chip} row)",
+                f"{nodes} nodes: chip {chip.chip} has no HCCL rank table format, so no training across nodes "
+                f"(the lock's platform.hccl.rank_table is empty: matrices/hccl.yaml rank_tables has no {chip.chip} row)",
                 "Render one node (--node-count 1), serve instead (--serving), or only the smoke Job of each named node "
                 "(--smoke-only --node NAME ...).",
             )
         if npn not in chip.multi_node_pod_npus:
             raise _bad(
-                f"{nodes} nodes x {npn} NPUs: a {lock.stack.chip} job across nodes takes whole nodes "
+                f"{nodes} nodes x {npn} NPUs: a {chip.chip} job across nodes takes whole nodes "
                 f"({' or '.join(map(str, chip.multi_node_pod_npus))} NPUs per pod)",
                 f"Use --npus-per-node {chip.multi_node_pod_npus[0]}, or one node. Source: {chip.source}",
             )
@@ -721,7 +721,7 @@ def _volume_name(path: str) -> str:
     return name[:63].rstrip("-")
 
 
-def _hccl_env(lock: Lock, opts: K8sOptions, nodes: int) -> dict[str, str]:
+def _hccl_env(chip: ChipK8s, opts: K8sOptions, nodes: int) -> dict[str, str]:
     """The HCCL block of the fleet layer (`envkit.fleet.env.uniform_env`, the rules the lock carries): every pod the same,
     the socket interface by name (a pod's IP is not known before it starts)."""
     from envkit.fleet.env import ORDER, uniform_env
@@ -736,7 +736,7 @@ def _hccl_env(lock: Lock, opts: K8sOptions, nodes: int) -> dict[str, str]:
             f"Name the interface instead: --socket-ifname NAME (default {SOCKET_IFNAME}), or --hccl HCCL_SOCKET_IFNAME=NAME.",
         )
     given.setdefault("HCCL_SOCKET_IFNAME", opts.socket_ifname)
-    return uniform_env(given, nodes, lock.stack.chip, lock.platform.hccl, "--hccl")
+    return uniform_env(given, nodes, chip.chip, chip.hccl, "--hccl")
 
 
 class _Pod:
@@ -744,7 +744,6 @@ class _Pod:
 
     def __init__(
         self,
-        lock: Lock,
         opts: K8sOptions,
         facts: ContainerFacts,
         chip: ChipK8s,
@@ -752,7 +751,7 @@ class _Pod:
         npn: int,
         schedule_policy: str | None = None,
     ) -> None:
-        self.lock, self.opts, self.facts, self.chip, self.resource, self.npn = lock, opts, facts, chip, resource, npn
+        self.opts, self.facts, self.chip, self.resource, self.npn = opts, facts, chip, resource, npn
         self.schedule_policy = schedule_policy
         self.node_selector = self.selector(npn)
 
@@ -996,7 +995,7 @@ def _training(plan: K8sPlan, pod: _Pod, opts: K8sOptions, chip: ChipK8s, nodes: 
     npn = plan.npus_per_node
     engine = opts.engine
     container_name = CONTAINER[engine]
-    hccl = _hccl_env(pod.lock, opts, nodes)
+    hccl = _hccl_env(pod.chip, opts, nodes)
     extra_volumes: list[dict[str, Any]] = []
     extra_mounts: list[dict[str, Any]] = []
     env = dict(hccl)
@@ -1186,7 +1185,7 @@ def _serving(plan: K8sPlan, pod: _Pod, opts: K8sOptions, nodes: int, sp_block: i
         }
         service_selector = selector
     else:
-        env.update(_hccl_env(pod.lock, opts, nodes))
+        env.update(_hccl_env(pod.chip, opts, nodes))
         env.update(ray_env(opts, npn))
         leader_sh = _Block(ray_leader_script(_serve_argv(model, npn, nodes), opts.ray_timeout))
         worker_sh = _Block(ray_worker_script(opts.ray_timeout))
@@ -1238,10 +1237,11 @@ def _serving(plan: K8sPlan, pod: _Pod, opts: K8sOptions, nodes: int, sp_block: i
 # --- the plan -------------------------------------------------------------------------------------------------------
 def plan_k8s(lock: Lock, opts: K8sOptions) -> K8sPlan:
     """The base for `lock` (pure: the same lock and options give the same documents)."""
-    _check_options(lock, opts)
+    _check_options(lock.stack.chip, opts)
     chip = chip_k8s(lock)
-    serving = is_serving_lock(lock) if opts.serving is None else opts.serving
-    if serving and not is_serving_lock(lock):
+    serving_lock = lock.stack.vllm_ascend is not None
+    serving = serving_lock if opts.serving is None else opts.serving
+    if serving and not serving_lock:
         raise _bad(
             "--serving needs a serving lock; this lock pins no vllm-ascend",
             "Resolve a serving stack (`envkit resolve --workload serving`) and render again.",
@@ -1255,10 +1255,10 @@ def plan_k8s(lock: Lock, opts: K8sOptions) -> K8sPlan:
             "platform.device_plugin_resource",
         )
     nodes = len(opts.nodes) or (opts.node_count or 0)
-    npn = _npus(lock, opts, chip, nodes, training=not serving and not opts.smoke_only)
+    npn = _npus(opts, chip, resource, nodes, training=not serving and not opts.smoke_only)
     sp_block = _super_pod(opts, chip, npn)
-    schedule_policy = _schedule_policy(lock, opts, resource)
-    davinci = lock.platform.davinci_devices
+    schedule_policy = _schedule_policy(chip.chip, opts, resource)
+    davinci = chip.davinci_devices
     devices = f"0-{npn - 1}" if davinci is None or npn <= davinci else None
     facts = container_facts(lock, devices, "serving" if serving else "base")
     # the smoke Job tests the whole node: the lock's NPUs per node, or the pod's where a node holds more (16-NPU
@@ -1286,11 +1286,11 @@ def plan_k8s(lock: Lock, opts: K8sOptions) -> K8sPlan:
         rank_table=not serving
         and not opts.smoke_only
         and opts.engine in ("ascendjob", "volcano")
-        and lock.platform.hccl.rank_table is not None,
+        and chip.hccl.rank_table is not None,
         model=model,
         model_volume=model_volume[1] if model_volume else None,
     )
-    pod = _Pod(lock, opts, facts, chip, resource, npn, schedule_policy)
+    pod = _Pod(opts, facts, chip, resource, npn, schedule_policy)
     plan.node_labels = dict(pod.node_selector)
     _smoke(plan, pod, opts.nodes)
     if serving and not opts.smoke_only:

@@ -24,6 +24,8 @@ def test_the_k8s_path_is_followed_and_passes_no_inventory() -> None:
     assert k8s["follows"] == "Lock" and k8s["step"] == "plan_k8s"
     places = {p for ps in k8s["by_module"].values() for p in ps}
     assert {"envkit.export.k8s:plan_k8s", "envkit.export.container:container_facts"} <= places, places
+    # past plan_k8s the manifests are made from the chip's facts read once (chip_k8s) and ContainerFacts
+    assert k8s["by_module"]["envkit.export.k8s"] == ["envkit.export.k8s:chip_k8s", "envkit.export.k8s:plan_k8s"]
     assert k8s["places"] == len(places) and k8s["modules"] == len(k8s["by_module"])
     step = k8s["step_by_module"]
     assert "envkit.fleet.env:uniform_env" in step["envkit.fleet.env"] and "envkit.fleet.env:plan_env" in step["envkit.fleet.env"]

@@ -376,6 +376,19 @@ def test_bad_input_is_exit_2_with_what_to_do(key, args, match, k8s_locks, run_cl
     assert not (tmp_path / "out").exists()
 
 
+def test_the_npus_a_node_cannot_tell_are_asked_by_the_resource_the_pods_take(k8s_locks):
+    """310P: how many NPUs a node has depends on its cards; the hint greps the node for the resource the pods will
+    ask (--resource where given, else the lock's), the one the device plugin advertises."""
+    lock = read_lock(k8s_locks["310p"])
+    own = lock.platform.device_plugin_resource
+    assert own is not None and lock.platform.davinci_devices is None
+    for resource, grep in ((None, own), ("huawei.com/Ascend310P-4c", "huawei.com/Ascend310P-4c")):
+        with pytest.raises(BadInput) as exc:
+            plan_k8s(lock, K8sOptions(image=IMAGE, node_count=1, resource=resource))
+        assert exc.value.message == "the NPUs of a 310p node depend on the cards installed"
+        assert exc.value.hint is not None and exc.value.hint.endswith(f"`kubectl describe node NODE | grep {grep}`).")
+
+
 def test_a_lock_without_an_image_reference_is_exit_2(k8s_locks, run_cli, tmp_path):
     r = run_cli("k8s", "render", "--lock", str(k8s_locks["910b"]), "--node-count", "1", "-o", str(tmp_path / "out"))
     assert r.code == 2 and "no image reference" in r.err and "envkit image build" in r.err
