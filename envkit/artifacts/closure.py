@@ -920,7 +920,7 @@ def lock_python(
     the lock with both (`output`, default the lock itself). Each pin that names an index (torch, triton-ascend)
     comes from that index alone: `index_for` ("ID=URL", a mirror of the lock's index ID) or `torch_index_url`
     (pytorch-cpu's) replaces its URL; a closure with a CUDA wheel is refused. `project`: what reads the user's project's
-    dependencies for the lock read here (`envkit.jobs.scan.project.lock_requirements`), resolved with the stack's roots under the same rules
+    dependencies for the lock read here (`envkit.artifacts.project.requirements.lock_requirements`), resolved with the stack's roots under the same rules
     (those `exclude` names left out; what its `-c` files pin given to uv as constraints) and recorded in
     python.project with the version each got; a conflict the
     resolver finds is CheckFailed naming the project's files and lines (`project_conflict`). `build_place`: where a

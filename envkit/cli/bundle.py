@@ -1,7 +1,7 @@
 """`envkit lock` (the full Python closure into the lock) and `envkit bundle build | verify`.
 
-Each command parses its options, calls one library function (`closure.lock_python`, `airgap.build`,
-`airgap.verify`) and formats what it returns.
+Each command parses its options, calls one function of `envkit.jobs.bundle` (`lock.complete_lock`, `build`,
+`verify`, `mirror.open_mirror`) and formats what it returns.
 """
 
 from pathlib import Path
@@ -31,19 +31,6 @@ BuildImageOpt = Annotated[
         "python3 must be the target's Python, with venv and pip. Default: on this machine, which must be the target.",
     ),
 ]
-
-
-def _build_place(build_image: str | None):  # noqa: ANN202 - None, or sdist.BuildPlace of (the build's folder, target)
-    """`--build-image IMAGE` as the place an sdist is built (`envkit.executor.docker.BuildContainer`)."""
-    if build_image is None:
-        return None
-    from envkit.executor.docker import BuildContainer, Engine
-    from envkit.export.image import oci_platform
-    from envkit.io.bounded import image_ref
-
-    image = image_ref(build_image, "--build-image")
-    engine = Engine()
-    return lambda work, target: BuildContainer(engine, image, oci_platform(target.arch), work)
 
 
 def lock_cmd(
@@ -114,51 +101,33 @@ def lock_cmd(
 ) -> None:
     """Record the full Python closure (every wheel: URL, sha256, size) for the target and the controller, with the
     dependencies of the user's project (--project) where given."""
-    from envkit.artifacts.closure import lock_python
     from envkit.cli import lock_check
+    from envkit.jobs.bundle.lock import LockRequest, complete_lock
 
-    build_place = _build_place(build_image)
-
-    read_project = None
-    if project is None and (project_extra or project_group):
-        from envkit.errors import BadInput
-
-        raise BadInput("--project-extra and --project-group choose a project's groups: give --project PATH too")
-    if project is not None:
-        from envkit.jobs.scan.project import lock_requirements
-
-        def read_project(lk):  # noqa: ANN001, ANN202 - the lock as lock_python read it
-            deps = lock_requirements(
-                project, lk, str(lock), tuple(_csv(exclude)), tuple(project_extra or ()), tuple(project_group or ())
-            )
-            chosen = [f"extra {x}" for x in deps.extras] + [f"group {x}" for x in deps.groups]
-            console.progress(
-                f"the project {project}: {len(deps.requirements)} dependencies from {', '.join(deps.files)}"
-                + (f" ({', '.join(chosen)})" if chosen else "")
-                + (f"; constrained by {', '.join(deps.constraint_files)}" if deps.constraint_files else "")
-            )
-            return deps
-
-    done = lock_python(
-        lock,
-        output=output,
-        target_python=target_python,
-        target_arch=target_arch,
-        glibc=glibc,
-        controller_python=controller_python,
-        controller_arch=controller_arch,
-        controller_glibc=controller_glibc,
-        only=_csv(only),
-        exclude=_csv(exclude),
-        index_url=index_url,
-        extra_index_urls=tuple(extra_index_url or ()),
-        find_links=tuple(find_links or ()),
-        torch_index_url=torch_index_url,
-        index_for=tuple(index_for or ()),
-        lock_check=lock_check(ctx),
+    done = complete_lock(
+        LockRequest(
+            lock=lock,
+            output=output,
+            target_python=target_python,
+            target_arch=target_arch,
+            glibc=glibc,
+            controller_python=controller_python,
+            controller_arch=controller_arch,
+            controller_glibc=controller_glibc,
+            only=tuple(_csv(only)),
+            exclude=tuple(_csv(exclude)),
+            index_url=index_url,
+            extra_index_urls=tuple(extra_index_url or ()),
+            find_links=tuple(find_links or ()),
+            torch_index_url=torch_index_url,
+            index_for=tuple(index_for or ()),
+            project=project,
+            project_extras=tuple(project_extra or ()),
+            project_groups=tuple(project_group or ()),
+            build_image=build_image,
+            lock_check=lock_check(ctx),
+        ),
         on_progress=console.progress,
-        project=read_project,
-        build_place=build_place,
     )
     summary = done.to_dict()
     if json_out:
@@ -255,7 +224,7 @@ def build_cmd(
             force=force,
             lock_check=lock_check(ctx),
             build_sdists=tuple(build_sdist or ()),
-            build_place=_build_place(build_image),
+            build_image=build_image,
         ),
         on_progress=console.progress,
     )

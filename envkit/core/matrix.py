@@ -382,7 +382,7 @@ def _digest(files: list[Path]) -> str:
 
 
 # matrices/*.yaml files that are not part of the stack matrix (nor of its digest): each is read by its own job
-NOT_MATRIX_FILES = frozenset({"migration.yaml"})  # `envkit scan`'s rules and dependency table (envkit.jobs.scan)
+NOT_MATRIX_FILES = frozenset({"migration.yaml"})  # `envkit scan`'s rules and dependency table (envkit.artifacts.project.table)
 
 
 def load_matrix_from(folder: Path, *, use_cache: bool = False) -> LoadedMatrix:

@@ -1,5 +1,5 @@
 """The migration table's schema (matrices/migration.yaml): the rules `envkit scan` reports and the classification of
-a project's dependencies, every row sourced. Data only: the checks live in envkit.jobs.scan."""
+a project's dependencies, every row sourced. Data only: the checks live in envkit.artifacts.project (and the code rules in envkit.jobs.scan)."""
 
 from __future__ import annotations
 

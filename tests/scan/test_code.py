@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from envkit.artifacts.project.table import load_table
 from envkit.jobs.scan import ScanRequest, scan
 from envkit.jobs.scan.code import scan_file
-from envkit.jobs.scan.table import load_table
 from tests.scan.conftest import PROJECTS, by_rule
 
 # (path:line, rule) -> (severity, what the line holds)

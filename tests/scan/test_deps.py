@@ -199,7 +199,7 @@ POETRY_ROWS = [
 def test_poetry_constraints_become_the_pep440_range_poetry_documents(poetry, pep440):
     from packaging.specifiers import SpecifierSet
 
-    from envkit.jobs.scan.deps import poetry_specifier
+    from envkit.artifacts.project.deps import poetry_specifier
 
     assert poetry_specifier(poetry) == pep440
     SpecifierSet(pep440)  # and packaging reads it
@@ -208,7 +208,7 @@ def test_poetry_constraints_become_the_pep440_range_poetry_documents(poetry, pep
 def test_caret_and_tilde_ceilings_hold_at_both_ends():
     from packaging.specifiers import SpecifierSet
 
-    from envkit.jobs.scan.deps import poetry_specifier
+    from envkit.artifacts.project.deps import poetry_specifier
 
     for poetry, inside, outside in (
         ("^1.2.3", ("1.2.3", "1.99.99"), ("1.2.2", "2.0.0")),
@@ -224,7 +224,7 @@ def test_caret_and_tilde_ceilings_hold_at_both_ends():
 
 @pytest.mark.parametrize("text", ["^1.0 || ^2.0", "1.2 | 1.3", ">1.*", "^x", "latest", "=" * 300])
 def test_what_pep440_cannot_state_is_none(text):
-    from envkit.jobs.scan.deps import poetry_specifier
+    from envkit.artifacts.project.deps import poetry_specifier
 
     assert poetry_specifier(text) is None
 
@@ -259,8 +259,8 @@ def test_a_poetry_project_keeps_its_constraints_python_and_optional_extras(scan_
 
 
 def test_lock_project_installs_poetry_main_dependencies_with_their_range_and_extras_only_when_chosen(lock_aarch64, tmp_path):
+    from envkit.artifacts.project.requirements import lock_requirements
     from envkit.errors import CheckFailed
-    from envkit.jobs.scan.project import lock_requirements
     from envkit.lock.file import read_lock
 
     (tmp_path / "pyproject.toml").write_text(

@@ -80,7 +80,7 @@ def test_a_hostile_project_gives_findings_not_tracebacks(hostile, scan_json):
 
 @pytest.mark.timeout(60)
 def test_caps_bound_the_walk(tmp_path, monkeypatch, scan_json):
-    from envkit.jobs.scan import deps, walk
+    from envkit.artifacts.project import deps, walk
 
     monkeypatch.setattr(walk, "MAX_PYTHON_FILES", 3)
     monkeypatch.setattr(walk, "MAX_DEPTH", 2)

@@ -14,7 +14,7 @@ PROJECTS = ROOT / "tests" / "fixtures" / "projects"
 
 
 def _read(lock_path: Path, project: Path, exclude: tuple[str, ...] = ()):
-    from envkit.jobs.scan.project import lock_requirements
+    from envkit.artifacts.project.requirements import lock_requirements
     from envkit.lock.file import read_lock
 
     return lock_requirements(project, read_lock(lock_path), "envkit.lock", exclude)
@@ -131,7 +131,7 @@ def test_uvs_failure_is_the_chain_from_the_projects_line_to_the_lock_pin(lock_aa
 
 # --- optional groups, dependency groups and constraint files (`--project-extra`, `--project-group`, `-c`) ----------
 def _pick(lock_path: Path, project: Path, extras: tuple[str, ...] = (), groups: tuple[str, ...] = (), exclude=()):
-    from envkit.jobs.scan.project import lock_requirements
+    from envkit.artifacts.project.requirements import lock_requirements
     from envkit.lock.file import read_lock
 
     return lock_requirements(project, read_lock(lock_path), "envkit.lock", tuple(exclude), extras, groups)

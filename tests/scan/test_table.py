@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from envkit.artifacts.project.table import load_table, table_path
 from envkit.errors import MatrixError
-from envkit.jobs.scan.table import load_table, table_path
 
-SCAN = Path(__file__).resolve().parents[2] / "envkit" / "jobs" / "scan"
+_PKG = Path(__file__).resolve().parents[2] / "envkit"
+SCAN = (_PKG / "jobs" / "scan", _PKG / "artifacts" / "project")  # the code rules, and the project's dependency rules
 
 
 def test_the_table_loads_and_every_row_is_sourced():
@@ -33,7 +34,7 @@ def _emitted() -> set[str]:
     """Every string literal the scan modules hand to add(), make() or finding() as the rule id, and every literal
     they set a finding's rule to."""
     out: set[str] = set()
-    for path in SCAN.glob("*.py"):
+    for path in (p for folder in SCAN for p in folder.glob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Call):
                 name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")

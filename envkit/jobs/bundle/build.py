@@ -51,9 +51,9 @@ class BuildRequest:
     # the sdists (by sha256) the user allows to be built here: building runs the sdist's own code, so a wheel the lock
     # records as built from an sdist (vLLM) is built again only when its sdist's sha256 is named here
     build_sdists: tuple[str, ...] = ()
-    # where such a wheel is built again (`--build-image`: `envkit.executor.docker.BuildContainer`): given the build's
-    # folder and the target; None: this machine, which must be the target
-    build_place: Callable[[Path, ClosureTarget], Any] | None = None
+    # where such a wheel is built again: in containers of this image (`--build-image`, `envkit.jobs.bundle.place`);
+    # None: this machine, which must be the target
+    build_image: str | None = None
 
 
 @dataclass(frozen=True)
@@ -94,6 +94,9 @@ def build(request: BuildRequest, on_progress: Progress | None = None) -> BuildRe
     if bad:
         raise BadInput(f"--build-sdist {bad[0][:80]!r} is not a sha256 (64 lowercase hex digits)")
     from envkit.artifacts.download import WheelCache
+    from envkit.jobs.bundle.place import build_place
+
+    place = build_place(r.build_image)  # BadInput for what is no image reference, before anything is read
     from envkit.jobs.bundle import uptodate
 
     t0 = time.perf_counter()
@@ -154,9 +157,8 @@ def build(request: BuildRequest, on_progress: Progress | None = None) -> BuildRe
         )
 
     plan = plan_with(r.image_archive)
-    ensure_built_wheels(
-        lk, cache, say, request.build_place
-    )  # a wheel `envkit lock` built from its sdist: into the cache, or built again
+    # a wheel `envkit lock` built from its sdist: into the cache, or built again
+    ensure_built_wheels(lk, cache, say, place)
     status = fetch_with_progress(plan.fetch, cache, jobs=r.jobs)
     if r.image:
         plan = plan_with(build_image(plan, cache.base, say))

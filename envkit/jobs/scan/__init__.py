@@ -3,9 +3,10 @@
     scan(ScanRequest(path=Path("my-project"), lock=Path("envkit.lock"))) -> ScanResult
 
 The project folder is untrusted: nothing in it is imported or run, every file is read through `envkit.io.untrusted`
-(envkit.jobs.scan.walk), caps bound what is read, and what cannot be read is an `info` finding. The rules and the
-dependency classification are data (matrices/migration.yaml, envkit.jobs.scan.table); the code rules are in
-`code`, the dependency readers in `deps`, the lock checks in `lockcheck`, the JSON/SARIF/text forms in `report`.
+(envkit.artifacts.project.walk), caps bound what is read, and what cannot be read is an `info` finding. The rules and
+the dependency classification are data (matrices/migration.yaml, envkit.artifacts.project.table). The code rules are
+in `code`, the JSON/SARIF/text forms in `report`; the project's dependency files are read, classified and held to a
+lock by `envkit.artifacts.project`, which `envkit lock --project` shares.
 """
 
 from __future__ import annotations
@@ -14,10 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from envkit.jobs.scan.findings import SEVERITIES, Dependency, Finding, make
+from envkit.artifacts.project.findings import SEVERITIES, Dependency, Finding, make
 
 if TYPE_CHECKING:
-    from envkit.jobs.scan.table import Table
     from envkit.lock.gate import LockCheck
 
 __all__ = ["Dependency", "Finding", "ScanRequest", "ScanResult", "scan"]
@@ -61,11 +61,12 @@ class ScanResult:
 def scan(request: ScanRequest) -> ScanResult:
     """Scan the project at `request.path` (a folder or one file); BadInput (exit 2) when it is neither, or when the
     lock is bad."""
+    from envkit.artifacts.project.classify import classify
+    from envkit.artifacts.project.deps import read_dependencies
+    from envkit.artifacts.project.table import load_table
+    from envkit.artifacts.project.walk import PYTHON, walk
     from envkit.errors import BadInput
     from envkit.jobs.scan.code import scan_file
-    from envkit.jobs.scan.deps import read_dependencies
-    from envkit.jobs.scan.table import load_table
-    from envkit.jobs.scan.walk import PYTHON, walk
 
     table = load_table(request.table)
     locked = None
@@ -97,99 +98,10 @@ def scan(request: ScanRequest) -> ScanResult:
     result.dependency_files = [rel for rel, _ in project.dependency]
     off_target: set[int] = set()
     if locked is not None:
-        from envkit.jobs.scan.lockcheck import check
+        from envkit.artifacts.project.lockcheck import check
 
         findings += check(deps.dependencies, deps.requires_python, locked, Path(request.lock or "").name, table, off_target)
     findings += classify(deps.dependencies, table, off_target)
     result.dependencies = deps.dependencies
     result.findings = sorted(findings, key=Finding.sort_key)
     return result
-
-
-def classify(deps: list[Dependency], table: Table, off_target: set[int]) -> list[Finding]:
-    """Each dependency's class from the table, and a finding for one with no Ascend build or an Ascend route (warn
-    where it sits in an optional group, info where its marker keeps it off the lock's target); a constraint
-    installs nothing and is not classified."""
-    out: list[Finding] = []
-    for i, dep in enumerate(deps):
-        row = table.dependency(dep.name)
-        if row is None:
-            continue
-        dep.klass = row.class_
-        if dep.group == "constraint":
-            continue
-        where = f" ({_group_label(dep.group)}: optional)" if dep.optional else ""
-        off = " (not installed on the lock's target)" if i in off_target else ""
-        if row.severity is not None and row.class_ != "fine":
-            rule = "dep-no-ascend-build" if row.class_ == "no-ascend-build" else "dep-ascend-route"
-            severity = row.severity
-            if i in off_target:
-                severity = "info"
-            elif dep.optional and severity == "block":
-                severity = "warn"
-            out.append(
-                make(
-                    table,
-                    rule,
-                    "dependency",
-                    dep.path,
-                    dep.line,
-                    f"{dep.spec}{where}{off}: {row.message}",
-                    severity=severity,
-                    fill={"fix": row.fix},
-                    source=list(row.source),
-                    confidence=row.confidence,
-                )
-            )
-        if (
-            row.since
-            and dep.requirement is not None
-            and i not in off_target
-            and not _allows(dep.requirement.specifier, row.since)
-        ):
-            out.append(
-                make(
-                    table,
-                    "dep-version-too-old",
-                    "dependency",
-                    dep.path,
-                    dep.line,
-                    f"{dep.spec}{where}: no release it allows has Ascend support ({row.name} {row.since}: {row.message})",
-                    fill={"fix": row.fix},
-                    source=list(row.source),
-                    confidence=row.confidence,
-                )
-            )
-    return out
-
-
-def _group_label(group: str) -> str:
-    kind, _, name = group.partition(":")
-    label = {"optional": "extra", "extras": "extra", "group": "dependency group", "poetry": "Poetry group"}.get(kind, kind)
-    return f"{label} '{name}'" if name else label
-
-
-def _allows(spec: Any, since: str) -> bool:
-    """Whether `spec` and `since` have a version in common, judged on the versions either names and the next
-    releases after them (no index is asked)."""
-    from packaging.specifiers import InvalidSpecifier, SpecifierSet
-    from packaging.version import InvalidVersion, Version
-
-    if not spec:
-        return True
-    try:
-        other = SpecifierSet(since)
-    except InvalidSpecifier:
-        return True
-    candidates: set[str] = set()
-    for s in [*spec, *other]:
-        try:
-            v = Version(s.version.replace(".*", ""))
-        except InvalidVersion:
-            continue
-        rel = list(v.release) + [0] * (3 - len(v.release))
-        candidates.add(str(v))
-        candidates.add(f"{rel[0]}.{rel[1]}.{rel[2] + 1}")
-        candidates.add(f"{rel[0]}.{rel[1] + 1}.0")
-        candidates.add(f"{rel[0] + 1}.0.0")
-    return any(spec.contains(c, prereleases=True) and other.contains(c, prereleases=True) for c in candidates)

@@ -21,8 +21,8 @@ import functools
 import re
 from dataclasses import dataclass
 
-from envkit.jobs.scan.findings import Finding, make
-from envkit.jobs.scan.table import Table
+from envkit.artifacts.project.findings import Finding, make
+from envkit.artifacts.project.table import Table
 
 SCOPE_LINES = 60
 _NPU = re.compile(rb"(?i)(?<![a-z])npu|npu(?![a-z])")

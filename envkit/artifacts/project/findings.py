@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from envkit.jobs.scan.table import Table
+    from envkit.artifacts.project.table import Table
 
 SEVERITIES = ("block", "warn", "info")
 

@@ -13,9 +13,9 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from envkit.artifacts.project.findings import Dependency, Finding, make
+from envkit.artifacts.project.table import Table, normalize
 from envkit.artifacts.wheels import marker_environment
-from envkit.jobs.scan.findings import Dependency, Finding, make
-from envkit.jobs.scan.table import Table, normalize
 
 if TYPE_CHECKING:
     from envkit.models.lock import Lock

@@ -1,5 +1,5 @@
 """`envkit lock --project PATH`: the project's dependencies as the lock records them, read by the scan's own reader
-(`envkit.jobs.scan.deps`) and judged by its own rules before anything is resolved.
+(`envkit.artifacts.project.deps`) and judged by its own rules before anything is resolved.
 
     lock_requirements(Path("my-trainer"), lock, "envkit.lock", exclude=("flash-attn",)) -> ProjectDependencies
 
@@ -22,15 +22,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from envkit.artifacts.project.findings import Dependency, Finding
+from envkit.artifacts.project.table import normalize
 from envkit.errors import BadInput, CheckFailed, Where
-from envkit.jobs.scan.findings import Dependency, Finding
-from envkit.jobs.scan.table import normalize
 
 if TYPE_CHECKING:
-    from envkit.jobs.scan.deps import DepScan
+    from envkit.artifacts.project.deps import DepScan
     from envkit.models.lock import Lock, ProjectDependencies, ProjectRequirement
 
-# the groups a plain `pip install` of the project installs (envkit.jobs.scan.findings.Dependency.group)
+# the groups a plain `pip install` of the project installs (envkit.artifacts.project.findings.Dependency.group)
 INSTALLED = ("requirements", "project", "install_requires", "conda-pip", "poetry")
 EXTRA_KINDS = ("optional", "extras")  # Dependency.group's kinds of an extra; "group", "poetry": of a dependency group
 MAX_SHOWN = 12
@@ -89,11 +89,11 @@ def lock_requirements(
     and `groups`, and the constraints its `-c` lines name, held to the scan's dependency and lock rules for `lock`'s
     target; CheckFailed naming every blocking finding, BadInput for what a lock cannot record. `exclude`: names left
     out (the scan's findings about them too)."""
-    from envkit.jobs.scan import classify
-    from envkit.jobs.scan.deps import read_dependencies
-    from envkit.jobs.scan.lockcheck import check
-    from envkit.jobs.scan.table import load_table
-    from envkit.jobs.scan.walk import PYTHON, walk
+    from envkit.artifacts.project.classify import classify
+    from envkit.artifacts.project.deps import read_dependencies
+    from envkit.artifacts.project.lockcheck import check
+    from envkit.artifacts.project.table import load_table
+    from envkit.artifacts.project.walk import PYTHON, walk
     from envkit.models.lock import ProjectDependencies
 
     table = load_table()

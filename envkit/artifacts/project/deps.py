@@ -16,10 +16,10 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
+from envkit.artifacts.project.findings import Dependency, Finding, make
+from envkit.artifacts.project.table import Table, normalize
+from envkit.artifacts.project.walk import DEPENDENCY, Project
 from envkit.errors import BadInput
-from envkit.jobs.scan.findings import Dependency, Finding, make
-from envkit.jobs.scan.table import Table, normalize
-from envkit.jobs.scan.walk import DEPENDENCY, Project
 
 MAX_INCLUDE_DEPTH = 16
 MAX_DEPENDENCIES = 5_000
