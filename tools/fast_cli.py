@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Write envkit/cli/_fastspec.py: the options of the fast commands, read from their typer definitions.
 
-The commands are defined once, for typer (envkit/cli/stack.py, envkit/cli/bundle.py). Their start-up path
+The commands are defined once, for typer (envkit/cli/stack.py, envkit/cli/bundle.py; the bodies in envkit/cli/stack_body.py and envkit/cli/bundle_verify.py). Their start-up path
 (`envkit.cli.fast`) parses argv without typer from the table this script writes, and calls the body each typer
 command calls (BODIES). Run it after changing one of those commands (`make fast-cli`); tests/core/test_fast_cli.py
 fails while the committed table differs from what this script makes.
@@ -23,8 +23,8 @@ sys.path.insert(0, str(ROOT))
 SPEC = ROOT / "envkit" / "cli" / "_fastspec.py"
 # the commands of the start-up path, and the body each one's typer callback calls with its parameters by name
 BODIES = {
-    ("resolve",): "envkit.cli.stack:run_resolve",
-    ("validate",): "envkit.cli.stack:run_validate",
+    ("resolve",): "envkit.cli.stack_body:run_resolve",
+    ("validate",): "envkit.cli.stack_body:run_validate",
     ("bundle", "verify"): "envkit.cli.bundle_verify:verify",
 }
 TYPES = {Path: "path", str: "text", bool: "bool"}

@@ -133,8 +133,7 @@ def render(
     """
     from envkit.cli import lock_check
     from envkit.errors import BadInput
-    from envkit.export.k8s import K8sOptions
-    from envkit.jobs.k8s.render import format_result, render_k8s
+    from envkit.jobs.k8s.render import K8sOptions, format_result, render_k8s
 
     pairs = []
     for item in hccl:

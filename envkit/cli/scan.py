@@ -34,16 +34,11 @@ def scan(
     from envkit.errors import EXIT_FAILED
     from envkit.jobs.scan import ScanRequest
     from envkit.jobs.scan import scan as run_scan
-    from envkit.jobs.scan.report import format_text
-    from envkit.jobs.scan.report import sarif as to_sarif
+    from envkit.jobs.scan.report import format_text, write_sarif
 
     result = run_scan(ScanRequest(path=path, lock=lock, lock_check=lock_check(ctx) if lock is not None else None))
     if sarif is not None:
-        import json
-
-        from envkit.io.outputs import atomic_write_text
-
-        atomic_write_text(sarif, json.dumps(to_sarif(result), indent=2, ensure_ascii=False) + "\n")
+        write_sarif(result, sarif)
     if json_out:
         console.emit_json(result.to_dict())
     else:

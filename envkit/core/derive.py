@@ -14,6 +14,8 @@ command that reads a lock refuses an edited one.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Union
 
 from envkit import __version__, versions
@@ -49,6 +51,7 @@ from envkit.verdict import Confidence
 if TYPE_CHECKING:
     from envkit.lock.file import Edited, LockCheck
     from envkit.models.lock import Lock as LockModel
+    from envkit.models.report import ValidationReport
 
 ComponentName = Literal["driver", "firmware", "cann-toolkit", "cann-ops", "cann-kernels", "cann-nnal"]
 
@@ -460,6 +463,62 @@ def build_lock(lm: LoadedMatrix, res: Resolution, generated_by: str) -> LockMode
     from envkit.models.lock import Lock as LockModel
 
     return LockModel.model_validate(plain(derive(lm, res, generated_by)))
+
+
+# --- `envkit resolve` as one call ---------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ResolveRequest:
+    """What `envkit resolve` was asked for: a stack file, the pins of the command line (key, value; in the order of
+    its options, which is the order `generated_by` records them in) and a workload."""
+
+    file: Path | None = None
+    pins: tuple[tuple[str, str], ...] = ()
+    workload: str | None = None
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """The best valid full stack's lock, written to `output` where one was given (`text`: the lock's YAML), or,
+    where no stack is valid, the report that says why (`lock` and `text` None)."""
+
+    lock: Lock | None = None
+    text: str | None = None
+    report: ValidationReport | None = None
+
+
+def resolve_lock(request: ResolveRequest, output: Path | None = None) -> Resolved:
+    """Complete the request's (partial) stack into the best valid full stack and its lock; the lock's text is written
+    to `output` (atomically) unless it is None. The command line's pins override the stack file's."""
+    import shlex
+
+    from envkit.core.resolve import framework_keys, pins_from_mapping, validate_pins
+    from envkit.core.stackfile import read_stack_file
+    from envkit.lock.text import lock_text
+
+    lm = load_matrix()
+    values: dict[str, str] = {}
+    where: dict[str, str] = {}
+    cmd = ["envkit", "resolve"]
+    if request.file is not None:
+        values, where = read_stack_file(request.file)
+        cmd += ["-f", str(request.file)]
+    for key, value in request.pins:
+        flag = "--" + key.replace("_", "-")
+        values[key], where[key] = value, flag
+        cmd += [flag, value]
+    if request.workload is not None:
+        cmd += ["--workload", request.workload]
+    pinned = pins_from_mapping(lm, values, where=where)
+    res = solve(lm, pinned, framework_keys(pinned, request.workload))
+    if res is None:
+        return Resolved(report=validate_pins(lm, pinned, request.workload))
+    lock = derive(lm, res, shlex.join(cmd))
+    text = lock_text(plain(lock))
+    if output is not None:
+        from envkit.io.outputs import atomic_write_text  # a lock to stdout needs none of it (dataclasses, tempfile)
+
+        atomic_write_text(output, text)
+    return Resolved(lock=lock, text=text)
 
 
 # A lock as read: the pydantic model (`envkit.lock.file`) or its plain records (`envkit.lock.read`, `envkit validate`);

@@ -12,7 +12,7 @@ import pytest
 
 from envkit.cli import fast
 from envkit.cli._fastspec import COMMANDS
-from envkit.cli.stack import PIN_OPTIONS
+from envkit.cli.stack_body import PIN_OPTIONS
 from tests.conftest import load_tool
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -262,7 +262,7 @@ def test_resolve_imports_neither_docker_ansible_nor_torch(tmp_path):
         "from envkit.cli import main\n"
         "try:\n    main(['resolve', '-o', '-'])\nexcept SystemExit:\n    pass\n"
         "bad = [m for m in ('docker', 'ansible', 'torch', 'transformers', 'jinja2', 'requests', 'rich') if m in sys.modules]\n"
-        "ok = ('envkit.cli.stack', 'envkit.cli.fast', 'envkit.cli._fastspec')  # the start-up path and the command\n"
+        "ok = ('envkit.cli.stack_body', 'envkit.cli.fast', 'envkit.cli._fastspec')  # the start-up path and the command's body\n"
         "bad += [m for m in sys.modules if m.startswith('envkit.cli.') and m not in ok]\n"
         "print('LOADED', bad)\n"
     )

@@ -262,7 +262,7 @@ def _slow(lock: Path, json_out: bool) -> str:
         "import sys, json\n"
         "from pathlib import Path\n"
         "from envkit.core.validation import _validate_text\n"
-        "from envkit.cli.stack import render_report\n"
+        "from envkit.cli.stack_body import render_report\n"
         "from envkit import console\n"
         f"p = Path({str(lock)!r})\n"
         "r = _validate_text(p.read_text(), p)\n"
@@ -346,7 +346,7 @@ def test_the_valid_report_is_printed_as_rich_prints_it(title, plain_path, monkey
     from rich.console import Console
 
     from envkit import console
-    from envkit.cli import stack
+    from envkit.cli import stack_body as stack
     from envkit.core.report_records import ValidationReport
 
     report = ValidationReport(

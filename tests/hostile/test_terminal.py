@@ -78,7 +78,7 @@ def test_the_provision_summary_of_a_hostile_host_is_escaped(terminal, capsys):
 
 def test_a_stack_table_shows_its_cells_as_plain_escaped_text(terminal, capsys):
     """The stack table (resolve, validate) is rich's: a cell is printed as text, its markup and controls shown."""
-    from envkit.cli.stack import render_stack
+    from envkit.cli.stack_body import render_stack
 
     render_stack({"chip": "910b", "python": "[bold red]3.10[/]\x1b[2J"})
     out = capsys.readouterr().out

@@ -3,6 +3,7 @@ scanning tools: one run, the table's rules as the driver's rules, one result per
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
@@ -55,6 +56,15 @@ def _generic(fix: str) -> str:
     for key in ("npu", "api", "fix"):
         fix = fix.replace("{" + key + "}", "(named in each result)")
     return fix
+
+
+def write_sarif(result: ScanResult, path: Path) -> None:
+    """The scan's SARIF log written to `path` (atomically), as `--sarif PATH` asks."""
+    import json
+
+    from envkit.io.outputs import atomic_write_text
+
+    atomic_write_text(path, json.dumps(sarif(result), indent=2, ensure_ascii=False) + "\n")
 
 
 def sarif(result: ScanResult) -> dict[str, Any]:
