@@ -474,76 +474,109 @@ AddProblem = Callable[[str, str, str], None]  # (section, row, message)
 
 
 def check_matrix(lm: LoadedMatrix) -> list[Problem]:
-    """Every reference resolves, no duplicates, sections sorted, every row sourced."""
-    m = lm.model
+    """Every reference resolves, no duplicates, sections sorted, every row sourced (the problems in the order of
+    the checks below)."""
     problems: list[Problem] = []
 
     def add(section: str, row: str, msg: str) -> None:
         problems.append(Problem(section, row, msg))
 
-    chip_ids = set(lm.chips)
-    arch_ids = {a.id for a in m.arches}
-    hdk_versions = [h.version for h in m.hdk]
-    cann_versions = [c.version for c in m.cann]
+    for check in (
+        check_unique,
+        check_sorted,
+        check_hccl,
+        check_platform_refs,
+        check_torch_npu_rows,
+        check_rules,
+        check_artifacts,
+        check_defaults,
+        check_torch_builds,
+        check_frameworks,
+        check_sourced,
+        check_images,
+    ):
+        check(lm, add)
+    return problems
 
-    def dupes(section: str, values: list[str], *, as_version: bool) -> None:
-        seen: dict[Any, str] = {}
-        for v in values:
-            k = versions.parse(v).key if as_version else v
-            if k in seen:
-                add(section, v, f"duplicate of {seen[k]}")
-            seen[k] = v
 
-    dupes("chips", [c.id for c in m.chips], as_version=False)
+def _dupes(add: AddProblem, section: str, values: list[str], *, as_version: bool) -> None:
+    """A problem for each value that repeats an earlier one (as a version: `8.5` repeats `8.5.0`)."""
+    seen: dict[Any, str] = {}
+    for v in values:
+        k = versions.parse(v).key if as_version else v
+        if k in seen:
+            add(section, v, f"duplicate of {seen[k]}")
+        seen[k] = v
+
+
+def check_unique(lm: LoadedMatrix, add: AddProblem) -> None:
+    """Each section's rows by their id, once; a chip's names (id, aliases, npu-smi names) one namespace."""
+    m = lm.model
+    _dupes(add, "chips", [c.id for c in m.chips], as_version=False)
     # a name a user or a host writes must mean one chip: ids, aliases and npu-smi names are one namespace
-    dupes("chips", [n.lower() for c in m.chips for n in (c.id, *c.aliases, *c.npu_smi_names)], as_version=False)
-    dupes("chips", [soc for c in m.chips for soc in c.soc_names], as_version=False)
-    dupes("operating_systems", [o.id for o in m.operating_systems], as_version=False)
-    dupes("pythons", [p.version for p in m.pythons], as_version=True)
-    dupes(
+    _dupes(add, "chips", [n.lower() for c in m.chips for n in (c.id, *c.aliases, *c.npu_smi_names)], as_version=False)
+    _dupes(add, "chips", [soc for c in m.chips for soc in c.soc_names], as_version=False)
+    _dupes(add, "operating_systems", [o.id for o in m.operating_systems], as_version=False)
+    _dupes(add, "pythons", [p.version for p in m.pythons], as_version=True)
+    _dupes(
+        add,
         "hdk",
-        hdk_versions + [a for h in m.hdk for a in h.aliases] + [p.version for h in m.hdk for p in h.patches],
+        [h.version for h in m.hdk] + [a for h in m.hdk for a in h.aliases] + [p.version for h in m.hdk for p in h.patches],
         as_version=True,
     )
-    dupes("cann", cann_versions, as_version=True)
-    dupes("torch_npu", [t.version for t in m.torch_npu], as_version=True)
-    dupes("torch_npu_lines", [ln.line for ln in m.torch_npu_lines], as_version=False)
-    dupes("rules", [r.id for r in m.rules], as_version=False)
-    dupes("artifacts", [a.file for a in m.artifacts], as_version=False)
+    _dupes(add, "cann", [c.version for c in m.cann], as_version=True)
+    _dupes(add, "torch_npu", [t.version for t in m.torch_npu], as_version=True)
+    _dupes(add, "torch_npu_lines", [ln.line for ln in m.torch_npu_lines], as_version=False)
+    _dupes(add, "rules", [r.id for r in m.rules], as_version=False)
+    _dupes(add, "artifacts", [a.file for a in m.artifacts], as_version=False)
 
+
+def check_sorted(lm: LoadedMatrix, add: AddProblem) -> None:
+    """The version sections in their order (SORTED_SECTIONS), the first row out of it named."""
     for section, (attr, reverse) in SORTED_SECTIONS.items():
-        rows = [getattr(r, attr) for r in getattr(m, section)]
+        rows = [getattr(r, attr) for r in getattr(lm.model, section)]
         want = sorted(rows, key=versions.sort_key, reverse=reverse)
         if rows != want:
             first = next(i for i, (a, b) in enumerate(zip(rows, want, strict=True)) if a != b)
             add(section, rows[first], f"not sorted ({'newest' if reverse else 'oldest'} first): expected {want[first]} here")
 
-    hccl = m.hccl
+
+def check_hccl(lm: LoadedMatrix, add: AddProblem) -> None:
+    """matrices/hccl.yaml: one row per known chip in each per-chip table, a default among its values, unique names."""
+    hccl = lm.model.hccl
     for section, rows in (("hccl.rank_tables", hccl.rank_tables), ("hccl.op_expansion_modes", hccl.op_expansion_modes),
                           ("hccl.ip_plans", hccl.ip_plans)):  # fmt: skip
-        dupes(section, [row.chip for row in rows], as_version=False)
+        _dupes(add, section, [row.chip for row in rows], as_version=False)
         for row in rows:
-            if row.chip not in chip_ids:
+            if row.chip not in lm.chips:
                 add(section, row.chip, f"unknown chip {row.chip}")
     for op in hccl.op_expansion_modes:
         if op.default not in op.values:
             add("hccl.op_expansion_modes", op.chip, f"default {op.default} is not one of its values {op.values}")
-    dupes("hccl.env", [e.name for e in hccl.env], as_version=False)
-    dupes("hccl.error_codes", [e.code for e in hccl.error_codes], as_version=False)
+    _dupes(add, "hccl.env", [e.name for e in hccl.env], as_version=False)
+    _dupes(add, "hccl.error_codes", [e.code for e in hccl.error_codes], as_version=False)
+
+
+def check_platform_refs(lm: LoadedMatrix, add: AddProblem) -> None:
+    """What the OS, HDK, CANN and TorchNPU line rows name exists: arches, chips, HDK and CANN releases."""
+    m = lm.model
+    arch_ids = {a.id for a in m.arches}
+    hdk_versions = [h.version for h in m.hdk]
+    cann_versions = [c.version for c in m.cann]
     for o in m.operating_systems:
         for a in o.arches:
             if a not in arch_ids:
                 add("operating_systems", o.id, f"unknown arch {a}")
     for h in m.hdk:
         for chip in [*h.chips, *h.chip_package_versions, *(c for p in h.patches for c in p.chips)]:
-            if chip not in chip_ids:
+            if chip not in lm.chips:
                 add("hdk", h.version, f"unknown chip {chip}")
         for p in h.patches:
             if lm.hdk(versions.patch_base(p.version) or "") is not h:
                 add("hdk", h.version, f"patch {p.version} is not a patch spelling of {h.version}")
     for c in m.cann:
         for chip in c.chips:
-            if chip not in chip_ids:
+            if chip not in lm.chips:
                 add("cann", c.version, f"unknown chip {chip}")
         for ref in [*c.hdk_paired, *c.hdk_compatible]:
             if not lm.series_members([ref], hdk_versions + [a for h in m.hdk for a in h.aliases]):
@@ -555,13 +588,22 @@ def check_matrix(lm: LoadedMatrix) -> list[Problem]:
                 add("cann", c.version, str(exc))
     for ln in m.torch_npu_lines:
         for chip in ln.chips:
-            if chip not in chip_ids:
+            if chip not in lm.chips:
                 add("torch_npu_lines", ln.line, f"unknown chip {chip}")
         for ref in ln.cann_compatible:
             if not lm.series_members([ref], cann_versions):
                 add("torch_npu_lines", ln.line, f"CANN {ref} matches no CANN release")
-    python_versions = {versions.parse(p.version).key for p in m.pythons}
-    for t in m.torch_npu:
+
+
+def _python_keys(lm: LoadedMatrix) -> set[Any]:
+    return {versions.parse(p.version).key for p in lm.model.pythons}
+
+
+def check_torch_npu_rows(lm: LoadedMatrix, add: AddProblem) -> None:
+    """Each torch_npu row: its line and CANN exist and agree, its prerelease flag, Pythons and manylinux arches."""
+    arch_ids = {a.id for a in lm.model.arches}
+    python_versions = _python_keys(lm)
+    for t in lm.model.torch_npu:
         if t.line is not None and t.line not in lm.lines:
             add("torch_npu", t.version, f"unknown TorchNPU line {t.line}")
         if t.cann is not None and lm.cann(t.cann) is None:
@@ -578,8 +620,12 @@ def check_matrix(lm: LoadedMatrix) -> list[Problem]:
                 add("torch_npu", t.version, f"unknown arch {arch} in manylinux")
         if t.line and lm.cann(t.cann or "") and not lm.series_members(lm.lines[t.line].cann_compatible, [t.cann or ""]):
             add("torch_npu", t.version, f"paired CANN {t.cann} is not in line {t.line}'s compatible list")
+
+
+def check_rules(lm: LoadedMatrix, add: AddProblem) -> None:
+    """Each rule names stack keys (or the OS's glibc) with valid specifiers, and either forbids or requires."""
     stack_keys = {*STACK_KEYS, "glibc"}  # rules name stack keys, and the OS's glibc
-    for r in m.rules:
+    for r in lm.model.rules:
         for k, v in [*r.when.items(), *r.requires.items()]:
             if k not in stack_keys:
                 add("rules", r.id, f"unknown key {k}")
@@ -590,30 +636,47 @@ def check_matrix(lm: LoadedMatrix) -> list[Problem]:
                     add("rules", r.id, str(exc))
         if r.forbid == bool(r.requires):
             add("rules", r.id, "a rule either forbids or requires, exactly one")
-    for art in m.artifacts:
-        if art.chip is not None and art.chip not in chip_ids:
+
+
+def check_artifacts(lm: LoadedMatrix, add: AddProblem) -> None:
+    """Each vendor artifact's chip, release and arch exist."""
+    arch_ids = {a.id for a in lm.model.arches}
+    for art in lm.model.artifacts:
+        if art.chip is not None and art.chip not in lm.chips:
             add("artifacts", art.file, f"unknown chip {art.chip}")
         release = lm.cann(art.release) if art.component == "cann" else lm.hdk(art.release)
         if release is None:
             add("artifacts", art.file, f"{art.component} release {art.release} is not in the matrix")
         if art.arch is not None and art.arch not in arch_ids:
             add("artifacts", art.file, f"unknown arch {art.arch}")
-    for key, value in m.defaults.items():
-        if key == "chip" and value not in chip_ids:
+
+
+def check_defaults(lm: LoadedMatrix, add: AddProblem) -> None:
+    """The embedded default chip, arch and OS exist."""
+    arch_ids = {a.id for a in lm.model.arches}
+    for key, value in lm.model.defaults.items():
+        if key == "chip" and value not in lm.chips:
             add("defaults", key, f"unknown chip {value}")
         if key == "arch" and value not in arch_ids:
             add("defaults", key, f"unknown arch {value}")
         if key == "os" and value not in lm.oses:
             add("defaults", key, f"unknown os {value}")
-    check_torch_builds(lm, add)
-    check_frameworks(lm, add)
+
+
+def check_sourced(lm: LoadedMatrix, add: AddProblem) -> None:
+    """Every row of a sourced section names a source."""
     for section in sourced_sections():
-        for row in getattr(m, section):
+        for row in getattr(lm.model, section):
             if not row.sources or any(not s.strip() for s in row.sources):
                 add(section, _row_name(row), "row without a source")
-    # base images (matrices/images.yaml): known OS, one row per OS, a digest only with its source
-    dupes("images", [i.os for i in m.images], as_version=False)
-    for img in m.images:
+
+
+def check_images(lm: LoadedMatrix, add: AddProblem) -> None:
+    """Base images (matrices/images.yaml): a known OS, one row per OS, a tag with the digest apart, a known Python,
+    a source, and a note where no digest is pinned."""
+    _dupes(add, "images", [i.os for i in lm.model.images], as_version=False)
+    python_versions = _python_keys(lm)
+    for img in lm.model.images:
         if img.os not in lm.oses:
             add("images", img.os, f"unknown os {img.os}")
         if "@" in img.image:
@@ -624,7 +687,6 @@ def check_matrix(lm: LoadedMatrix) -> list[Problem]:
             add("images", img.os, "row without a source")
         if img.digest is None and not img.note:
             add("images", img.os, "a null digest needs a note saying why none is pinned")
-    return problems
 
 
 # sections whose rows `check` holds to their source on their own terms (naming the row by its OS)
