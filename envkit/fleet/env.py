@@ -90,15 +90,44 @@ def _int(value: str) -> int | None:
 def plan_env(nodes: Mapping[str, NodeValues], chip: str, facts: HcclFacts, where: str) -> EnvPlan:
     """The environment of every node (by name, in order), from the rules of the lock's chip (`facts`: the lock's
     platform.hccl); BadInput naming the broken rule and its source, at `where` (the inventory, with the node's line)."""
-    problems: list[Verdict] = []
+    values = _given(nodes)
+    problems = _rule_problems(nodes, facts, values)
     warnings: list[str] = []
+    mode = _op_mode(chip, facts, values, problems, warnings)
+    nic = "HCCL_SOCKET_IFNAME" if values["HCCL_SOCKET_IFNAME"] else "HCCL_IF_IP"
+    problems += _nic_problems(nodes, facts, values)
+    if problems:
+        raise_problems(problems, Where(where, problems[0].line or None), kind="HCCL")  # line 0: none known
+    per_host: dict[str, dict[str, str]] = {}
+    for node in nodes:
+        env: dict[str, str] = {}
+        for rule in facts.env:
+            if rule.kind == "int":
+                value = values[rule.name].get(node, rule.default)
+                if value is not None:
+                    env[rule.name] = str(_int(value))
+        if mode is not None:
+            env["HCCL_OP_EXPANSION_MODE"] = mode
+        env[nic] = values[nic][node]
+        per_host[node] = env
+    return EnvPlan(per_host=per_host, warnings=warnings, nic_variable=nic)
+
+
+def _given(nodes: Mapping[str, NodeValues]) -> dict[str, dict[str, str]]:
+    """Each HCCL variable's value on each node that sets it (variable -> node -> value, stripped)."""
     values: dict[str, dict[str, str]] = {name: {} for name in ORDER}
     for node, given_here in nodes.items():
         for name in ORDER:
             raw = given_here.values.get(name.lower())
             if raw is not None:
                 values[name][node] = raw.strip()
+    return values
 
+
+def _rule_problems(nodes: Mapping[str, NodeValues], facts: HcclFacts, values: dict[str, dict[str, str]]) -> list[Verdict]:
+    """The rules of each variable: the same on every node where they say so, an integer in range (the first node
+    out of it named)."""
+    problems: list[Verdict] = []
     for rule in facts.env:
         given = values[rule.name]
         if rule.same_on_all_nodes and given and (len(set(given.values())) > 1 or len(given) != len(nodes)):
@@ -126,102 +155,99 @@ def plan_env(nodes: Mapping[str, NodeValues], chip: str, facts: HcclFacts, where
                         )
                     )
                     break
+    return problems
 
+
+def _op_mode(
+    chip: str, facts: HcclFacts, values: dict[str, dict[str, str]], problems: list[Verdict], warnings: list[str]
+) -> str | None:
+    """HCCL_OP_EXPANSION_MODE as given (None: not given), checked against the chip's legal values (an error or a
+    warning, as HCCL treats it) and, for AIV, the execution timeout it caps."""
     modes = facts.op_expansion
     mode = next(iter(values["HCCL_OP_EXPANSION_MODE"].values()), None)
-    if mode is not None:
-        if modes is None:
-            warnings.append(f"HCCL_OP_EXPANSION_MODE={mode}: no legal values are recorded for chip {chip}; not checked")
-        elif mode not in modes.values:
-            text = f"HCCL_OP_EXPANSION_MODE={mode} is not supported on chip {chip} (legal: {', '.join(modes.values)})"
-            if modes.on_unsupported == "error":
-                problems.append(
-                    Verdict(
-                        rule="HCCL_OP_EXPANSION_MODE-legal-for-chip", message=text + "; HCCL reports an error", source=cite(modes)
-                    )
+    if mode is None:
+        return None
+    if modes is None:
+        warnings.append(f"HCCL_OP_EXPANSION_MODE={mode}: no legal values are recorded for chip {chip}; not checked")
+    elif mode not in modes.values:
+        text = f"HCCL_OP_EXPANSION_MODE={mode} is not supported on chip {chip} (legal: {', '.join(modes.values)})"
+        if modes.on_unsupported == "error":
+            problems.append(
+                Verdict(
+                    rule="HCCL_OP_EXPANSION_MODE-legal-for-chip", message=text + "; HCCL reports an error", source=cite(modes)
                 )
-            else:
-                warnings.append(f"{text}; HCCL ignores it and uses {modes.default} ({cite(modes)})")
-        if mode == "AIV":
-            exec_rule = _rule(facts, "HCCL_EXEC_TIMEOUT")
-            t = _int(next(iter(values["HCCL_EXEC_TIMEOUT"].values()), "") or "")
-            if t is not None and exec_rule.aiv_max is not None and (t == 0 or t > exec_rule.aiv_max):
-                warnings.append(f"HCCL_EXEC_TIMEOUT={t} with AIV: HCCL uses {exec_rule.aiv_max} s instead ({cite(exec_rule)})")
+            )
+        else:
+            warnings.append(f"{text}; HCCL ignores it and uses {modes.default} ({cite(modes)})")
+    if mode == "AIV":
+        exec_rule = _rule(facts, "HCCL_EXEC_TIMEOUT")
+        t = _int(next(iter(values["HCCL_EXEC_TIMEOUT"].values()), "") or "")
+        if t is not None and exec_rule.aiv_max is not None and (t == 0 or t > exec_rule.aiv_max):
+            warnings.append(f"HCCL_EXEC_TIMEOUT={t} with AIV: HCCL uses {exec_rule.aiv_max} s instead ({cite(exec_rule)})")
+    return mode
 
+
+def _nic_problems(nodes: Mapping[str, NodeValues], facts: HcclFacts, values: dict[str, dict[str, str]]) -> list[Verdict]:
+    """One NIC variable for the whole job: HCCL_SOCKET_IFNAME as an interface list, or HCCL_IF_IP on every node (a
+    node's address where it is an IP and none is given: added to `values`), an IP, each its own."""
     if_ip, ifname = values["HCCL_IF_IP"], values["HCCL_SOCKET_IFNAME"]
     ip_rule, ifname_rule = _rule(facts, "HCCL_IF_IP"), _rule(facts, "HCCL_SOCKET_IFNAME")
-    nic = "HCCL_SOCKET_IFNAME" if ifname else "HCCL_IF_IP"
     if if_ip and ifname:
-        problems.append(
+        return [
             Verdict(
                 rule="one-NIC-variable",
                 message="set HCCL_IF_IP or HCCL_SOCKET_IFNAME, not both (HCCL_IF_IP wins and hides the other)",
                 source=cite(ip_rule),
             )
-        )
-    elif ifname:
+        ]
+    if ifname:
         bad = [f"{h}={v!r}" for h, v in ifname.items() if not _IFNAME.match(v)]
-        if bad:
-            problems.append(
-                Verdict(
-                    rule="HCCL_SOCKET_IFNAME-format",
-                    message=f"HCCL_SOCKET_IFNAME {', '.join(bad)} is not an interface list (eth0, ^=eth0, =eth0)",
-                    source=cite(ifname_rule),
-                )
+        if not bad:
+            return []
+        return [
+            Verdict(
+                rule="HCCL_SOCKET_IFNAME-format",
+                message=f"HCCL_SOCKET_IFNAME {', '.join(bad)} is not an interface list (eth0, ^=eth0, =eth0)",
+                source=cite(ifname_rule),
             )
-    else:
-        for node, given_here in nodes.items():  # default: the node's address, when it is an IP
-            if node not in if_ip and given_here.address is not None:
-                try:
-                    ipaddress.ip_address(given_here.address)
-                    if_ip[node] = given_here.address
-                except ValueError:
-                    pass
-        missing = [n for n in nodes if n not in if_ip]
-        if missing:
-            problems.append(
-                Verdict(
-                    rule="NIC-variable-on-every-node",
-                    message=f"HCCL_IF_IP is unknown for {', '.join(missing)}: set hccl_if_ip per host (or ansible_host to an IP), or hccl_socket_ifname for all",
-                    source=cite(ip_rule),
-                    line=nodes[missing[0]].line,
-                )
-            )
-        for host_name, ip in if_ip.items():
+        ]
+    problems: list[Verdict] = []
+    for node, given_here in nodes.items():  # default: the node's address, when it is an IP
+        if node not in if_ip and given_here.address is not None:
             try:
-                ipaddress.ip_address(ip)
+                ipaddress.ip_address(given_here.address)
+                if_ip[node] = given_here.address
             except ValueError:
-                problems.append(
-                    Verdict(
-                        rule="HCCL_IF_IP-address",
-                        message=f"HCCL_IF_IP={ip!r} on {host_name} is not an IP address",
-                        source=cite(ip_rule),
-                    )
-                )
-        taken = [ip for ip in if_ip.values()]
-        dup = sorted({ip for ip in taken if taken.count(ip) > 1})
-        if dup:
+                pass
+    missing = [n for n in nodes if n not in if_ip]
+    if missing:
+        problems.append(
+            Verdict(
+                rule="NIC-variable-on-every-node",
+                message=f"HCCL_IF_IP is unknown for {', '.join(missing)}: set hccl_if_ip per host (or ansible_host to an IP), or hccl_socket_ifname for all",
+                source=cite(ip_rule),
+                line=nodes[missing[0]].line,
+            )
+        )
+    for host_name, ip in if_ip.items():
+        try:
+            ipaddress.ip_address(ip)
+        except ValueError:
             problems.append(
                 Verdict(
-                    rule="HCCL_IF_IP-per-node",
-                    message=f"HCCL_IF_IP {', '.join(dup)} is given to more than one node",
+                    rule="HCCL_IF_IP-address",
+                    message=f"HCCL_IF_IP={ip!r} on {host_name} is not an IP address",
                     source=cite(ip_rule),
                 )
             )
-
-    if problems:
-        raise_problems(problems, Where(where, problems[0].line or None), kind="HCCL")  # line 0: none known
-
-    per_host: dict[str, dict[str, str]] = {}
-    for node in nodes:
-        env: dict[str, str] = {}
-        for rule in facts.env:
-            if rule.kind == "int":
-                value = values[rule.name].get(node, rule.default)
-                if value is not None:
-                    env[rule.name] = str(_int(value))
-        if mode is not None:
-            env["HCCL_OP_EXPANSION_MODE"] = mode
-        env[nic] = (ifname if ifname else if_ip)[node]
-        per_host[node] = env
-    return EnvPlan(per_host=per_host, warnings=warnings, nic_variable=nic)
+    taken = [ip for ip in if_ip.values()]
+    dup = sorted({ip for ip in taken if taken.count(ip) > 1})
+    if dup:
+        problems.append(
+            Verdict(
+                rule="HCCL_IF_IP-per-node",
+                message=f"HCCL_IF_IP {', '.join(dup)} is given to more than one node",
+                source=cite(ip_rule),
+            )
+        )
+    return problems
