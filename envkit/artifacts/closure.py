@@ -926,20 +926,11 @@ def lock_python(
     resolver finds is CheckFailed naming the project's files and lines (`project_conflict`). `build_place`: where a
     wheel envkit builds from its sdist is built, given the build's folder and the target (`envkit lock --build-image`:
     a container of the target's platform; default this machine)."""
-    import tempfile
-
     from envkit.lock.file import read_lock, write_lock
 
     say = on_progress or (lambda _line: None)
     lk = read_lock(lock_path, lock_check)
-    py = target_python or lk.stack.python
-    arch = target_arch or lk.stack.arch
-    if py != lk.stack.python or arch != lk.stack.arch:
-        raise BadInput(
-            f"--target-python/--target-arch ({py}, {arch}) differ from the lock's stack ({lk.stack.python}, {lk.stack.arch})",
-            hint=f"Resolve for that target first: envkit resolve --python {py} --arch {arch} -o {lock_path}",
-        )
-    target = make_target(py, arch, glibc or lk.platform.glibc)
+    target = _lock_target(lk, lock_path, target_python, target_arch, glibc)
     ctl_target = make_target(
         controller_python or host_python(),
         controller_arch or host_arch(),
@@ -977,6 +968,54 @@ def lock_python(
         f"resolving the closure for Python {target.python} on {target.platform} ..."
         + "".join(f" ({n} from {u} alone)" for n, u in pinned)
     )
+    explain = None
+    if deps is not None:
+        found = deps
+
+        def explain(err: str) -> CheckFailed | None:
+            return project_conflict(found, lk, target, err, lock_path.name) if NO_SOLUTION in err else None
+
+    tclos, cclos, checked = _resolve_closures(tplan, cplan, explain, say)
+    python = lk.python.model_copy(update={"closure": tclos, "controller": cclos, "project": project_versions(deps, tclos)})
+    out = output or lock_path
+    write_lock(lk.model_copy(update={"python": python}), out)
+    return LockedPython(
+        lock=out,
+        target=target,
+        controller=ctl_target,
+        target_closure=tclos,
+        controller_closure=cclos,
+        checked=checked,
+        project=python.project,
+    )
+
+
+def _lock_target(
+    lk: Lock, lock_path: Path, target_python: str | None, target_arch: str | None, glibc: str | None
+) -> ClosureTarget:
+    """The lock's target: its stack's Python and arch (BadInput where the options name others: resolve for them
+    first), and the glibc given or the lock's OS's."""
+    py = target_python or lk.stack.python
+    arch = target_arch or lk.stack.arch
+    if py != lk.stack.python or arch != lk.stack.arch:
+        raise BadInput(
+            f"--target-python/--target-arch ({py}, {arch}) differ from the lock's stack ({lk.stack.python}, {lk.stack.arch})",
+            hint=f"Resolve for that target first: envkit resolve --python {py} --arch {arch} -o {lock_path}",
+        )
+    return make_target(py, arch, glibc or lk.platform.glibc)
+
+
+def _resolve_closures(
+    tplan: ClosurePlan,
+    cplan: ClosurePlan,
+    explain: Callable[[str], CheckFailed | None] | None,
+    say: Callable[[str], None],
+) -> tuple[PythonClosure, PythonClosure, dict[str, tuple[str, ...]]]:
+    """The target's closure (refused where it holds a CUDA wheel; `explain`: a resolver failure in the user's terms)
+    and the controller's, each wheel with its size and sha256, and the published hashes checked for the files whose
+    sha256 was computed from the download (by file name)."""
+    import tempfile
+
     checked: dict[str, tuple[str, ...]] = {}
 
     def completing(plan: ClosurePlan) -> Complete:
@@ -993,32 +1032,14 @@ def lock_python(
         return complete
 
     with tempfile.TemporaryDirectory(prefix="envkit-lock-") as tmp:
-        explain = None
-        if deps is not None:
-            found = deps
-
-            def explain(err: str) -> CheckFailed | None:
-                return project_conflict(found, lk, target, err, lock_path.name) if NO_SOLUTION in err else None
-
         resolved = resolve_pylock(tplan, Path(tmp) / "target", explain)
         shown = closure_from_pylock(*resolved, _unmeasured)  # nothing downloaded yet for a hash nobody published
         if cuda_packages(shown):
             refuse_cuda(shown, uv_via(tplan, Path(tmp) / "target-via"))
         tclos = closure_from_pylock(*resolved, completing(tplan))
-        say(f"resolving envkit's own closure for the controller (Python {ctl_target.python} on {ctl_target.platform}) ...")
+        say(f"resolving envkit's own closure for the controller (Python {cplan.target.python} on {cplan.target.platform}) ...")
         cclos = run_uv(cplan, Path(tmp) / "controller", completing(cplan))
-    python = lk.python.model_copy(update={"closure": tclos, "controller": cclos, "project": project_versions(deps, tclos)})
-    out = output or lock_path
-    write_lock(lk.model_copy(update={"python": python}), out)
-    return LockedPython(
-        lock=out,
-        target=target,
-        controller=ctl_target,
-        target_closure=tclos,
-        controller_closure=cclos,
-        checked=checked,
-        project=python.project,
-    )
+    return tclos, cclos, checked
 
 
 # --- the user's project in the closure (`envkit lock --project`) --------------------------------------------------
