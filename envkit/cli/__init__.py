@@ -19,6 +19,7 @@ from envkit.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EnvkitError
 if TYPE_CHECKING:
     import typer
 
+    from envkit.export.container import ChipDevices
     from envkit.lock.gate import LockCheck
 
 HELP = "Resolve, build, bundle, provision and prove Ascend NPU PyTorch stacks."
@@ -172,6 +173,15 @@ def lock_check(ctx: typer.Context) -> LockCheck:
 
     accept = bool(ctx.find_root().params.get("accept_edited_lock"))
     return LockCheck(gate=_matrix_gate, upgrade=_matrix_upgrade, accept_edited=accept)
+
+
+def chip_devices(chip: str) -> ChipDevices:
+    """A chip's device facts from its matrix row (BadInput naming the known chips): the chip lookup the command line
+    hands `envkit image run-args --chip`, a matrix query, as it hands every command the lock check (a job reads no
+    matrix)."""
+    from envkit.jobs.matrix import chip_devices as lookup
+
+    return lookup(chip)
 
 
 def _matrix_upgrade(data, where):  # noqa: ANN001, ANN202

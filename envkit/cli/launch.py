@@ -43,14 +43,13 @@ def codes(
 
     Exit 0 when none is found, 1 when some are.
     """
-    from envkit.fleet.eicodes import find_codes, format_findings
-    from envkit.io.yamlio import read_text
+    from envkit.jobs.launch.codes import format_codes, log_codes
 
-    findings = find_codes(read_text(log))
+    findings = log_codes(log)
     if json_out:
         console.emit_json({"codes": [f.to_dict() for f in findings]})
     else:
-        for line in format_findings(findings) or ["no HCCL EI code found"]:
+        for line in format_codes(findings):
             console.out.print(line, markup=False)
     if findings:
         raise typer.Exit(1)
@@ -78,8 +77,7 @@ def profile(
 
     Exit 0 when every result of every rank is correct, 1 when one is not, 2 when it cannot run.
     """
-    from envkit.executor.collectives import format_table
-    from envkit.jobs.launch.profile import run_fleet_profile
+    from envkit.jobs.launch.profile import format_fleet_profile, run_fleet_profile
 
     res = run_fleet_profile(
         inventory,
@@ -95,7 +93,7 @@ def profile(
     if json_out:
         console.emit_json(res)
     else:
-        for line in format_table(res["profile"]) + [f"wrote {res['out']}/profile.json"]:
+        for line in format_fleet_profile(res):
             console.out.print(line, markup=False)
     if not res["profile"]["ok"]:
         raise typer.Exit(1)
@@ -116,7 +114,6 @@ def node(
     ] = None,
 ) -> None:
     """One host's ranks of `envkit launch profile` (run there by playbooks/collectives.yml). Exit 0 when all correct."""
-    from envkit.executor.collectives import parse_size
     from envkit.jobs.launch.profile import node_profile
 
     prof = node_profile(
@@ -126,7 +123,7 @@ def node(
         node_rank=node_rank,
         nproc=nproc,
         device=device,
-        max_size=parse_size(max_size),
+        max_size=max_size,
         out=out,
         timeout_s=timeout,
         ifname=ifname,

@@ -2,7 +2,7 @@
 
 import json
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
@@ -10,6 +10,9 @@ from envkit import console
 from envkit.cli.examples import example
 from envkit.cli.options import JsonOpt
 from envkit.errors import EXIT_FAILED, BadInput
+
+if TYPE_CHECKING:
+    from envkit.jobs.matrix import MatrixCheck
 
 Opt = typer.Option
 
@@ -124,13 +127,10 @@ def refresh_cmd(
     releases the matrix lacks); 2: bad input, or the index did not answer (a transient failure is tried 5 times,
     with back-off). Progress on stderr (--quiet silences it).
     """
-    from envkit.resources import matrices_dir
-
-    folder = matrix_dir or matrices_dir()
     if new:
         from envkit.jobs.matrix.refresh import find_new
 
-        found = find_new(folder, snapshot=snapshot, index=index_url, jobs=jobs, deadline=deadline)
+        found = find_new(matrix_dir, snapshot=snapshot, index=index_url, jobs=jobs, deadline=deadline)
         for line in found:
             console.out.print(f"new  {line}", markup=False)
         console.out.print(f"{len(found)} release(s) on PyPI the matrix lacks", markup=False)
@@ -139,7 +139,7 @@ def refresh_cmd(
         return
     from envkit.jobs.matrix.refresh import refresh
 
-    result = refresh(folder, snapshot=snapshot, record=record, write=write, index=index_url, jobs=jobs, deadline=deadline)
+    result = refresh(matrix_dir, snapshot=snapshot, record=record, write=write, index=index_url, jobs=jobs, deadline=deadline)
     console.out.file.write(result.diff)
     for line in result.report:
         console.out.print(f"report  {line}", markup=False)
@@ -150,6 +150,94 @@ def refresh_cmd(
         raise typer.Exit(EXIT_FAILED)
 
 
+def check_cmd(json_out: JsonOpt = False) -> None:
+    """Prove the matrix consistent: references resolve, no duplicates, sorted, every row sourced."""
+    from envkit.jobs.matrix import check
+
+    result = check()
+    if json_out:
+        console.emit_json(result.to_dict())
+    else:
+        _print_check(result)
+    if result.problems:
+        raise typer.Exit(EXIT_FAILED)
+
+
+def _print_check(result: "MatrixCheck") -> None:
+    """The problems, one a line, then the summary: the status, the rows per section and per confidence, the digest."""
+    for p in result.problems:
+        console.out.print(f"fail  {p.section}: {p.row}: {p.message}", markup=False)
+    summary = ", ".join(f"{v} {k}" for k, v in result.counts.items())
+    conf = ", ".join(f"{v} {k}" for k, v in sorted(result.confidence.items()))
+    status = "ok" if not result.problems else f"{len(result.problems)} problem(s)"
+    console.out.print(f"matrix {status}: {summary}; rows {conf}; digest {result.digest}", markup=False)
+
+
+def show_cmd(
+    component: Annotated[str, typer.Argument(help=f"One of: {', '.join(COMPONENTS)}.")],
+    sources: Annotated[bool, Opt("--sources", help="Add the source and confidence columns.")] = False,
+    json_out: JsonOpt = False,
+) -> None:
+    """Print one part of the matrix as a table."""
+    from envkit.jobs import matrix
+
+    name = _component(component)
+    section, columns = COMPONENTS[name]
+    if json_out:
+        console.emit_json(matrix.section_data(section))
+        return
+    _print_table(name, columns, matrix.section_rows(section), sources)
+
+
+def _component(component: str) -> str:
+    """The component a name or alias names; BadInput, with the closest name, for any other."""
+    name = ALIASES.get(component, component)
+    if name not in COMPONENTS:
+        import difflib
+
+        close = difflib.get_close_matches(component, [*COMPONENTS, *ALIASES], n=1)
+        raise BadInput(
+            f"unknown matrix component {component!r}",
+            hint=(f"Did you mean '{close[0]}'? " if close else "") + f"Components: {', '.join(COMPONENTS)}.",
+        )
+    return name
+
+
+def _print_table(name: str, columns: list[str], rows: list[Any], sources: bool) -> None:
+    """The rows as a table of `columns`, then (for sourced rows) confidence, and with `sources` validated and source."""
+    from rich.table import Table
+
+    table = Table(title=f"matrix: {name}", box=None, header_style="bold", pad_edge=False)
+    cols = columns + (["confidence", "validated", "source"] if sources else ["confidence"])
+    has_conf = hasattr(rows[0], "confidence") if rows else False
+    for c in cols:
+        if c in ("confidence", "validated", "source") and not has_conf:
+            continue
+        table.add_column(c, overflow="fold")
+    for r in rows:
+        cells = [_cell(_field(r, c)) for c in columns]
+        if has_conf:
+            cells.append(r.confidence)
+            if sources:
+                cells.append("yes" if r.validated else "")
+                cells.append(r.source_text)
+        table.add_row(*cells)
+    console.out.print(table)
+
+
+def schema_cmd(
+    out: Annotated[Optional[Path], Opt("-o", "--out", help="Write every schema into this folder.")] = None,
+) -> None:
+    """Print the JSON Schema of the matrix, or write the matrix, stack, lock, report and smoke-report schemas to a folder."""
+    from envkit.jobs.matrix import matrix_schema, write_schemas
+
+    if out is None:
+        console.out.file.write(json.dumps(matrix_schema(), indent=2, sort_keys=True) + "\n")
+        return
+    for path in write_schemas(out):
+        console.progress(f"wrote {path}")
+
+
 def register(app: typer.Typer) -> None:
     matrix_app = typer.Typer(
         help="Inspect and check the compatibility matrix.",
@@ -157,107 +245,10 @@ def register(app: typer.Typer) -> None:
         epilog=example("envkit matrix check", "envkit matrix show cann --sources"),
     )
     app.add_typer(matrix_app, name="matrix")
-
-    @matrix_app.command("check", epilog=example("envkit matrix check --json"))
-    def check_cmd(json_out: JsonOpt = False) -> None:
-        """Prove the matrix consistent: references resolve, no duplicates, sorted, every row sourced."""
-        from envkit.core.matrix import check_matrix, load_matrix
-
-        lm = load_matrix()
-        problems = check_matrix(lm)
-        m = lm.model
-        counts = {
-            "chips": len(m.chips),
-            "operating_systems": len(m.operating_systems),
-            "hdk": len(m.hdk),
-            "cann": len(m.cann),
-            "torch_npu": len(m.torch_npu),
-            "torch_npu_lines": len(m.torch_npu_lines),
-            "rules": len(m.rules),
-            "artifacts": len(m.artifacts),
-        }
-        confidence: dict[str, int] = {}
-        for section in ("chips", "operating_systems", "hdk", "cann", "torch_npu", "torch_npu_lines", "rules"):
-            for row in getattr(m, section):
-                confidence[row.confidence] = confidence.get(row.confidence, 0) + 1
-        if json_out:
-            console.emit_json(
-                {
-                    "ok": not problems,
-                    "digest": lm.digest,
-                    "counts": counts,
-                    "confidence": confidence,
-                    "problems": [p.__dict__ for p in problems],
-                }
-            )
-        else:
-            for p in problems:
-                console.out.print(f"fail  {p.section}: {p.row}: {p.message}", markup=False)
-            summary = ", ".join(f"{v} {k}" for k, v in counts.items())
-            conf = ", ".join(f"{v} {k}" for k, v in sorted(confidence.items()))
-            status = "ok" if not problems else f"{len(problems)} problem(s)"
-            console.out.print(f"matrix {status}: {summary}; rows {conf}; digest {lm.digest}", markup=False)
-        if problems:
-            raise typer.Exit(EXIT_FAILED)
-
-    @matrix_app.command("show", epilog=example("envkit matrix show torch_npu --sources"))
-    def show_cmd(
-        component: Annotated[str, typer.Argument(help=f"One of: {', '.join(COMPONENTS)}.")],
-        sources: Annotated[bool, Opt("--sources", help="Add the source and confidence columns.")] = False,
-        json_out: JsonOpt = False,
-    ) -> None:
-        """Print one part of the matrix as a table."""
-        from rich.table import Table
-
-        from envkit.core.matrix import load_matrix
-
-        name = ALIASES.get(component, component)
-        if name not in COMPONENTS:
-            import difflib
-
-            close = difflib.get_close_matches(component, [*COMPONENTS, *ALIASES], n=1)
-            raise BadInput(
-                f"unknown matrix component {component!r}",
-                hint=(f"Did you mean '{close[0]}'? " if close else "") + f"Components: {', '.join(COMPONENTS)}.",
-            )
-        section, columns = COMPONENTS[name]
-        rows = getattr(load_matrix().model, section)
-        if json_out:
-            from envkit.records import asdict
-
-            console.emit_json([asdict(r) for r in rows])
-            return
-        table = Table(title=f"matrix: {name}", box=None, header_style="bold", pad_edge=False)
-        cols = columns + (["confidence", "validated", "source"] if sources else ["confidence"])
-        has_conf = hasattr(rows[0], "confidence") if rows else False
-        for c in cols:
-            if c in ("confidence", "validated", "source") and not has_conf:
-                continue
-            table.add_column(c, overflow="fold")
-        for r in rows:
-            cells = [_cell(_field(r, c)) for c in columns]
-            if has_conf:
-                cells.append(r.confidence)
-                if sources:
-                    cells.append("yes" if r.validated else "")
-                    cells.append(r.source_text)
-            table.add_row(*cells)
-        console.out.print(table)
-
+    matrix_app.command("check", epilog=example("envkit matrix check --json"))(check_cmd)
+    matrix_app.command("show", epilog=example("envkit matrix show torch_npu --sources"))(show_cmd)
     matrix_app.command(
         "refresh",
         epilog=example("envkit matrix refresh", "envkit matrix refresh --snapshot tests/fixtures/pypi-snapshot --write"),
     )(refresh_cmd)
-
-    @matrix_app.command("schema", epilog=example("envkit matrix schema -o envkit/schemas"))
-    def schema_cmd(
-        out: Annotated[Optional[Path], Opt("-o", "--out", help="Write every schema into this folder.")] = None,
-    ) -> None:
-        """Print the JSON Schema of the matrix, or write the matrix, stack, lock, report and smoke-report schemas to a folder."""
-        from envkit.schemas import all_schemas, write_schemas
-
-        if out is None:
-            console.out.file.write(json.dumps(all_schemas()["matrix"], indent=2, sort_keys=True) + "\n")
-            return
-        for path in write_schemas(out):
-            console.progress(f"wrote {path}")
+    matrix_app.command("schema", epilog=example("envkit matrix schema -o envkit/schemas"))(schema_cmd)

@@ -45,7 +45,7 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "jobs.scan": _SHARED | {"jobs.scan"},
     "jobs.image": _SHARED | {"jobs.image"},
     "jobs.doctor": _SHARED | {"core", "jobs.doctor"},  # doctor validates the stack it observes
-    "jobs.matrix": _SHARED | {"core", "jobs.matrix"},  # matrix refresh edits the matrix's rows
+    "jobs.matrix": _SHARED | {"core", "schemas", "jobs.matrix"},  # refresh edits the matrix's rows; schema writes the schemas
     "entry": frozenset({"cli", "vocabulary"}),  # envkit/__main__.py
 }
 MAY_IMPORT["cli"] = frozenset(MAY_IMPORT) - {"entry"} | {"cli", "jobs"}  # the front end calls every floor

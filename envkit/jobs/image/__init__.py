@@ -1,9 +1,9 @@
 """`envkit image render | build`: a request -> the image plan (`envkit.export.image`) -> the build context written
 (`envkit.export.render`) -> the image built through the engine at DOCKER_HOST (`envkit.executor.docker`) -> a result.
 
-The command line only parses and formats (`envkit.cli.image`); `image run-args` is a pure text of the export layer
-(`envkit.export.runargs`) over a chip's facts, which the command line takes from the lock or, as a matrix query,
-from the matrix.
+The command line only parses and formats (`envkit.cli.image`). `image run-args` is `runargs`: the runtime options of
+the export layer (`envkit.export.runargs`) over a chip's facts, taken from the lock or, as a matrix query, through the
+chip lookup the caller hands in (a job reads no matrix).
 """
 
 from __future__ import annotations
@@ -101,6 +101,10 @@ class Rendered:
     plan: BuildPlan
     output: Path
     files: list[Path]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The `--json` document of the rendered context (`plan_report`)."""
+        return plan_report(self.plan, self.output)
 
 
 def render(req: ImageRequest, output: Path) -> Rendered:

@@ -33,15 +33,19 @@ def node_profile(
     node_rank: int,
     nproc: int,
     device: str,
-    max_size: int,
+    max_size: int | str,
     out: Path,
     timeout_s: int = 600,
     ifname: str | None = None,
 ) -> dict[str, Any]:
-    """This host's ranks of a multi-host profile, written to OUT/profile.json (atomically) and returned."""
-    from envkit.executor.collectives import run_profile
+    """This host's ranks of a multi-host profile, written to OUT/profile.json (atomically) and returned.
+
+    `max_size` is in bytes, or text as `--max-size` gives it (1MiB, 64M: `parse_size`, read before the layout)."""
+    from envkit.executor.collectives import parse_size, run_profile
     from envkit.io.outputs import atomic_write_text
 
+    if isinstance(max_size, str):
+        max_size = parse_size(max_size)
     if nnodes < 1 or nproc < 1 or not 0 <= node_rank < nnodes or nnodes * nproc < 2:
         raise BadInput(
             f"node rank {node_rank} of {nnodes} host(s) x {nproc} process(es): not a valid layout",
@@ -263,3 +267,10 @@ def run_fleet_profile(
         writer.text(PROFILE_FILE, json.dumps(merged, indent=1, sort_keys=True) + "\n")
         writer.commit()
     return {"profile": merged, "hosts": [summary.hosts[h].to_dict() for h in sorted(summary.hosts)], "out": str(out)}
+
+
+def format_fleet_profile(res: dict[str, Any]) -> list[str]:
+    """The text report of `run_fleet_profile`'s result: the merged profile's table, then where it was written."""
+    from envkit.executor.collectives import format_table
+
+    return format_table(res["profile"]) + [f"wrote {res['out']}/{PROFILE_FILE}"]

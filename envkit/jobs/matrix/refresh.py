@@ -1232,8 +1232,15 @@ def _done(src: Source) -> None:
     src.note(f"refresh: {src.read} documents read from {src.index}, {src.retried} retried")
 
 
+def _folder(matrix_dir: Path | None) -> Path:
+    """The matrices folder to refresh: `matrix_dir`, else the shipped one."""
+    from envkit.resources import matrices_dir
+
+    return matrix_dir or matrices_dir()
+
+
 def refresh(
-    matrix_dir: Path,
+    matrix_dir: Path | None,
     *,
     snapshot: Path | None = None,
     record: Path | None = None,
@@ -1255,11 +1262,12 @@ def refresh(
     new), given the documents read when the run succeeds. `write`: only the matrix files that change are replaced,
     each when it is still the regular file that was read (never written through a link).
 
-    `index`, `jobs`, `deadline`, `retry`: where and how the documents are read online (`open_source`); an error's
-    URLs are shown without their credentials."""
+    `matrix_dir`: the matrices folder (None: the shipped one). `index`, `jobs`, `deadline`, `retry`: where and how the
+    documents are read online (`open_source`); an error's URLs are shown without their credentials."""
+    folder = _folder(matrix_dir)
     with _redacted():
         return _refresh(
-            matrix_dir,
+            folder,
             snapshot,
             record,
             write,
@@ -1323,7 +1331,7 @@ def _refresh(
 
 
 def find_new(
-    matrix_dir: Path,
+    matrix_dir: Path | None,
     *,
     snapshot: Path | None = None,
     index: str | None = None,
@@ -1332,12 +1340,13 @@ def find_new(
     retry: Retrier | None = None,
 ) -> list[str]:
     """`envkit matrix refresh --new`: the releases on PyPI of the packages the matrix pins that it has no row for
-    (`new_releases`); the documents read as `refresh` reads them."""
+    (`new_releases`) in `matrix_dir` (None: the shipped matrices); the documents read as `refresh` reads them."""
     from envkit.core.matrix import load_matrix_from
 
+    folder = _folder(matrix_dir)
     with _redacted():
         src = open_source(snapshot, index=index, jobs=jobs, deadline=deadline, retry=retry)
-        lm = load_matrix_from(matrix_dir)
+        lm = load_matrix_from(folder)
         _read_projects(src, [(k.package, k.since, True) for k in ROW_KINDS] + [("torch", TORCH_SINCE, False)])
         found = new_releases(src, lm)
         _done(src)
