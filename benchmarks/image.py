@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from envkit.executor.docker import Engine  # noqa: E402
-from envkit.export.render import write_context  # noqa: E402
+from envkit.export.templates import write_context  # noqa: E402
 from envkit.jobs.image import plan_lock  # noqa: E402
 from envkit.lock.file import parse_lock  # noqa: E402
 

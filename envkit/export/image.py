@@ -1,7 +1,7 @@
 """The image build plan: everything `envkit image render` writes, decided from the lock. Pure: no docker, no subprocess.
 
 `plan_build()` turns a lock (plus the listing of the files the user hands in, `envkit.artifacts.handed`, and the
-lock's `ContainerFacts`) into a `BuildPlan`; `envkit.export.render` turns
+lock's `ContainerFacts`) into a `BuildPlan`; `envkit.export.templates` turns
 that plan into a build context; `envkit.executor.docker` builds it. It reads the lock alone (the base image, the OS
 family and the installers are recorded in it), never the matrix.
 """

@@ -59,7 +59,7 @@ def test_lock_bundle_verify_holds_torch_cpu_and_torch_npu_and_no_cuda_wheel(cpu_
     assert closure.index_url == pypi and cpu in closure.extra_index_urls
 
     # the image installs the closure's exact torch file: the +cpu version with its hash
-    from envkit.export.render import dockerfile
+    from envkit.export.templates import dockerfile
     from envkit.jobs.image import plan_lock
     from tests.image.conftest import fixture_installers
 
@@ -209,7 +209,7 @@ def test_a_cuda_torch_is_a_cuda_wheel_and_a_cpu_one_is_not(arch, name, version, 
 
 
 def test_online_without_a_closure_the_torch_layer_installs_from_the_cpu_index(cpu_stack, tmp_path):
-    from envkit.export.render import dockerfile
+    from envkit.export.templates import dockerfile
     from envkit.jobs.image import plan_lock
     from tests.image.conftest import fake_requirements, fixture_installers
 

@@ -82,7 +82,7 @@ def _hostile_plan(plan, value: str, run_file: str, sha: str):
 
 @pytest.mark.parametrize("payload", PAYLOADS)
 def test_dockerfile_quotes_or_refuses(plan, tmp_path, payload):
-    from envkit.export.render import dockerfile
+    from envkit.export.templates import dockerfile
 
     marker = tmp_path / "MARKER"
     value = payload.format(m=marker)
@@ -113,7 +113,7 @@ def test_dockerfile_quotes_or_refuses(plan, tmp_path, payload):
     assert (tmp_path / "args").read_text().splitlines() == [value, "--quiet"]
     assert not marker.exists()
     # every quoted word of the other RUN lines reads back as the payload in bash
-    from envkit.export.render import environment
+    from envkit.export.templates import environment
 
     word = environment().filters["shq"](value)
     r = subprocess.run(["bash", "-c", f"printf %s {word}"], cwd=tmp_path, capture_output=True, text=True)
@@ -122,7 +122,7 @@ def test_dockerfile_quotes_or_refuses(plan, tmp_path, payload):
 
 @pytest.mark.parametrize("name", ["a/../../etc/passwd", "$HOME", "a b", "*.run", "x\nRUN id"])
 def test_dockerfile_copy_paths_refused(plan, name):
-    from envkit.export.render import dockerfile
+    from envkit.export.templates import dockerfile
 
     with pytest.raises(BadInput, match="cannot be written into"):
         dockerfile(_hostile_plan(plan, "3.10", name, "0" * 64))
@@ -130,7 +130,7 @@ def test_dockerfile_copy_paths_refused(plan, name):
 
 @pytest.mark.parametrize("payload", PAYLOADS)
 def test_install_sh_quotes_or_refuses(tmp_path, payload):
-    from envkit.export.render import render
+    from envkit.export.templates import render
 
     marker = tmp_path / "MARKER"
     value = payload.format(m=marker)
@@ -179,7 +179,7 @@ def test_requirement_lines_refuse_what_is_not_a_pin(field, payload):
 def test_a_command_line_with_a_newline_stays_one_comment_in_every_context_file(plan, command):
     """`generated_by` (the command line, paths included) reaches a comment line of the Dockerfile and .dockerignore:
     a newline in it would start a new instruction or an ignore pattern (`!` re-includes files)."""
-    from envkit.export.render import context_files
+    from envkit.export.templates import context_files
 
     files = context_files(dataclasses.replace(plan, generated_by=command))
     for name in ("Dockerfile", ".dockerignore"):

@@ -11,7 +11,7 @@ import yaml
 
 from envkit.errors import BadInput, CheckFailed
 from envkit.export.image import parse_requirements
-from envkit.export.render import dockerfile, write_context
+from envkit.export.templates import dockerfile, write_context
 from envkit.io.outputs import sha256_file
 from envkit.jobs.image import plan_lock
 from envkit.lock.file import read_lock

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from envkit.errors import BadInput
-from envkit.export.render import dockerfile, write_context
+from envkit.export.templates import dockerfile, write_context
 from envkit.jobs.image import plan_lock
 from envkit.lock.file import read_lock
 

@@ -114,9 +114,9 @@ def _target_dict(c: PythonClosure) -> dict[str, str]:
 
 def install_sh(controller: PythonClosure) -> str:
     """The bundle's offline installer, rendered for the controller's Python (airgap/install.sh.j2)."""
-    from envkit.export import render
+    from envkit.export import templates
 
-    return render.render(
+    return templates.render(
         "install.sh.j2",
         envkit_version=__version__,
         controller_python=controller.target.python,
@@ -149,7 +149,7 @@ def _image_entries(
     the bundle says why in `lacks`."""
     from envkit.artifacts.handed import scan, with_vendor
     from envkit.export import image as im
-    from envkit.export import render
+    from envkit.export import templates
 
     try:
         chosen = im.closure_files(lock)  # an envkit among them gives way to the bundle's own (plan_build)
@@ -169,10 +169,10 @@ def _image_entries(
     except BadInput as exc:
         return [], None, [f"the image build context ({exc.message})"]
     wheel_sha = {p.filename: p.sha256 for p in chosen}
-    entries = [_blob(f"{IMAGE_DIR}/context/{rel}", text.encode()) for rel, text in sorted(render.context_files(plan).items())]
+    entries = [_blob(f"{IMAGE_DIR}/context/{rel}", text.encode()) for rel, text in sorted(templates.context_files(plan).items())]
     links: list[tuple[str, str, str]] = []
     lacks = [f"envkit in the image ({plan.envkit_absent})"] if plan.envkit is None else []
-    for rel, _source, sha in render.context_inputs(plan):
+    for rel, _source, sha in templates.context_inputs(plan):
         name = rel.rsplit("/", 1)[-1]
         src = f"{LAYOUT.vendor}/{name}" if rel.startswith("artifacts/") else f"{LAYOUT.wheels('target')}/{name}"
         sha = sha or wheel_sha[name]

@@ -1,5 +1,5 @@
 """`envkit image render | build`: a request -> the image plan (`envkit.export.image`) -> the build context written
-(`envkit.export.render`) -> the image built through the engine at DOCKER_HOST (`envkit.executor.docker`) -> a result.
+(`envkit.export.templates`) -> the image built through the engine at DOCKER_HOST (`envkit.executor.docker`) -> a result.
 
 The command line only parses and formats (`envkit.cli.image`). `image run-args` is `runargs`: the runtime options of
 the export layer (`envkit.export.runargs`) over a chip's facts, taken from the lock or, as a matrix query, through the
@@ -109,7 +109,7 @@ class Rendered:
 
 def render(req: ImageRequest, output: Path) -> Rendered:
     """`envkit image render`: the build context of the lock written to `output`."""
-    from envkit.export.render import write_context
+    from envkit.export.templates import write_context
 
     p = plan(req, command_line(req, ["render", "-o", str(output)]))
     return Rendered(p, output, write_context(p, output, force=req.force, inputs=req.inputs()))
@@ -140,7 +140,7 @@ def build(req: ImageRequest, tag: str | None, context: Path | None, on_progress:
     engine at DOCKER_HOST; every vendor package must be handed in (BadInput before anything is written)."""
     from envkit.executor.docker import Engine
     from envkit.export.container import default_tag
-    from envkit.export.render import write_context
+    from envkit.export.templates import write_context
 
     say = on_progress or (lambda _line: None)
     p = plan(req, command_line(req, ["render", "-o", "CONTEXT"]))
