@@ -375,3 +375,4 @@ def test_a_lock_without_a_rule_plan_env_reads_is_bad_input_not_a_traceback(missi
         plan_env({"a": NodeValues(values, None, 2)}, "950", edited, INV)
     assert info.value.message == f"the lock's HCCL rules (platform.hccl.env) have no rule for {missing}"
     assert info.value.where == Where("envkit.lock", None, "platform.hccl.env")
+    assert info.value.hint == "The lock was edited: resolve it again (`envkit resolve`), which writes every HCCL rule."
