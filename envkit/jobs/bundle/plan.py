@@ -9,6 +9,7 @@ import os
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from envkit import __version__
 from envkit.artifacts.own_wheel import envkit_wheel
@@ -17,6 +18,9 @@ from envkit.errors import BadInput, CheckFailed, Where
 from envkit.models.bundle import BundleFile, BundleManifest, TrustedArtifact
 from envkit.models.lock import Lock, PythonClosure
 from envkit.resources import data_dir
+
+if TYPE_CHECKING:
+    from envkit.artifacts.download import Fetch
 
 MANIFEST = str(LAYOUT.manifest)
 IMAGE_DIR = str(LAYOUT.image)
@@ -293,7 +297,6 @@ def plan_bundle(
     `variant`: the image build context's (base, or serving: `bundle build --variant`). `lock_name`: the lock's path,
     as the messages name it."""
     from envkit.artifacts.closure import envkit_supports
-    from envkit.artifacts.download import Fetch
 
     target, locked_controller = lock.python.closure, lock.python.controller
     controller = controller or locked_controller
@@ -302,24 +305,12 @@ def plan_bundle(
             "the lock has no Python closure: it names versions, not the wheels to bundle",
             hint=f"Run `envkit lock --lock {shlex.quote(lock_name)}` first (it records every wheel with URL, sha256 and size).",
         )
-    entries: list[Entry] = []
-    fetch: list[Fetch] = []
-    for kind, closure in (("target", target), ("controller", controller)):
-        for p in closure.packages:
-            fetch.append(Fetch(p.url, p.sha256, p.size, p.filename))
-            entries.append(Entry(f"{LAYOUT.wheels(kind)}/{p.filename}", p.sha256, p.size, source=cache.path(p.sha256), link=True))
     base_dir = getattr(cache, "base", None)
     ek_name, ek_bytes = envkit_wheel(Path(base_dir) if base_dir is not None else None)
-    ek_sha = hashlib.sha256(ek_bytes).hexdigest()
-    ek_row = [("envkit", __version__, ek_sha)]
     # envkit runs on the controller (provision) and on every target (the smoke role's smoke and doctor),
     # where the target's Python allows it
     on_target = envkit_supports(target.target.python)
-    for kind, closure in (("target", target), ("controller", controller)):
-        with_envkit = kind == "controller" or on_target
-        if with_envkit:
-            entries.append(_blob(f"{LAYOUT.wheels(kind)}/{ek_name}", ek_bytes))
-        entries.append(_blob(str(LAYOUT.requirements(kind)), requirements_txt(closure, ek_row if with_envkit else [])))
+    entries, fetch = _wheel_entries(target, controller, cache, (ek_name, ek_bytes), on_target)
     entries.append(_blob(str(LAYOUT.lock), lock_bytes))
     vendor, trusted, lacks = _vendor_entries(lock, artifacts, trust_artifacts, stamps)
     entries += vendor
@@ -333,16 +324,7 @@ def plan_bundle(
     entries += image_entries
     lacks += image_lacks
     if image_archive is not None:
-        in_cache = base_dir is not None and Path(image_archive).resolve().is_relative_to(Path(base_dir).resolve())
-        entries.append(
-            Entry(
-                f"{IMAGE_DIR}/{image_archive.name}",
-                stamps.sha256(image_archive),
-                image_archive.stat().st_size,
-                source=image_archive,
-                link=in_cache,
-            )
-        )  # the cache's own archive may be hard-linked
+        entries.append(_archive_entry(image_archive, stamps, base_dir))
     else:
         lacks.append("the built container image (build with --image, or --image-archive FILE, to include one)")
     entries.append(_blob(str(LAYOUT.install), install_sh(controller).encode(), 0o755))
@@ -356,14 +338,7 @@ def plan_bundle(
         )
     for name in target.excluded:
         lacks.append(f"Python project {name} and what only it needs (excluded from the closure on purpose)")
-    entries.sort(key=lambda e: e.path)
-    dup = {e.path for e in entries if sum(1 for x in entries if x.path == e.path) > 1}
-    if dup:
-        raise BadInput(f"two bundle entries share a path: {sorted(dup)}")
-    # install.sh checks every file with `sha256sum -c SHA256SUMS` before it runs anything of the bundle; the
-    # manifest records the digest of SHA256SUMS, so the published manifest digest covers it too
-    sums = _blob(str(LAYOUT.sums), sha256sums((e.path, e.sha256) for e in entries))
-    entries = sorted([*entries, sums], key=lambda e: e.path)
+    entries, sums = _with_sums(entries)
     manifest = BundleManifest(
         envkit_version=__version__,
         lock_sha256=hashlib.sha256(lock_bytes).hexdigest(),
@@ -386,3 +361,51 @@ def plan_bundle(
         state=Path(base) / "bundles" if base is not None else None,
         image=image_ctx,
     )
+
+
+def _wheel_entries(
+    target: PythonClosure, controller: PythonClosure, cache: Any, envkit: tuple[str, bytes], on_target: bool
+) -> tuple[list[Entry], list[Fetch]]:
+    """Each closure's wheels (linked from the cache, fetched into it first) and requirements file, with envkit's own
+    wheel and its hashed line on the controller and, where its Python allows it (`on_target`), on the targets."""
+    from envkit.artifacts.download import Fetch
+
+    entries: list[Entry] = []
+    fetch: list[Fetch] = []
+    for kind, closure in (("target", target), ("controller", controller)):
+        for p in closure.packages:
+            fetch.append(Fetch(p.url, p.sha256, p.size, p.filename))
+            entries.append(Entry(f"{LAYOUT.wheels(kind)}/{p.filename}", p.sha256, p.size, source=cache.path(p.sha256), link=True))
+    ek_name, ek_bytes = envkit
+    ek_row = [("envkit", __version__, hashlib.sha256(ek_bytes).hexdigest())]
+    for kind, closure in (("target", target), ("controller", controller)):
+        with_envkit = kind == "controller" or on_target
+        if with_envkit:
+            entries.append(_blob(f"{LAYOUT.wheels(kind)}/{ek_name}", ek_bytes))
+        entries.append(_blob(str(LAYOUT.requirements(kind)), requirements_txt(closure, ek_row if with_envkit else [])))
+    return entries, fetch
+
+
+def _archive_entry(image_archive: Path, stamps: Any, base_dir: Any) -> Entry:
+    """The image archive built elsewhere (`--image-archive`), hashed once; hard-linked only when it is the cache's
+    own."""
+    in_cache = base_dir is not None and Path(image_archive).resolve().is_relative_to(Path(base_dir).resolve())
+    return Entry(
+        f"{IMAGE_DIR}/{image_archive.name}",
+        stamps.sha256(image_archive),
+        image_archive.stat().st_size,
+        source=image_archive,
+        link=in_cache,
+    )
+
+
+def _with_sums(entries: list[Entry]) -> tuple[list[Entry], Entry]:
+    """The entries sorted by path with SHA256SUMS among them, and SHA256SUMS; BadInput when two share a path.
+    install.sh checks every file with `sha256sum -c SHA256SUMS` before it runs anything of the bundle; the manifest
+    records the digest of SHA256SUMS, so the published manifest digest covers it too."""
+    entries = sorted(entries, key=lambda e: e.path)
+    dup = {a.path for a, b in zip(entries, entries[1:], strict=False) if a.path == b.path}  # sorted: a repeated path is adjacent
+    if dup:
+        raise BadInput(f"two bundle entries share a path: {sorted(dup)}")
+    sums = _blob(str(LAYOUT.sums), sha256sums((e.path, e.sha256) for e in entries))
+    return sorted([*entries, sums], key=lambda e: e.path), sums
