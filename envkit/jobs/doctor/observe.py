@@ -708,6 +708,58 @@ def probe(
     env, env_source, env_known = load_env(target, env_file)
 
     install_record = target.read("/etc/ascend_install.info")
+    driver_bases, firmware_bases = _install_bases(install_record)
+    driver = _first(target, [f"{b}/driver/version.info" for b in driver_bases])
+    firmware = _first(target, [f"{b}/firmware/version.info" for b in firmware_bases])
+    cann_bases = [ASCEND_BASE]
+    home = env.get("HOME")
+    if home and home.startswith("/") and target.is_dir(f"{home}/Ascend"):
+        cann_bases.append(f"{home.rstrip('/')}/Ascend")
+    cann = _probe_cann(target, env, cann_bases)
+    nnal_dir, nnal_ev = _nnal(target, cann_bases)
+    arch_hint = (platform.machine(), "uname -m (platform.machine())") if target.host else _elf_arch(target)
+    dev = target.listdir("/dev")
+    davinci = sorted((n for n in dev if re.fullmatch(r"davinci\d+", n)), key=lambda n: int(n[7:]))
+    control = {n: n in dev for n in CONTROL_NODES}
+
+    npu_smi_path, skipped, npu_smi, boards = _npu_smi(target, env, timeout, exec_root_tools)
+
+    if target.host:
+        py = _python_from_host(python, env, timeout)
+    else:
+        py = _python_from_root(target, python)
+    build = _vllm_ascend_build(target, py)
+
+    return ProbeResult(
+        root=str(target.root),
+        host=target.host,
+        env={k: env[k] for k in ENV_KEYS if k in env},
+        env_source=env_source,
+        env_known=env_known,
+        install_record=install_record,
+        driver_version_info=driver,
+        firmware_version_info=firmware,
+        cann=cann,
+        nnal=nnal_ev,
+        nnal_dir=nnal_dir,
+        os_release=_first(target, ["/etc/os-release", "/usr/lib/os-release"]),
+        arch_hint=arch_hint,
+        dev_davinci=davinci,
+        dev_control=control,
+        npu_smi_path=npu_smi_path,
+        npu_smi_skipped=skipped,
+        npu_smi=npu_smi,
+        boards=boards,
+        python=py,
+        path_exists=_env_paths(target, env),
+        container=target.exists("/.dockerenv") or target.exists("/run/.containerenv"),
+        vllm_ascend_build=build,
+    )
+
+
+def _install_bases(install_record: Evidence) -> tuple[list[str], list[str]]:
+    """Where the driver and the firmware are installed: the install record's paths (an absolute one first), then
+    /usr/local/Ascend; a record that does not parse adds none."""
     driver_bases = [ASCEND_BASE]
     firmware_bases = [ASCEND_BASE]
     if install_record.data is not None:
@@ -722,57 +774,36 @@ def probe(
                     bases.insert(0, value)
         except ParseError:
             pass
+    return driver_bases, firmware_bases
 
-    def first(paths: list[str]) -> Evidence:
-        evs = [target.read(p) for p in paths]
-        for ev in evs:
-            if ev.found or ev.error != "not found":
-                return ev
-        return evs[-1]
 
-    driver = first([f"{b}/driver/version.info" for b in driver_bases])
-    firmware = first([f"{b}/firmware/version.info" for b in firmware_bases])
+def _first(target: Target, paths: list[str]) -> Evidence:
+    """The first of `paths` that is there or cannot be read for another reason than its absence; else the last."""
+    evs = [target.read(p) for p in paths]
+    for ev in evs:
+        if ev.found or ev.error != "not found":
+            return ev
+    return evs[-1]
 
-    cann_bases = [ASCEND_BASE]
-    home = env.get("HOME")
-    if home and home.startswith("/") and target.is_dir(f"{home}/Ascend"):
-        cann_bases.append(f"{home.rstrip('/')}/Ascend")
-    cann = _probe_cann(target, env, cann_bases)
 
-    nnal_dir = None
-    nnal_ev = None
+def _nnal(target: Target, cann_bases: list[str]) -> tuple[str | None, Evidence | None]:
+    """The NNAL (ATB) folder under the first CANN base that has one, and its version.info (latest/ first), or where
+    its `latest` link points when it has none."""
     for base in cann_bases:
         atb = f"{base}/nnal/atb"
-        if target.is_dir(atb):
-            nnal_dir = atb
-            latest = f"{atb}/latest"
-            for p in (f"{latest}/version.info", f"{atb}/version.info"):
-                ev = target.read(p)
-                if ev.found:
-                    nnal_ev = ev
-                    break
-            if nnal_ev is None and target.is_dir(latest):
-                nnal_ev = Evidence(source=f"{latest} -> {target.realpath(latest)}")
-            break
+        if not target.is_dir(atb):
+            continue
+        latest = f"{atb}/latest"
+        for p in (f"{latest}/version.info", f"{atb}/version.info"):
+            ev = target.read(p)
+            if ev.found:
+                return atb, ev
+        return atb, Evidence(source=f"{latest} -> {target.realpath(latest)}") if target.is_dir(latest) else None
+    return None, None
 
-    arch_hint: tuple[str, str] | None
-    if target.host:
-        arch_hint = (platform.machine(), "uname -m (platform.machine())")
-    else:
-        arch_hint = _elf_arch(target)
 
-    dev = target.listdir("/dev")
-    davinci = sorted((n for n in dev if re.fullmatch(r"davinci\d+", n)), key=lambda n: int(n[7:]))
-    control = {n: n in dev for n in CONTROL_NODES}
-
-    npu_smi_path, skipped, npu_smi, boards = _npu_smi(target, env, timeout, exec_root_tools)
-
-    if target.host:
-        py = _python_from_host(python, env, timeout)
-    else:
-        py = _python_from_root(target, python)
-    build = _vllm_ascend_build(target, py)
-
+def _env_paths(target: Target, env: dict[str, str]) -> dict[str, bool]:
+    """Whether each folder the environment names (CANN's homes, each LD_LIBRARY_PATH entry) is there."""
     paths: dict[str, bool] = {}
     for key in ("ASCEND_HOME_PATH", "ASCEND_OPP_PATH", "ASCEND_TOOLKIT_HOME"):
         env_path = env.get(key)
@@ -781,32 +812,7 @@ def probe(
     for part in env.get("LD_LIBRARY_PATH", "").split(":"):
         if part:
             paths[part] = target.is_dir(part)
-
-    return ProbeResult(
-        root=str(target.root),
-        host=target.host,
-        env={k: env[k] for k in ENV_KEYS if k in env},
-        env_source=env_source,
-        env_known=env_known,
-        install_record=install_record,
-        driver_version_info=driver,
-        firmware_version_info=firmware,
-        cann=cann,
-        nnal=nnal_ev,
-        nnal_dir=nnal_dir,
-        os_release=first(["/etc/os-release", "/usr/lib/os-release"]),
-        arch_hint=arch_hint,
-        dev_davinci=davinci,
-        dev_control=control,
-        npu_smi_path=npu_smi_path,
-        npu_smi_skipped=skipped,
-        npu_smi=npu_smi,
-        boards=boards,
-        python=py,
-        path_exists=paths,
-        container=target.exists("/.dockerenv") or target.exists("/run/.containerenv"),
-        vllm_ascend_build=build,
-    )
+    return paths
 
 
 # --------------------------------------------------------------------------- hccn_tool (`doctor --net`)
