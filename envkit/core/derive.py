@@ -515,7 +515,7 @@ def resolve_lock(request: ResolveRequest, output: Path | None = None) -> Resolve
     lock = derive(lm, res, shlex.join(cmd))
     text = lock_text(plain(lock))
     if output is not None:
-        from envkit.io.outputs import atomic_write_text  # a lock to stdout needs none of it (dataclasses, tempfile)
+        from envkit.io.outputs import atomic_write_text  # a lock to stdout needs none of it (tempfile: start-up)
 
         atomic_write_text(output, text)
     return Resolved(lock=lock, text=text)
