@@ -9,13 +9,14 @@ import typer
 from envkit.cli.examples import example
 from envkit.cli.options import JsonOpt
 from envkit.cli.stack_body import PIN_OPTIONS, resolve, run_resolve, run_validate, validate
+from envkit.models.stackkeys import pin_flag
 
 _PIN_HELP = dict(PIN_OPTIONS)
 
 
 def _pin(key: str):  # noqa: ANN202 - a typer.Option
     """The option of the stack pin `key` (`--torch-npu` for torch_npu)."""
-    return typer.Option("--" + key.replace("_", "-"), help=_PIN_HELP[key])
+    return typer.Option(pin_flag(key), help=_PIN_HELP[key])
 
 
 def _exit(code: int) -> None:

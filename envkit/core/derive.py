@@ -44,7 +44,7 @@ from envkit.lock.records import (
     ZipEdition,
 )
 from envkit.lock.text import plain
-from envkit.models.stackkeys import ALL_KEYS, FRAMEWORK_KEYS, STACK_KEYS
+from envkit.models.stackkeys import ALL_KEYS, FRAMEWORK_KEYS, STACK_KEYS, pin_flag
 from envkit.records import fields, replace
 from envkit.verdict import Confidence
 
@@ -503,7 +503,7 @@ def resolve_lock(request: ResolveRequest, output: Path | None = None) -> Resolve
         values, where = read_stack_file(request.file)
         cmd += ["-f", str(request.file)]
     for key, value in request.pins:
-        flag = "--" + key.replace("_", "-")
+        flag = pin_flag(key)
         values[key], where[key] = value, flag
         cmd += [flag, value]
     if request.workload is not None:

@@ -23,3 +23,9 @@ STACK_KEYS: tuple[str, ...] = (
 # serving across nodes (vllm-ascend's Ray way).
 FRAMEWORK_KEYS: tuple[str, ...] = ("vllm", "vllm_ascend", "triton_ascend", "mindspeed", "ray")
 ALL_KEYS: tuple[str, ...] = STACK_KEYS + FRAMEWORK_KEYS
+
+
+def pin_flag(key: str) -> str:
+    """The option of `envkit resolve` that pins `key` (`--torch-npu` for torch_npu): what the command declares and
+    what a lock's `generated_by` records."""
+    return "--" + key.replace("_", "-")
